@@ -1,0 +1,51 @@
+"""The exception hierarchy: every failure a user can cause, each with its exit code.
+
+Library code raises these; the CLI turns them into one `Error: ...` line on
+stderr and the class's exit code, in one place (`vppctl.cli`).
+
+Exit codes (kept in sync with the README table):
+
+    0   success
+    1   verification found problems (`vppctl verify`)
+    2   usage error (bad option value, bad regex, conflicting options)
+    3   a file cannot be read or written, or is not a program
+    4   the program cannot be converted as asked
+    70  internal error (a bug in vppctl; please report it)
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_VIOLATIONS = 1
+EXIT_USAGE = 2
+EXIT_FILE = 3
+EXIT_CONVERT = 4
+EXIT_INTERNAL = 70
+
+
+class VppctlError(Exception):
+    """Base class of every error vppctl reports to the user."""
+
+    exit_code = EXIT_INTERNAL
+
+
+class UsageError(VppctlError):
+    """An option value that cannot work, whatever the program (bad regex, --vpp 0)."""
+
+    exit_code = EXIT_USAGE
+
+
+class ProgramFileError(VppctlError):
+    """A file that cannot be read or written, or that does not hold a program."""
+
+    exit_code = EXIT_FILE
+
+
+class ConversionError(VppctlError):
+    """The program cannot be converted as asked (layout, layer count, annotations)."""
+
+    exit_code = EXIT_CONVERT
+
+
+class SelfCheckError(ConversionError):
+    """`convert` produced a program its own verifier rejects: a bug, nothing is written."""
