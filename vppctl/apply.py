@@ -1,0 +1,375 @@
+"""Apply: give every op and variable its stage mesh and chunk id (rules 6-10), then write.
+
+The rules run as a fixed sequence of passes over integer side tables
+(`Assignment`); each pass is one function named by what it does. Only then
+does one write pass touch the serialized ops and variables, and only those
+whose mesh or chunk id changed.
+
+Variables follow "first writer wins": a variable that already got a mesh (or a
+chunk id) keeps it; the two are tracked separately, as in Paddle.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from vppctl import fields
+from vppctl.errors import ConversionError
+from vppctl.fields import ROLE_BACKWARD, ROLE_LOSS, ROLE_OPTIMIZE
+from vppctl.index import NO_MESH, ForwardOps, ProgramIndex
+from vppctl.layers import NO_LAYER, LayerSet, is_forward
+from vppctl.plan import Plan
+
+LOSS_GRAD = ROLE_LOSS | ROLE_BACKWARD
+GRAD_SUMS = (b"sum", b"grad_add")
+NO_CHUNK_NAME = b"lod_tensor_blocking_queue"
+
+
+@dataclass
+class Assignment:
+    """The new mesh class and chunk id of every op and variable (copied from the index)."""
+
+    op_mesh: list[array[int]]
+    op_chunk: list[array[int]]
+    moved: list[bytearray]  # op got a new mesh (its tensor dist attrs follow)
+    var_mesh: array[int]
+    var_chunk: array[int]
+    mesh_set: bytearray  # var already has its mesh (first writer wins)
+    chunk_set: bytearray  # var already has its chunk id
+    no_chunk: frozenset[int]  # vars that never get a chunk id
+    warnings: list[str] = field(default_factory=list)
+
+    @classmethod
+    def start(cls, index: ProgramIndex) -> Assignment:
+        names = ((v, n) for bi in index.blocks for v, n in enumerate(bi.vars.name, bi.var_base))
+        return cls(
+            op_mesh=[array("q", b.op_mesh) for b in index.blocks],
+            op_chunk=[array("q", b.ops.chunk) for b in index.blocks],
+            moved=[bytearray(b.n_ops) for b in index.blocks],
+            var_mesh=array("q", index.var_mesh),
+            var_chunk=array("q", index.var_chunks),
+            mesh_set=bytearray(index.n_vars),
+            chunk_set=bytearray(index.n_vars),
+            no_chunk=frozenset(v for v, n in names if NO_CHUNK_NAME in n),
+        )
+
+    def place_op(self, block: int, op: int, mesh: int | None, chunk: int) -> None:
+        if mesh is not None and mesh != self.op_mesh[block][op]:
+            self.op_mesh[block][op] = mesh
+            self.moved[block][op] = 1
+        self.op_chunk[block][op] = chunk
+
+    def set_var(self, v: int, mesh: int, chunk: int) -> None:
+        """An output takes (mesh, chunk) unless an earlier writer set them."""
+        if v < 0:
+            return
+        if not self.mesh_set[v]:
+            self.var_mesh[v] = mesh
+            self.mesh_set[v] = 1
+        if not self.chunk_set[v] and v not in self.no_chunk:
+            self.var_chunk[v] = chunk
+            self.chunk_set[v] = 1
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    ops_changed: int
+    vars_changed: int
+    changed_ops: tuple[tuple[int, ...], ...]  # per block
+    changed_vars: tuple[int, ...]
+    warnings: tuple[str, ...]
+
+
+def assign(index: ProgramIndex, plan: Plan, layers: LayerSet) -> Assignment:
+    """Run the rule passes in order; returns the assignment (nothing written yet)."""
+    a = Assignment.start(index)
+    walker = _SubBlocks(index, a)
+    AssignForward(index, plan, layers, a, walker).run()
+    AssignBackward(index, a, walker).run()
+    AssignOptimizer(index, a, walker).run()
+    return a
+
+
+class _SubBlocks:
+    """Rule 8: an op with a sub_block passes its mesh and chunk id to every op inside,
+    recursively (Paddle goes one level deep), with rule 7 for their variables."""
+
+    def __init__(self, index: ProgramIndex, a: Assignment) -> None:
+        self.index, self.a = index, a
+        self.done: set[int] = set()
+
+    def enter(self, block: int, op: int, mesh: int | None, chunk: int) -> None:
+        for sub in self.index.blocks[block].ops.sub_blocks.get(op, ()):
+            self._walk(sub, mesh, chunk, (block,))
+
+    def _walk(self, sub: int, mesh: int | None, chunk: int, path: tuple[int, ...]) -> None:
+        index = self.index
+        if not 0 < sub < len(index.blocks):
+            raise ConversionError(
+                f"a sub_block attribute in block {path[-1]} points at block {sub}, which does "
+                f"not exist (the program has {len(index.blocks)} blocks); fix the program"
+            )
+        if sub in path:
+            raise ConversionError(
+                f"sub_block attributes form a cycle: blocks {' -> '.join(map(str, path))} -> "
+                f"{sub}; fix the program"
+            )
+        self.done.add(sub)
+        bi = index.blocks[sub]
+        for op in range(bi.n_ops):
+            remesh_and_chunk(index, self.a, sub, op, mesh, chunk)
+            for nested in bi.ops.sub_blocks.get(op, ()):
+                self._walk(nested, mesh, chunk, (*path, sub))
+
+
+def remesh_and_chunk(index: ProgramIndex, a: Assignment, block: int, op: int,
+                     mesh: int | None, chunk: int) -> None:
+    """Rules 6 and 7 for one op: move it to `mesh` (None: keep), give it `chunk`.
+
+    When it moves, each input variable on the op's old mesh and every output
+    variable take the new mesh; then each input and output variable on the op's
+    (new) mesh takes the chunk id. First writer wins for both.
+    """
+    bi = index.blocks[block]
+    ins, outs = bi.inputs(op), bi.outputs(op)
+    var_mesh, mesh_set = a.var_mesh, a.mesh_set
+    if mesh is not None:
+        old = a.op_mesh[block][op]
+        for v in ins:
+            if v >= 0 and not mesh_set[v] and var_mesh[v] == old:
+                var_mesh[v] = mesh
+                mesh_set[v] = 1
+        for v in outs:
+            if v >= 0 and not mesh_set[v]:
+                var_mesh[v] = mesh
+                mesh_set[v] = 1
+        a.place_op(block, op, mesh, chunk)
+    else:
+        a.op_chunk[block][op] = chunk
+    own = a.op_mesh[block][op]
+    chunk_set, var_chunk, no_chunk = a.chunk_set, a.var_chunk, a.no_chunk
+    for group in (ins, outs):
+        for v in group:
+            if v >= 0 and not chunk_set[v] and var_mesh[v] == own and v not in no_chunk:
+                var_chunk[v] = chunk
+                chunk_set[v] = 1
+
+
+class AssignForward:
+    """Rules 6-8: forward ops of the global block get their segment's chunk id.
+
+    Ops before the first layer belong to segment 0 and ops after the last layer
+    to the last segment; these keep their mesh, except that with V placement and
+    an even vpp the ops after the last layer follow the last segment to stage 0
+    (as Paddle's ZBVPP mode does). In auto mode each layer op moves to its
+    segment's stage mesh.
+    """
+
+    def __init__(self, index: ProgramIndex, plan: Plan, layers: LayerSet, a: Assignment,
+                 walker: _SubBlocks) -> None:
+        self.index, self.plan, self.layers, self.a, self.walker = index, plan, layers, a, walker
+
+    def run(self) -> None:
+        index, plan, a = self.index, self.plan, self.a
+        block = index.global_block
+        roles, op_layer = block.ops.role, self.layers.op_layer
+        layer_segment = plan.layer_segment()
+        seg_mesh = [index.add_mesh(s.mesh, fields.encode_mesh(s.mesh)) for s in plan.segments]
+        seg_chunk = [s.chunk for s in plan.segments]
+        auto = plan.mode == "auto"
+        last = len(plan.segments) - 1
+        move_tail = auto and plan.placement == "v" and plan.vpp % 2 == 0
+        first_op = self.layers.layers[0].first
+        subs = block.ops.sub_blocks
+        for i in range(block.n_ops):
+            if not is_forward(roles[i]):
+                continue
+            k = op_layer[i]
+            if k != NO_LAYER:
+                seg = layer_segment[k]
+                mesh = seg_mesh[seg] if auto else None
+            elif i < first_op:
+                seg, mesh = 0, None
+            else:
+                seg, mesh = last, seg_mesh[last] if move_tail else None
+            remesh_and_chunk(index, a, 0, i, mesh, seg_chunk[seg])
+            if i in subs:
+                self.walker.enter(0, i, mesh, seg_chunk[seg])
+
+
+class AssignBackward:
+    """Rule 9: backward ops follow the forward ops they differentiate.
+
+    The loss-grad op takes the loss op's mesh and chunk id; a grad op takes its
+    forward op's (from `forward_op_id`, else inferred: `T_grad` reads `o@GRAD`
+    of an output `o` of a forward op of type `T`); `sum`/`grad_add` take the
+    nearest earlier backward op that writes one of their inputs (Paddle skips the
+    first grad op after the loss-grad op; vppctl does not); any other backward op
+    takes its first input variable that has a mesh. Outputs take the op's mesh
+    and chunk id, except a `sum`/`grad_add` output, which takes its forward
+    variable's (the name before `@GRAD`).
+    """
+
+    def __init__(self, index: ProgramIndex, a: Assignment, walker: _SubBlocks) -> None:
+        self.index, self.a, self.walker = index, a, walker
+        self.block = index.global_block
+        self.forward = ForwardOps(index)
+        self.unmapped: list[int] = []
+
+    def run(self) -> None:
+        block, a = self.block, self.a
+        roles, types = block.ops.role, block.ops.type
+        loss = self._loss_op()
+        last_writer: dict[int, int] = {}
+        mesh0, chunk0 = a.op_mesh[0], a.op_chunk[0]
+        for i in range(block.n_ops):
+            role = roles[i]
+            if not role & ROLE_BACKWARD:
+                continue
+            is_sum = types[i] in GRAD_SUMS
+            if role == LOSS_GRAD and loss is not None:
+                mesh, chunk = mesh0[loss], chunk0[loss]
+            elif is_sum:
+                mesh, chunk = self._sum_source(i, last_writer)
+            else:
+                mesh, chunk = self._grad_source(i)
+            a.place_op(0, i, mesh if mesh != NO_MESH else None, chunk)
+            for v in block.outputs(i):
+                if is_sum and v >= 0:
+                    fm, fc = self._forward_var(v)
+                    a.set_var(v, fm if fm != NO_MESH else mesh, fc if fc >= 0 else chunk)
+                else:
+                    a.set_var(v, mesh, chunk)
+                last_writer[v] = i
+            if i in block.ops.sub_blocks:
+                self.walker.enter(0, i, mesh if mesh != NO_MESH else None, chunk)
+        if self.unmapped:
+            shown = ", ".join(self.index.op_label(0, i) for i in self.unmapped[:3])
+            more = f" and {len(self.unmapped) - 3} more" if len(self.unmapped) > 3 else ""
+            a.warnings.append(
+                f"{len(self.unmapped)} backward op(s) have no forward op vppctl can find and "
+                f"follow their first input instead: {shown}{more}"
+            )
+
+    def _loss_op(self) -> int | None:
+        roles = self.block.ops.role
+        return next((i for i in range(self.block.n_ops) if roles[i] == ROLE_LOSS), None)
+
+    def _sum_source(self, i: int, last_writer: dict[int, int]) -> tuple[int, int]:
+        j = max((last_writer.get(v, -1) for v in self.block.inputs(i)), default=-1)
+        if j < 0:
+            raise ConversionError(
+                f"{self.index.op_label(0, i)} accumulates gradients, but no earlier backward op "
+                "writes any of its inputs; check the backward section of the program"
+            )
+        return self.a.op_mesh[0][j], self.a.op_chunk[0][j]
+
+    def _grad_source(self, i: int) -> tuple[int, int]:
+        a = self.a
+        f = self.forward.of(i)
+        if f is not None:
+            return a.op_mesh[0][f], a.op_chunk[0][f]
+        self.unmapped.append(i)
+        for v in self.block.inputs(i):
+            if v >= 0 and a.var_mesh[v] != NO_MESH:
+                return a.var_mesh[v], max(a.var_chunk[v], 0)
+        return a.op_mesh[0][i], 0
+
+    def _forward_var(self, v: int) -> tuple[int, int]:
+        """(mesh, chunk) of the forward variable whose gradient `v` is, or (NO_MESH, -1)."""
+        index = self.index
+        b = index.blocks[index.var_block[v]]
+        name = b.vars.name[v - b.var_base]
+        at = name.find(b"@GRAD")
+        if at <= 0:
+            return NO_MESH, -1
+        f = index.lookup(b.idx, name[:at])
+        if f < 0:
+            return NO_MESH, -1
+        return self.a.var_mesh[f], self.a.var_chunk[f]
+
+
+class AssignOptimizer:
+    """Rule 10: an op with a `Param` input takes the parameter's mesh and chunk id
+    (vppctl; Paddle leaves optimizer chunk ids at 0). Other optimizer ops
+    (gradient clipping) take their first input on a stage mesh; ops on a global
+    mesh keep it with chunk 0. Outputs follow their op (first writer wins). Ops of
+    any other role keep their mesh, chunk 0."""
+
+    def __init__(self, index: ProgramIndex, a: Assignment, walker: _SubBlocks) -> None:
+        self.index, self.a, self.walker = index, a, walker
+
+    def run(self) -> None:
+        index, a = self.index, self.a
+        block = index.global_block
+        stage_set = set(index.stage_meshes()[0])
+        roles, params = block.ops.role, block.ops.param
+        for i in range(block.n_ops):
+            role = roles[i]
+            if is_forward(role) or role & ROLE_BACKWARD:
+                continue
+            if not role & ROLE_OPTIMIZE:
+                mesh, chunk = a.op_mesh[0][i], 0
+            elif params.get(i, -1) >= 0:
+                p = params[i]
+                mesh, chunk = a.var_mesh[p], max(a.var_chunk[p], 0)
+            else:
+                mesh, chunk = self._clip_source(i, stage_set)
+            a.place_op(0, i, mesh if mesh != NO_MESH else None, chunk)
+            if role & ROLE_OPTIMIZE:
+                for v in block.outputs(i):
+                    a.set_var(v, a.op_mesh[0][i], chunk)
+            if i in block.ops.sub_blocks:
+                self.walker.enter(0, i, mesh if mesh != NO_MESH else None, chunk)
+
+    def _clip_source(self, i: int, stage_set: set[int]) -> tuple[int, int]:
+        a = self.a
+        own = a.op_mesh[0][i]
+        if own != NO_MESH and own not in stage_set:
+            return own, 0
+        for v in self.index.global_block.inputs(i):
+            if v >= 0 and a.var_mesh[v] in stage_set:
+                return a.var_mesh[v], max(a.var_chunk[v], 0)
+        return own, 0
+
+
+def write(index: ProgramIndex, a: Assignment) -> ApplyResult:
+    """The one write pass: rewrite the ops and variables whose mesh or chunk id changed."""
+    msg = index.program.msg
+    changed_ops = []
+    n_ops = 0
+    for bi, block in zip(index.blocks, msg.blocks):
+        b = bi.idx
+        edits = list(_op_edits(index, a, b))
+        n_ops += fields.rewrite_ops(block, edits)
+        changed_ops.append(tuple(e[0] for e in edits))
+    changed_vars: list[int] = []
+    for bi, block in zip(index.blocks, msg.blocks):
+        edits_v = list(_var_edits(index, a, bi.var_base, len(bi.vars)))
+        fields.rewrite_vars(block, ((v - bi.var_base, m, c) for v, m, c in edits_v))
+        changed_vars += [e[0] for e in edits_v]
+    return ApplyResult(ops_changed=n_ops, vars_changed=len(changed_vars),
+                       changed_ops=tuple(changed_ops), changed_vars=tuple(changed_vars),
+                       warnings=tuple(a.warnings))
+
+
+def _op_edits(index: ProgramIndex, a: Assignment, b: int) -> Iterator[tuple[int, bytes | None, int]]:
+    bi = index.blocks[b]
+    old_chunk, new_mesh, new_chunk, moved = bi.ops.chunk, a.op_mesh[b], a.op_chunk[b], a.moved[b]
+    raw = index.mesh_raw
+    for i in range(bi.n_ops):
+        if moved[i] or new_chunk[i] != old_chunk[i]:
+            yield i, raw[new_mesh[i]] if moved[i] else None, new_chunk[i]
+
+
+def _var_edits(index: ProgramIndex, a: Assignment, base: int,
+               n: int) -> Iterator[tuple[int, bytes | None, int | None]]:
+    raw = index.mesh_raw
+    for v in range(base, base + n):
+        mesh_changed = a.var_mesh[v] != index.var_mesh[v]
+        chunk_changed = a.var_chunk[v] != index.var_chunks[v]
+        if mesh_changed or chunk_changed:
+            yield (v, raw[a.var_mesh[v]] if mesh_changed and a.var_mesh[v] >= 0 else None,
+                   a.var_chunk[v] if chunk_changed and a.var_chunk[v] >= 0 else None)

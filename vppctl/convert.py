@@ -1,0 +1,199 @@
+"""Convert: load -> index -> layers -> plan -> apply -> verify, as one library call.
+
+`convert_program` runs the whole pipeline on a loaded program, modifying it in
+place, and returns a `ConvertResult` (the plan plus what changed) from which
+the CLI renders the table and the JSON. It never returns a program that fails
+its own verifier: that raises SelfCheckError and the CLI writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from vppctl import fields
+from vppctl.apply import ApplyResult, assign, write
+from vppctl.cost import LayerCosts, layer_costs, param_elements
+from vppctl.detect import detect_layers
+from vppctl.errors import ConversionError, SelfCheckError
+from vppctl.index import NO_MESH, ProgramIndex, build_index
+from vppctl.layers import LayerSet, find_layers, is_forward
+from vppctl.load import Program
+from vppctl.plan import LayerFacts, Plan, PlanOptions, make_plan, virtual_stages
+from vppctl.verify import Expectation, Violation, cross_stage_edges, verify
+
+
+@dataclass(frozen=True)
+class ConvertOptions:
+    plan: PlanOptions
+    seg_method: str | None = None  # None: detect the repeated layer
+    strict: bool = False
+    strip_callstack: bool = False
+
+
+@dataclass(frozen=True)
+class SegmentStats:
+    forward: int = 0
+    backward: int = 0
+    optimizer: int = 0
+    params: int = 0  # parameter elements on this segment
+
+
+@dataclass(frozen=True)
+class ConvertResult:
+    plan: Plan
+    stats: tuple[SegmentStats, ...]
+    n_ops: int
+    n_vars: int
+    ops_changed: int
+    vars_changed: int
+    edges_before: int
+    edges_after: int
+    callstack_bytes_saved: int | None
+    warnings: tuple[str, ...] = field(default=())
+
+
+def convert_program(program: Program, opts: ConvertOptions) -> ConvertResult:
+    """Convert `program` in place; see the module docstring."""
+    opts.plan.check()
+    index = build_index(program)
+    stages, globals_ = index.stage_meshes()
+    _check_pp(stages, opts.plan)
+    layers = _layers(index, opts)
+    costs = layer_costs(index, layers, opts.plan.cost)
+    plan = make_plan(_facts(index, layers, stages, costs),
+                     [index.meshes[m] for m in stages], opts.plan,
+                     warnings=layers.warnings)
+    edges_before = cross_stage_edges(index, stages)
+    assignment = assign(index, plan, layers)
+    applied = write(index, assignment)
+    _read_back(index, applied)
+    violations = verify(index, expectation(index, plan, layers, stages, globals_))
+    if violations:
+        raise SelfCheckError(_self_check_message(violations))
+    fields.write_plan(program.msg, plan)
+    saved = None
+    if opts.strip_callstack:
+        saved = sum(fields.strip_callstack(b) for b in program.msg.blocks)
+    return ConvertResult(
+        plan=plan, stats=segment_stats(index, plan, stages),
+        n_ops=sum(b.n_ops for b in index.blocks), n_vars=index.n_vars,
+        ops_changed=applied.ops_changed, vars_changed=applied.vars_changed,
+        edges_before=edges_before, edges_after=cross_stage_edges(index, stages),
+        callstack_bytes_saved=saved, warnings=(*plan.warnings, *applied.warnings))
+
+
+def _check_pp(stages: Sequence[int], opts: PlanOptions) -> None:
+    pp = len(stages)
+    if opts.pp is not None and opts.pp != pp:
+        raise ConversionError(
+            f"--pp {opts.pp} does not match the program, which has {pp} stage meshes; "
+            f"drop --pp or pass --pp {pp}"
+        )
+    if pp == 0:
+        raise ConversionError(
+            "the program has no stage meshes (no process_meshes and no op carries a mesh); "
+            "annotate it for pipeline parallelism first"
+        )
+    if pp < 2 and opts.vpp > 1:
+        raise ConversionError(
+            f"the program has only {pp} stage mesh, so there is no pipeline to interleave; "
+            "annotate it with one process mesh per stage, or use --vpp 1"
+        )
+
+
+def _layers(index: ProgramIndex, opts: ConvertOptions) -> LayerSet:
+    if opts.seg_method is None:
+        return detect_layers(index, strict=opts.strict)
+    return find_layers(index, opts.seg_method, strict=opts.strict)
+
+
+def _facts(index: ProgramIndex, layers: LayerSet, stages: Sequence[int],
+           costs: LayerCosts) -> LayerFacts:
+    stage_of = {m: s for s, m in enumerate(stages)}
+    layer_stages = []
+    for layer in layers.layers:
+        s = stage_of.get(layer.mesh)
+        if s is None:
+            raise ConversionError(
+                f"layer {layer.name} is on mesh {index.meshes[layer.mesh]}, which is not a "
+                f"stage mesh (stage meshes: {' '.join(str(index.meshes[m]) for m in stages)}); "
+                "put each layer on one stage's mesh"
+            )
+        layer_stages.append(s)
+    roles = index.global_block.ops.role
+    forward_end = 1 + max(i for i in range(index.global_block.n_ops) if is_forward(roles[i]))
+    return LayerFacts(
+        names=tuple(layer.name for layer in layers.layers),
+        first_ops=tuple(layer.first for layer in layers.layers),
+        stages=tuple(layer_stages), costs=costs.layers, pre_cost=costs.pre,
+        post_cost=costs.post, forward_end=forward_end, seg_method=layers.seg_method,
+        layer_class=layers.layer_class, detected=layers.detected)
+
+
+def expectation(index: ProgramIndex, plan: Plan, layers: LayerSet, stages: Sequence[int],
+                globals_: Sequence[int]) -> Expectation:
+    return Expectation(
+        pp=plan.pp, vpp=plan.vpp, placement=plan.placement, stage_meshes=tuple(stages),
+        global_meshes=tuple(globals_), layers=layers,
+        plan_segments=tuple((s.stage, s.chunk, s.layers) for s in plan.segments))
+
+
+def _read_back(index: ProgramIndex, applied: ApplyResult) -> None:
+    """Refresh the index from the bytes just written, so verify checks what was written."""
+    msg = index.program.msg
+    for bi, block, changed in zip(index.blocks, msg.blocks, applied.changed_ops):
+        for op in changed:
+            raw, chunk = fields.read_op_placement(block, op)
+            bi.op_mesh[op] = _class(index, raw)
+            bi.ops.chunk[op] = chunk
+    for v in applied.changed_vars:
+        bi = index.blocks[index.var_block[v]]
+        raw, chunk = fields.read_var_placement(msg.blocks[bi.idx], v - bi.var_base)
+        index.var_mesh[v] = _class(index, raw)
+        index.var_chunks[v] = chunk
+        bi.vars.chunk[v - bi.var_base] = chunk
+
+
+def _class(index: ProgramIndex, raw: bytes) -> int:
+    if not raw:
+        return NO_MESH
+    cls = index.mesh_class(raw)
+    return cls if cls != NO_MESH else index.add_mesh(fields.decode_mesh(raw), raw)
+
+
+def _self_check_message(violations: Sequence[Violation]) -> str:
+    v = violations[0]
+    where = f" at block {v.block} op #{v.op} ({v.type})" if v.op >= 0 else ""
+    more = f" (and {len(violations) - 1} more)" if len(violations) > 1 else ""
+    return (f"internal check failed, nothing written: rule {v.rule}{where}: {v.message}{more}. "
+            "This is a bug in vppctl; please report it with the input program")
+
+
+def segment_stats(index: ProgramIndex, plan: Plan, stages: Sequence[int]) -> tuple[SegmentStats, ...]:
+    """Per virtual stage: forward, backward and optimizer ops and parameter elements."""
+    n = len(plan.segments)
+    counts = [[0, 0, 0, 0] for _ in range(n)]
+    vstage = virtual_stages(plan.pp, plan.vpp, plan.placement)
+    stage_of = {m: s for s, m in enumerate(stages)}
+    block = index.global_block
+    roles, chunks, meshes = block.ops.role, block.ops.chunk, block.op_mesh
+    for op in range(block.n_ops):
+        s = stage_of.get(meshes[op])
+        k = vstage.get((s, chunks[op])) if s is not None else None
+        if k is None:
+            continue
+        role = roles[op]
+        col = 0 if is_forward(role) else 1 if role & 1 else 2 if role & 2 else -1
+        if col >= 0:
+            counts[k][col] += 1
+    for bi in index.blocks:
+        for pos, is_param in enumerate(bi.vars.is_parameter):
+            if not is_param:
+                continue
+            v = bi.var_base + pos
+            s = stage_of.get(index.var_mesh[v])
+            k = vstage.get((s, max(index.var_chunks[v], 0))) if s is not None else None
+            if k is not None:
+                counts[k][3] += param_elements(index, v)
+    return tuple(SegmentStats(*c) for c in counts)

@@ -1,0 +1,89 @@
+"""Cost of each layer (and of the ops before and after the layers), for splits and reports.
+
+Three measures: parameter elements (each parameter counted once, where a
+forward op first reads it), forward op count, and a forward FLOP estimate from
+the shapes of matmul ops (2*M*K*N; unknown -1 dims count as 1, so only ratios
+between layers are meaningful).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from vppctl import fields
+from vppctl.index import ProgramIndex
+from vppctl.layers import NO_LAYER, LayerSet, is_forward
+from vppctl.plan import CostKind
+
+MATMULS = (b"matmul_v2", b"matmul", b"mul", b"fused_gemm_epilogue")
+
+
+@dataclass(frozen=True)
+class LayerCosts:
+    layers: tuple[int, ...]
+    pre: int
+    post: int
+
+
+def param_elements(index: ProgramIndex, v: int) -> int:
+    """Elements of a variable (unknown -1 dims count as 1)."""
+    b = index.blocks[index.var_block[v]]
+    dims = fields.var_dims(index.program.msg.blocks[b.idx], v - b.var_base)
+    return math.prod(abs(d) for d in dims) if dims else 0
+
+
+def layer_costs(index: ProgramIndex, layers: LayerSet, kind: CostKind) -> LayerCosts:
+    block = index.global_block
+    costs = [0] * (len(layers) + 2)  # [pre, layer 0 .. layer L-1, post]
+    first = layers.layers[0].first
+    seen: set[int] = set()
+    is_param = _param_flags(index)
+    for op in range(block.n_ops):
+        if not is_forward(block.ops.role[op]):
+            continue
+        k = layers.op_layer[op]
+        slot = k + 1 if k != NO_LAYER else (0 if op < first else len(costs) - 1)
+        if kind == "ops":
+            costs[slot] += 1
+        elif kind == "flops":
+            costs[slot] += matmul_flops(index, op)
+        else:
+            for v in block.inputs(op):
+                if v >= 0 and is_param[v] and v not in seen:
+                    seen.add(v)
+                    costs[slot] += param_elements(index, v)
+    return LayerCosts(layers=tuple(costs[1:-1]), pre=costs[0], post=costs[-1])
+
+
+def _param_flags(index: ProgramIndex) -> bytearray:
+    flags = bytearray()
+    for bi in index.blocks:
+        flags += bi.vars.is_parameter
+    return flags
+
+
+def matmul_flops(index: ProgramIndex, op: int) -> int:
+    """2*M*K*N of a matmul op from its X and Y shapes (0 for other ops)."""
+    block = index.global_block
+    if block.ops.type[op] not in MATMULS:
+        return 0
+    msg = index.program.msg.blocks[0]
+    slots = fields.op_slots(msg, op)
+    x, y = _dims(index, slots.get("X")), _dims(index, slots.get("Y"))
+    if len(x) < 1 or len(y) < 2:
+        return 0
+    k = x[-1]
+    n = y[-1] if y[-2] == k or y[-1] != k else y[-2]
+    return 2 * math.prod(x) * n
+
+
+def _dims(index: ProgramIndex, names: list[bytes] | None) -> tuple[int, ...]:
+    if not names:
+        return ()
+    v = index.lookup(0, names[0])
+    if v < 0:
+        return ()
+    b = index.blocks[index.var_block[v]]
+    dims = fields.var_dims(index.program.msg.blocks[b.idx], v - b.var_base)
+    return tuple(abs(d) for d in dims)

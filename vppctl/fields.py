@@ -1,0 +1,357 @@
+"""The one module that knows the program's field names and wire details.
+
+It reads what the engine needs from every op and variable into columns of
+plain values (one scan, no object per op), and writes new meshes and chunk ids
+back into the serialized ops and variables. Everything else in vppctl talks in
+plain Python values.
+
+How the fields are read (Paddle's conventions):
+
+- an op's role is its int attr `op_role` (absent = 0);
+- a sub-block is the BLOCK attr `sub_block`;
+- an op's layer path is `OpDesc.struct_name`, its mesh and chunk id are in
+  `OpDesc.dist_attr` (`process_mesh`, `chunk_id`), a variable's in
+  `VarDesc.dist_attr`;
+- the empty variable name and Paddle's `@EMPTY@` name no variable.
+"""
+
+from __future__ import annotations
+
+import re
+from array import array
+from itertools import repeat
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from google.protobuf.message import DecodeError
+
+from vppctl import __version__
+from vppctl import program_pb2 as pb
+from vppctl import view_pb2 as view
+from vppctl.errors import ProgramFileError
+from vppctl.mesh import Mesh
+from vppctl.plan import Plan
+
+ROLE_FORWARD, ROLE_BACKWARD, ROLE_OPTIMIZE, ROLE_LOSS = 0, 1, 2, 256
+NO_VAR = -1  # an argument naming no declared variable
+EMPTY_VAR = -2  # "" or Paddle's @EMPTY@: no variable, by design
+EMPTY_NAMES = (b"", b"@EMPTY@")
+
+_ATTRS_READ = re.compile(rb"\n\x07op_role|\n\tsub_block|\n\x0cop_callstack").match
+_ROLE_PREFIX = b"\n\x07op_role\x10\x00\x18"  # name "op_role", type INT, then field i
+_MINUS_ONES = repeat(NO_VAR)  # the default of `lookup` in map(lookup, names, _MINUS_ONES)
+_CALLSTACK = b"\n\x0cop_callstack"
+
+
+@dataclass
+class OpColumns:
+    """One block's ops as columns; index i is op i of the block."""
+
+    type: list[bytes] = field(default_factory=list)
+    role: array[int] = field(default_factory=lambda: array("q"))
+    struct: list[bytes] = field(default_factory=list)
+    mesh: list[bytes] = field(default_factory=list)  # raw ProcessMesh bytes, b"" = none
+    chunk: array[int] = field(default_factory=lambda: array("q"))  # -1 = none
+    op_id: dict[int, int] = field(default_factory=dict)  # op index -> id, when present
+    forward_op_id: dict[int, int] = field(default_factory=dict)
+    sub_blocks: dict[int, list[int]] = field(default_factory=dict)  # op -> block indices
+    in_off: array[int] = field(default_factory=lambda: array("q", [0]))
+    in_var: array[int] = field(default_factory=lambda: array("q"))
+    out_off: array[int] = field(default_factory=lambda: array("q", [0]))
+    out_var: array[int] = field(default_factory=lambda: array("q"))
+    param: dict[int, int] = field(default_factory=dict)  # optimizer op -> its Param var
+    callstack_ops: int = 0  # ops that carry an op_callstack attr
+
+    def __len__(self) -> int:
+        return len(self.type)
+
+
+@dataclass
+class VarColumns:
+    """One block's variables as columns; index i is var i of the block."""
+
+    name: list[bytes] = field(default_factory=list)
+    mesh: list[bytes] = field(default_factory=list)
+    chunk: array[int] = field(default_factory=lambda: array("q"))
+    persistable: bytearray = field(default_factory=bytearray)
+    is_parameter: bytearray = field(default_factory=bytearray)
+
+    def __len__(self) -> int:
+        return len(self.name)
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        b = data[pos]
+        result |= (b & 0x7F) << shift
+        pos += 1
+        if b < 0x80:
+            return result, pos
+        shift += 7
+
+
+def _int_attr(blob: bytes) -> int:
+    """The value of an INT or LONG attr (canonical bytes decoded inline, else parsed)."""
+    if blob.startswith(_ROLE_PREFIX):
+        try:
+            value, end = _varint(blob, len(_ROLE_PREFIX))
+        except IndexError:
+            end = -1
+        if end == len(blob):
+            return value - (1 << 64) if value >= 1 << 63 else value
+    attr = pb.OpDesc.Attr.FromString(blob)
+    return attr.l if attr.type == pb.LONG else attr.i
+
+
+def _block_attr(blob: bytes) -> list[int]:
+    attr = pb.OpDesc.Attr.FromString(blob)
+    if attr.type == pb.BLOCKS:
+        return list(attr.blocks_idx)
+    return [attr.block_idx]
+
+
+def scan_vars(block: view.LazyBlock, block_idx: int) -> VarColumns:
+    """Read every variable of `block` into columns."""
+    cols = VarColumns()
+    parse = view.ScanVar.FromString
+    names, meshes, chunks = cols.name.append, cols.mesh.append, cols.chunk.append
+    persistable, is_param = cols.persistable.append, cols.is_parameter.append
+    for pos, blob in enumerate(block.vars):
+        try:
+            v = parse(blob)
+        except DecodeError:
+            raise ProgramFileError(
+                f"not a program: variable {pos} of block {block_idx} is corrupt "
+                "(not a valid VarDesc)"
+            ) from None
+        names(v.name)
+        d = v.dist_attr
+        meshes(d.process_mesh)
+        c = d.chunk_id
+        chunks(c if c or d.HasField("chunk_id") else -1)
+        persistable(v.persistable)
+        is_param(v.is_parameter)
+    return cols
+
+
+def scan_ops(block: view.LazyBlock, block_idx: int,
+             lookup: Callable[[bytes, int], int]) -> OpColumns:
+    """Read every op of `block` into columns; `lookup(name, default)` gives a var id."""
+    cols = OpColumns()
+    parse = view.ScanOp.FromString
+    types, roles, structs = cols.type.append, cols.role.append, cols.struct.append
+    meshes, chunks = cols.mesh.append, cols.chunk.append
+    in_ext, out_ext = cols.in_var.extend, cols.out_var.extend
+    in_off, out_off = cols.in_off.append, cols.out_off.append
+    in_var, out_var = cols.in_var, cols.out_var
+    interned: dict[bytes, bytes] = {}
+    intern = interned.setdefault
+    callstacks = 0
+    for i, blob in enumerate(block.ops):
+        try:
+            op = parse(blob)
+        except DecodeError:
+            raise ProgramFileError(
+                f"not a program: op {i} of block {block_idx} is corrupt (not a valid OpDesc)"
+            ) from None
+        t = op.type
+        types(intern(t, t))
+        s = op.struct_name
+        structs(intern(s, s))
+        role = 0
+        for attr in filter(_ATTRS_READ, op.attrs):
+            if attr[2] == 0x6F:  # op_role / op_callstack
+                if attr.startswith(_CALLSTACK):
+                    callstacks += 1
+                else:
+                    role = _int_attr(attr)
+            else:
+                cols.sub_blocks[i] = _block_attr(attr)
+        roles(role)
+        d = op.dist_attr
+        m = d.process_mesh
+        meshes(intern(m, m))
+        c = d.chunk_id
+        chunks(c if c or d.HasField("chunk_id") else -1)
+        if op.HasField("id"):
+            cols.op_id[i] = op.id
+        if op.HasField("forward_op_id"):
+            cols.forward_op_id[i] = op.forward_op_id
+        for v in op.inputs:
+            in_ext(map(lookup, v.arguments, _MINUS_ONES))
+        in_off(len(in_var))
+        for v in op.outputs:
+            out_ext(map(lookup, v.arguments, _MINUS_ONES))
+        out_off(len(out_var))
+        if role & ROLE_OPTIMIZE:
+            for v in op.inputs:
+                if v.parameter == b"Param" and v.arguments:
+                    cols.param[i] = lookup(v.arguments[0], NO_VAR)
+                    break
+    cols.callstack_ops = callstacks
+    return cols
+
+
+def op_arguments(block: view.LazyBlock, op: int) -> tuple[list[bytes], list[bytes]]:
+    """The input and output argument names of one op (for messages and fallbacks)."""
+    o = view.ScanOp.FromString(block.ops[op])
+    return ([a for v in o.inputs for a in v.arguments],
+            [a for v in o.outputs for a in v.arguments])
+
+
+def op_slots(block: view.LazyBlock, op: int) -> dict[str, list[bytes]]:
+    """An op's input slots -> argument names (cost estimates read matmul shapes)."""
+    o = view.ScanOp.FromString(block.ops[op])
+    return {v.parameter.decode(): list(v.arguments) for v in o.inputs}
+
+
+def var_dims(block: view.LazyBlock, pos: int) -> tuple[int, ...]:
+    """The dims of a dense-tensor variable (empty when it has none)."""
+    v = view.ScanVar.FromString(block.vars[pos])
+    t = pb.VarType.FromString(v.type)
+    if t.HasField("dense_tensor"):
+        return tuple(t.dense_tensor.tensor.dims)
+    if t.HasField("selected_rows"):
+        return tuple(t.selected_rows.dims)
+    return ()
+
+
+_meshes: dict[bytes, Mesh] = {}
+
+
+def decode_mesh(raw: bytes) -> Mesh:
+    """A ProcessMesh message's bytes as a Mesh value (cached: programs have few meshes)."""
+    mesh = _meshes.get(raw)
+    if mesh is None:
+        try:
+            m = pb.ProcessMesh.FromString(raw)
+        except DecodeError:
+            raise ProgramFileError("not a program: a process mesh is corrupt") from None
+        mesh = _meshes[raw] = Mesh(tuple(m.shape), tuple(m.process_ids), tuple(m.dim_names))
+    return mesh
+
+
+def encode_mesh(mesh: Mesh) -> bytes:
+    return pb.ProcessMesh(shape=mesh.shape, process_ids=mesh.process_ids,
+                          dim_names=mesh.dim_names).SerializeToString()
+
+
+def program_meshes(program: view.LazyProgram) -> list[bytes]:
+    """`ProgramDesc.process_meshes`, raw, in order."""
+    return list(program.process_meshes)
+
+
+def rewrite_ops(block: view.LazyBlock, edits: Iterable[tuple[int, bytes | None, int]]) -> int:
+    """Set (mesh, chunk id) on ops: (op index, raw mesh or None to keep, chunk id).
+
+    A new mesh also replaces the meshes in the op's per-input and per-output
+    tensor dist attrs. Returns the number of ops rewritten.
+    """
+    ops = block.ops
+    parse = view.EditOp.FromString
+    n = 0
+    for i, mesh, chunk in edits:
+        op = parse(ops[i])
+        d = op.dist_attr
+        if mesh is not None:
+            d.process_mesh = mesh
+            for entry in (*d.input_dist_attrs, *d.output_dist_attrs):
+                if entry.HasField("tensor_dist_attr"):
+                    entry.tensor_dist_attr.process_mesh = mesh
+        d.chunk_id = chunk
+        ops[i] = op.SerializeToString()
+        n += 1
+    return n
+
+
+def rewrite_vars(block: view.LazyBlock,
+                 edits: Iterable[tuple[int, bytes | None, int | None]]) -> int:
+    """Set (mesh, chunk id) on variables: (var index, raw mesh or None, chunk or None)."""
+    vars_ = block.vars
+    parse = view.EditVar.FromString
+    n = 0
+    for i, mesh, chunk in edits:
+        v = parse(vars_[i])
+        d = v.dist_attr
+        if mesh is not None:
+            d.process_mesh = mesh
+        if chunk is not None:
+            d.chunk_id = chunk
+        vars_[i] = v.SerializeToString()
+        n += 1
+    return n
+
+
+def read_op_placement(block: view.LazyBlock, op: int) -> tuple[bytes, int]:
+    """(raw mesh, chunk id or -1) of one op, read back from its bytes."""
+    d = view.ScanOp.FromString(block.ops[op]).dist_attr
+    c = d.chunk_id
+    return d.process_mesh, c if c or d.HasField("chunk_id") else -1
+
+
+def read_var_placement(block: view.LazyBlock, pos: int) -> tuple[bytes, int]:
+    d = view.ScanVar.FromString(block.vars[pos]).dist_attr
+    c = d.chunk_id
+    return d.process_mesh, c if c or d.HasField("chunk_id") else -1
+
+
+def strip_callstack(block: view.LazyBlock) -> int:
+    """Drop `op_callstack` attrs from every op of `block`; returns the bytes saved."""
+    ops = block.ops
+    saved = 0
+    for i, blob in enumerate(ops):
+        if _CALLSTACK not in blob:
+            continue
+        op = view.EditOp.FromString(blob)
+        kept = [a for a in op.attrs if not a.startswith(_CALLSTACK)]
+        if len(kept) == len(op.attrs):
+            continue
+        del op.attrs[:]
+        op.attrs.extend(kept)
+        new = op.SerializeToString()
+        saved += len(blob) - len(new)
+        ops[i] = new
+    return saved
+
+
+def write_plan(program: view.LazyProgram, plan: Plan) -> None:
+    """Record the plan in `ProgramDesc.pipeline_plan` (field 1002)."""
+    msg = pb.PipelinePlan(
+        pp=plan.pp, vpp=plan.vpp, seg_method=plan.seg_method, placement=plan.placement,
+        mode=plan.mode, vppctl_version=__version__, split=plan.split, cost=plan.cost_kind)
+    for s in plan.segments:
+        msg.segments.add(
+            virtual_stage=s.virtual_stage, stage=s.stage, chunk=s.chunk,
+            mesh=pb.ProcessMesh(shape=s.mesh.shape, process_ids=s.mesh.process_ids,
+                                dim_names=s.mesh.dim_names),
+            layers=s.layers, op_begin=s.op_begin, op_end=s.op_end, cost=s.cost)
+    program.pipeline_plan = msg.SerializeToString()
+
+
+@dataclass(frozen=True)
+class RecordedPlan:
+    """The plan a program carries, as plain values."""
+
+    pp: int
+    vpp: int
+    seg_method: str
+    placement: str
+    mode: str
+    split: str
+    segments: tuple[tuple[int, int, tuple[str, ...]], ...]  # (stage, chunk, layers)
+    vppctl_version: str
+
+
+def read_plan(program: view.LazyProgram) -> RecordedPlan | None:
+    if not program.HasField("pipeline_plan"):
+        return None
+    try:
+        m = pb.PipelinePlan.FromString(program.pipeline_plan)
+    except DecodeError:
+        raise ProgramFileError("not a program: its pipeline_plan (field 1002) is corrupt") \
+            from None
+    return RecordedPlan(
+        pp=m.pp, vpp=m.vpp, seg_method=m.seg_method, placement=m.placement, mode=m.mode,
+        split=m.split, vppctl_version=m.vppctl_version,
+        segments=tuple((s.stage, s.chunk, tuple(s.layers)) for s in m.segments))

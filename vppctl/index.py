@@ -1,0 +1,229 @@
+"""Index: one scan of a loaded program into integer side tables.
+
+Ops are addressed as (block, op index); variables by a program-wide id (their
+block's offset plus their position in the block); meshes by a mesh-class id
+(equal meshes share one id). Nothing here holds one Python object per op.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from vppctl import fields
+from vppctl.fields import EMPTY_NAMES, EMPTY_VAR, NO_VAR, OpColumns, VarColumns
+from vppctl.load import Program
+from vppctl.mesh import Mesh, stage_meshes
+
+NO_MESH = -1
+
+
+@dataclass
+class BlockIndex:
+    idx: int
+    parent: int
+    ops: OpColumns
+    vars: VarColumns
+    var_base: int  # program-wide id of this block's var 0
+    op_mesh: array[int]  # mesh-class id per op, NO_MESH when it has none
+    names: dict[bytes, int]  # var name -> program-wide var id (this block's own vars)
+
+    @property
+    def n_ops(self) -> int:
+        return len(self.ops)
+
+    def inputs(self, op: int) -> array[int]:
+        o = self.ops
+        return o.in_var[o.in_off[op]:o.in_off[op + 1]]
+
+    def outputs(self, op: int) -> array[int]:
+        o = self.ops
+        return o.out_var[o.out_off[op]:o.out_off[op + 1]]
+
+
+@dataclass
+class ProgramIndex:
+    """Side tables of a whole program; see the module docstring."""
+
+    program: Program
+    blocks: list[BlockIndex]
+    meshes: list[Mesh]  # mesh-class id -> a representative Mesh
+    mesh_raw: list[bytes]  # mesh-class id -> serialized ProcessMesh to write
+    program_meshes: list[int]  # ProgramDesc.process_meshes, as class ids, in order
+    var_block: array[int] = field(default_factory=lambda: array("q"))
+    var_mesh: array[int] = field(default_factory=lambda: array("q"))  # mesh class per var
+    var_chunks: array[int] = field(default_factory=lambda: array("q"))  # chunk per var, -1 none
+    problems: list[str] = field(default_factory=list)  # structural problems found
+
+    @property
+    def n_vars(self) -> int:
+        return len(self.var_block)
+
+    @property
+    def global_block(self) -> BlockIndex:
+        return self.blocks[0]
+
+    def var_name_bytes(self, var: int) -> bytes:
+        b = self.blocks[self.var_block[var]]
+        return b.vars.name[var - b.var_base]
+
+    def var_name(self, var: int) -> str:
+        return self.var_name_bytes(var).decode("utf-8", "backslashreplace")
+
+    def op_type(self, block: int, op: int) -> str:
+        return self.blocks[block].ops.type[op].decode("utf-8", "backslashreplace")
+
+    def op_label(self, block: int, op: int) -> str:
+        """How messages name an op: `op #12 (matmul_v2)` or `block 1 op #3 (...)`."""
+        where = f"op #{op}" if block == 0 else f"block {block} op #{op}"
+        return f"{where} ({self.op_type(block, op)})"
+
+    def mesh_class(self, raw: bytes) -> int:
+        return self._classes.get(raw, NO_MESH)
+
+    def add_mesh(self, mesh: Mesh, raw: bytes) -> int:
+        cls = self._by_key.get(mesh.key)
+        if cls is None:
+            cls = self._by_key[mesh.key] = len(self.meshes)
+            self.meshes.append(mesh)
+            self.mesh_raw.append(raw)
+        self._classes.setdefault(raw, cls)
+        return cls
+
+    def __post_init__(self) -> None:
+        self._classes: dict[bytes, int] = {}
+        self._by_key: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
+
+    def lookup(self, block: int, name: bytes) -> int:
+        """The var id a name resolves to in `block` (own vars first, then ancestors)."""
+        b: int = block
+        while b >= 0:
+            bi = self.blocks[b]
+            v = bi.names.get(name)
+            if v is not None:
+                return v
+            b = bi.parent
+        return EMPTY_VAR if name in EMPTY_NAMES else NO_VAR
+
+    def ancestors(self, block: int) -> Iterator[int]:
+        b = block
+        while b >= 0:
+            yield b
+            b = self.blocks[b].parent
+
+    def stage_meshes(self) -> tuple[list[int], list[int]]:
+        """Rule 1: (stage mesh classes in order, dropped global mesh classes).
+
+        Taken from `ProgramDesc.process_meshes`, or when that is empty from the
+        global block's ops in order of first appearance.
+        """
+        order = self.program_meshes or _first_appearance(self.blocks[0].op_mesh)
+        stages, globals_ = stage_meshes([self.meshes[c] for c in order])
+        by_key = {self.meshes[c].key: c for c in order}
+        return [by_key[m.key] for m in stages], [by_key[m.key] for m in globals_]
+
+
+def _first_appearance(op_mesh: array[int]) -> list[int]:
+    return [m for m in dict.fromkeys(op_mesh) if m != NO_MESH]
+
+
+def build_index(program: Program) -> ProgramIndex:
+    """Scan every block of `program` once into a ProgramIndex."""
+    msg = program.msg
+    index = ProgramIndex(program=program, blocks=[], meshes=[], mesh_raw=[], program_meshes=[])
+    for raw in fields.program_meshes(msg):
+        index.program_meshes.append(index.add_mesh(fields.decode_mesh(raw), raw))
+    var_block = index.var_block
+    for b, block in enumerate(msg.blocks):
+        vars_ = fields.scan_vars(block, b)
+        base = len(var_block)
+        names = {n: base + i for i, n in enumerate(vars_.name)}
+        var_block.extend([b] * len(vars_))
+        index.blocks.append(BlockIndex(idx=b, parent=block.parent_idx, ops=OpColumns(),
+                                       vars=vars_, var_base=base, op_mesh=array("q"),
+                                       names=names))
+        if len(names) != len(vars_):
+            index.problems.append(f"block {b} declares a variable name twice")
+    index.var_mesh = array("q", _classes(index, (m for bi in index.blocks for m in bi.vars.mesh)))
+    for bi in index.blocks:
+        index.var_chunks.extend(bi.vars.chunk)
+    for bi, block in zip(index.blocks, msg.blocks):
+        bi.ops = fields.scan_ops(block, bi.idx, _lookup_for(index, bi))
+        bi.op_mesh = array("q", _classes(index, bi.ops.mesh))
+    return index
+
+
+def _lookup_for(index: ProgramIndex, bi: BlockIndex) -> Callable[[bytes, int], int]:
+    own = dict(bi.names)
+    for empty in EMPTY_NAMES:
+        own.setdefault(empty, EMPTY_VAR)
+    if bi.parent < 0:
+        return own.get
+
+    def lookup(name: bytes, default: int) -> int:
+        v = own.get(name)
+        return v if v is not None else index.lookup(bi.parent, name)
+
+    return lookup
+
+
+def _classes(index: ProgramIndex, raws: Iterator[bytes] | list[bytes]) -> Iterator[int]:
+    """Mesh-class ids of raw meshes (b"" -> NO_MESH), decoding each distinct raw once."""
+    cache: dict[bytes, int] = {b"": NO_MESH}
+    for raw in raws:
+        cls = cache.get(raw)
+        if cls is None:
+            cls = cache[raw] = index.add_mesh(fields.decode_mesh(raw), raw)
+        yield cls
+
+
+class ForwardOps:
+    """Which forward op each backward op of the global block differentiates.
+
+    From `forward_op_id` when it names a forward op's `id`; otherwise inferred
+    from the program: a `T_grad` op reads `o@GRAD` for an output `o` of a
+    forward op of type `T`.
+    """
+
+    def __init__(self, index: ProgramIndex) -> None:
+        self.index = index
+        block = self.block = index.global_block
+        roles = block.ops.role
+        self.by_id = {oid: i for i, oid in block.ops.op_id.items() if _is_forward(roles[i])}
+        self._by_output: dict[tuple[bytes, bytes], int] | None = None
+
+    def of(self, op: int) -> int | None:
+        f = self.by_id.get(self.block.ops.forward_op_id.get(op, -1))
+        return f if f is not None else self._infer(op)
+
+    def _infer(self, op: int) -> int | None:
+        block = self.block
+        t = block.ops.type[op]
+        if not t.endswith(b"_grad"):
+            return None
+        if self._by_output is None:
+            self._by_output = self._forward_outputs()
+        fwd_type = t[:-5]
+        for v in block.inputs(op):
+            name = self.index.var_name_bytes(v) if v >= 0 else b""
+            if name.endswith(b"@GRAD"):
+                f = self._by_output.get((fwd_type, name[:-5]))
+                if f is not None:
+                    return f
+        return None
+
+    def _forward_outputs(self) -> dict[tuple[bytes, bytes], int]:
+        block, index = self.block, self.index
+        out: dict[tuple[bytes, bytes], int] = {}
+        for i in range(block.n_ops):
+            if _is_forward(block.ops.role[i]):
+                t = block.ops.type[i]
+                for v in block.outputs(i):
+                    if v >= 0:
+                        out.setdefault((t, index.var_name_bytes(v)), i)
+        return out
+
+
+def _is_forward(role: int) -> bool:
+    return role in (0, 256)

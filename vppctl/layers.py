@@ -1,0 +1,200 @@
+"""Find the repeated layers of a program (rules 2 and 3), by regex or by detection.
+
+A layer is named by a component of the forward ops' struct names
+(`/GPTModel/DecoderLayer_3/MLP/` -> `DecoderLayer_3`). Each layer's ops must be
+one contiguous run of the global block on one mesh. Forward ops inside the
+layer region that belong to no layer ("stray" ops, e.g. reshard `assign`s)
+join the next layer, with a warning, or are refused under --strict.
+"""
+
+from __future__ import annotations
+
+import re
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from vppctl.errors import ConversionError, UsageError
+from vppctl.fields import ROLE_LOSS
+from vppctl.index import NO_MESH, ProgramIndex
+
+NO_LAYER = -1
+_SUFFIX = re.compile(r"_\d+$")
+
+
+@dataclass(frozen=True)
+class Layer:
+    name: str
+    first: int  # first global-block op of the layer (joined stray ops included)
+    last: int  # last global-block op of the layer
+    mesh: int  # mesh-class id
+
+
+@dataclass(frozen=True)
+class LayerSet:
+    """The layers of a program, in program order."""
+
+    seg_method: str  # the regex the layers were found with (given or detected)
+    layer_class: str  # e.g. "DecoderLayer"
+    detected: bool
+    layers: tuple[Layer, ...]
+    op_layer: array[int]  # global-block op -> layer index, NO_LAYER outside layers
+    strays: tuple[int, ...]  # forward ops in the region that matched no layer
+    warnings: tuple[str, ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.layers)
+
+
+def is_forward(role: int) -> bool:
+    return role in (0, ROLE_LOSS)
+
+
+def compile_seg_method(pattern: str) -> re.Pattern[str]:
+    """The layer regex (case-insensitive, as Paddle's); UsageError (exit 2) if it is invalid."""
+    try:
+        return re.compile(pattern, re.IGNORECASE)
+    except re.error as e:
+        raise UsageError(f"--seg-method {pattern!r} is not a valid regular expression: {e}") \
+            from None
+
+
+def find_layers(index: ProgramIndex, pattern: str, *, strict: bool = False,
+                detected: bool = False, layer_class: str = "") -> LayerSet:
+    """Rule 2 and 3: the layers named by `pattern` in the global block's forward ops."""
+    regex = compile_seg_method(pattern)
+    names = _layer_names(index, regex.search, pattern)
+    block = index.global_block
+    roles, n_ops = block.ops.role, block.n_ops
+    op_layer = array("q", [NO_LAYER]) * n_ops
+    order: dict[str, int] = {}
+    firsts: list[int] = []
+    lasts: list[int] = []
+    meshes: list[int] = []
+    current = NO_LAYER
+    struct, op_mesh = block.ops.struct, block.op_mesh
+    for i in range(n_ops):
+        if not is_forward(roles[i]):
+            continue
+        name = names.get(struct[i])
+        if name is None:
+            continue
+        k = order.get(name)
+        if k is None:
+            k = order[name] = len(firsts)
+            firsts.append(i)
+            lasts.append(i)
+            meshes.append(_mesh_of(index, name, i))
+        elif k != current:
+            _not_contiguous(index, name, i, lasts[k], list(order)[current])
+        elif op_mesh[i] != meshes[k]:
+            _two_meshes(index, name, firsts[k], i, meshes[k])
+        lasts[k] = i
+        op_layer[i] = k
+        current = k
+    if not firsts:
+        raise ConversionError(_no_match_message(index, pattern))
+    layer_names = list(order)
+    strays = _join_strays(index, op_layer, firsts[0], lasts[-1], strict, layer_names)
+    for k in range(1, len(firsts)):  # strays before a layer's first op belong to it
+        while op_layer[firsts[k] - 1] == k:
+            firsts[k] -= 1
+    layers = tuple(Layer(name=layer_names[k], first=firsts[k], last=lasts[k], mesh=meshes[k])
+                   for k in range(len(layer_names)))
+    warnings = (_stray_warning(index, strays, op_layer, layer_names),) if strays else ()
+    return LayerSet(seg_method=pattern, layer_class=layer_class or _class_of(layer_names[0]),
+                    detected=detected, layers=layers, op_layer=op_layer, strays=strays,
+                    warnings=warnings)
+
+
+def _layer_names(index: ProgramIndex, search: Callable[[str], re.Match[str] | None],
+                 pattern: str) -> dict[bytes, str]:
+    """Distinct struct name -> layer name, for struct names the regex matches."""
+    names: dict[bytes, str] = {}
+    for raw in set(index.global_block.ops.struct):
+        struct = raw.decode("utf-8", "replace")
+        m = search(struct)
+        if m is None:
+            continue
+        name = struct[m.start():].split("/")[0]
+        if not name:
+            raise UsageError(
+                f"--seg-method {pattern!r} matches an empty layer name in struct name "
+                f"{struct!r}; make it match the layer's class name, e.g. DecoderLayer"
+            )
+        names[raw] = name
+    return names
+
+
+def _not_contiguous(index: ProgramIndex, name: str, op: int, last: int, other: str) -> None:
+    raise ConversionError(
+        f"layer {name} is not contiguous: {index.op_label(0, op)} belongs to it but comes "
+        f"after layer {other} started (its previous op is #{last}); vppctl needs each layer's "
+        "forward ops in one run, so check the struct names or the --seg-method regex"
+    )
+
+
+def _join_strays(index: ProgramIndex, op_layer: array[int], first: int, last: int,
+                 strict: bool, layer_names: list[str]) -> tuple[int, ...]:
+    """Rule 3: forward ops in [first, last] outside every layer join the next layer."""
+    roles = index.global_block.ops.role
+    strays: list[int] = []
+    next_layer = NO_LAYER
+    for i in range(last, first - 1, -1):
+        if op_layer[i] != NO_LAYER:
+            next_layer = op_layer[i]
+        elif is_forward(roles[i]):
+            strays.append(i)
+            op_layer[i] = next_layer
+    strays.reverse()
+    if strays and strict:
+        i = strays[0]
+        raise ConversionError(
+            f"{index.op_label(0, i)} lies inside the layer region but matches no layer "
+            f"(struct name {index.global_block.ops.struct[i].decode(errors='replace')!r}); "
+            f"drop --strict to let it join the next layer, {layer_names[op_layer[i]]}"
+        )
+    return tuple(strays)
+
+
+def _mesh_of(index: ProgramIndex, name: str, op: int) -> int:
+    mesh = index.global_block.op_mesh[op]
+    if mesh == NO_MESH:
+        raise ConversionError(
+            f"{index.op_label(0, op)} of layer {name} has no process mesh; annotate the "
+            "program for pipeline parallelism (every forward op on its stage mesh) first"
+        )
+    return mesh
+
+
+def _two_meshes(index: ProgramIndex, name: str, first: int, op: int, mesh: int) -> None:
+    other = index.global_block.op_mesh[op]
+    where = index.meshes[other] if other != NO_MESH else "no mesh"
+    raise ConversionError(
+        f"layer {name} spans two meshes: {index.op_label(0, first)} is on "
+        f"{index.meshes[mesh]} but {index.op_label(0, op)} is on {where}; "
+        "put all of a layer's ops on one stage mesh"
+    )
+
+
+def _stray_warning(index: ProgramIndex, strays: tuple[int, ...], op_layer: array[int],
+                   layer_names: list[str]) -> str:
+    shown = ", ".join(f"{index.op_label(0, i)} -> {layer_names[op_layer[i]]}"
+                      for i in strays[:3])
+    more = f" and {len(strays) - 3} more" if len(strays) > 3 else ""
+    return (f"{len(strays)} forward op(s) inside the layer region match no layer and join "
+            f"the next layer: {shown}{more} (use --strict to refuse)")
+
+
+def _no_match_message(index: ProgramIndex, pattern: str) -> str:
+    block = index.global_block
+    example = next((s.decode(errors="replace") for s, r in zip(block.ops.struct, block.ops.role)
+                    if is_forward(r) and s.strip(b"/")), None)
+    hint = (f"; struct names look like {example!r}" if example
+            else "; the forward ops carry no struct names (export them with the Paddle bridge)")
+    return (f"no forward op's struct name matches --seg-method {pattern!r}{hint}; pass the "
+            "repeated layer's class name, e.g. --seg-method DecoderLayer")
+
+
+def _class_of(layer_name: str) -> str:
+    return _SUFFIX.sub("", layer_name)

@@ -1,0 +1,137 @@
+"""Save: a `Program` in memory -> bytes on disk, atomically.
+
+Writes are atomic: the bytes go to an unnamed (Linux O_TMPFILE) or hidden
+temporary file in the target directory, which is renamed over the target only
+once complete and synced. A failed or interrupted run never leaves a partial
+output and never touches the input; an earlier file at the target stays intact.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import tempfile
+from pathlib import Path
+
+from google.protobuf import text_format
+from google.protobuf.message import EncodeError
+
+from vppctl.errors import ProgramFileError
+from vppctl.load import Program, has_unknown_fields, is_text_path, to_full
+
+
+def serialize(program: Program, path: Path) -> tuple[bytes, list[str]]:
+    """The bytes to write for `path` (binary or text by extension), and any warnings."""
+    try:
+        if not is_text_path(path):
+            return program.msg.SerializeToString(), []
+        full = to_full(program)
+        warnings = []
+        if has_unknown_fields(full):
+            warnings.append(
+                f"{path} is text format, which cannot carry fields vppctl does not know; they "
+                "are left out (write a binary file to keep them)"
+            )
+        return text_format.MessageToString(full).encode("utf-8"), warnings
+    except (EncodeError, ValueError) as e:
+        raise ProgramFileError(
+            f"cannot write {path}: the program cannot be serialized ({e}); protobuf limits a "
+            "message to 2 GiB"
+        ) from None
+
+
+def write_program(program: Program, path: Path) -> tuple[int, list[str]]:
+    """Serialize and write atomically; returns (bytes written, warnings)."""
+    data, warnings = serialize(program, path)
+    write_atomic(path, data)
+    return len(data), warnings
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write `data` to `path` so that `path` holds either its old content or all of `data`."""
+    directory = path.parent if str(path.parent) else Path(".")
+    if not directory.is_dir():
+        raise ProgramFileError(f"cannot write {path}: directory {directory} does not exist")
+    if path.is_dir():
+        raise ProgramFileError(f"cannot write {path}: it is a directory")
+    mode = _mode_for(path)
+    try:
+        _write_unnamed(directory, path, data, mode)
+    except _NoUnnamedFiles:
+        _write_named(directory, path, data, mode)
+    except PermissionError:
+        raise ProgramFileError(f"cannot write {path}: permission denied") from None
+    except OSError as e:
+        raise ProgramFileError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+class _NoUnnamedFiles(Exception):
+    pass
+
+
+def _mode_for(path: Path) -> int:
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        umask = os.umask(0o022)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def _write_unnamed(directory: Path, path: Path, data: bytes, mode: int) -> None:
+    """Linux O_TMPFILE: the data has no name until complete, so even SIGKILL leaves nothing."""
+    flag = getattr(os, "O_TMPFILE", 0)
+    if not flag or not os.path.isdir("/proc/self/fd"):
+        raise _NoUnnamedFiles
+    try:
+        fd = os.open(directory, flag | os.O_WRONLY, mode)
+    except OSError as e:
+        if e.errno in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOENT):
+            raise _NoUnnamedFiles from None
+        raise
+    try:
+        _write_all(fd, data)
+        os.fchmod(fd, mode)
+        tmp = _unique_name(directory, path)
+        os.link(f"/proc/self/fd/{fd}", tmp, follow_symlinks=True)
+    finally:
+        os.close(fd)
+    _replace(tmp, path)
+
+
+def _write_named(directory: Path, path: Path, data: bytes, mode: int) -> None:
+    fd, name = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = Path(name)
+    try:
+        try:
+            _write_all(fd, data)
+            os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
+        _replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def _replace(tmp: Path, path: Path) -> None:
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view_ = memoryview(data)
+    while view_:
+        n = os.write(fd, view_[: 1 << 26])
+        view_ = view_[n:]
+    os.fsync(fd)
+
+
+def _unique_name(directory: Path, path: Path) -> Path:
+    return directory / f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"

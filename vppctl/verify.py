@@ -1,0 +1,391 @@
+"""Verify: check an annotated VPP program against numbered rules; collect every violation.
+
+Each rule has a stable id, listed in `RULES` (and in the README). `verify`
+returns data, one `Violation` per problem, never stops at the first, and runs
+in one linear pass per rule family. `convert` runs the same checks on its own
+result before writing and never writes a program that fails them.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from vppctl.fields import NO_VAR, ROLE_BACKWARD, ROLE_LOSS, ROLE_OPTIMIZE
+from vppctl.index import NO_MESH, ForwardOps, ProgramIndex
+from vppctl.layers import NO_LAYER, LayerSet, is_forward
+from vppctl.plan import Placement, place, virtual_stages
+
+RULES: dict[str, str] = {
+    "V001": "every op in every block has a process mesh and a chunk id",
+    "V002": "every chunk id lies in [0, vpp)",
+    "V003": "every op's mesh is a stage mesh (a global mesh only for optimizer and other "
+            "non-forward, non-backward ops)",
+    "V004": "all ops of a layer share one stage and one chunk",
+    "V005": "every layer lies in exactly one segment and every (stage, chunk) holds a layer",
+    "V006": "segment k sits on the stage and chunk the placement gives (loop: k % pp, k // pp)",
+    "V007": "forward data flow never runs backwards through the virtual stages",
+    "V008": "every grad op sits on its forward op's mesh and chunk (the loss-grad op on the "
+            "loss op's)",
+    "V009": "every sum/grad_add op sits on the mesh and chunk of the nearest earlier backward "
+            "op that writes one of its inputs",
+    "V010": "every optimizer op with a Param input sits on its parameter's mesh",
+    "V011": "every variable first written by a forward or backward op has that op's mesh and "
+            "chunk (a sum/grad_add output: its forward variable's)",
+    "V012": "the pipeline plan recorded in the program agrees with the ops",
+    "V013": "every variable an op names is declared in its block or an ancestor",
+    "V014": "every sub_block attribute names an existing later block, without cycles",
+}
+
+
+@dataclass(frozen=True)
+class Violation:
+    rule: str
+    block: int
+    op: int  # -1 when the violation is not about one op
+    type: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """What the program is checked against (from options, the recorded plan, or the program)."""
+
+    pp: int
+    vpp: int
+    placement: Placement
+    stage_meshes: tuple[int, ...]  # mesh-class ids in stage order
+    global_meshes: tuple[int, ...]
+    layers: LayerSet | None
+    plan_segments: tuple[tuple[int, int, tuple[str, ...]], ...] | None = None  # (stage, chunk, layers)
+
+
+GRAD_SUMS = (b"sum", b"grad_add")
+
+
+class _Checker:
+    def __init__(self, index: ProgramIndex, expect: Expectation) -> None:
+        self.index, self.expect = index, expect
+        self.out: list[Violation] = []
+        self.stage_of = {m: s for s, m in enumerate(expect.stage_meshes)}
+        self.vstage = virtual_stages(expect.pp, expect.vpp, expect.placement)
+
+    def add(self, rule: str, block: int, op: int, message: str) -> None:
+        t = self.index.op_type(block, op) if op >= 0 else ""
+        self.out.append(Violation(rule, block, op, t, message))
+
+    def op_vstage(self, op: int) -> int | None:
+        """Virtual stage of a global-block op from its mesh and chunk, if it has one."""
+        stage = self.stage_of.get(self.index.global_block.op_mesh[op])
+        if stage is None:
+            return None
+        return self.vstage.get((stage, self.index.global_block.ops.chunk[op]))
+
+    def mesh_str(self, mesh: int) -> str:
+        return str(self.index.meshes[mesh]) if mesh != NO_MESH else "no mesh"
+
+
+def verify(index: ProgramIndex, expect: Expectation) -> list[Violation]:
+    """Every violation of RULES in `index` (empty: the program is valid)."""
+    c = _Checker(index, expect)
+    _check_structure(c)
+    _check_placements(c)
+    if expect.layers is not None:
+        segments = _check_layers(c, expect.layers)
+        if segments is not None:
+            _check_plan(c, segments)
+    _check_forward_flow(c)
+    _check_backward(c)
+    _check_optimizer(c)
+    _check_variables(c)
+    return c.out
+
+
+def _check_structure(c: _Checker) -> None:
+    """V013 and V014."""
+    index = c.index
+    for bi in index.blocks:
+        for col in (bi.ops.in_var, bi.ops.out_var):
+            if NO_VAR in col:
+                _undeclared(c, bi.idx)
+                break
+        for op, subs in bi.ops.sub_blocks.items():
+            for sub in subs:
+                if not bi.idx < sub < len(index.blocks):
+                    c.add("V014", bi.idx, op, f"sub_block {sub} does not exist or is not a "
+                          f"later block (the program has {len(index.blocks)} blocks)")
+    for problem in index.problems:
+        c.add("V013", -1, -1, problem)
+
+
+def _undeclared(c: _Checker, b: int) -> None:
+    bi = c.index.blocks[b]
+    o = bi.ops
+    for op in range(bi.n_ops):
+        if NO_VAR in o.in_var[o.in_off[op]:o.in_off[op + 1]] or \
+                NO_VAR in o.out_var[o.out_off[op]:o.out_off[op + 1]]:
+            c.add("V013", b, op, "names a variable that is not declared in its block or an "
+                  "ancestor")
+
+
+def _check_placements(c: _Checker) -> None:
+    """V001, V002, V003 over every op of every block."""
+    vpp = c.expect.vpp
+    stage_set = set(c.expect.stage_meshes)
+    global_set = set(c.expect.global_meshes)
+    for bi in c.index.blocks:
+        roles, chunks, meshes = bi.ops.role, bi.ops.chunk, bi.op_mesh
+        for op in range(bi.n_ops):
+            mesh, chunk = meshes[op], chunks[op]
+            if mesh == NO_MESH or chunk < 0:
+                what = "process mesh" if mesh == NO_MESH else "chunk id"
+                c.add("V001", bi.idx, op, f"has no {what}")
+            elif not 0 <= chunk < vpp:
+                c.add("V002", bi.idx, op, f"chunk id {chunk} is outside [0, {vpp})")
+            if mesh != NO_MESH and mesh not in stage_set:
+                role = roles[op]
+                may_be_global = not is_forward(role) and not role & ROLE_BACKWARD
+                if not (mesh in global_set and may_be_global):
+                    c.add("V003", bi.idx, op, f"mesh {c.mesh_str(mesh)} is not a stage mesh")
+
+
+def _check_layers(c: _Checker,
+                  layers: LayerSet) -> list[tuple[int, int, list[int]]] | None:
+    """V004, V005, V006: returns the segments found, as (stage, chunk, layer indices)."""
+    block = c.index.global_block
+    meshes, chunks = block.op_mesh, block.ops.chunk
+    places: list[tuple[int, int] | None] = []
+    for k, layer in enumerate(layers.layers):
+        first = next(i for i in range(layer.first, layer.last + 1)
+                     if layers.op_layer[i] == k)
+        where = (meshes[first], chunks[first])
+        for i in range(first, layer.last + 1):
+            if layers.op_layer[i] == k and (meshes[i], chunks[i]) != where:
+                c.add("V004", 0, i, f"layer {layer.name} is on {c.mesh_str(where[0])} chunk "
+                      f"{where[1]} but this op is on {c.mesh_str(meshes[i])} chunk {chunks[i]}")
+                break
+        stage = c.stage_of.get(where[0])
+        places.append((stage, where[1]) if stage is not None else None)
+    if any(p is None for p in places):
+        k = places.index(None)
+        c.add("V005", 0, layers.layers[k].first,
+              f"layer {layers.layers[k].name} is not on a stage mesh")
+        return None
+    return _segments_of(c, layers, places)  # type: ignore[arg-type]
+
+
+def _segments_of(c: _Checker, layers: LayerSet,
+                 places: Sequence[tuple[int, int]]) -> list[tuple[int, int, list[int]]]:
+    exp = c.expect
+    runs: list[tuple[int, int, list[int]]] = []
+    for k, p in enumerate(places):
+        if runs and (runs[-1][0], runs[-1][1]) == p:
+            runs[-1][2].append(k)
+        else:
+            runs.append((p[0], p[1], [k]))
+    seen: dict[tuple[int, int], int] = {}
+    for r, (stage, chunk, ks) in enumerate(runs):
+        first = layers.layers[ks[0]]
+        if (stage, chunk) in seen:
+            c.add("V005", 0, first.first, f"layers of stage {stage} chunk {chunk} form two "
+                  f"segments (again from layer {first.name}); a segment is one run of layers")
+        seen.setdefault((stage, chunk), r)
+    for s in range(exp.pp):
+        for ch in range(exp.vpp):
+            if (s, ch) not in seen:
+                c.add("V005", 0, -1, f"stage {s} chunk {ch} holds no layer")
+    for k, (stage, chunk, ks) in enumerate(runs[:exp.pp * exp.vpp]):
+        want = place(k, exp.pp, exp.placement)
+        if (stage, chunk) != want:
+            c.add("V006", 0, layers.layers[ks[0]].first,
+                  f"segment {k} (from layer {layers.layers[ks[0]].name}) is on stage {stage} "
+                  f"chunk {chunk}, but {exp.placement} placement puts it on stage {want[0]} "
+                  f"chunk {want[1]}")
+    return runs
+
+
+def _check_plan(c: _Checker, runs: list[tuple[int, int, list[int]]]) -> None:
+    """V012: the recorded plan's segments are the segments the ops form."""
+    recorded = c.expect.plan_segments
+    layers = c.expect.layers
+    if recorded is None or layers is None:
+        return
+    actual = [(s, ch, tuple(layers.layers[k].name for k in ks)) for s, ch, ks in runs]
+    if len(recorded) != len(actual):
+        c.add("V012", 0, -1, f"the plan records {len(recorded)} segments but the ops form "
+              f"{len(actual)}")
+        return
+    for k, (want, got) in enumerate(zip(recorded, actual)):
+        if want != got:
+            c.add("V012", 0, -1, f"segment {k}: the plan records stage {want[0]} chunk "
+                  f"{want[1]} with {_names(want[2])}, the ops have stage {got[0]} chunk "
+                  f"{got[1]} with {_names(got[2])}")
+
+
+def _names(names: Sequence[str]) -> str:
+    if len(names) <= 2:
+        return ", ".join(names) or "no layers"
+    return f"{names[0]} ... {names[-1]} ({len(names)})"
+
+
+def _check_forward_flow(c: _Checker) -> None:
+    """V007: a forward op never reads a variable made on a later virtual stage."""
+    block = c.index.global_block
+    producer = _first_forward_writers(c.index)
+    for op in range(block.n_ops):
+        if not is_forward(block.ops.role[op]):
+            continue
+        mine = c.op_vstage(op)
+        if mine is None:
+            continue
+        for v in block.inputs(op):
+            p = producer.get(v, -1) if v >= 0 else -1
+            if p < 0 or p == op:
+                continue
+            theirs = c.op_vstage(p)
+            if theirs is not None and theirs > mine:
+                c.add("V007", 0, op, f"reads {c.index.var_name(v)} from "
+                      f"{c.index.op_label(0, p)} on virtual stage {theirs}, later than its own "
+                      f"virtual stage {mine}")
+                break
+
+
+def _first_forward_writers(index: ProgramIndex) -> dict[int, int]:
+    block = index.global_block
+    out: dict[int, int] = {}
+    for op in range(block.n_ops):
+        if is_forward(block.ops.role[op]):
+            for v in block.outputs(op):
+                if v >= 0:
+                    out.setdefault(v, op)
+    return out
+
+
+def cross_stage_edges(index: ProgramIndex, stage_meshes: Sequence[int]) -> int:
+    """Variables that travel between stages in the forward pass, per micro-batch.
+
+    Counted as distinct (variable, consuming stage) pairs where a forward op on
+    one stage reads a variable first written by a forward op on another.
+    """
+    block = index.global_block
+    stage_of = {m: s for s, m in enumerate(stage_meshes)}
+    producer = _first_forward_writers(index)
+    edges: set[tuple[int, int]] = set()
+    meshes = block.op_mesh
+    for op in range(block.n_ops):
+        if not is_forward(block.ops.role[op]):
+            continue
+        dst = stage_of.get(meshes[op])
+        for v in block.inputs(op):
+            p = producer.get(v, -1) if v >= 0 else -1
+            if p >= 0 and dst is not None and stage_of.get(meshes[p], dst) != dst:
+                edges.add((v, dst))
+    return len(edges)
+
+
+def _check_backward(c: _Checker) -> None:
+    """V008 and V009 over the global block's backward ops."""
+    index = c.index
+    block = index.global_block
+    roles, types = block.ops.role, block.ops.type
+    meshes, chunks = block.op_mesh, block.ops.chunk
+    forward = ForwardOps(index)
+    loss = next((i for i in range(block.n_ops) if roles[i] == ROLE_LOSS), None)
+    last_writer: dict[int, int] = {}
+    for op in range(block.n_ops):
+        role = roles[op]
+        if not role & ROLE_BACKWARD:
+            continue
+        here = (meshes[op], chunks[op])
+        if types[op] in GRAD_SUMS:
+            src = max((last_writer.get(v, -1) for v in block.inputs(op)), default=-1)
+            if src >= 0 and (meshes[src], chunks[src]) != here:
+                c.add("V009", 0, op, f"is on {c.mesh_str(here[0])} chunk {here[1]} but its "
+                      f"nearest earlier producer {index.op_label(0, src)} is on "
+                      f"{c.mesh_str(meshes[src])} chunk {chunks[src]}")
+        else:
+            f = loss if role == ROLE_LOSS | ROLE_BACKWARD else forward.of(op)
+            if f is not None and (meshes[f], chunks[f]) != here:
+                c.add("V008", 0, op, f"is on {c.mesh_str(here[0])} chunk {here[1]} but its "
+                      f"forward op {index.op_label(0, f)} is on {c.mesh_str(meshes[f])} "
+                      f"chunk {chunks[f]}")
+        for v in block.outputs(op):
+            last_writer[v] = op
+
+
+def _check_optimizer(c: _Checker) -> None:
+    """V010: parameter updates run where the parameter lives."""
+    index = c.index
+    block = index.global_block
+    for op, p in block.ops.param.items():
+        if p < 0 or not block.ops.role[op] & ROLE_OPTIMIZE:
+            continue
+        if block.op_mesh[op] != index.var_mesh[p]:
+            c.add("V010", 0, op, f"updates {index.var_name(p)} (on "
+                  f"{c.mesh_str(index.var_mesh[p])}) from {c.mesh_str(block.op_mesh[op])}")
+
+
+def _check_variables(c: _Checker) -> None:
+    """V011: variables first written (before any read) by forward and backward ops."""
+    index = c.index
+    block = index.global_block
+    touched = bytearray(index.n_vars)
+    roles, types = block.ops.role, block.ops.type
+    meshes, chunks = block.op_mesh, block.ops.chunk
+    for op in range(block.n_ops):
+        role = roles[op]
+        relevant = is_forward(role) or role & ROLE_BACKWARD
+        for v in block.inputs(op):
+            if v >= 0:
+                touched[v] = 1
+        for v in block.outputs(op):
+            if v < 0 or touched[v]:
+                continue
+            touched[v] = 1
+            if not relevant:
+                continue
+            want = (meshes[op], chunks[op])
+            if types[op] in GRAD_SUMS and role & ROLE_BACKWARD:
+                fwd = _forward_var(index, v)
+                if fwd is not None:
+                    want = (index.var_mesh[fwd], index.var_chunks[fwd])
+            got = (index.var_mesh[v], index.var_chunks[v])
+            if got != want and not _no_chunk_ok(index, v, got, want):
+                c.add("V011", 0, op, f"writes {index.var_name(v)} first, but the variable is on "
+                      f"{c.mesh_str(got[0])} chunk {got[1]}, not {c.mesh_str(want[0])} chunk "
+                      f"{want[1]}")
+
+
+def _no_chunk_ok(index: ProgramIndex, v: int, got: tuple[int, int],
+                 want: tuple[int, int]) -> bool:
+    """Reader-queue variables never get a chunk id (Paddle's rule); only their mesh counts."""
+    return got[0] == want[0] and b"lod_tensor_blocking_queue" in index.var_name_bytes(v)
+
+
+def _forward_var(index: ProgramIndex, v: int) -> int | None:
+    name = index.var_name_bytes(v)
+    at = name.find(b"@GRAD")
+    if at <= 0:
+        return None
+    f = index.lookup(index.var_block[v], name[:at])
+    return f if f >= 0 else None
+
+
+def subblock_cycles(index: ProgramIndex) -> Iterator[tuple[int, int]]:
+    """(block, op) of sub_block attributes that lead back to an enclosing block."""
+    for bi in index.blocks:
+        for op, subs in bi.ops.sub_blocks.items():
+            for sub in subs:
+                if 0 <= sub < len(index.blocks) and sub <= bi.idx:
+                    yield bi.idx, op
+
+
+def summary_counts(violations: Sequence[Violation]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for v in violations:
+        counts[v.rule] = counts.get(v.rule, 0) + 1
+    return counts
+
+
+_ = array  # re-exported type used in annotations of callers
