@@ -87,17 +87,27 @@ def _write_unnamed(directory: Path, path: Path, data: bytes, mode: int) -> None:
     try:
         fd = os.open(directory, flag | os.O_WRONLY, mode)
     except OSError as e:
-        if e.errno in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOENT):
+        if e.errno in _UNSUPPORTED:
             raise _NoUnnamedFiles from None
         raise
+    tmp = _unique_name(directory, path)
     try:
         _write_all(fd, data)
         os.fchmod(fd, mode)
-        tmp = _unique_name(directory, path)
-        os.link(f"/proc/self/fd/{fd}", tmp, follow_symlinks=True)
+        try:
+            os.link(f"/proc/self/fd/{fd}", tmp, follow_symlinks=True)
+        except OSError as e:
+            if e.errno in _UNSUPPORTED:
+                raise _NoUnnamedFiles from None
+            raise
     finally:
         os.close(fd)
     _replace(tmp, path)
+
+
+# Errors meaning "this file system or kernel cannot do O_TMPFILE + link": fall back.
+_UNSUPPORTED = frozenset({errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOENT,
+                          errno.EXDEV, errno.EPERM, errno.ENOSYS})
 
 
 def _write_named(directory: Path, path: Path, data: bytes, mode: int) -> None:

@@ -8,13 +8,16 @@ result before writing and never writes a program that fails them.
 
 from __future__ import annotations
 
-from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from vppctl import fields
+from vppctl.detect import detect_layers
+from vppctl.errors import ConversionError
 from vppctl.fields import NO_VAR, ROLE_BACKWARD, ROLE_LOSS, ROLE_OPTIMIZE
-from vppctl.index import NO_MESH, ForwardOps, ProgramIndex
-from vppctl.layers import NO_LAYER, LayerSet, is_forward
+from vppctl.index import NO_MESH, ForwardOps, ProgramIndex, build_index
+from vppctl.layers import LayerSet, find_layers, is_forward
+from vppctl.load import Program
 from vppctl.plan import Placement, place, virtual_stages
 
 RULES: dict[str, str] = {
@@ -36,6 +39,8 @@ RULES: dict[str, str] = {
     "V012": "the pipeline plan recorded in the program agrees with the ops",
     "V013": "every variable an op names is declared in its block or an ancestor",
     "V014": "every sub_block attribute names an existing later block, without cycles",
+    "V015": "the program has the stage and chunk counts asked for (--pp, --vpp, the recorded "
+            "plan)",
 }
 
 
@@ -372,15 +377,6 @@ def _forward_var(index: ProgramIndex, v: int) -> int | None:
     return f if f >= 0 else None
 
 
-def subblock_cycles(index: ProgramIndex) -> Iterator[tuple[int, int]]:
-    """(block, op) of sub_block attributes that lead back to an enclosing block."""
-    for bi in index.blocks:
-        for op, subs in bi.ops.sub_blocks.items():
-            for sub in subs:
-                if 0 <= sub < len(index.blocks) and sub <= bi.idx:
-                    yield bi.idx, op
-
-
 def summary_counts(violations: Sequence[Violation]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for v in violations:
@@ -388,4 +384,62 @@ def summary_counts(violations: Sequence[Violation]) -> dict[str, int]:
     return counts
 
 
-_ = array  # re-exported type used in annotations of callers
+
+@dataclass(frozen=True)
+class VerifyReport:
+    violations: tuple[Violation, ...]
+    pp: int
+    vpp: int
+    placement: str
+    layers: int  # layers found (0 when they could not be found)
+    layer_class: str
+    cross_stage_edges: int | None  # for a valid program
+
+
+def verify_program(program: Program, *, pp: int | None = None, vpp: int | None = None,
+                   seg_method: str | None = None, placement: Placement | None = None) -> VerifyReport:
+    """Check an annotated program; expectations come from the options, then the recorded plan."""
+    index = build_index(program)
+    recorded = fields.read_plan(program.msg)
+    stages, globals_ = index.stage_meshes()
+    early: list[Violation] = []
+    n_pp = len(stages)
+    for label, want in (("--pp", pp), ("the recorded plan's pp", recorded and recorded.pp)):
+        if want and want != n_pp:
+            early.append(Violation("V015", -1, -1, "", f"{label} is {want} but the program has "
+                                   f"{n_pp} stage meshes"))
+    n_vpp = vpp or (recorded.vpp if recorded else 0) or _chunks_used(index)
+    if recorded and vpp and recorded.vpp != vpp:
+        early.append(Violation("V015", -1, -1, "", f"--vpp is {vpp} but the recorded plan "
+                               f"says {recorded.vpp}"))
+    where: Placement = placement or _recorded_placement(recorded)
+    layers, problem = _find(index, seg_method or (recorded.seg_method if recorded else None))
+    if problem:
+        early.append(Violation("V005", 0, -1, "", problem))
+    expect = Expectation(
+        pp=max(n_pp, 1), vpp=max(n_vpp, 1), placement=where, stage_meshes=tuple(stages),
+        global_meshes=tuple(globals_), layers=layers,
+        plan_segments=recorded.segments if recorded else None)
+    violations = early + verify(index, expect)
+    edges = None if violations else cross_stage_edges(index, stages)
+    return VerifyReport(violations=tuple(violations), pp=n_pp, vpp=n_vpp, placement=where,
+                        layers=len(layers) if layers else 0,
+                        layer_class=layers.layer_class if layers else "",
+                        cross_stage_edges=edges)
+
+
+def _chunks_used(index: ProgramIndex) -> int:
+    return 1 + max((c for b in index.blocks for c in b.ops.chunk), default=0)
+
+
+def _recorded_placement(recorded: fields.RecordedPlan | None) -> Placement:
+    return "v" if recorded is not None and recorded.placement == "v" else "loop"
+
+
+def _find(index: ProgramIndex, seg_method: str | None) -> tuple[LayerSet | None, str]:
+    try:
+        if seg_method:
+            return find_layers(index, seg_method), ""
+        return detect_layers(index), ""
+    except ConversionError as e:
+        return None, f"cannot find the layers: {e}"

@@ -1,0 +1,464 @@
+"""The command line: thin click commands over the library.
+
+Each command parses its options, calls one library function and renders the
+result: tables and JSON on stdout; warnings, progress and errors on stderr.
+Errors are turned into one `Error: ...` line and the documented exit code in
+one place, `_Group.invoke`. Heavy modules are imported inside the commands so
+that `vppctl --help` starts fast.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from vppctl import __version__
+from vppctl.errors import EXIT_INTERNAL, VppctlError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_CODES_HELP = """Exit codes: 0 success, 1 verification found problems, 2 usage error,
+3 file cannot be read or written (or is not a program), 4 program cannot be converted as
+asked, 70 internal error (a bug: please report it)."""
+
+
+class _Group(click.Group):
+    """Turns vppctl's exceptions into one clean stderr line and the class's exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except VppctlError as e:
+            click.echo(f"Error: {e}", err=True)
+            ctx.exit(e.exit_code)
+        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+            raise
+        except KeyboardInterrupt:
+            click.echo("Error: interrupted; nothing was written", err=True)
+            ctx.exit(130)
+        except Exception as e:  # a bug: say so, traceback only under --debug
+            if ctx.obj and ctx.obj.get("debug"):
+                traceback.print_exc()
+            click.echo(
+                f"Error: internal error ({type(e).__name__}: {e}); this is a bug in vppctl, "
+                "please report it (run with --debug for the traceback)",
+                err=True,
+            )
+            ctx.exit(EXIT_INTERNAL)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]},
+             epilog=EXIT_CODES_HELP)
+@click.version_option(__version__, prog_name="vppctl")
+@click.option("--debug", is_flag=True, help="Show the traceback of internal errors.")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
+    """Convert pipeline-parallel (PP) training programs to virtual pipeline parallelism (VPP).
+
+    \b
+    vppctl sample --layers 8 --pp 4 -o prog.pb     # a GPT-like plain-PP program
+    vppctl convert prog.pb --vpp 2                 # -> prog.vpp.pb, and a table
+    vppctl verify prog.vpp.pb                      # check the result
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["debug"] = debug
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="vppctl")
+
+
+# -- shared options ------------------------------------------------------------
+
+def _json_option(f: F) -> F:
+    return click.option("--json", "as_json", is_flag=True,
+                        help="Print one JSON object on stdout instead of the table.")(f)
+
+
+def _seg_method_option(f: F) -> F:
+    return click.option("--seg-method", metavar="REGEX",
+                        help="Regex naming the repeated layer in the ops' struct names "
+                        "(Paddle's vpp_seg_method), e.g. DecoderLayer. Default: detected.")(f)
+
+
+def _program_argument(name: str) -> Callable[[F], F]:
+    # Existence is checked by the loader, so a missing file is exit 3, not a usage error.
+    return click.argument(name, type=click.Path(dir_okay=True, path_type=Path))
+
+
+def _stdout() -> Console:
+    from rich.console import Console
+
+    return Console(soft_wrap=False)
+
+
+def _stderr(quiet: bool = False) -> Console:
+    from rich.console import Console
+
+    return Console(stderr=True, quiet=quiet, highlight=False)
+
+
+def _print_json(data: dict[str, Any]) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=False))
+
+
+def _warn(console: Console, warnings: Iterator[str] | list[str] | tuple[str, ...]) -> None:
+    from rich.text import Text
+
+    for w in warnings:
+        console.print(Text(f"warning: {w}", style="yellow"))
+
+
+@contextmanager
+def _status(console: Console, quiet: bool, text: str) -> Iterator[None]:
+    """A spinner on stderr for long work, only when stderr is a terminal."""
+    if quiet or not console.is_terminal:
+        yield
+        return
+    with console.status(text):
+        yield
+
+
+# -- convert ---------------------------------------------------------------------
+
+def default_output(src: Path) -> Path:
+    """`prog.pb` -> `prog.vpp.pb` (`.vpp` before the extension)."""
+    return src.with_name(f"{src.stem}.vpp{src.suffix}") if src.suffix else src.with_name(
+        f"{src.name}.vpp")
+
+
+def _parse_counts(value: str | None) -> tuple[int, ...]:
+    if not value:
+        return ()
+    try:
+        return tuple(int(x) for x in value.replace(" ", "").split(","))
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a comma-separated list of layer counts, "
+                                 "e.g. 3,4,4,5") from None
+
+
+@cli.command(epilog=EXIT_CODES_HELP)
+@_program_argument("src")
+@click.option("-o", "--output", type=click.Path(path_type=Path),
+              help="Where to write the converted program. Default: SRC with .vpp before the "
+              "extension (prog.pb -> prog.vpp.pb).")
+@click.option("--in-place", is_flag=True, help="Overwrite SRC (atomically).")
+@click.option("--pp", type=int, help="Expected number of stages; derived from the program.")
+@click.option("--vpp", type=click.IntRange(1, 4096), required=True,
+              help="Chunks (virtual stages) per stage.")
+@_seg_method_option
+@click.option("--strict", is_flag=True,
+              help="Refuse forward ops inside the layer region that match no layer.")
+@click.option("--placement", type=click.Choice(["loop", "v"]), default="loop", show_default=True,
+              help="loop: segment k on stage k % pp; v: stages 0..pp-1 then pp-1..0 (ZB-V).")
+@click.option("--split", type=click.Choice(["uniform", "keep", "balanced"]), default="uniform",
+              show_default=True, help="uniform: equal layer counts (must divide); keep: each "
+              "stage keeps its layer count; balanced: minimise the costliest segment.")
+@click.option("--layers-per-chunk", metavar="N,N,...",
+              help="Explicit layer counts per segment, in virtual-stage order.")
+@click.option("--cost", type=click.Choice(["params", "ops", "flops"]), default="params",
+              show_default=True, help="Cost measure for --split balanced and the table.")
+@click.option("--micro-batches", type=click.IntRange(1), metavar="M",
+              help="Also show the simulated bubble before and after (unit costs).")
+@click.option("--strip-callstack", is_flag=True,
+              help="Drop op_callstack attributes (machine-specific paths, most of the bytes).")
+@_json_option
+@click.option("-q", "--quiet", is_flag=True, help="No table, warnings or progress.")
+def convert(src: Path, output: Path | None, in_place: bool, pp: int | None, vpp: int,
+            seg_method: str | None, strict: bool, placement: str, split: str,
+            layers_per_chunk: str | None, cost: str, micro_batches: int | None,
+            strip_callstack: bool, as_json: bool, quiet: bool) -> None:
+    """Convert a plain-PP program SRC to VPP with --vpp chunks per stage.
+
+    \b
+    vppctl convert prog.pb --vpp 2
+    vppctl convert prog.pb --vpp 2 --seg-method DecoderLayer -o out.pb --json
+    vppctl convert prog.pb --vpp 2 --split balanced --cost flops
+    """
+    from vppctl.convert import ConvertOptions, convert_program
+    from vppctl.errors import UsageError
+    from vppctl.load import read_program
+    from vppctl.plan import PlanOptions
+    from vppctl.save import write_program
+
+    if pp is not None and not 1 <= pp <= 4096:
+        raise UsageError(f"--pp must be between 1 and 4096, got {pp}")
+    out = src if in_place else (output or default_output(src))
+    if not in_place and _same_file(src, out):
+        raise UsageError(f"the output {out} is the input; pass --in-place to overwrite it, or "
+                         "-o another path")
+    counts = _parse_counts(layers_per_chunk)
+    if counts and split != "uniform":
+        raise UsageError("--layers-per-chunk sets the split itself; drop --split")
+    err = _stderr(quiet)
+    with _status(err, quiet, "converting"):
+        program = read_program(src)
+        opts = ConvertOptions(
+            plan=PlanOptions(vpp=vpp, pp=pp, placement=placement,  # type: ignore[arg-type]
+                             split="manual" if counts else split,  # type: ignore[arg-type]
+                             layers_per_chunk=counts, cost=cost),  # type: ignore[arg-type]
+            seg_method=seg_method, strict=strict, strip_callstack=strip_callstack)
+        result = convert_program(program, opts)
+        written, save_warnings = write_program(program, out)
+    bubble = _bubble(result.plan.pp, vpp, micro_batches) if micro_batches else None
+    warnings = [*result.warnings, *save_warnings]
+    if as_json:
+        from vppctl.report import convert_json
+
+        data = convert_json(result, str(out), written, bubble)
+        data["warnings"] = warnings
+        _print_json(data)
+    elif not quiet:
+        from vppctl.report import render_convert
+
+        render_convert(_stdout(), result, str(out), written, bubble)
+    _warn(err, warnings)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or (b.exists() and a.samefile(b))
+    except OSError:
+        return False
+
+
+def _bubble(pp: int, vpp: int, micro_batches: int) -> tuple[float, float]:
+    """Bubble share of the step for 1F1B and interleaved 1F1B, unit costs."""
+    from vppctl.simulate import compare
+
+    results = compare(pp, vpp, micro_batches)
+    base = float(results[0].bubble)
+    return base, float(results[-1].bubble)
+
+
+# -- verify ----------------------------------------------------------------------
+
+@cli.command(epilog=EXIT_CODES_HELP)
+@_program_argument("prog")
+@click.option("--pp", type=click.IntRange(1, 4096), help="Expected number of stages.")
+@click.option("--vpp", type=click.IntRange(1, 4096),
+              help="Expected chunks per stage. Default: the recorded plan's, else the "
+              "chunk ids used.")
+@_seg_method_option
+@click.option("--placement", type=click.Choice(["loop", "v"]),
+              help="Expected placement. Default: the recorded plan's, else loop.")
+@_json_option
+@click.option("--rules", "list_rules", is_flag=True, help="List the rules and exit.")
+def verify(prog: Path, pp: int | None, vpp: int | None, seg_method: str | None,
+           placement: str | None, as_json: bool, list_rules: bool) -> None:
+    """Check an annotated VPP program; report every violation (exit 1 if any).
+
+    \b
+    vppctl verify prog.vpp.pb
+    vppctl verify prog.vpp.pb --pp 4 --vpp 2 --json | jq .violations
+    """
+    from vppctl.report import rules_table, violations_json, violations_table
+
+    if list_rules:
+        _stdout().print(rules_table())
+        return
+    from vppctl.load import read_program
+    from vppctl.verify import verify_program
+
+    report = verify_program(read_program(prog), pp=pp, vpp=vpp, seg_method=seg_method,
+                            placement=placement)  # type: ignore[arg-type]
+    bad = list(report.violations)
+    if as_json:
+        _print_json(violations_json(bad, {
+            "pp": report.pp, "vpp": report.vpp, "placement": report.placement,
+            "layers": report.layers, "cross_stage_edges": report.cross_stage_edges}))
+    elif bad:
+        _stdout().print(violations_table(bad))
+    else:
+        click.echo(f"valid: pp {report.pp} x vpp {report.vpp}, {report.placement} placement, "
+                   f"{report.layers} layers ({report.layer_class}); cross-stage edges per "
+                   f"micro-batch: {report.cross_stage_edges}")
+    if bad:
+        raise click.exceptions.Exit(1)
+
+
+# -- inspect ---------------------------------------------------------------------
+
+@cli.command(epilog=EXIT_CODES_HELP)
+@_program_argument("prog")
+@_seg_method_option
+@_json_option
+def inspect(prog: Path, seg_method: str | None, as_json: bool) -> None:
+    """Summarise a program: blocks, ops by role, meshes, stages, layers, layout.
+
+    \b
+    vppctl inspect prog.pb
+    vppctl inspect prog.pb --seg-method DecoderLayer --json
+    """
+    from vppctl.load import read_program
+    from vppctl.summary import summarize
+
+    summary = summarize(read_program(prog), seg_method)
+    if as_json:
+        _print_json(summary.to_json())
+        return
+    from vppctl.report import render_summary
+
+    render_summary(_stdout(), summary)
+
+
+# -- dump ------------------------------------------------------------------------
+
+@cli.command(epilog=EXIT_CODES_HELP)
+@_program_argument("prog")
+@click.option("-o", "--output", type=click.Path(path_type=Path),
+              help="Write here instead of stdout; binary or text by extension (.pbtxt, "
+              ".textproto, .txtpb are text).")
+@click.option("--strip-callstack", is_flag=True, help="Drop op_callstack attributes.")
+def dump(prog: Path, output: Path | None, strip_callstack: bool) -> None:
+    """Print a program as protobuf text, or convert between binary and text.
+
+    \b
+    vppctl dump prog.pb | less
+    vppctl dump prog.pb -o prog.pbtxt
+    vppctl dump prog.pbtxt -o prog.pb
+    """
+    from vppctl.load import read_program
+    from vppctl.save import serialize, write_program
+
+    program = read_program(prog)
+    err = _stderr()
+    saved = None
+    if strip_callstack:
+        from vppctl.fields import strip_callstack as strip
+
+        saved = sum(strip(b) for b in program.msg.blocks)
+    if output is None:
+        data, warnings = serialize(program, Path("stdout.pbtxt"))
+        sys.stdout.write(data.decode("utf-8"))
+    else:
+        if _same_file(prog, output):
+            from vppctl.errors import UsageError
+
+            raise UsageError(f"the output {output} is the input; write to another path")
+        _, warnings = write_program(program, output)
+    if saved is not None:
+        from vppctl.report import human_bytes
+
+        err.print(f"stripped op_callstack: {human_bytes(saved)} saved")
+    _warn(err, warnings)
+
+
+# -- sample ----------------------------------------------------------------------
+
+@cli.command(epilog=EXIT_CODES_HELP)
+@click.option("--layers", type=int, required=True, help="Decoder layers.")
+@click.option("--pp", type=int, required=True, help="Pipeline stages.")
+@click.option("--ranks-per-stage", type=int, default=1, show_default=True,
+              help="Ranks in each stage mesh.")
+@click.option("--layout", type=click.Choice(["blocked", "interleaved"]), default="blocked",
+              show_default=True, help="blocked: layer i on stage i*pp//layers (plain PP); "
+              "interleaved: already laid out for --vpp (chunk ids still 0).")
+@click.option("--vpp", type=click.IntRange(1, 4096), default=2, show_default=True,
+              help="Chunks per stage of the interleaved layout.")
+@click.option("--backward/--no-backward", default=True, show_default=True,
+              help="Add the backward ops (and the optimizer).")
+@click.option("--optimizer", type=click.Choice(["adamw", "sgd", "none"]), default="adamw",
+              show_default=True)
+@click.option("--grad-clip/--no-grad-clip", default=True, show_default=True,
+              help="Global-norm gradient clipping before the optimizer.")
+@click.option("--hidden", type=int, default=1024, show_default=True, help="Hidden size.")
+@click.option("--vocab", type=int, default=50304, show_default=True, help="Vocabulary size.")
+@click.option("--callstack", is_flag=True,
+              help="Add Paddle-like op_callstack attributes (most of a real program's bytes).")
+@click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
+              help="Where to write; binary or text by extension.")
+def sample(layers: int, pp: int, ranks_per_stage: int, layout: str, vpp: int, backward: bool,
+           optimizer: str, grad_clip: bool, hidden: int, vocab: int, callstack: bool,
+           output: Path) -> None:
+    """Write a GPT-like training program annotated for plain PP.
+
+    \b
+    vppctl sample --layers 8 --pp 4 -o gpt8.pb
+    vppctl sample --layers 10000 --pp 8 -o big.pb     # about 1M ops
+    """
+    from vppctl.load import parse_program
+    from vppctl.sample import SampleOptions, build_sample
+    from vppctl.save import write_program
+
+    opts = SampleOptions(layers=layers, pp=pp, ranks_per_stage=ranks_per_stage,
+                         layout=layout, vpp=vpp, backward=backward,  # type: ignore[arg-type]
+                         optimizer=optimizer, grad_clip=grad_clip,  # type: ignore[arg-type]
+                         hidden=hidden, vocab=vocab, callstack=callstack)
+    err = _stderr()
+    with _status(err, False, "building"):
+        data = build_sample(opts)
+        write_program(parse_program(data, source="sample"), output)
+
+
+# -- simulate --------------------------------------------------------------------
+
+@cli.command(epilog=EXIT_CODES_HELP)
+@click.argument("prog", required=False, type=click.Path(path_type=Path))
+@click.option("--pp", type=click.IntRange(1, 4096), help="Stages (default: the program's).")
+@click.option("--vpp", type=click.IntRange(1, 4096), required=True, help="Chunks per stage.")
+@click.option("--micro-batches", "-m", type=click.IntRange(1, 1 << 16), required=True,
+              help="Micro-batches per step.")
+@click.option("--schedule", type=click.Choice(["fthenb", "1f1b", "interleaved"]),
+              help="One schedule; default: 1F1B and interleaved side by side.")
+@_seg_method_option
+@click.option("--p2p-cost", type=click.FloatRange(0), default=0.0, show_default=True,
+              help="Time per point-to-point hop between stages.")
+@_json_option
+@click.option("--svg", type=click.Path(path_type=Path), help="Write the timeline as SVG.")
+@click.option("--trace", type=click.Path(path_type=Path),
+              help="Write a Chrome trace JSON (Perfetto, chrome://tracing).")
+def simulate(prog: Path | None, pp: int | None, vpp: int, micro_batches: int,
+             schedule: str | None, seg_method: str | None, p2p_cost: float, as_json: bool,
+             svg: Path | None, trace: Path | None) -> None:
+    """Simulate the pipeline schedule: bubble, in-flight micro-batches, timeline.
+
+    Costs come from PROG (forward FLOPs of each segment, else op counts;
+    backward = 2x forward); without PROG every chunk costs 1 forward, 2 backward.
+
+    \b
+    vppctl simulate --pp 8 --vpp 2 -m 32
+    vppctl simulate prog.pb --vpp 2 -m 16 --svg timeline.svg
+    """
+    from vppctl.errors import UsageError
+    from vppctl.simulate import compare
+    from vppctl.simulate import simulate as run
+
+    forward = None
+    if prog is not None:
+        from vppctl.cost import segment_forward_costs
+        from vppctl.load import read_program
+
+        pp, forward = segment_forward_costs(read_program(prog), pp, vpp, seg_method)
+    if pp is None:
+        raise UsageError("--pp is required without a program")
+    if schedule:
+        results = (run(pp, vpp, micro_batches, schedule, forward=forward,  # type: ignore[arg-type]
+                       p2p_cost=p2p_cost),)
+    else:
+        results = compare(pp, vpp, micro_batches, forward=forward, p2p_cost=p2p_cost)
+    from vppctl import timeline
+
+    if svg is not None or trace is not None:
+        from vppctl.save import write_atomic
+
+        if svg is not None:
+            write_atomic(svg, timeline.to_svg(results[-1]).encode())
+        if trace is not None:
+            write_atomic(trace, json.dumps(timeline.to_chrome_trace(results[-1])).encode())
+    if as_json:
+        _print_json(timeline.to_json(results))
+    else:
+        timeline.render(results, _stdout())
+
