@@ -124,8 +124,9 @@ class _SubBlocks:
                 self._walk(nested, mesh, chunk, (*path, sub))
 
 
-def remesh_and_chunk(index: ProgramIndex, a: Assignment, block: int, op: int,
-                     mesh: int | None, chunk: int) -> None:
+def remesh_and_chunk(
+    index: ProgramIndex, a: Assignment, block: int, op: int, mesh: int | None, chunk: int
+) -> None:
     """Rules 6 and 7 for one op: move it to `mesh` (None: keep), give it `chunk`.
 
     When it moves, each input variable on the op's old mesh and every output
@@ -167,8 +168,9 @@ class AssignForward:
     segment's stage mesh.
     """
 
-    def __init__(self, index: ProgramIndex, plan: Plan, layers: LayerSet, a: Assignment,
-                 walker: _SubBlocks) -> None:
+    def __init__(
+        self, index: ProgramIndex, plan: Plan, layers: LayerSet, a: Assignment, walker: _SubBlocks
+    ) -> None:
         self.index, self.plan, self.layers, self.a, self.walker = index, plan, layers, a, walker
 
     def run(self) -> None:
@@ -350,12 +352,18 @@ def write(index: ProgramIndex, a: Assignment) -> ApplyResult:
         edits_v = list(_var_edits(index, a, bi.var_base, len(bi.vars)))
         fields.rewrite_vars(block, ((v - bi.var_base, m, c) for v, m, c in edits_v))
         changed_vars += [e[0] for e in edits_v]
-    return ApplyResult(ops_changed=n_ops, vars_changed=len(changed_vars),
-                       changed_ops=tuple(changed_ops), changed_vars=tuple(changed_vars),
-                       warnings=tuple(a.warnings))
+    return ApplyResult(
+        ops_changed=n_ops,
+        vars_changed=len(changed_vars),
+        changed_ops=tuple(changed_ops),
+        changed_vars=tuple(changed_vars),
+        warnings=tuple(a.warnings),
+    )
 
 
-def _op_edits(index: ProgramIndex, a: Assignment, b: int) -> Iterator[tuple[int, bytes | None, int]]:
+def _op_edits(
+    index: ProgramIndex, a: Assignment, b: int
+) -> Iterator[tuple[int, bytes | None, int]]:
     bi = index.blocks[b]
     old_chunk, new_mesh, new_chunk, moved = bi.ops.chunk, a.op_mesh[b], a.op_chunk[b], a.moved[b]
     raw = index.mesh_raw
@@ -364,12 +372,16 @@ def _op_edits(index: ProgramIndex, a: Assignment, b: int) -> Iterator[tuple[int,
             yield i, raw[new_mesh[i]] if moved[i] else None, new_chunk[i]
 
 
-def _var_edits(index: ProgramIndex, a: Assignment, base: int,
-               n: int) -> Iterator[tuple[int, bytes | None, int | None]]:
+def _var_edits(
+    index: ProgramIndex, a: Assignment, base: int, n: int
+) -> Iterator[tuple[int, bytes | None, int | None]]:
     raw = index.mesh_raw
     for v in range(base, base + n):
         mesh_changed = a.var_mesh[v] != index.var_mesh[v]
         chunk_changed = a.var_chunk[v] != index.var_chunks[v]
         if mesh_changed or chunk_changed:
-            yield (v, raw[a.var_mesh[v]] if mesh_changed and a.var_mesh[v] >= 0 else None,
-                   a.var_chunk[v] if chunk_changed and a.var_chunk[v] >= 0 else None)
+            yield (
+                v,
+                raw[a.var_mesh[v]] if mesh_changed and a.var_mesh[v] >= 0 else None,
+                a.var_chunk[v] if chunk_changed and a.var_chunk[v] >= 0 else None,
+            )

@@ -57,8 +57,9 @@ class _Group(click.Group):
             ctx.exit(EXIT_INTERNAL)
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]},
-             epilog=EXIT_CODES_HELP)
+@click.group(
+    cls=_Group, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES_HELP
+)
 @click.version_option(__version__, prog_name="vppctl")
 @click.option("--debug", is_flag=True, help="Show the traceback of internal errors.")
 @click.pass_context
@@ -81,15 +82,23 @@ def main() -> None:
 
 # -- shared options ------------------------------------------------------------
 
+
 def _json_option(f: F) -> F:
-    return click.option("--json", "as_json", is_flag=True,
-                        help="Print one JSON object on stdout instead of the table.")(f)
+    return click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        help="Print one JSON object on stdout instead of the table.",
+    )(f)
 
 
 def _seg_method_option(f: F) -> F:
-    return click.option("--seg-method", metavar="REGEX",
-                        help="Regex naming the repeated layer in the ops' struct names "
-                        "(Paddle's vpp_seg_method), e.g. DecoderLayer. Default: detected.")(f)
+    return click.option(
+        "--seg-method",
+        metavar="REGEX",
+        help="Regex naming the repeated layer in the ops' struct names "
+        "(Paddle's vpp_seg_method), e.g. DecoderLayer. Default: detected.",
+    )(f)
 
 
 def _program_argument(name: str) -> Callable[[F], F]:
@@ -132,10 +141,14 @@ def _status(console: Console, quiet: bool, text: str) -> Iterator[None]:
 
 # -- convert ---------------------------------------------------------------------
 
+
 def default_output(src: Path) -> Path:
     """`prog.pb` -> `prog.vpp.pb` (`.vpp` before the extension)."""
-    return src.with_name(f"{src.stem}.vpp{src.suffix}") if src.suffix else src.with_name(
-        f"{src.name}.vpp")
+    return (
+        src.with_name(f"{src.stem}.vpp{src.suffix}")
+        if src.suffix
+        else src.with_name(f"{src.name}.vpp")
+    )
 
 
 def _parse_counts(value: str | None) -> tuple[int, ...]:
@@ -144,41 +157,86 @@ def _parse_counts(value: str | None) -> tuple[int, ...]:
     try:
         return tuple(int(x) for x in value.replace(" ", "").split(","))
     except ValueError:
-        raise click.BadParameter(f"{value!r} is not a comma-separated list of layer counts, "
-                                 "e.g. 3,4,4,5") from None
+        raise click.BadParameter(
+            f"{value!r} is not a comma-separated list of layer counts, e.g. 3,4,4,5"
+        ) from None
 
 
 @cli.command(epilog=EXIT_CODES_HELP)
 @_program_argument("src")
-@click.option("-o", "--output", type=click.Path(path_type=Path),
-              help="Where to write the converted program. Default: SRC with .vpp before the "
-              "extension (prog.pb -> prog.vpp.pb).")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    help="Where to write the converted program. Default: SRC with .vpp before the "
+    "extension (prog.pb -> prog.vpp.pb).",
+)
 @click.option("--in-place", is_flag=True, help="Overwrite SRC (atomically).")
 @click.option("--pp", type=int, help="Expected number of stages; derived from the program.")
-@click.option("--vpp", type=click.IntRange(1, 4096), required=True,
-              help="Chunks (virtual stages) per stage.")
+@click.option(
+    "--vpp", type=click.IntRange(1, 4096), required=True, help="Chunks (virtual stages) per stage."
+)
 @_seg_method_option
-@click.option("--strict", is_flag=True,
-              help="Refuse forward ops inside the layer region that match no layer.")
-@click.option("--placement", type=click.Choice(["loop", "v"]), default="loop", show_default=True,
-              help="loop: segment k on stage k % pp; v: stages 0..pp-1 then pp-1..0 (ZB-V).")
-@click.option("--split", type=click.Choice(["uniform", "keep", "balanced"]), default="uniform",
-              show_default=True, help="uniform: equal layer counts (must divide); keep: each "
-              "stage keeps its layer count; balanced: minimise the costliest segment.")
-@click.option("--layers-per-chunk", metavar="N,N,...",
-              help="Explicit layer counts per segment, in virtual-stage order.")
-@click.option("--cost", type=click.Choice(["params", "ops", "flops"]), default="params",
-              show_default=True, help="Cost measure for --split balanced and the table.")
-@click.option("--micro-batches", type=click.IntRange(1), metavar="M",
-              help="Also show the simulated bubble before and after (unit costs).")
-@click.option("--strip-callstack", is_flag=True,
-              help="Drop op_callstack attributes (machine-specific paths, most of the bytes).")
+@click.option(
+    "--strict", is_flag=True, help="Refuse forward ops inside the layer region that match no layer."
+)
+@click.option(
+    "--placement",
+    type=click.Choice(["loop", "v"]),
+    default="loop",
+    show_default=True,
+    help="loop: segment k on stage k % pp; v: stages 0..pp-1 then pp-1..0 (ZB-V).",
+)
+@click.option(
+    "--split",
+    type=click.Choice(["uniform", "keep", "balanced"]),
+    default="uniform",
+    show_default=True,
+    help="uniform: equal layer counts (must divide); keep: each "
+    "stage keeps its layer count; balanced: minimise the costliest segment.",
+)
+@click.option(
+    "--layers-per-chunk",
+    metavar="N,N,...",
+    help="Explicit layer counts per segment, in virtual-stage order.",
+)
+@click.option(
+    "--cost",
+    type=click.Choice(["params", "ops", "flops"]),
+    default="params",
+    show_default=True,
+    help="Cost measure for --split balanced and the table.",
+)
+@click.option(
+    "--micro-batches",
+    type=click.IntRange(1),
+    metavar="M",
+    help="Also show the simulated bubble before and after (unit costs).",
+)
+@click.option(
+    "--strip-callstack",
+    is_flag=True,
+    help="Drop op_callstack attributes (machine-specific paths, most of the bytes).",
+)
 @_json_option
 @click.option("-q", "--quiet", is_flag=True, help="No table, warnings or progress.")
-def convert(src: Path, output: Path | None, in_place: bool, pp: int | None, vpp: int,
-            seg_method: str | None, strict: bool, placement: str, split: str,
-            layers_per_chunk: str | None, cost: str, micro_batches: int | None,
-            strip_callstack: bool, as_json: bool, quiet: bool) -> None:
+def convert(
+    src: Path,
+    output: Path | None,
+    in_place: bool,
+    pp: int | None,
+    vpp: int,
+    seg_method: str | None,
+    strict: bool,
+    placement: str,
+    split: str,
+    layers_per_chunk: str | None,
+    cost: str,
+    micro_batches: int | None,
+    strip_callstack: bool,
+    as_json: bool,
+    quiet: bool,
+) -> None:
     """Convert a plain-PP program SRC to VPP with --vpp chunks per stage.
 
     \b
@@ -196,8 +254,9 @@ def convert(src: Path, output: Path | None, in_place: bool, pp: int | None, vpp:
         raise UsageError(f"--pp must be between 1 and 4096, got {pp}")
     out = src if in_place else (output or default_output(src))
     if not in_place and _same_file(src, out):
-        raise UsageError(f"the output {out} is the input; pass --in-place to overwrite it, or "
-                         "-o another path")
+        raise UsageError(
+            f"the output {out} is the input; pass --in-place to overwrite it, or -o another path"
+        )
     counts = _parse_counts(layers_per_chunk)
     if counts and split != "uniform":
         raise UsageError("--layers-per-chunk sets the split itself; drop --split")
@@ -205,10 +264,18 @@ def convert(src: Path, output: Path | None, in_place: bool, pp: int | None, vpp:
     with _status(err, quiet, "converting"):
         program = read_program(src)
         opts = ConvertOptions(
-            plan=PlanOptions(vpp=vpp, pp=pp, placement=placement,  # type: ignore[arg-type]
-                             split="manual" if counts else split,  # type: ignore[arg-type]
-                             layers_per_chunk=counts, cost=cost),  # type: ignore[arg-type]
-            seg_method=seg_method, strict=strict, strip_callstack=strip_callstack)
+            plan=PlanOptions(
+                vpp=vpp,
+                pp=pp,
+                placement=placement,  # type: ignore[arg-type]
+                split="manual" if counts else split,  # type: ignore[arg-type]
+                layers_per_chunk=counts,
+                cost=cost,
+            ),  # type: ignore[arg-type]
+            seg_method=seg_method,
+            strict=strict,
+            strip_callstack=strip_callstack,
+        )
         result = convert_program(program, opts)
         written, save_warnings = write_program(program, out)
     bubble = _bubble(result.plan.pp, vpp, micro_batches) if micro_batches else None
@@ -244,19 +311,32 @@ def _bubble(pp: int, vpp: int, micro_batches: int) -> tuple[float, float]:
 
 # -- verify ----------------------------------------------------------------------
 
+
 @cli.command(epilog=EXIT_CODES_HELP)
 @_program_argument("prog")
 @click.option("--pp", type=click.IntRange(1, 4096), help="Expected number of stages.")
-@click.option("--vpp", type=click.IntRange(1, 4096),
-              help="Expected chunks per stage. Default: the recorded plan's, else the "
-              "chunk ids used.")
+@click.option(
+    "--vpp",
+    type=click.IntRange(1, 4096),
+    help="Expected chunks per stage. Default: the recorded plan's, else the chunk ids used.",
+)
 @_seg_method_option
-@click.option("--placement", type=click.Choice(["loop", "v"]),
-              help="Expected placement. Default: the recorded plan's, else loop.")
+@click.option(
+    "--placement",
+    type=click.Choice(["loop", "v"]),
+    help="Expected placement. Default: the recorded plan's, else loop.",
+)
 @_json_option
 @click.option("--rules", "list_rules", is_flag=True, help="List the rules and exit.")
-def verify(prog: Path, pp: int | None, vpp: int | None, seg_method: str | None,
-           placement: str | None, as_json: bool, list_rules: bool) -> None:
+def verify(
+    prog: Path,
+    pp: int | None,
+    vpp: int | None,
+    seg_method: str | None,
+    placement: str | None,
+    as_json: bool,
+    list_rules: bool,
+) -> None:
     """Check an annotated VPP program; report every violation (exit 1 if any).
 
     \b
@@ -271,24 +351,37 @@ def verify(prog: Path, pp: int | None, vpp: int | None, seg_method: str | None,
     from vppctl.load import read_program
     from vppctl.verify import verify_program
 
-    report = verify_program(read_program(prog), pp=pp, vpp=vpp, seg_method=seg_method,
-                            placement=placement)  # type: ignore[arg-type]
+    report = verify_program(
+        read_program(prog), pp=pp, vpp=vpp, seg_method=seg_method, placement=placement
+    )  # type: ignore[arg-type]
     bad = list(report.violations)
     if as_json:
-        _print_json(violations_json(bad, {
-            "pp": report.pp, "vpp": report.vpp, "placement": report.placement,
-            "layers": report.layers, "cross_stage_edges": report.cross_stage_edges}))
+        _print_json(
+            violations_json(
+                bad,
+                {
+                    "pp": report.pp,
+                    "vpp": report.vpp,
+                    "placement": report.placement,
+                    "layers": report.layers,
+                    "cross_stage_edges": report.cross_stage_edges,
+                },
+            )
+        )
     elif bad:
         _stdout().print(violations_table(bad))
     else:
-        click.echo(f"valid: pp {report.pp} x vpp {report.vpp}, {report.placement} placement, "
-                   f"{report.layers} layers ({report.layer_class}); cross-stage edges per "
-                   f"micro-batch: {report.cross_stage_edges}")
+        click.echo(
+            f"valid: pp {report.pp} x vpp {report.vpp}, {report.placement} placement, "
+            f"{report.layers} layers ({report.layer_class}); cross-stage edges per "
+            f"micro-batch: {report.cross_stage_edges}"
+        )
     if bad:
         raise click.exceptions.Exit(1)
 
 
 # -- inspect ---------------------------------------------------------------------
+
 
 @cli.command(epilog=EXIT_CODES_HELP)
 @_program_argument("prog")
@@ -315,11 +408,16 @@ def inspect(prog: Path, seg_method: str | None, as_json: bool) -> None:
 
 # -- dump ------------------------------------------------------------------------
 
+
 @cli.command(epilog=EXIT_CODES_HELP)
 @_program_argument("prog")
-@click.option("-o", "--output", type=click.Path(path_type=Path),
-              help="Write here instead of stdout; binary or text by extension (.pbtxt, "
-              ".textproto, .txtpb are text).")
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    help="Write here instead of stdout; binary or text by extension (.pbtxt, "
+    ".textproto, .txtpb are text).",
+)
 @click.option("--strip-callstack", is_flag=True, help="Drop op_callstack attributes.")
 def dump(prog: Path, output: Path | None, strip_callstack: bool) -> None:
     """Print a program as protobuf text, or convert between binary and text.
@@ -357,31 +455,71 @@ def dump(prog: Path, output: Path | None, strip_callstack: bool) -> None:
 
 # -- sample ----------------------------------------------------------------------
 
+
 @cli.command(epilog=EXIT_CODES_HELP)
 @click.option("--layers", type=int, required=True, help="Decoder layers.")
 @click.option("--pp", type=int, required=True, help="Pipeline stages.")
-@click.option("--ranks-per-stage", type=int, default=1, show_default=True,
-              help="Ranks in each stage mesh.")
-@click.option("--layout", type=click.Choice(["blocked", "interleaved"]), default="blocked",
-              show_default=True, help="blocked: layer i on stage i*pp//layers (plain PP); "
-              "interleaved: already laid out for --vpp (chunk ids still 0).")
-@click.option("--vpp", type=click.IntRange(1, 4096), default=2, show_default=True,
-              help="Chunks per stage of the interleaved layout.")
-@click.option("--backward/--no-backward", default=True, show_default=True,
-              help="Add the backward ops (and the optimizer).")
-@click.option("--optimizer", type=click.Choice(["adamw", "sgd", "none"]), default="adamw",
-              show_default=True)
-@click.option("--grad-clip/--no-grad-clip", default=True, show_default=True,
-              help="Global-norm gradient clipping before the optimizer.")
+@click.option(
+    "--ranks-per-stage", type=int, default=1, show_default=True, help="Ranks in each stage mesh."
+)
+@click.option(
+    "--layout",
+    type=click.Choice(["blocked", "interleaved"]),
+    default="blocked",
+    show_default=True,
+    help="blocked: layer i on stage i*pp//layers (plain PP); "
+    "interleaved: already laid out for --vpp (chunk ids still 0).",
+)
+@click.option(
+    "--vpp",
+    type=click.IntRange(1, 4096),
+    default=2,
+    show_default=True,
+    help="Chunks per stage of the interleaved layout.",
+)
+@click.option(
+    "--backward/--no-backward",
+    default=True,
+    show_default=True,
+    help="Add the backward ops (and the optimizer).",
+)
+@click.option(
+    "--optimizer", type=click.Choice(["adamw", "sgd", "none"]), default="adamw", show_default=True
+)
+@click.option(
+    "--grad-clip/--no-grad-clip",
+    default=True,
+    show_default=True,
+    help="Global-norm gradient clipping before the optimizer.",
+)
 @click.option("--hidden", type=int, default=1024, show_default=True, help="Hidden size.")
 @click.option("--vocab", type=int, default=50304, show_default=True, help="Vocabulary size.")
-@click.option("--callstack", is_flag=True,
-              help="Add Paddle-like op_callstack attributes (most of a real program's bytes).")
-@click.option("-o", "--output", type=click.Path(path_type=Path), required=True,
-              help="Where to write; binary or text by extension.")
-def sample(layers: int, pp: int, ranks_per_stage: int, layout: str, vpp: int, backward: bool,
-           optimizer: str, grad_clip: bool, hidden: int, vocab: int, callstack: bool,
-           output: Path) -> None:
+@click.option(
+    "--callstack",
+    is_flag=True,
+    help="Add Paddle-like op_callstack attributes (most of a real program's bytes).",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="Where to write; binary or text by extension.",
+)
+def sample(
+    layers: int,
+    pp: int,
+    ranks_per_stage: int,
+    layout: str,
+    vpp: int,
+    backward: bool,
+    optimizer: str,
+    grad_clip: bool,
+    hidden: int,
+    vocab: int,
+    callstack: bool,
+    output: Path,
+) -> None:
     """Write a GPT-like training program annotated for plain PP.
 
     \b
@@ -392,10 +530,19 @@ def sample(layers: int, pp: int, ranks_per_stage: int, layout: str, vpp: int, ba
     from vppctl.sample import SampleOptions, build_sample
     from vppctl.save import write_program
 
-    opts = SampleOptions(layers=layers, pp=pp, ranks_per_stage=ranks_per_stage,
-                         layout=layout, vpp=vpp, backward=backward,  # type: ignore[arg-type]
-                         optimizer=optimizer, grad_clip=grad_clip,  # type: ignore[arg-type]
-                         hidden=hidden, vocab=vocab, callstack=callstack)
+    opts = SampleOptions(
+        layers=layers,
+        pp=pp,
+        ranks_per_stage=ranks_per_stage,
+        layout=layout,
+        vpp=vpp,
+        backward=backward,  # type: ignore[arg-type]
+        optimizer=optimizer,
+        grad_clip=grad_clip,  # type: ignore[arg-type]
+        hidden=hidden,
+        vocab=vocab,
+        callstack=callstack,
+    )
     err = _stderr()
     with _status(err, False, "building"):
         data = build_sample(opts)
@@ -404,24 +551,50 @@ def sample(layers: int, pp: int, ranks_per_stage: int, layout: str, vpp: int, ba
 
 # -- simulate --------------------------------------------------------------------
 
+
 @cli.command(epilog=EXIT_CODES_HELP)
 @click.argument("prog", required=False, type=click.Path(path_type=Path))
 @click.option("--pp", type=click.IntRange(1, 4096), help="Stages (default: the program's).")
 @click.option("--vpp", type=click.IntRange(1, 4096), required=True, help="Chunks per stage.")
-@click.option("--micro-batches", "-m", type=click.IntRange(1, 1 << 16), required=True,
-              help="Micro-batches per step.")
-@click.option("--schedule", type=click.Choice(["fthenb", "1f1b", "interleaved"]),
-              help="One schedule; default: 1F1B and interleaved side by side.")
+@click.option(
+    "--micro-batches",
+    "-m",
+    type=click.IntRange(1, 1 << 16),
+    required=True,
+    help="Micro-batches per step.",
+)
+@click.option(
+    "--schedule",
+    type=click.Choice(["fthenb", "1f1b", "interleaved"]),
+    help="One schedule; default: 1F1B and interleaved side by side.",
+)
 @_seg_method_option
-@click.option("--p2p-cost", type=click.FloatRange(0), default=0.0, show_default=True,
-              help="Time per point-to-point hop between stages.")
+@click.option(
+    "--p2p-cost",
+    type=click.FloatRange(0),
+    default=0.0,
+    show_default=True,
+    help="Time per point-to-point hop between stages.",
+)
 @_json_option
 @click.option("--svg", type=click.Path(path_type=Path), help="Write the timeline as SVG.")
-@click.option("--trace", type=click.Path(path_type=Path),
-              help="Write a Chrome trace JSON (Perfetto, chrome://tracing).")
-def simulate(prog: Path | None, pp: int | None, vpp: int, micro_batches: int,
-             schedule: str | None, seg_method: str | None, p2p_cost: float, as_json: bool,
-             svg: Path | None, trace: Path | None) -> None:
+@click.option(
+    "--trace",
+    type=click.Path(path_type=Path),
+    help="Write a Chrome trace JSON (Perfetto, chrome://tracing).",
+)
+def simulate(
+    prog: Path | None,
+    pp: int | None,
+    vpp: int,
+    micro_batches: int,
+    schedule: str | None,
+    seg_method: str | None,
+    p2p_cost: float,
+    as_json: bool,
+    svg: Path | None,
+    trace: Path | None,
+) -> None:
     """Simulate the pipeline schedule: bubble, in-flight micro-batches, timeline.
 
     Costs come from PROG (forward FLOPs of each segment, else op counts;
@@ -444,8 +617,16 @@ def simulate(prog: Path | None, pp: int | None, vpp: int, micro_batches: int,
     if pp is None:
         raise UsageError("--pp is required without a program")
     if schedule:
-        results = (run(pp, vpp, micro_batches, schedule, forward=forward,  # type: ignore[arg-type]
-                       p2p_cost=p2p_cost),)
+        results = (
+            run(
+                pp,
+                vpp,
+                micro_batches,
+                schedule,
+                forward=forward,  # type: ignore[arg-type]
+                p2p_cost=p2p_cost,
+            ),
+        )
     else:
         results = compare(pp, vpp, micro_batches, forward=forward, p2p_cost=p2p_cost)
     from vppctl import timeline
@@ -461,4 +642,3 @@ def simulate(prog: Path | None, pp: int | None, vpp: int, micro_batches: int,
         _print_json(timeline.to_json(results))
     else:
         timeline.render(results, _stdout())
-

@@ -61,9 +61,12 @@ def convert_program(program: Program, opts: ConvertOptions) -> ConvertResult:
     _check_pp(stages, opts.plan)
     layers = _layers(index, opts)
     costs = layer_costs(index, layers, opts.plan.cost)
-    plan = make_plan(_facts(index, layers, stages, costs),
-                     [index.meshes[m] for m in stages], opts.plan,
-                     warnings=layers.warnings)
+    plan = make_plan(
+        _facts(index, layers, stages, costs),
+        [index.meshes[m] for m in stages],
+        opts.plan,
+        warnings=layers.warnings,
+    )
     edges_before = cross_stage_edges(index, stages)
     assignment = assign(index, plan, layers)
     applied = write(index, assignment)
@@ -76,11 +79,17 @@ def convert_program(program: Program, opts: ConvertOptions) -> ConvertResult:
     if opts.strip_callstack:
         saved = sum(fields.strip_callstack(b) for b in program.msg.blocks)
     return ConvertResult(
-        plan=plan, stats=segment_stats(index, plan, stages),
-        n_ops=sum(b.n_ops for b in index.blocks), n_vars=index.n_vars,
-        ops_changed=applied.ops_changed, vars_changed=applied.vars_changed,
-        edges_before=edges_before, edges_after=cross_stage_edges(index, stages),
-        callstack_bytes_saved=saved, warnings=(*plan.warnings, *applied.warnings))
+        plan=plan,
+        stats=segment_stats(index, plan, stages),
+        n_ops=sum(b.n_ops for b in index.blocks),
+        n_vars=index.n_vars,
+        ops_changed=applied.ops_changed,
+        vars_changed=applied.vars_changed,
+        edges_before=edges_before,
+        edges_after=cross_stage_edges(index, stages),
+        callstack_bytes_saved=saved,
+        warnings=(*plan.warnings, *applied.warnings),
+    )
 
 
 def _check_pp(stages: Sequence[int], opts: PlanOptions) -> None:
@@ -108,8 +117,9 @@ def _layers(index: ProgramIndex, opts: ConvertOptions) -> LayerSet:
     return find_layers(index, opts.seg_method, strict=opts.strict)
 
 
-def _facts(index: ProgramIndex, layers: LayerSet, stages: Sequence[int],
-           costs: LayerCosts) -> LayerFacts:
+def _facts(
+    index: ProgramIndex, layers: LayerSet, stages: Sequence[int], costs: LayerCosts
+) -> LayerFacts:
     stage_of = {m: s for s, m in enumerate(stages)}
     layer_stages = []
     for layer in layers.layers:
@@ -126,17 +136,33 @@ def _facts(index: ProgramIndex, layers: LayerSet, stages: Sequence[int],
     return LayerFacts(
         names=tuple(layer.name for layer in layers.layers),
         first_ops=tuple(layer.first for layer in layers.layers),
-        stages=tuple(layer_stages), costs=costs.layers, pre_cost=costs.pre,
-        post_cost=costs.post, forward_end=forward_end, seg_method=layers.seg_method,
-        layer_class=layers.layer_class, detected=layers.detected)
+        stages=tuple(layer_stages),
+        costs=costs.layers,
+        pre_cost=costs.pre,
+        post_cost=costs.post,
+        forward_end=forward_end,
+        seg_method=layers.seg_method,
+        layer_class=layers.layer_class,
+        detected=layers.detected,
+    )
 
 
-def expectation(index: ProgramIndex, plan: Plan, layers: LayerSet, stages: Sequence[int],
-                globals_: Sequence[int]) -> Expectation:
+def expectation(
+    index: ProgramIndex,
+    plan: Plan,
+    layers: LayerSet,
+    stages: Sequence[int],
+    globals_: Sequence[int],
+) -> Expectation:
     return Expectation(
-        pp=plan.pp, vpp=plan.vpp, placement=plan.placement, stage_meshes=tuple(stages),
-        global_meshes=tuple(globals_), layers=layers,
-        plan_segments=tuple((s.stage, s.chunk, s.layers) for s in plan.segments))
+        pp=plan.pp,
+        vpp=plan.vpp,
+        placement=plan.placement,
+        stage_meshes=tuple(stages),
+        global_meshes=tuple(globals_),
+        layers=layers,
+        plan_segments=tuple((s.stage, s.chunk, s.layers) for s in plan.segments),
+    )
 
 
 def _read_back(index: ProgramIndex, applied: ApplyResult) -> None:
@@ -166,11 +192,15 @@ def _self_check_message(violations: Sequence[Violation]) -> str:
     v = violations[0]
     where = f" at block {v.block} op #{v.op} ({v.type})" if v.op >= 0 else ""
     more = f" (and {len(violations) - 1} more)" if len(violations) > 1 else ""
-    return (f"internal check failed, nothing written: rule {v.rule}{where}: {v.message}{more}. "
-            "This is a bug in vppctl; please report it with the input program")
+    return (
+        f"internal check failed, nothing written: rule {v.rule}{where}: {v.message}{more}. "
+        "This is a bug in vppctl; please report it with the input program"
+    )
 
 
-def segment_stats(index: ProgramIndex, plan: Plan, stages: Sequence[int]) -> tuple[SegmentStats, ...]:
+def segment_stats(
+    index: ProgramIndex, plan: Plan, stages: Sequence[int]
+) -> tuple[SegmentStats, ...]:
     """Per virtual stage: forward, backward and optimizer ops and parameter elements."""
     n = len(plan.segments)
     counts = [[0, 0, 0, 0] for _ in range(n)]

@@ -93,8 +93,9 @@ def _dims(index: ProgramIndex, names: list[bytes] | None) -> tuple[int, ...]:
     return tuple(abs(d) for d in dims)
 
 
-def segment_forward_costs(program: Program, pp: int | None, vpp: int,
-                          seg_method: str | None) -> tuple[int, list[Fraction]]:
+def segment_forward_costs(
+    program: Program, pp: int | None, vpp: int, seg_method: str | None
+) -> tuple[int, list[Fraction]]:
     """(pp, forward cost of each virtual stage) for the simulator, from a program.
 
     Segments are the recorded plan's when the program has one, else the uniform
@@ -105,8 +106,9 @@ def segment_forward_costs(program: Program, pp: int | None, vpp: int,
     index = build_index(program)
     stages, _ = index.stage_meshes()
     if pp is not None and pp != len(stages):
-        raise ConversionError(f"--pp {pp} does not match the program, which has "
-                              f"{len(stages)} stage meshes; drop --pp")
+        raise ConversionError(
+            f"--pp {pp} does not match the program, which has {len(stages)} stage meshes; drop --pp"
+        )
     pp = len(stages)
     recorded = fields.read_plan(program.msg)
     pattern = seg_method or (recorded.seg_method if recorded else None)

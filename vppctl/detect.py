@@ -31,8 +31,10 @@ class Candidate:
     @property
     def regex(self) -> str:
         """Matches exactly this candidate's instances, as --seg-method would."""
-        return (f"(?<=^{re.escape(self.parent)}/){re.escape(self.layer_class)}"
-                r"(?:_\d+)?(?=/)")
+        return (
+            f"(?<=^{re.escape(self.parent)}/){re.escape(self.layer_class)}"
+            r"(?:_\d+)?(?=/)"
+        )
 
     def __str__(self) -> str:
         return f"{self.layer_class} x {self.instances} under {self.parent or '/'} ({self.ops} ops)"
@@ -54,8 +56,11 @@ def candidates(index: ProgramIndex) -> list[Candidate]:
             key = (parent, _SUFFIX.sub("", comp))
             instances.setdefault(key, set()).add(comp)
             ops[key] += n
-    found = [Candidate(p, c, len(instances[p, c]), ops[p, c])
-             for (p, c) in instances if len(instances[p, c]) >= 2]
+    found = [
+        Candidate(p, c, len(instances[p, c]), ops[p, c])
+        for (p, c) in instances
+        if len(instances[p, c]) >= 2
+    ]
     found.sort(key=lambda c: (-c.ops, c.parent, c.layer_class))
     return found
 
@@ -76,8 +81,9 @@ def detect_layers(index: ProgramIndex, *, strict: bool = False) -> LayerSet:
             "choose one with --seg-method"
         )
     try:
-        return find_layers(index, best.regex, strict=strict, detected=True,
-                           layer_class=best.layer_class)
+        return find_layers(
+            index, best.regex, strict=strict, detected=True, layer_class=best.layer_class
+        )
     except ConversionError as e:
         raise ConversionError(
             f"detected layer {best.layer_class} (under {best.parent or '/'}) cannot be used: "

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import re
 from array import array
-from itertools import repeat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import repeat
 
 from google.protobuf.message import DecodeError
 
@@ -135,8 +135,9 @@ def scan_vars(block: view.LazyBlock, block_idx: int) -> VarColumns:
     return cols
 
 
-def scan_ops(block: view.LazyBlock, block_idx: int,
-             lookup: Callable[[bytes, int], int]) -> OpColumns:
+def scan_ops(
+    block: view.LazyBlock, block_idx: int, lookup: Callable[[bytes, int], int]
+) -> OpColumns:
     """Read every op of `block` into columns; `lookup(name, default)` gives a var id."""
     cols = OpColumns()
     parse = view.ScanOp.FromString
@@ -196,8 +197,7 @@ def scan_ops(block: view.LazyBlock, block_idx: int,
 def op_arguments(block: view.LazyBlock, op: int) -> tuple[list[bytes], list[bytes]]:
     """The input and output argument names of one op (for messages and fallbacks)."""
     o = view.ScanOp.FromString(block.ops[op])
-    return ([a for v in o.inputs for a in v.arguments],
-            [a for v in o.outputs for a in v.arguments])
+    return ([a for v in o.inputs for a in v.arguments], [a for v in o.outputs for a in v.arguments])
 
 
 def op_slots(block: view.LazyBlock, op: int) -> dict[str, list[bytes]]:
@@ -233,8 +233,9 @@ def decode_mesh(raw: bytes) -> Mesh:
 
 
 def encode_mesh(mesh: Mesh) -> bytes:
-    return pb.ProcessMesh(shape=mesh.shape, process_ids=mesh.process_ids,
-                          dim_names=mesh.dim_names).SerializeToString()
+    return pb.ProcessMesh(
+        shape=mesh.shape, process_ids=mesh.process_ids, dim_names=mesh.dim_names
+    ).SerializeToString()
 
 
 def program_meshes(program: view.LazyProgram) -> list[bytes]:
@@ -265,8 +266,9 @@ def rewrite_ops(block: view.LazyBlock, edits: Iterable[tuple[int, bytes | None, 
     return n
 
 
-def rewrite_vars(block: view.LazyBlock,
-                 edits: Iterable[tuple[int, bytes | None, int | None]]) -> int:
+def rewrite_vars(
+    block: view.LazyBlock, edits: Iterable[tuple[int, bytes | None, int | None]]
+) -> int:
     """Set (mesh, chunk id) on variables: (var index, raw mesh or None, chunk or None)."""
     vars_ = block.vars
     parse = view.EditVar.FromString
@@ -318,14 +320,28 @@ def strip_callstack(block: view.LazyBlock) -> int:
 def write_plan(program: view.LazyProgram, plan: Plan) -> None:
     """Record the plan in `ProgramDesc.pipeline_plan` (field 1002)."""
     msg = pb.PipelinePlan(
-        pp=plan.pp, vpp=plan.vpp, seg_method=plan.seg_method, placement=plan.placement,
-        mode=plan.mode, vppctl_version=__version__, split=plan.split, cost=plan.cost_kind)
+        pp=plan.pp,
+        vpp=plan.vpp,
+        seg_method=plan.seg_method,
+        placement=plan.placement,
+        mode=plan.mode,
+        vppctl_version=__version__,
+        split=plan.split,
+        cost=plan.cost_kind,
+    )
     for s in plan.segments:
         msg.segments.add(
-            virtual_stage=s.virtual_stage, stage=s.stage, chunk=s.chunk,
-            mesh=pb.ProcessMesh(shape=s.mesh.shape, process_ids=s.mesh.process_ids,
-                                dim_names=s.mesh.dim_names),
-            layers=s.layers, op_begin=s.op_begin, op_end=s.op_end, cost=s.cost)
+            virtual_stage=s.virtual_stage,
+            stage=s.stage,
+            chunk=s.chunk,
+            mesh=pb.ProcessMesh(
+                shape=s.mesh.shape, process_ids=s.mesh.process_ids, dim_names=s.mesh.dim_names
+            ),
+            layers=s.layers,
+            op_begin=s.op_begin,
+            op_end=s.op_end,
+            cost=s.cost,
+        )
     program.pipeline_plan = msg.SerializeToString()
 
 
@@ -349,9 +365,14 @@ def read_plan(program: view.LazyProgram) -> RecordedPlan | None:
     try:
         m = pb.PipelinePlan.FromString(program.pipeline_plan)
     except DecodeError:
-        raise ProgramFileError("not a program: its pipeline_plan (field 1002) is corrupt") \
-            from None
+        raise ProgramFileError("not a program: its pipeline_plan (field 1002) is corrupt") from None
     return RecordedPlan(
-        pp=m.pp, vpp=m.vpp, seg_method=m.seg_method, placement=m.placement, mode=m.mode,
-        split=m.split, vppctl_version=m.vppctl_version,
-        segments=tuple((s.stage, s.chunk, tuple(s.layers)) for s in m.segments))
+        pp=m.pp,
+        vpp=m.vpp,
+        seg_method=m.seg_method,
+        placement=m.placement,
+        mode=m.mode,
+        split=m.split,
+        vppctl_version=m.vppctl_version,
+        segments=tuple((s.stage, s.chunk, tuple(s.layers)) for s in m.segments),
+    )

@@ -35,11 +35,11 @@ class BlockIndex:
 
     def inputs(self, op: int) -> array[int]:
         o = self.ops
-        return o.in_var[o.in_off[op]:o.in_off[op + 1]]
+        return o.in_var[o.in_off[op] : o.in_off[op + 1]]
 
     def outputs(self, op: int) -> array[int]:
         o = self.ops
-        return o.out_var[o.out_off[op]:o.out_off[op + 1]]
+        return o.out_var[o.out_off[op] : o.out_off[op + 1]]
 
 
 @dataclass
@@ -140,9 +140,17 @@ def build_index(program: Program) -> ProgramIndex:
         base = len(var_block)
         names = {n: base + i for i, n in enumerate(vars_.name)}
         var_block.extend([b] * len(vars_))
-        index.blocks.append(BlockIndex(idx=b, parent=block.parent_idx, ops=OpColumns(),
-                                       vars=vars_, var_base=base, op_mesh=array("q"),
-                                       names=names))
+        index.blocks.append(
+            BlockIndex(
+                idx=b,
+                parent=block.parent_idx,
+                ops=OpColumns(),
+                vars=vars_,
+                var_base=base,
+                op_mesh=array("q"),
+                names=names,
+            )
+        )
         if len(names) != len(vars_):
             index.problems.append(f"block {b} declares a variable name twice")
     index.var_mesh = array("q", _classes(index, (m for bi in index.blocks for m in bi.vars.mesh)))

@@ -55,12 +55,19 @@ def compile_seg_method(pattern: str) -> re.Pattern[str]:
     try:
         return re.compile(pattern, re.IGNORECASE)
     except re.error as e:
-        raise UsageError(f"--seg-method {pattern!r} is not a valid regular expression: {e}") \
-            from None
+        raise UsageError(
+            f"--seg-method {pattern!r} is not a valid regular expression: {e}"
+        ) from None
 
 
-def find_layers(index: ProgramIndex, pattern: str, *, strict: bool = False,
-                detected: bool = False, layer_class: str = "") -> LayerSet:
+def find_layers(
+    index: ProgramIndex,
+    pattern: str,
+    *,
+    strict: bool = False,
+    detected: bool = False,
+    layer_class: str = "",
+) -> LayerSet:
     """Rule 2 and 3: the layers named by `pattern` in the global block's forward ops."""
     regex = compile_seg_method(pattern)
     names = _layer_names(index, regex.search, pattern)
@@ -99,16 +106,25 @@ def find_layers(index: ProgramIndex, pattern: str, *, strict: bool = False,
     for k in range(1, len(firsts)):  # strays before a layer's first op belong to it
         while op_layer[firsts[k] - 1] == k:
             firsts[k] -= 1
-    layers = tuple(Layer(name=layer_names[k], first=firsts[k], last=lasts[k], mesh=meshes[k])
-                   for k in range(len(layer_names)))
+    layers = tuple(
+        Layer(name=layer_names[k], first=firsts[k], last=lasts[k], mesh=meshes[k])
+        for k in range(len(layer_names))
+    )
     warnings = (_stray_warning(index, strays, op_layer, layer_names),) if strays else ()
-    return LayerSet(seg_method=pattern, layer_class=layer_class or _class_of(layer_names[0]),
-                    detected=detected, layers=layers, op_layer=op_layer, strays=strays,
-                    warnings=warnings)
+    return LayerSet(
+        seg_method=pattern,
+        layer_class=layer_class or _class_of(layer_names[0]),
+        detected=detected,
+        layers=layers,
+        op_layer=op_layer,
+        strays=strays,
+        warnings=warnings,
+    )
 
 
-def _layer_names(index: ProgramIndex, search: Callable[[str], re.Match[str] | None],
-                 pattern: str) -> dict[bytes, str]:
+def _layer_names(
+    index: ProgramIndex, search: Callable[[str], re.Match[str] | None], pattern: str
+) -> dict[bytes, str]:
     """Distinct struct name -> layer name, for struct names the regex matches."""
     names: dict[bytes, str] = {}
     for raw in set(index.global_block.ops.struct):
@@ -116,7 +132,7 @@ def _layer_names(index: ProgramIndex, search: Callable[[str], re.Match[str] | No
         m = search(struct)
         if m is None:
             continue
-        name = struct[m.start():].split("/")[0]
+        name = struct[m.start() :].split("/")[0]
         if not name:
             raise UsageError(
                 f"--seg-method {pattern!r} matches an empty layer name in struct name "
@@ -134,8 +150,14 @@ def _not_contiguous(index: ProgramIndex, name: str, op: int, last: int, other: s
     )
 
 
-def _join_strays(index: ProgramIndex, op_layer: array[int], first: int, last: int,
-                 strict: bool, layer_names: list[str]) -> tuple[int, ...]:
+def _join_strays(
+    index: ProgramIndex,
+    op_layer: array[int],
+    first: int,
+    last: int,
+    strict: bool,
+    layer_names: list[str],
+) -> tuple[int, ...]:
     """Rule 3: forward ops in [first, last] outside every layer join the next layer."""
     roles = index.global_block.ops.role
     strays: list[int] = []
@@ -177,23 +199,36 @@ def _two_meshes(index: ProgramIndex, name: str, first: int, op: int, mesh: int) 
     )
 
 
-def _stray_warning(index: ProgramIndex, strays: tuple[int, ...], op_layer: array[int],
-                   layer_names: list[str]) -> str:
-    shown = ", ".join(f"{index.op_label(0, i)} -> {layer_names[op_layer[i]]}"
-                      for i in strays[:3])
+def _stray_warning(
+    index: ProgramIndex, strays: tuple[int, ...], op_layer: array[int], layer_names: list[str]
+) -> str:
+    shown = ", ".join(f"{index.op_label(0, i)} -> {layer_names[op_layer[i]]}" for i in strays[:3])
     more = f" and {len(strays) - 3} more" if len(strays) > 3 else ""
-    return (f"{len(strays)} forward op(s) inside the layer region match no layer and join "
-            f"the next layer: {shown}{more} (use --strict to refuse)")
+    return (
+        f"{len(strays)} forward op(s) inside the layer region match no layer and join "
+        f"the next layer: {shown}{more} (use --strict to refuse)"
+    )
 
 
 def _no_match_message(index: ProgramIndex, pattern: str) -> str:
     block = index.global_block
-    example = next((s.decode(errors="replace") for s, r in zip(block.ops.struct, block.ops.role)
-                    if is_forward(r) and s.strip(b"/")), None)
-    hint = (f"; struct names look like {example!r}" if example
-            else "; the forward ops carry no struct names (export them with the Paddle bridge)")
-    return (f"no forward op's struct name matches --seg-method {pattern!r}{hint}; pass the "
-            "repeated layer's class name, e.g. --seg-method DecoderLayer")
+    example = next(
+        (
+            s.decode(errors="replace")
+            for s, r in zip(block.ops.struct, block.ops.role)
+            if is_forward(r) and s.strip(b"/")
+        ),
+        None,
+    )
+    hint = (
+        f"; struct names look like {example!r}"
+        if example
+        else "; the forward ops carry no struct names (export them with the Paddle bridge)"
+    )
+    return (
+        f"no forward op's struct name matches --seg-method {pattern!r}{hint}; pass the "
+        "repeated layer's class name, e.g. --seg-method DecoderLayer"
+    )
 
 
 def _class_of(layer_name: str) -> str:

@@ -117,7 +117,7 @@ def _check_blocks(msg: view.LazyProgram, source: str) -> None:
                 f"cannot load {source}: not a program (block {i} says it is block {block.idx}; "
                 "blocks must be numbered 0..n-1 in order)"
             )
-        if i == 0 and block.parent_idx != -1 or i > 0 and not 0 <= block.parent_idx < i:
+        if (i == 0 and block.parent_idx != -1) or (i > 0 and not 0 <= block.parent_idx < i):
             raise ProgramFileError(
                 f"cannot load {source}: not a program (block {i} has parent {block.parent_idx}; "
                 "the global block's parent is -1 and a sub-block's parent is an earlier block)"
@@ -135,5 +135,3 @@ def has_unknown_fields(msg: pb.ProgramDesc) -> bool:
     stripped.CopyFrom(msg)
     stripped.DiscardUnknownFields()
     return stripped.ByteSize() != msg.ByteSize()
-
-

@@ -30,8 +30,9 @@ class Mesh:
             return "it has negative process ids"
         if len(set(self.process_ids)) != len(self.process_ids):
             return "it repeats process ids"
-        if self.shape and (any(d <= 0 for d in self.shape)
-                           or math.prod(self.shape) != len(self.process_ids)):
+        if self.shape and (
+            any(d <= 0 for d in self.shape) or math.prod(self.shape) != len(self.process_ids)
+        ):
             return f"its shape {list(self.shape)} does not match its {len(self.process_ids)} ids"
         return None
 
@@ -63,5 +64,7 @@ def stage_meshes(meshes: Sequence[Mesh]) -> tuple[list[Mesh], list[Mesh]]:
     covers_all = [set(m.process_ids) == everyone for m in unique]
     if not any(covers_all) or all(covers_all):
         return unique, []
-    return ([m for m, g in zip(unique, covers_all) if not g],
-            [m for m, g in zip(unique, covers_all) if g])
+    return (
+        [m for m, g in zip(unique, covers_all) if not g],
+        [m for m, g in zip(unique, covers_all) if g],
+    )

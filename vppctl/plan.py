@@ -107,8 +107,11 @@ def uniform_sizes(n_layers: int, pp: int, vpp: int) -> list[int]:
     parts = pp * vpp
     if n_layers % parts:
         working = [v for v in range(1, n_layers // pp + 1) if n_layers % (pp * v) == 0]
-        hint = (f"--vpp values that divide evenly: {', '.join(map(str, working))}"
-                if working else f"no --vpp divides {n_layers} layers evenly over pp {pp}")
+        hint = (
+            f"--vpp values that divide evenly: {', '.join(map(str, working))}"
+            if working
+            else f"no --vpp divides {n_layers} layers evenly over pp {pp}"
+        )
         raise ConversionError(
             f"{n_layers} layers do not divide into pp*vpp = {pp}*{vpp} = {parts} equal "
             f"segments; {hint}; or use --split balanced, --split keep or --layers-per-chunk"
@@ -203,7 +206,7 @@ def _greedy_count(costs: Sequence[int], bound: int, pre: int, post: int) -> int:
 def _max_load(costs: Sequence[int], sizes: Sequence[int], pre: int, post: int) -> int:
     loads, i = [], 0
     for n in sizes:
-        loads.append(sum(costs[i:i + n]))
+        loads.append(sum(costs[i : i + n]))
         i += n
     loads[0] += pre
     loads[-1] += post
@@ -216,14 +219,14 @@ def _split_to(sizes: list[int], parts: int) -> list[int]:
     while len(sizes) < parts:
         k = max(range(len(sizes)), key=lambda j: (sizes[j] > 1, sizes[j], -j))
         half = sizes[k] // 2
-        sizes[k:k + 1] = [sizes[k] - half, half]
+        sizes[k : k + 1] = [sizes[k] - half, half]
     return sizes
 
 
 def segment_costs(sizes: Sequence[int], costs: Sequence[int], pre: int, post: int) -> list[int]:
     out, i = [], 0
     for n in sizes:
-        out.append(sum(costs[i:i + n]))
+        out.append(sum(costs[i : i + n]))
         i += n
     if out:
         out[0] += pre
@@ -236,8 +239,9 @@ def choose_mode(layer_stages: Sequence[int]) -> Mode:
     return "auto" if all(a <= b for a, b in zip(layer_stages, layer_stages[1:])) else "manual"
 
 
-def check_manual_layout(layer_stages: Sequence[int], sizes: Sequence[int], pp: int,
-                        placement: Placement) -> None:
+def check_manual_layout(
+    layer_stages: Sequence[int], sizes: Sequence[int], pp: int, placement: Placement
+) -> None:
     """Manual mode keeps meshes: the layout must be the one the plan would produce."""
     expected: list[int] = []
     for k, n in enumerate(sizes):
@@ -285,8 +289,9 @@ class LayerFacts:
     detected: bool
 
 
-def make_plan(facts: LayerFacts, stage_meshes: Sequence[Mesh], opts: PlanOptions,
-              warnings: Sequence[str] = ()) -> Plan:
+def make_plan(
+    facts: LayerFacts, stage_meshes: Sequence[Mesh], opts: PlanOptions, warnings: Sequence[str] = ()
+) -> Plan:
     """Rules 4 and 5 (and the split and placement options): the pure plan."""
     pp, vpp, n = len(stage_meshes), opts.vpp, len(facts.names)
     mode = choose_mode(facts.stages)
@@ -299,17 +304,35 @@ def make_plan(facts: LayerFacts, stage_meshes: Sequence[Mesh], opts: PlanOptions
     for k, size in enumerate(sizes):
         stage, chunk = place(k, pp, opts.placement)
         last = first + size
-        segments.append(Segment(
-            virtual_stage=k, stage=stage, chunk=chunk, mesh=stage_meshes[stage],
-            layers=facts.names[first:last], first_layer=first,
-            op_begin=0 if k == 0 else facts.first_ops[first],
-            op_end=facts.first_ops[last] if last < n else facts.forward_end,
-            cost=costs[k]))
+        segments.append(
+            Segment(
+                virtual_stage=k,
+                stage=stage,
+                chunk=chunk,
+                mesh=stage_meshes[stage],
+                layers=facts.names[first:last],
+                first_layer=first,
+                op_begin=0 if k == 0 else facts.first_ops[first],
+                op_end=facts.first_ops[last] if last < n else facts.forward_end,
+                cost=costs[k],
+            )
+        )
         first = last
-    return Plan(pp=pp, vpp=vpp, seg_method=facts.seg_method, layer_class=facts.layer_class,
-                detected=facts.detected, placement=opts.placement, mode=mode, split=opts.split,
-                cost_kind=opts.cost, stage_meshes=tuple(stage_meshes), segments=tuple(segments),
-                n_layers=n, warnings=tuple(warnings))
+    return Plan(
+        pp=pp,
+        vpp=vpp,
+        seg_method=facts.seg_method,
+        layer_class=facts.layer_class,
+        detected=facts.detected,
+        placement=opts.placement,
+        mode=mode,
+        split=opts.split,
+        cost_kind=opts.cost,
+        stage_meshes=tuple(stage_meshes),
+        segments=tuple(segments),
+        n_layers=n,
+        warnings=tuple(warnings),
+    )
 
 
 def _sizes(facts: LayerFacts, pp: int, opts: PlanOptions) -> list[int]:

@@ -48,55 +48,84 @@ def layers_line(plan: Plan) -> str:
 
 def convert_title(r: ConvertResult) -> str:
     p = r.plan
-    return (f"pp {p.pp} x vpp {p.vpp}, {p.mode} mode, {p.placement} placement: "
-            f"{r.ops_changed}/{r.n_ops} ops, {r.vars_changed}/{r.n_vars} vars changed")
+    return (
+        f"pp {p.pp} x vpp {p.vpp}, {p.mode} mode, {p.placement} placement: "
+        f"{r.ops_changed}/{r.n_ops} ops, {r.vars_changed}/{r.n_vars} vars changed"
+    )
 
 
 def convert_table(r: ConvertResult) -> Table:
     p = r.plan
     show_cost = p.cost_kind != "params"
-    table = Table(title=convert_title(r), title_justify="left", pad_edge=False,
-                  show_edge=False, expand=False)
-    for name, justify in (("VS", "right"), ("Stage", "right"), ("Chunk", "right"),
-                          ("Mesh", "left"), ("Layers", "left"), ("Fwd", "right"),
-                          ("Bwd", "right"), ("Opt", "right"), ("Params", "right")):
+    table = Table(
+        title=convert_title(r), title_justify="left", pad_edge=False, show_edge=False, expand=False
+    )
+    for name, justify in (
+        ("VS", "right"),
+        ("Stage", "right"),
+        ("Chunk", "right"),
+        ("Mesh", "left"),
+        ("Layers", "left"),
+        ("Fwd", "right"),
+        ("Bwd", "right"),
+        ("Opt", "right"),
+        ("Params", "right"),
+    ):
         table.add_column(name, justify=justify, no_wrap=name != "Layers")  # type: ignore[arg-type]
     if show_cost:
         table.add_column(p.cost_kind.capitalize(), justify="right", no_wrap=True)
     for seg, st in zip(p.segments, r.stats):
-        row = [str(seg.virtual_stage), str(seg.stage), str(seg.chunk), str(seg.mesh),
-               compact_layers(seg.layers), str(st.forward), str(st.backward),
-               str(st.optimizer), human(st.params)]
+        row = [
+            str(seg.virtual_stage),
+            str(seg.stage),
+            str(seg.chunk),
+            str(seg.mesh),
+            compact_layers(seg.layers),
+            str(st.forward),
+            str(st.backward),
+            str(st.optimizer),
+            human(st.params),
+        ]
         if show_cost:
             row.append(human(seg.cost))
         table.add_row(*row)
     return table
 
 
-def convert_notes(r: ConvertResult, output: str, written: int,
-                  bubble: tuple[float, float] | None = None) -> list[str]:
+def convert_notes(
+    r: ConvertResult, output: str, written: int, bubble: tuple[float, float] | None = None
+) -> list[str]:
     p = r.plan
-    notes = [layers_line(p),
-             f"split: {p.split}; imbalance {p.imbalance:.2f} (max/mean segment {p.cost_kind})",
-             f"cross-stage edges per micro-batch: {r.edges_before} -> {r.edges_after}"]
+    notes = [
+        layers_line(p),
+        f"split: {p.split}; imbalance {p.imbalance:.2f} (max/mean segment {p.cost_kind})",
+        f"cross-stage edges per micro-batch: {r.edges_before} -> {r.edges_after}",
+    ]
     if bubble is not None:
-        notes.append(f"bubble (1F1B -> interleaved): {bubble[0]:.1%} -> {bubble[1]:.1%} of the "
-                     "step")
+        notes.append(
+            f"bubble (1F1B -> interleaved): {bubble[0]:.1%} -> {bubble[1]:.1%} of the step"
+        )
     if r.callstack_bytes_saved is not None:
         notes.append(f"stripped op_callstack: {human_bytes(r.callstack_bytes_saved)} saved")
     notes.append(f"wrote {output} ({human_bytes(written)})")
     return notes
 
 
-def render_convert(console: Console, r: ConvertResult, output: str, written: int,
-                   bubble: tuple[float, float] | None = None) -> None:
+def render_convert(
+    console: Console,
+    r: ConvertResult,
+    output: str,
+    written: int,
+    bubble: tuple[float, float] | None = None,
+) -> None:
     console.print(convert_table(r))
     for line in convert_notes(r, output, written, bubble):
         console.print(Text(line))
 
 
-def convert_json(r: ConvertResult, output: str, written: int,
-                 bubble: tuple[float, float] | None = None) -> dict[str, Any]:
+def convert_json(
+    r: ConvertResult, output: str, written: int, bubble: tuple[float, float] | None = None
+) -> dict[str, Any]:
     p = r.plan
     out: dict[str, Any] = {
         "pp": p.pp,
@@ -105,8 +134,12 @@ def convert_json(r: ConvertResult, output: str, written: int,
         "mode": p.mode,
         "split": p.split,
         "cost": p.cost_kind,
-        "layers": {"count": p.n_layers, "class": p.layer_class, "seg_method": p.seg_method,
-                   "detected": p.detected},
+        "layers": {
+            "count": p.n_layers,
+            "class": p.layer_class,
+            "seg_method": p.seg_method,
+            "detected": p.detected,
+        },
         "output": output,
         "bytes_written": written,
         "warnings": list(r.warnings),
@@ -115,12 +148,19 @@ def convert_json(r: ConvertResult, output: str, written: int,
         "cross_stage_edges": {"before": r.edges_before, "after": r.edges_after},
         "imbalance": round(p.imbalance, 4),
         "segments": [
-            {"virtual_stage": s.virtual_stage, "stage": s.stage, "chunk": s.chunk,
-             "mesh": list(s.mesh.process_ids), "layers": list(s.layers),
-             "op_range": [s.op_begin, s.op_end],
-             "ops": {"forward": st.forward, "backward": st.backward, "optimizer": st.optimizer},
-             "params": st.params, "cost": s.cost}
-            for s, st in zip(p.segments, r.stats)],
+            {
+                "virtual_stage": s.virtual_stage,
+                "stage": s.stage,
+                "chunk": s.chunk,
+                "mesh": list(s.mesh.process_ids),
+                "layers": list(s.layers),
+                "op_range": [s.op_begin, s.op_end],
+                "ops": {"forward": st.forward, "backward": st.backward, "optimizer": st.optimizer},
+                "params": st.params,
+                "cost": s.cost,
+            }
+            for s, st in zip(p.segments, r.stats)
+        ],
     }
     if bubble is not None:
         out["bubble"] = {"1f1b": round(bubble[0], 6), "interleaved": round(bubble[1], 6)}
@@ -130,24 +170,37 @@ def convert_json(r: ConvertResult, output: str, written: int,
 
 
 def violations_table(violations: Sequence[Violation]) -> Table:
-    table = Table(title=f"{len(violations)} violation(s)", title_justify="left",
-                  show_edge=False, pad_edge=False)
+    table = Table(
+        title=f"{len(violations)} violation(s)",
+        title_justify="left",
+        show_edge=False,
+        pad_edge=False,
+    )
     table.add_column("Rule", no_wrap=True)
     table.add_column("Block", justify="right")
     table.add_column("Op", justify="right")
     table.add_column("Type", no_wrap=True)
     table.add_column("Message")
     for v in violations:
-        table.add_row(v.rule, str(v.block) if v.block >= 0 else "-",
-                      str(v.op) if v.op >= 0 else "-", v.type or "-", v.message)
+        table.add_row(
+            v.rule,
+            str(v.block) if v.block >= 0 else "-",
+            str(v.op) if v.op >= 0 else "-",
+            v.type or "-",
+            v.message,
+        )
     return table
 
 
 def violations_json(violations: Sequence[Violation], extra: dict[str, Any]) -> dict[str, Any]:
-    return {"valid": not violations,
-            "violations": [{"rule": v.rule, "block": v.block, "op": v.op, "type": v.type,
-                            "message": v.message} for v in violations],
-            **extra}
+    return {
+        "valid": not violations,
+        "violations": [
+            {"rule": v.rule, "block": v.block, "op": v.op, "type": v.type, "message": v.message}
+            for v in violations
+        ],
+        **extra,
+    }
 
 
 def rules_table() -> Table:
@@ -167,15 +220,17 @@ def render_summary(console: Console, s: Summary) -> None:
         f"ops: {total} ({roles})",
         f"parameters: {s.params} ({human(s.param_elements)} elements)",
         f"layout: {s.layout}; chunk ids present: {', '.join(map(str, s.chunks)) or 'none'}",
-        f"layers: {s.layer_class} x {s.n_layers} ({s.layers_note})" if s.n_layers
+        f"layers: {s.layer_class} x {s.n_layers} ({s.layers_note})"
+        if s.n_layers
         else f"layers: not found ({s.layers_note})",
     ]
     if s.global_meshes:
-        lines.append("global meshes (not stages): "
-                     + " ".join(str(m) for m in s.global_meshes))
+        lines.append("global meshes (not stages): " + " ".join(str(m) for m in s.global_meshes))
     if s.plan is not None:
-        lines.append(f"plan: pp {s.plan.pp} x vpp {s.plan.vpp}, {s.plan.placement} placement, "
-                     f"{s.plan.mode} mode, written by vppctl {s.plan.vppctl_version}")
+        lines.append(
+            f"plan: pp {s.plan.pp} x vpp {s.plan.vpp}, {s.plan.placement} placement, "
+            f"{s.plan.mode} mode, written by vppctl {s.plan.vppctl_version}"
+        )
     if s.callstack_ops:
         lines.append(f"{s.callstack_ops} ops carry op_callstack (--strip-callstack drops them)")
     if s.unplaced_ops:
@@ -183,12 +238,24 @@ def render_summary(console: Console, s: Summary) -> None:
     for line in lines:
         console.print(Text(line))
     table = Table(title="stages", title_justify="left", show_edge=False, pad_edge=False)
-    for name, justify in (("Stage", "right"), ("Mesh", "left"), ("Layers", "left"),
-                          ("Fwd", "right"), ("Bwd", "right"), ("Opt", "right"),
-                          ("Chunks", "left")):
+    for name, justify in (
+        ("Stage", "right"),
+        ("Mesh", "left"),
+        ("Layers", "left"),
+        ("Fwd", "right"),
+        ("Bwd", "right"),
+        ("Opt", "right"),
+        ("Chunks", "left"),
+    ):
         table.add_column(name, justify=justify, no_wrap=name != "Layers")  # type: ignore[arg-type]
     for st in s.stages:
-        table.add_row(str(st.stage), str(st.mesh), compact_layers(st.layers) or "-",
-                      str(st.ops["forward"]), str(st.ops["backward"]), str(st.ops["optimizer"]),
-                      ",".join(map(str, st.chunks)) or "-")
+        table.add_row(
+            str(st.stage),
+            str(st.mesh),
+            compact_layers(st.layers) or "-",
+            str(st.ops["forward"]),
+            str(st.ops["backward"]),
+            str(st.ops["optimizer"]),
+            ",".join(map(str, st.chunks)) or "-",
+        )
     console.print(table)

@@ -33,8 +33,11 @@ HEAD_DIM = 64
 FP32, INT64 = pb.VarType.FP32, pb.VarType.INT64
 
 # Attribute values: (name, AttrType, value). Paddle writes these on every op.
-_COMMON_ATTRS = (("op_device", pb.STRING, ""), ("op_namescope", pb.STRING, "/"),
-                 ("with_quant_attr", pb.BOOLEAN, False))
+_COMMON_ATTRS = (
+    ("op_device", pb.STRING, ""),
+    ("op_namescope", pb.STRING, "/"),
+    ("with_quant_attr", pb.BOOLEAN, False),
+)
 _OP_ATTRS: dict[str, tuple[tuple[str, int, object], ...]] = {
     "lookup_table_v2": (("padding_idx", pb.LONG, -1),),
     "layer_norm": (("begin_norm_axis", pb.INT, 2), ("epsilon", pb.FLOAT, 1e-5)),
@@ -45,24 +48,44 @@ _OP_ATTRS: dict[str, tuple[tuple[str, int, object], ...]] = {
     "reshape2/merge": (("shape", pb.INTS, (0, 0, -1)),),
     "split": (("axis", pb.INT, -1), ("num", pb.INT, 3), ("sections", pb.INTS, ())),
     "transpose2": (("axis", pb.INTS, (0, 2, 1, 3)),),
-    "scale": (("bias", pb.FLOAT, 0.0), ("bias_after_scale", pb.BOOLEAN, True),
-              ("scale", pb.FLOAT, HEAD_DIM**-0.5)),
+    "scale": (
+        ("bias", pb.FLOAT, 0.0),
+        ("bias_after_scale", pb.BOOLEAN, True),
+        ("scale", pb.FLOAT, HEAD_DIM**-0.5),
+    ),
     "softmax": (("axis", pb.INT, -1),),
-    "dropout": (("dropout_implementation", pb.STRING, "upscale_in_train"),
-                ("dropout_prob", pb.FLOAT, 0.1), ("fix_seed", pb.BOOLEAN, False),
-                ("is_test", pb.BOOLEAN, False), ("seed", pb.INT, 0)),
+    "dropout": (
+        ("dropout_implementation", pb.STRING, "upscale_in_train"),
+        ("dropout_prob", pb.FLOAT, 0.1),
+        ("fix_seed", pb.BOOLEAN, False),
+        ("is_test", pb.BOOLEAN, False),
+        ("seed", pb.INT, 0),
+    ),
     "gelu": (("approximate", pb.BOOLEAN, False),),
-    "softmax_with_cross_entropy": (("axis", pb.INT, -1), ("ignore_index", pb.INT, -100),
-                                   ("numeric_stable_mode", pb.BOOLEAN, True),
-                                   ("soft_label", pb.BOOLEAN, False)),
+    "softmax_with_cross_entropy": (
+        ("axis", pb.INT, -1),
+        ("ignore_index", pb.INT, -100),
+        ("numeric_stable_mode", pb.BOOLEAN, True),
+        ("soft_label", pb.BOOLEAN, False),
+    ),
     "mean": (),
-    "fill_constant": (("dtype", pb.INT, FP32), ("shape", pb.LONGS, ()),
-                      ("str_value", pb.STRING, "1.0"), ("value", pb.FLOAT, 1.0)),
+    "fill_constant": (
+        ("dtype", pb.INT, FP32),
+        ("shape", pb.LONGS, ()),
+        ("str_value", pb.STRING, "1.0"),
+        ("value", pb.FLOAT, 1.0),
+    ),
     "sum": (),
-    "adamw": (("beta1", pb.FLOAT, 0.9), ("beta2", pb.FLOAT, 0.999), ("coeff", pb.FLOAT, 0.01),
-              ("epsilon", pb.FLOAT, 1e-8), ("lazy_mode", pb.BOOLEAN, False),
-              ("lr_ratio", pb.FLOAT, 1.0), ("multi_precision", pb.BOOLEAN, False),
-              ("with_decay", pb.BOOLEAN, True)),
+    "adamw": (
+        ("beta1", pb.FLOAT, 0.9),
+        ("beta2", pb.FLOAT, 0.999),
+        ("coeff", pb.FLOAT, 0.01),
+        ("epsilon", pb.FLOAT, 1e-8),
+        ("lazy_mode", pb.BOOLEAN, False),
+        ("lr_ratio", pb.FLOAT, 1.0),
+        ("multi_precision", pb.BOOLEAN, False),
+        ("with_decay", pb.BOOLEAN, True),
+    ),
     "sgd": (("multi_precision", pb.BOOLEAN, False),),
     "squared_l2_norm": (),
     "sqrt": (),
@@ -115,7 +138,9 @@ class SampleOptions:
         if self.ranks_per_stage < 1:
             raise UsageError(f"--ranks-per-stage must be at least 1, got {self.ranks_per_stage}")
         if self.hidden < HEAD_DIM or self.hidden % HEAD_DIM:
-            raise UsageError(f"--hidden must be a positive multiple of {HEAD_DIM}, got {self.hidden}")
+            raise UsageError(
+                f"--hidden must be a positive multiple of {HEAD_DIM}, got {self.hidden}"
+            )
         if self.vocab < 1:
             raise UsageError(f"--vocab must be at least 1, got {self.vocab}")
         if self.layout == "blocked" and self.layers < self.pp:
@@ -184,16 +209,32 @@ class _Model:
         self.var_stage[name] = stage
         return name
 
-    def op(self, type_: str, ins: dict[str, Sequence[str]], outs: dict[str, Sequence[str]],
-           struct: str, stage: int, attrs: str = "") -> None:
-        self.ops.append(_Op(type_, tuple((k, tuple(v)) for k, v in ins.items()),
-                            tuple((k, tuple(v)) for k, v in outs.items()), struct, stage, attrs))
+    def op(
+        self,
+        type_: str,
+        ins: dict[str, Sequence[str]],
+        outs: dict[str, Sequence[str]],
+        struct: str,
+        stage: int,
+        attrs: str = "",
+    ) -> None:
+        self.ops.append(
+            _Op(
+                type_,
+                tuple((k, tuple(v)) for k, v in ins.items()),
+                tuple((k, tuple(v)) for k, v in outs.items()),
+                struct,
+                stage,
+                attrs,
+            )
+        )
         for names in outs.values():
             for n in names:
                 self.var_stage.setdefault(n, stage)
 
-    def linear(self, x: str, n_in: int, n_out: int, struct: str, stage: int,
-               out_dims: Sequence[int]) -> str:
+    def linear(
+        self, x: str, n_in: int, n_out: int, struct: str, stage: int, out_dims: Sequence[int]
+    ) -> str:
         base = self.names.new("linear")
         w = self.param(f"{base}.w_0", (n_in, n_out), stage)
         b = self.param(f"{base}.b_0", (n_out,), stage)
@@ -211,12 +252,25 @@ class _Model:
         mean = self.var(f"{base}.tmp_0", (-1, SEQ_LEN))
         var = self.var(f"{base}.tmp_1", (-1, SEQ_LEN))
         y = self.var(f"{base}.tmp_2", (-1, SEQ_LEN, h))
-        self.op("layer_norm", {"X": [x], "Scale": [scale], "Bias": [bias]},
-                {"Y": [y], "Mean": [mean], "Variance": [var]}, struct, stage)
+        self.op(
+            "layer_norm",
+            {"X": [x], "Scale": [scale], "Bias": [bias]},
+            {"Y": [y], "Mean": [mean], "Variance": [var]},
+            struct,
+            stage,
+        )
         return y
 
-    def unary(self, type_: str, x: str, dims: Sequence[int], struct: str, stage: int,
-              attrs: str = "", extra_out: str = "") -> str:
+    def unary(
+        self,
+        type_: str,
+        x: str,
+        dims: Sequence[int],
+        struct: str,
+        stage: int,
+        attrs: str = "",
+        extra_out: str = "",
+    ) -> str:
         out = self.var(f"{self.names.new(type_)}.tmp_0", dims)
         outs: dict[str, list[str]] = {"Out": [out]}
         if extra_out:
@@ -249,8 +303,9 @@ class _Model:
         e1 = self.var("embedding_0.tmp_0", act)
         e2 = self.var("embedding_1.tmp_0", act)
         self.op("lookup_table_v2", {"Ids": [ids], "W": [word]}, {"Out": [e1]}, st + "Embedding/", 0)
-        self.op("lookup_table_v2", {"Ids": [pos], "W": [posw]}, {"Out": [e2]},
-                st + "Embedding_1/", 0)
+        self.op(
+            "lookup_table_v2", {"Ids": [pos], "W": [posw]}, {"Out": [e2]}, st + "Embedding_1/", 0
+        )
         h = self.add(e1, e2, act, st, 0)
         return self.unary("dropout", h, act, st + "Dropout/", 0, extra_out="Mask")
 
@@ -264,17 +319,20 @@ class _Model:
         y = self.layer_norm(x, root + "LayerNorm/", stage)
         qkv = self.linear(y, hd, 3 * hd, att + "Linear/", stage, (-1, s, 3 * hd))
         r = self.unary("reshape2", qkv, (-1, s, nh, 3 * HEAD_DIM), att, stage)
-        q, k, v = (self.var(f"{self.names.new('split')}.tmp_{j}", (-1, s, nh, HEAD_DIM))
-                   for j in range(3))
+        q, k, v = (
+            self.var(f"{self.names.new('split')}.tmp_{j}", (-1, s, nh, HEAD_DIM)) for j in range(3)
+        )
         self.op("split", {"X": [r]}, {"Out": [q, k, v]}, att, stage)
         q, k, v = (self.unary("transpose2", t, head, att, stage) for t in (q, k, v))
         q = self.unary("scale", q, head, att, stage)
         scores = self.var(f"{self.names.new('matmul_v2')}.tmp_0", (-1, nh, s, s))
-        self.op("matmul_v2", {"X": [q], "Y": [k]}, {"Out": [scores]}, att, stage,
-                "matmul_v2/trans_y")
+        self.op(
+            "matmul_v2", {"X": [q], "Y": [k]}, {"Out": [scores]}, att, stage, "matmul_v2/trans_y"
+        )
         probs = self.unary("softmax", scores, (-1, nh, s, s), att, stage)
-        probs = self.unary("dropout", probs, (-1, nh, s, s), att + "Dropout/", stage,
-                           extra_out="Mask")
+        probs = self.unary(
+            "dropout", probs, (-1, nh, s, s), att + "Dropout/", stage, extra_out="Mask"
+        )
         ctx = self.var(f"{self.names.new('matmul_v2')}.tmp_0", head)
         self.op("matmul_v2", {"X": [probs], "Y": [v]}, {"Out": [ctx]}, att, stage)
         ctx = self.unary("transpose2", ctx, (-1, s, nh, HEAD_DIM), att, stage)
@@ -293,15 +351,21 @@ class _Model:
         o = self.opts
         stage = o.layer_stage(o.layers - 1)
         y = self.layer_norm(h, "/GPTModel/LayerNorm/", stage)
-        logits = self.linear(y, o.hidden, o.vocab, "/GPTLMHead/Linear/", stage,
-                             (-1, SEQ_LEN, o.vocab))
+        logits = self.linear(
+            y, o.hidden, o.vocab, "/GPTLMHead/Linear/", stage, (-1, SEQ_LEN, o.vocab)
+        )
         labels = self.var("labels", (-1, SEQ_LEN, 1), INT64)
         self.data_vars.append(labels)
         self.var_stage[labels] = stage
         softmax = self.var("softmax_with_cross_entropy_0.tmp_0", (-1, SEQ_LEN, o.vocab))
         loss_tok = self.var("softmax_with_cross_entropy_0.tmp_1", (-1, SEQ_LEN, 1))
-        self.op("softmax_with_cross_entropy", {"Logits": [logits], "Label": [labels]},
-                {"Softmax": [softmax], "Loss": [loss_tok]}, "/GPTPretrainingCriterion/", stage)
+        self.op(
+            "softmax_with_cross_entropy",
+            {"Logits": [logits], "Label": [labels]},
+            {"Softmax": [softmax], "Loss": [loss_tok]},
+            "/GPTPretrainingCriterion/",
+            stage,
+        )
         loss = self.var("mean_0.tmp_0", ())
         self.op("mean", {"X": [loss_tok]}, {"Out": [loss]}, "/GPTPretrainingCriterion/", stage)
 
@@ -350,10 +414,13 @@ class _Writer:
     def __init__(self, opts: SampleOptions, model: _Model) -> None:
         self.opts, self.model = opts, model
         k = opts.ranks_per_stage
-        self.meshes = [pb.ProcessMesh(shape=[k], process_ids=range(s * k, s * k + k),
-                                      dim_names=["dp"]) for s in range(opts.pp)]
-        self.global_mesh = pb.ProcessMesh(shape=[opts.pp, k], process_ids=range(opts.pp * k),
-                                          dim_names=["pp", "dp"])
+        self.meshes = [
+            pb.ProcessMesh(shape=[k], process_ids=range(s * k, s * k + k), dim_names=["dp"])
+            for s in range(opts.pp)
+        ]
+        self.global_mesh = pb.ProcessMesh(
+            shape=[opts.pp, k], process_ids=range(opts.pp * k), dim_names=["pp", "dp"]
+        )
         self.uses_global = False
         self.var_stage: dict[str, int] = dict(model.var_stage)  # -1 = the global mesh
         self.var_order: dict[str, None] = dict.fromkeys((*model.data_vars, *model.params))
@@ -385,8 +452,9 @@ class _Writer:
         """OperatorDistAttr fields after the per-tensor entries: mesh, impl, chunk 0."""
         tail = self.tails.get(stage)
         if tail is None:
-            d = pb.OperatorDistAttr(process_mesh=self.mesh(stage), impl_type="default",
-                                    impl_idx=0, chunk_id=0)
+            d = pb.OperatorDistAttr(
+                process_mesh=self.mesh(stage), impl_type="default", impl_idx=0, chunk_id=0
+            )
             tail = self.tails[stage] = d.SerializeToString()
         return tail
 
@@ -402,10 +470,18 @@ class _Writer:
         entry = _field(_T1, nb) + _field(_T2, tda)
         return _field(_T2, nb), _field(_T1, entry), _field(_T2, entry)
 
-    def emit(self, type_: str, ins: Sequence[tuple[str, Sequence[str]]],
-             outs: Sequence[tuple[str, Sequence[str]]], role: int, stage: int,
-             struct: str = "/", attrs_key: str = "", forward_op_id: int = 0,
-             role_var: Sequence[str] = ()) -> int:
+    def emit(
+        self,
+        type_: str,
+        ins: Sequence[tuple[str, Sequence[str]]],
+        outs: Sequence[tuple[str, Sequence[str]]],
+        role: int,
+        stage: int,
+        struct: str = "/",
+        attrs_key: str = "",
+        forward_op_id: int = 0,
+        role_var: Sequence[str] = (),
+    ) -> int:
         """Append one op; returns its id."""
         parts, in_entries, out_entries, used = [], [], [], []
         name_parts = self.name_parts
@@ -423,8 +499,11 @@ class _Writer:
                 self.var_stage.setdefault(n, stage)
         parts.append(self.heads.get((type_, attrs_key, role)) or self.head(type_, attrs_key, role))
         if role_var:
-            attr = (_field(_T1, b"op_role_var") + b"\x10\x05"  # type: STRINGS
-                    + b"".join([_field(_T_STRINGS, n.encode()) for n in role_var]))
+            attr = (
+                _field(_T1, b"op_role_var")
+                + b"\x10\x05"  # type: STRINGS
+                + b"".join([_field(_T_STRINGS, n.encode()) for n in role_var])
+            )
             parts.append(_field(_T_ATTRS, attr))
         parts.append(_field(_T_STRUCT_NAME, struct.encode()))
         parts.append(_field(_T_DIST_ATTR, b"".join(in_entries + out_entries) + self.tail(stage)))
@@ -486,8 +565,7 @@ def _backward(w: _Writer, fwd_ids: list[int]) -> dict[str, str]:
                     consumers[n] = consumers.get(n, 0) + 1
     loss_op = ops[-1]
     loss = loss_op.outputs[0][1][0]
-    w.emit("fill_constant", (), (("Out", (_grad_name(loss),)),), LOSS | BACKWARD,
-           loss_op.stage)
+    w.emit("fill_constant", (), (("Out", (_grad_name(loss),)),), LOSS | BACKWARD, loss_op.stage)
     w.var_stage[_grad_name(loss)] = loss_op.stage
     model.dims[_grad_name(loss)] = ()
     seen: dict[str, list[str]] = {}
@@ -515,11 +593,20 @@ def _backward(w: _Writer, fwd_ids: list[int]) -> dict[str, str]:
                     role_var += [n, g]
             if gnames:
                 outs.append((slot + "@GRAD", tuple(gnames)))
-        w.emit(op.type + "_grad", ins, outs, BACKWARD, op.stage, attrs_key=op.attrs,
-               forward_op_id=fid, role_var=role_var)
+        w.emit(
+            op.type + "_grad",
+            ins,
+            outs,
+            BACKWARD,
+            op.stage,
+            attrs_key=op.attrs,
+            forward_op_id=fid,
+            role_var=role_var,
+        )
         for n in pending:
-            w.emit("sum", (("X", tuple(seen[n])),), (("Out", (_grad_name(n),)),), BACKWARD,
-                   op.stage)
+            w.emit(
+                "sum", (("X", tuple(seen[n])),), (("Out", (_grad_name(n),)),), BACKWARD, op.stage
+            )
     return {p: _grad_name(p) for p in model.params}
 
 
@@ -541,15 +628,18 @@ def _clip(w: _Writer, grads: dict[str, str]) -> dict[str, str]:
     w.emit("sum", (("X", tuple(sq_names)),), (("Out", (total,)),), OPTIMIZE, -1)
     w.emit("sqrt", (("X", (total,)),), (("Out", (norm,)),), OPTIMIZE, -1)
     w.emit("fill_constant", (), (("Out", (max_norm,)),), OPTIMIZE, -1)
-    w.emit("elementwise_max", (("X", (norm,)), ("Y", (max_norm,))), (("Out", (denom,)),),
-           OPTIMIZE, -1)
-    w.emit("elementwise_div", (("X", (max_norm,)), ("Y", (denom,))), (("Out", (coef,)),),
-           OPTIMIZE, -1)
+    w.emit(
+        "elementwise_max", (("X", (norm,)), ("Y", (max_norm,))), (("Out", (denom,)),), OPTIMIZE, -1
+    )
+    w.emit(
+        "elementwise_div", (("X", (max_norm,)), ("Y", (denom,))), (("Out", (coef,)),), OPTIMIZE, -1
+    )
     for p, g in grads.items():
         stage = w.var_stage[p]
         out = model.var(f"{g}@CLIP", model.dims[p])
-        w.emit("elementwise_mul", (("X", (g,)), ("Y", (coef,))), (("Out", (out,)),), OPTIMIZE,
-               stage)
+        w.emit(
+            "elementwise_mul", (("X", (g,)), ("Y", (coef,))), (("Out", (out,)),), OPTIMIZE, stage
+        )
         clipped[p] = out
     return clipped
 
@@ -564,15 +654,24 @@ def _optimizer(w: _Writer, grads: dict[str, str]) -> None:
         ins = [("Param", (p,)), ("Grad", (g,)), ("LearningRate", (lr,))]
         outs = [("ParamOut", (p,))]
         if opts.optimizer == "adamw":
-            acc = {k: model.var(f"{p}_{k}_0", model.dims[p] if k.startswith("moment") else (1,))
-                   for k in ("moment1", "moment2", "beta1_pow_acc", "beta2_pow_acc")}
+            acc = {
+                k: model.var(f"{p}_{k}_0", model.dims[p] if k.startswith("moment") else (1,))
+                for k in ("moment1", "moment2", "beta1_pow_acc", "beta2_pow_acc")
+            }
             for k in acc.values():
                 w.var_stage[k] = stage
-            ins += [("Moment1", (acc["moment1"],)), ("Moment2", (acc["moment2"],)),
-                    ("Beta1Pow", (acc["beta1_pow_acc"],)), ("Beta2Pow", (acc["beta2_pow_acc"],))]
-            outs += [("Moment1Out", (acc["moment1"],)), ("Moment2Out", (acc["moment2"],)),
-                     ("Beta1PowOut", (acc["beta1_pow_acc"],)),
-                     ("Beta2PowOut", (acc["beta2_pow_acc"],))]
+            ins += [
+                ("Moment1", (acc["moment1"],)),
+                ("Moment2", (acc["moment2"],)),
+                ("Beta1Pow", (acc["beta1_pow_acc"],)),
+                ("Beta2Pow", (acc["beta2_pow_acc"],)),
+            ]
+            outs += [
+                ("Moment1Out", (acc["moment1"],)),
+                ("Moment2Out", (acc["moment2"],)),
+                ("Beta1PowOut", (acc["beta1_pow_acc"],)),
+                ("Beta2PowOut", (acc["beta2_pow_acc"],)),
+            ]
         w.emit(opts.optimizer, ins, outs, OPTIMIZE, stage, role_var=(p, g))
 
 
@@ -590,8 +689,11 @@ def _write_vars(w: _Writer) -> list[bytes]:
         stage = w.var_stage.get(name, 0)
         dims = model.dims.get(name, ())
         dtype = model.dtype.get(name.split("@")[0], FP32)
-        persistable = name in params or name == "learning_rate_0" or name.endswith(
-            ("_moment1_0", "_moment2_0", "_pow_acc_0"))
+        persistable = (
+            name in params
+            or name == "learning_rate_0"
+            or name.endswith(("_moment1_0", "_moment2_0", "_pow_acc_0"))
+        )
         key = (stage, dims, dtype, persistable, name in params, name in data)
         rest = rests.get(key)
         if rest is None:

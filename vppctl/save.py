@@ -106,8 +106,17 @@ def _write_unnamed(directory: Path, path: Path, data: bytes, mode: int) -> None:
 
 
 # Errors meaning "this file system or kernel cannot do O_TMPFILE + link": fall back.
-_UNSUPPORTED = frozenset({errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL, errno.ENOENT,
-                          errno.EXDEV, errno.EPERM, errno.ENOSYS})
+_UNSUPPORTED = frozenset(
+    {
+        errno.EOPNOTSUPP,
+        errno.EISDIR,
+        errno.EINVAL,
+        errno.ENOENT,
+        errno.EXDEV,
+        errno.EPERM,
+        errno.ENOSYS,
+    }
+)
 
 
 def _write_named(directory: Path, path: Path, data: bytes, mode: int) -> None:

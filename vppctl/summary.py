@@ -60,22 +60,37 @@ class Summary:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "source": self.source, "bytes": self.size, "blocks": self.blocks,
+            "source": self.source,
+            "bytes": self.size,
+            "blocks": self.blocks,
             "ops": {"total": sum(self.ops.values()), **self.ops},
             "vars": self.vars,
             "params": {"count": self.params, "elements": self.param_elements},
             "stage_meshes": [list(m.process_ids) for m in self.stage_meshes],
             "global_meshes": [list(m.process_ids) for m in self.global_meshes],
-            "stages": [{"stage": s.stage, "mesh": list(s.mesh.process_ids),
-                        "layers": list(s.layers), "ops": s.ops, "chunks": list(s.chunks)}
-                       for s in self.stages],
-            "chunks": list(self.chunks), "layout": self.layout,
-            "layers": {"class": self.layer_class, "count": self.n_layers,
-                       "note": self.layers_note},
-            "plan": None if self.plan is None else {
-                "pp": self.plan.pp, "vpp": self.plan.vpp, "placement": self.plan.placement,
-                "mode": self.plan.mode, "split": self.plan.split,
-                "vppctl_version": self.plan.vppctl_version},
+            "stages": [
+                {
+                    "stage": s.stage,
+                    "mesh": list(s.mesh.process_ids),
+                    "layers": list(s.layers),
+                    "ops": s.ops,
+                    "chunks": list(s.chunks),
+                }
+                for s in self.stages
+            ],
+            "chunks": list(self.chunks),
+            "layout": self.layout,
+            "layers": {"class": self.layer_class, "count": self.n_layers, "note": self.layers_note},
+            "plan": None
+            if self.plan is None
+            else {
+                "pp": self.plan.pp,
+                "vpp": self.plan.vpp,
+                "placement": self.plan.placement,
+                "mode": self.plan.mode,
+                "split": self.plan.split,
+                "vppctl_version": self.plan.vppctl_version,
+            },
             "ops_with_callstack": self.callstack_ops,
             "ops_without_mesh": self.unplaced_ops,
         }
@@ -93,20 +108,29 @@ def summarize(program: Program, seg_method: str | None = None) -> Summary:
             ops[role_name(role)] += 1
         chunks.update(c for c in bi.ops.chunk if c >= 0)
         unplaced += sum(1 for m in bi.op_mesh if m == NO_MESH)
-    params = [bi.var_base + i for bi in index.blocks
-              for i, p in enumerate(bi.vars.is_parameter) if p]
+    params = [
+        bi.var_base + i for bi in index.blocks for i, p in enumerate(bi.vars.is_parameter) if p
+    ]
     return Summary(
-        source=program.source, size=program.size, blocks=len(index.blocks), ops=ops,
-        vars=index.n_vars, params=len(params),
+        source=program.source,
+        size=program.size,
+        blocks=len(index.blocks),
+        ops=ops,
+        vars=index.n_vars,
+        params=len(params),
         param_elements=sum(param_elements(index, v) for v in params),
         stage_meshes=tuple(index.meshes[m] for m in stages),
         global_meshes=tuple(index.meshes[m] for m in globals_),
-        stages=tuple(_stages(index, stages, layers)), chunks=tuple(sorted(chunks)),
+        stages=tuple(_stages(index, stages, layers)),
+        chunks=tuple(sorted(chunks)),
         layout=_layout(index, stages, layers, chunks),
         layer_class=layers.layer_class if layers else "",
-        n_layers=len(layers) if layers else 0, layers_note=note,
+        n_layers=len(layers) if layers else 0,
+        layers_note=note,
         plan=fields.read_plan(program.msg),
-        callstack_ops=sum(bi.ops.callstack_ops for bi in index.blocks), unplaced_ops=unplaced)
+        callstack_ops=sum(bi.ops.callstack_ops for bi in index.blocks),
+        unplaced_ops=unplaced,
+    )
 
 
 def _layers(index: ProgramIndex, seg_method: str | None) -> tuple[LayerSet | None, str]:
@@ -118,8 +142,7 @@ def _layers(index: ProgramIndex, seg_method: str | None) -> tuple[LayerSet | Non
         return None, str(e)
 
 
-def _stages(index: ProgramIndex, stages: list[int],
-            layers: LayerSet | None) -> list[StageSummary]:
+def _stages(index: ProgramIndex, stages: list[int], layers: LayerSet | None) -> list[StageSummary]:
     block = index.global_block
     stage_of = {m: s for s, m in enumerate(stages)}
     counts = [dict.fromkeys(ROLE_NAMES, 0) for _ in stages]
@@ -134,13 +157,21 @@ def _stages(index: ProgramIndex, stages: list[int],
         s = stage_of.get(layer.mesh)
         if s is not None:
             names[s].append(layer.name)
-    return [StageSummary(s, index.meshes[m], tuple(names[s]), counts[s],
-                         tuple(sorted(c for c in chunks[s] if c >= 0)))
-            for s, m in enumerate(stages)]
+    return [
+        StageSummary(
+            s,
+            index.meshes[m],
+            tuple(names[s]),
+            counts[s],
+            tuple(sorted(c for c in chunks[s] if c >= 0)),
+        )
+        for s, m in enumerate(stages)
+    ]
 
 
-def _layout(index: ProgramIndex, stages: list[int], layers: LayerSet | None,
-            chunks: set[int]) -> str:
+def _layout(
+    index: ProgramIndex, stages: list[int], layers: LayerSet | None, chunks: set[int]
+) -> str:
     if not stages:
         return "unannotated"
     if any(c > 0 for c in chunks):

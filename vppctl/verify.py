@@ -24,23 +24,22 @@ RULES: dict[str, str] = {
     "V001": "every op in every block has a process mesh and a chunk id",
     "V002": "every chunk id lies in [0, vpp)",
     "V003": "every op's mesh is a stage mesh (a global mesh only for optimizer and other "
-            "non-forward, non-backward ops)",
+    "non-forward, non-backward ops)",
     "V004": "all ops of a layer share one stage and one chunk",
     "V005": "every layer lies in exactly one segment and every (stage, chunk) holds a layer",
     "V006": "segment k sits on the stage and chunk the placement gives (loop: k % pp, k // pp)",
     "V007": "forward data flow never runs backwards through the virtual stages",
     "V008": "every grad op sits on its forward op's mesh and chunk (the loss-grad op on the "
-            "loss op's)",
+    "loss op's)",
     "V009": "every sum/grad_add op sits on the mesh and chunk of the nearest earlier backward "
-            "op that writes one of its inputs",
+    "op that writes one of its inputs",
     "V010": "every optimizer op with a Param input sits on its parameter's mesh",
     "V011": "every variable first written by a forward or backward op has that op's mesh and "
-            "chunk (a sum/grad_add output: its forward variable's)",
+    "chunk (a sum/grad_add output: its forward variable's)",
     "V012": "the pipeline plan recorded in the program agrees with the ops",
     "V013": "every variable an op names is declared in its block or an ancestor",
     "V014": "every sub_block attribute names an existing later block, without cycles",
-    "V015": "the program has the stage and chunk counts asked for (--pp, --vpp, the recorded "
-            "plan)",
+    "V015": "the program has the stage and chunk counts asked for (--pp, --vpp, the recorded plan)",
 }
 
 
@@ -63,7 +62,9 @@ class Expectation:
     stage_meshes: tuple[int, ...]  # mesh-class ids in stage order
     global_meshes: tuple[int, ...]
     layers: LayerSet | None
-    plan_segments: tuple[tuple[int, int, tuple[str, ...]], ...] | None = None  # (stage, chunk, layers)
+    plan_segments: tuple[tuple[int, int, tuple[str, ...]], ...] | None = (
+        None  # (stage, chunk, layers)
+    )
 
 
 GRAD_SUMS = (b"sum", b"grad_add")
@@ -118,8 +119,13 @@ def _check_structure(c: _Checker) -> None:
         for op, subs in bi.ops.sub_blocks.items():
             for sub in subs:
                 if not bi.idx < sub < len(index.blocks):
-                    c.add("V014", bi.idx, op, f"sub_block {sub} does not exist or is not a "
-                          f"later block (the program has {len(index.blocks)} blocks)")
+                    c.add(
+                        "V014",
+                        bi.idx,
+                        op,
+                        f"sub_block {sub} does not exist or is not a "
+                        f"later block (the program has {len(index.blocks)} blocks)",
+                    )
     for problem in index.problems:
         c.add("V013", -1, -1, problem)
 
@@ -128,10 +134,13 @@ def _undeclared(c: _Checker, b: int) -> None:
     bi = c.index.blocks[b]
     o = bi.ops
     for op in range(bi.n_ops):
-        if NO_VAR in o.in_var[o.in_off[op]:o.in_off[op + 1]] or \
-                NO_VAR in o.out_var[o.out_off[op]:o.out_off[op + 1]]:
-            c.add("V013", b, op, "names a variable that is not declared in its block or an "
-                  "ancestor")
+        if (
+            NO_VAR in o.in_var[o.in_off[op] : o.in_off[op + 1]]
+            or NO_VAR in o.out_var[o.out_off[op] : o.out_off[op + 1]]
+        ):
+            c.add(
+                "V013", b, op, "names a variable that is not declared in its block or an ancestor"
+            )
 
 
 def _check_placements(c: _Checker) -> None:
@@ -155,33 +164,41 @@ def _check_placements(c: _Checker) -> None:
                     c.add("V003", bi.idx, op, f"mesh {c.mesh_str(mesh)} is not a stage mesh")
 
 
-def _check_layers(c: _Checker,
-                  layers: LayerSet) -> list[tuple[int, int, list[int]]] | None:
+def _check_layers(c: _Checker, layers: LayerSet) -> list[tuple[int, int, list[int]]] | None:
     """V004, V005, V006: returns the segments found, as (stage, chunk, layer indices)."""
     block = c.index.global_block
     meshes, chunks = block.op_mesh, block.ops.chunk
     places: list[tuple[int, int] | None] = []
     for k, layer in enumerate(layers.layers):
-        first = next(i for i in range(layer.first, layer.last + 1)
-                     if layers.op_layer[i] == k)
+        first = next(i for i in range(layer.first, layer.last + 1) if layers.op_layer[i] == k)
         where = (meshes[first], chunks[first])
         for i in range(first, layer.last + 1):
             if layers.op_layer[i] == k and (meshes[i], chunks[i]) != where:
-                c.add("V004", 0, i, f"layer {layer.name} is on {c.mesh_str(where[0])} chunk "
-                      f"{where[1]} but this op is on {c.mesh_str(meshes[i])} chunk {chunks[i]}")
+                c.add(
+                    "V004",
+                    0,
+                    i,
+                    f"layer {layer.name} is on {c.mesh_str(where[0])} chunk "
+                    f"{where[1]} but this op is on {c.mesh_str(meshes[i])} chunk {chunks[i]}",
+                )
                 break
         stage = c.stage_of.get(where[0])
         places.append((stage, where[1]) if stage is not None else None)
     if any(p is None for p in places):
         k = places.index(None)
-        c.add("V005", 0, layers.layers[k].first,
-              f"layer {layers.layers[k].name} is not on a stage mesh")
+        c.add(
+            "V005",
+            0,
+            layers.layers[k].first,
+            f"layer {layers.layers[k].name} is not on a stage mesh",
+        )
         return None
     return _segments_of(c, layers, places)  # type: ignore[arg-type]
 
 
-def _segments_of(c: _Checker, layers: LayerSet,
-                 places: Sequence[tuple[int, int]]) -> list[tuple[int, int, list[int]]]:
+def _segments_of(
+    c: _Checker, layers: LayerSet, places: Sequence[tuple[int, int]]
+) -> list[tuple[int, int, list[int]]]:
     exp = c.expect
     runs: list[tuple[int, int, list[int]]] = []
     for k, p in enumerate(places):
@@ -193,20 +210,29 @@ def _segments_of(c: _Checker, layers: LayerSet,
     for r, (stage, chunk, ks) in enumerate(runs):
         first = layers.layers[ks[0]]
         if (stage, chunk) in seen:
-            c.add("V005", 0, first.first, f"layers of stage {stage} chunk {chunk} form two "
-                  f"segments (again from layer {first.name}); a segment is one run of layers")
+            c.add(
+                "V005",
+                0,
+                first.first,
+                f"layers of stage {stage} chunk {chunk} form two "
+                f"segments (again from layer {first.name}); a segment is one run of layers",
+            )
         seen.setdefault((stage, chunk), r)
     for s in range(exp.pp):
         for ch in range(exp.vpp):
             if (s, ch) not in seen:
                 c.add("V005", 0, -1, f"stage {s} chunk {ch} holds no layer")
-    for k, (stage, chunk, ks) in enumerate(runs[:exp.pp * exp.vpp]):
+    for k, (stage, chunk, ks) in enumerate(runs[: exp.pp * exp.vpp]):
         want = place(k, exp.pp, exp.placement)
         if (stage, chunk) != want:
-            c.add("V006", 0, layers.layers[ks[0]].first,
-                  f"segment {k} (from layer {layers.layers[ks[0]].name}) is on stage {stage} "
-                  f"chunk {chunk}, but {exp.placement} placement puts it on stage {want[0]} "
-                  f"chunk {want[1]}")
+            c.add(
+                "V006",
+                0,
+                layers.layers[ks[0]].first,
+                f"segment {k} (from layer {layers.layers[ks[0]].name}) is on stage {stage} "
+                f"chunk {chunk}, but {exp.placement} placement puts it on stage {want[0]} "
+                f"chunk {want[1]}",
+            )
     return runs
 
 
@@ -218,14 +244,23 @@ def _check_plan(c: _Checker, runs: list[tuple[int, int, list[int]]]) -> None:
         return
     actual = [(s, ch, tuple(layers.layers[k].name for k in ks)) for s, ch, ks in runs]
     if len(recorded) != len(actual):
-        c.add("V012", 0, -1, f"the plan records {len(recorded)} segments but the ops form "
-              f"{len(actual)}")
+        c.add(
+            "V012",
+            0,
+            -1,
+            f"the plan records {len(recorded)} segments but the ops form {len(actual)}",
+        )
         return
     for k, (want, got) in enumerate(zip(recorded, actual)):
         if want != got:
-            c.add("V012", 0, -1, f"segment {k}: the plan records stage {want[0]} chunk "
-                  f"{want[1]} with {_names(want[2])}, the ops have stage {got[0]} chunk "
-                  f"{got[1]} with {_names(got[2])}")
+            c.add(
+                "V012",
+                0,
+                -1,
+                f"segment {k}: the plan records stage {want[0]} chunk "
+                f"{want[1]} with {_names(want[2])}, the ops have stage {got[0]} chunk "
+                f"{got[1]} with {_names(got[2])}",
+            )
 
 
 def _names(names: Sequence[str]) -> str:
@@ -250,9 +285,14 @@ def _check_forward_flow(c: _Checker) -> None:
                 continue
             theirs = c.op_vstage(p)
             if theirs is not None and theirs > mine:
-                c.add("V007", 0, op, f"reads {c.index.var_name(v)} from "
-                      f"{c.index.op_label(0, p)} on virtual stage {theirs}, later than its own "
-                      f"virtual stage {mine}")
+                c.add(
+                    "V007",
+                    0,
+                    op,
+                    f"reads {c.index.var_name(v)} from "
+                    f"{c.index.op_label(0, p)} on virtual stage {theirs}, later than its own "
+                    f"virtual stage {mine}",
+                )
                 break
 
 
@@ -306,15 +346,25 @@ def _check_backward(c: _Checker) -> None:
         if types[op] in GRAD_SUMS:
             src = max((last_writer.get(v, -1) for v in block.inputs(op)), default=-1)
             if src >= 0 and (meshes[src], chunks[src]) != here:
-                c.add("V009", 0, op, f"is on {c.mesh_str(here[0])} chunk {here[1]} but its "
-                      f"nearest earlier producer {index.op_label(0, src)} is on "
-                      f"{c.mesh_str(meshes[src])} chunk {chunks[src]}")
+                c.add(
+                    "V009",
+                    0,
+                    op,
+                    f"is on {c.mesh_str(here[0])} chunk {here[1]} but its "
+                    f"nearest earlier producer {index.op_label(0, src)} is on "
+                    f"{c.mesh_str(meshes[src])} chunk {chunks[src]}",
+                )
         else:
             f = loss if role == ROLE_LOSS | ROLE_BACKWARD else forward.of(op)
             if f is not None and (meshes[f], chunks[f]) != here:
-                c.add("V008", 0, op, f"is on {c.mesh_str(here[0])} chunk {here[1]} but its "
-                      f"forward op {index.op_label(0, f)} is on {c.mesh_str(meshes[f])} "
-                      f"chunk {chunks[f]}")
+                c.add(
+                    "V008",
+                    0,
+                    op,
+                    f"is on {c.mesh_str(here[0])} chunk {here[1]} but its "
+                    f"forward op {index.op_label(0, f)} is on {c.mesh_str(meshes[f])} "
+                    f"chunk {chunks[f]}",
+                )
         for v in block.outputs(op):
             last_writer[v] = op
 
@@ -327,8 +377,13 @@ def _check_optimizer(c: _Checker) -> None:
         if p < 0 or not block.ops.role[op] & ROLE_OPTIMIZE:
             continue
         if block.op_mesh[op] != index.var_mesh[p]:
-            c.add("V010", 0, op, f"updates {index.var_name(p)} (on "
-                  f"{c.mesh_str(index.var_mesh[p])}) from {c.mesh_str(block.op_mesh[op])}")
+            c.add(
+                "V010",
+                0,
+                op,
+                f"updates {index.var_name(p)} (on "
+                f"{c.mesh_str(index.var_mesh[p])}) from {c.mesh_str(block.op_mesh[op])}",
+            )
 
 
 def _check_variables(c: _Checker) -> None:
@@ -357,13 +412,17 @@ def _check_variables(c: _Checker) -> None:
                     want = (index.var_mesh[fwd], index.var_chunks[fwd])
             got = (index.var_mesh[v], index.var_chunks[v])
             if got != want and not _no_chunk_ok(index, v, got, want):
-                c.add("V011", 0, op, f"writes {index.var_name(v)} first, but the variable is on "
-                      f"{c.mesh_str(got[0])} chunk {got[1]}, not {c.mesh_str(want[0])} chunk "
-                      f"{want[1]}")
+                c.add(
+                    "V011",
+                    0,
+                    op,
+                    f"writes {index.var_name(v)} first, but the variable is on "
+                    f"{c.mesh_str(got[0])} chunk {got[1]}, not {c.mesh_str(want[0])} chunk "
+                    f"{want[1]}",
+                )
 
 
-def _no_chunk_ok(index: ProgramIndex, v: int, got: tuple[int, int],
-                 want: tuple[int, int]) -> bool:
+def _no_chunk_ok(index: ProgramIndex, v: int, got: tuple[int, int], want: tuple[int, int]) -> bool:
     """Reader-queue variables never get a chunk id (Paddle's rule); only their mesh counts."""
     return got[0] == want[0] and b"lod_tensor_blocking_queue" in index.var_name_bytes(v)
 
@@ -384,7 +443,6 @@ def summary_counts(violations: Sequence[Violation]) -> dict[str, int]:
     return counts
 
 
-
 @dataclass(frozen=True)
 class VerifyReport:
     violations: tuple[Violation, ...]
@@ -396,8 +454,14 @@ class VerifyReport:
     cross_stage_edges: int | None  # for a valid program
 
 
-def verify_program(program: Program, *, pp: int | None = None, vpp: int | None = None,
-                   seg_method: str | None = None, placement: Placement | None = None) -> VerifyReport:
+def verify_program(
+    program: Program,
+    *,
+    pp: int | None = None,
+    vpp: int | None = None,
+    seg_method: str | None = None,
+    placement: Placement | None = None,
+) -> VerifyReport:
     """Check an annotated program; expectations come from the options, then the recorded plan."""
     index = build_index(program)
     recorded = fields.read_plan(program.msg)
@@ -406,26 +470,42 @@ def verify_program(program: Program, *, pp: int | None = None, vpp: int | None =
     n_pp = len(stages)
     for label, want in (("--pp", pp), ("the recorded plan's pp", recorded and recorded.pp)):
         if want and want != n_pp:
-            early.append(Violation("V015", -1, -1, "", f"{label} is {want} but the program has "
-                                   f"{n_pp} stage meshes"))
+            early.append(
+                Violation(
+                    "V015", -1, -1, "", f"{label} is {want} but the program has {n_pp} stage meshes"
+                )
+            )
     n_vpp = vpp or (recorded.vpp if recorded else 0) or _chunks_used(index)
     if recorded and vpp and recorded.vpp != vpp:
-        early.append(Violation("V015", -1, -1, "", f"--vpp is {vpp} but the recorded plan "
-                               f"says {recorded.vpp}"))
+        early.append(
+            Violation(
+                "V015", -1, -1, "", f"--vpp is {vpp} but the recorded plan says {recorded.vpp}"
+            )
+        )
     where: Placement = placement or _recorded_placement(recorded)
     layers, problem = _find(index, seg_method or (recorded.seg_method if recorded else None))
     if problem:
         early.append(Violation("V005", 0, -1, "", problem))
     expect = Expectation(
-        pp=max(n_pp, 1), vpp=max(n_vpp, 1), placement=where, stage_meshes=tuple(stages),
-        global_meshes=tuple(globals_), layers=layers,
-        plan_segments=recorded.segments if recorded else None)
+        pp=max(n_pp, 1),
+        vpp=max(n_vpp, 1),
+        placement=where,
+        stage_meshes=tuple(stages),
+        global_meshes=tuple(globals_),
+        layers=layers,
+        plan_segments=recorded.segments if recorded else None,
+    )
     violations = early + verify(index, expect)
     edges = None if violations else cross_stage_edges(index, stages)
-    return VerifyReport(violations=tuple(violations), pp=n_pp, vpp=n_vpp, placement=where,
-                        layers=len(layers) if layers else 0,
-                        layer_class=layers.layer_class if layers else "",
-                        cross_stage_edges=edges)
+    return VerifyReport(
+        violations=tuple(violations),
+        pp=n_pp,
+        vpp=n_vpp,
+        placement=where,
+        layers=len(layers) if layers else 0,
+        layer_class=layers.layer_class if layers else "",
+        cross_stage_edges=edges,
+    )
 
 
 def _chunks_used(index: ProgramIndex) -> int:
