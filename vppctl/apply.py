@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from vppctl import fields
 from vppctl.errors import ConversionError
 from vppctl.fields import ROLE_BACKWARD, ROLE_LOSS, ROLE_OPTIMIZE
-from vppctl.index import NO_MESH, ForwardOps, ProgramIndex
+from vppctl.index import NO_MESH, ForwardOps, ProgramIndex, loss_op
 from vppctl.layers import NO_LAYER, LayerSet, is_forward
 from vppctl.plan import Plan
 
@@ -223,7 +223,7 @@ class AssignBackward:
     def run(self) -> None:
         block, a = self.block, self.a
         roles, types = block.ops.role, block.ops.type
-        loss = self._loss_op()
+        loss = loss_op(self.index)
         last_writer: dict[int, int] = {}
         mesh0, chunk0 = a.op_mesh[0], a.op_chunk[0]
         for i in range(block.n_ops):
@@ -254,10 +254,6 @@ class AssignBackward:
                 f"{len(self.unmapped)} backward op(s) have no forward op vppctl can find and "
                 f"follow their first input instead: {shown}{more}"
             )
-
-    def _loss_op(self) -> int | None:
-        roles = self.block.ops.role
-        return next((i for i in range(self.block.n_ops) if roles[i] == ROLE_LOSS), None)
 
     def _sum_source(self, i: int, last_writer: dict[int, int]) -> tuple[int, int]:
         j = max((last_writer.get(v, -1) for v in self.block.inputs(i)), default=-1)

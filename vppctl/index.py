@@ -92,6 +92,7 @@ class ProgramIndex:
         return cls
 
     def __post_init__(self) -> None:
+        self._stages: tuple[list[int], list[int]] | None = None
         self._classes: dict[bytes, int] = {}
         self._by_key: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
 
@@ -113,15 +114,30 @@ class ProgramIndex:
             b = self.blocks[b].parent
 
     def stage_meshes(self) -> tuple[list[int], list[int]]:
-        """Rule 1: (stage mesh classes in order, dropped global mesh classes).
+        """Rule 1: (stage mesh classes in order, global mesh classes).
 
         Taken from `ProgramDesc.process_meshes`, or when that is empty from the
-        global block's ops in order of first appearance.
+        global block's ops in order of first appearance. Besides the declared
+        global meshes dropped by rule 1, any other mesh in use whose ranks are
+        exactly all the stages' ranks is global too: Paddle builds such "world"
+        meshes for gradient clipping after it has recorded its mesh list, so
+        they are often missing from `process_meshes`.
         """
-        order = self.program_meshes or _first_appearance(self.blocks[0].op_mesh)
-        stages, globals_ = stage_meshes([self.meshes[c] for c in order])
-        by_key = {self.meshes[c].key: c for c in order}
-        return [by_key[m.key] for m in stages], [by_key[m.key] for m in globals_]
+        if self._stages is None:
+            order = self.program_meshes or _first_appearance(self.blocks[0].op_mesh)
+            stages, globals_ = stage_meshes([self.meshes[c] for c in order])
+            by_key = {self.meshes[c].key: c for c in order}
+            stage_ids = [by_key[m.key] for m in stages]
+            global_ids = [by_key[m.key] for m in globals_]
+            if len(stage_ids) > 1:
+                everyone = set().union(*(self.meshes[c].process_ids for c in stage_ids))
+                global_ids += [
+                    c
+                    for c, m in enumerate(self.meshes)
+                    if c not in stage_ids and c not in global_ids and set(m.process_ids) == everyone
+                ]
+            self._stages = (stage_ids, global_ids)
+        return list(self._stages[0]), list(self._stages[1])
 
 
 def _first_appearance(op_mesh: array[int]) -> list[int]:
@@ -235,3 +251,16 @@ class ForwardOps:
 
 def _is_forward(role: int) -> bool:
     return role in (0, 256)
+
+
+def loss_op(index: ProgramIndex) -> int | None:
+    """The loss op: the last global-block op with role Forward|Loss (256) before the loss-grad
+    op (257), as Paddle picks it; None when there is none."""
+    roles = index.global_block.ops.role
+    loss = None
+    for i, role in enumerate(roles):
+        if role == 257:
+            break
+        if role == 256:
+            loss = i
+    return loss

@@ -15,7 +15,7 @@ from vppctl import fields
 from vppctl.detect import detect_layers
 from vppctl.errors import ConversionError
 from vppctl.fields import NO_VAR, ROLE_BACKWARD, ROLE_LOSS, ROLE_OPTIMIZE
-from vppctl.index import NO_MESH, ForwardOps, ProgramIndex, build_index
+from vppctl.index import NO_MESH, ForwardOps, ProgramIndex, build_index, loss_op
 from vppctl.layers import LayerSet, find_layers, is_forward
 from vppctl.load import Program
 from vppctl.plan import Placement, place, virtual_stages
@@ -336,7 +336,7 @@ def _check_backward(c: _Checker) -> None:
     roles, types = block.ops.role, block.ops.type
     meshes, chunks = block.op_mesh, block.ops.chunk
     forward = ForwardOps(index)
-    loss = next((i for i in range(block.n_ops) if roles[i] == ROLE_LOSS), None)
+    loss = loss_op(index)
     last_writer: dict[int, int] = {}
     for op in range(block.n_ops):
         role = roles[op]
