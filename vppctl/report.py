@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -48,22 +49,30 @@ def layers_line(plan: Plan) -> str:
 
 def convert_title(r: ConvertResult) -> str:
     p = r.plan
-    return (
-        f"pp {p.pp} x vpp {p.vpp}, {p.mode} mode, {p.placement} placement: "
-        f"{r.ops_changed}/{r.n_ops} ops, {r.vars_changed}/{r.n_vars} vars changed"
+    return f"pp {p.pp} x vpp {p.vpp}, {p.mode} mode, {p.placement} placement, {p.split} split"
+
+
+def _table(title: str | None = None) -> Table:
+    """A compact table: no outer edge, one space of padding, a rule under the header."""
+    return Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
+        pad_edge=False,
+        padding=(0, 1),
+        collapse_padding=True,
     )
 
 
 def convert_table(r: ConvertResult) -> Table:
     p = r.plan
     show_cost = p.cost_kind != "params"
-    table = Table(
-        title=convert_title(r), title_justify="left", pad_edge=False, show_edge=False, expand=False
-    )
+    table = _table(convert_title(r))
     for name, justify in (
         ("VS", "right"),
-        ("Stage", "right"),
-        ("Chunk", "right"),
+        ("Stg", "right"),
+        ("Ch", "right"),
         ("Mesh", "left"),
         ("Layers", "left"),
         ("Fwd", "right"),
@@ -98,7 +107,8 @@ def convert_notes(
     p = r.plan
     notes = [
         layers_line(p),
-        f"split: {p.split}; imbalance {p.imbalance:.2f} (max/mean segment {p.cost_kind})",
+        f"changed: {r.ops_changed} of {r.n_ops} ops, {r.vars_changed} of {r.n_vars} vars",
+        f"imbalance: {p.imbalance:.2f} (max/mean segment {p.cost_kind})",
         f"cross-stage edges per micro-batch: {r.edges_before} -> {r.edges_after}",
     ]
     if bubble is not None:
@@ -204,7 +214,7 @@ def violations_json(violations: Sequence[Violation], extra: dict[str, Any]) -> d
 
 
 def rules_table() -> Table:
-    table = Table(show_edge=False, pad_edge=False)
+    table = _table()
     table.add_column("Rule", no_wrap=True)
     table.add_column("Checks")
     for rule, text in RULES.items():
@@ -237,7 +247,7 @@ def render_summary(console: Console, s: Summary) -> None:
         lines.append(f"{s.unplaced_ops} ops have no process mesh")
     for line in lines:
         console.print(Text(line))
-    table = Table(title="stages", title_justify="left", show_edge=False, pad_edge=False)
+    table = _table("stages")
     for name, justify in (
         ("Stage", "right"),
         ("Mesh", "left"),

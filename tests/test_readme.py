@@ -1,0 +1,66 @@
+"""The README stays true: its set-up commands, rule list and exit codes match the code."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from vppctl import errors
+from vppctl.cli import cli
+from vppctl.verify import RULES
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+
+
+def setup_commands() -> list[str]:
+    first_block = re.search(r"```sh\n(.*?)```", README, re.S)
+    assert first_block is not None
+    return first_block.group(1).strip().splitlines()
+
+
+def test_readme_opens_with_two_setup_commands() -> None:
+    assert README.index("```sh") < README.index("\n## ")
+    install_run, install_test = setup_commands()
+    assert install_run.startswith("pip install . && vppctl convert samples/")
+    assert install_test.startswith("pip install -e '.[test")
+    assert "pytest" in install_test
+
+
+def test_ci_runs_the_readme_test_command() -> None:
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "set -euo pipefail" in ci
+    assert setup_commands()[1] in ci.splitlines()
+
+
+def test_readme_main_job_runs_on_the_shipped_sample(tmp_path: Path, monkeypatch) -> None:
+    job = setup_commands()[0].split("&& ", 1)[1]
+    args = shlex.split(job)[1:]
+    out = tmp_path / "out.pb"
+    args[args.index("-o") + 1] = str(out)
+    monkeypatch.chdir(ROOT)
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert out.stat().st_size > 0
+
+
+def test_readme_lists_every_verify_rule() -> None:
+    block = README.split("<!-- rules:begin -->")[1].split("<!-- rules:end -->")[0]
+    rows = dict(re.findall(r"^\| (V\d{3}) \| (.*) \|$", block, re.M))
+    assert rows == RULES
+
+
+def test_readme_exit_code_table_matches_the_code() -> None:
+    table = README.split("## Exit codes")[1].split("\n## ")[0]
+    codes = {int(c) for c in re.findall(r"^\| (\d+) \|", table, re.M)}
+    assert codes == {
+        errors.EXIT_OK,
+        errors.EXIT_VIOLATIONS,
+        errors.EXIT_USAGE,
+        errors.EXIT_FILE,
+        errors.EXIT_CONVERT,
+        errors.EXIT_INTERNAL,
+    }
