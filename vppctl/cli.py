@@ -15,7 +15,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
@@ -24,6 +24,10 @@ from vppctl.errors import EXIT_INTERNAL, VppctlError
 
 if TYPE_CHECKING:
     from rich.console import Console
+
+    from vppctl.plan import CostKind, Placement, Split
+    from vppctl.sample import Layout, Optimizer
+    from vppctl.simulate import Schedule, SimResult
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -267,11 +271,11 @@ def convert(
             plan=PlanOptions(
                 vpp=vpp,
                 pp=pp,
-                placement=placement,  # type: ignore[arg-type]
-                split="manual" if counts else split,  # type: ignore[arg-type]
+                placement=cast("Placement", placement),
+                split=cast("Split", "manual" if counts else split),
                 layers_per_chunk=counts,
-                cost=cost,
-            ),  # type: ignore[arg-type]
+                cost=cast("CostKind", cost),
+            ),
             seg_method=seg_method,
             strict=strict,
             strip_callstack=strip_callstack,
@@ -352,8 +356,12 @@ def verify(
     from vppctl.verify import verify_program
 
     report = verify_program(
-        read_program(prog), pp=pp, vpp=vpp, seg_method=seg_method, placement=placement
-    )  # type: ignore[arg-type]
+        read_program(prog),
+        pp=pp,
+        vpp=vpp,
+        seg_method=seg_method,
+        placement=cast("Placement | None", placement),
+    )
     bad = list(report.violations)
     if as_json:
         _print_json(
@@ -534,11 +542,11 @@ def sample(
         layers=layers,
         pp=pp,
         ranks_per_stage=ranks_per_stage,
-        layout=layout,
+        layout=cast("Layout", layout),
         vpp=vpp,
-        backward=backward,  # type: ignore[arg-type]
-        optimizer=optimizer,
-        grad_clip=grad_clip,  # type: ignore[arg-type]
+        backward=backward,
+        optimizer=cast("Optimizer", optimizer),
+        grad_clip=grad_clip,
         hidden=hidden,
         vocab=vocab,
         callstack=callstack,
@@ -616,17 +624,12 @@ def simulate(
         pp, forward = segment_forward_costs(read_program(prog), pp, vpp, seg_method)
     if pp is None:
         raise UsageError("--pp is required without a program")
+    results: tuple[SimResult, ...]
     if schedule:
-        results = (
-            run(
-                pp,
-                vpp,
-                micro_batches,
-                schedule,
-                forward=forward,  # type: ignore[arg-type]
-                p2p_cost=p2p_cost,
-            ),
+        sim = run(
+            pp, vpp, micro_batches, cast("Schedule", schedule), forward=forward, p2p_cost=p2p_cost
         )
+        results = (sim,)
     else:
         results = compare(pp, vpp, micro_batches, forward=forward, p2p_cost=p2p_cost)
     from vppctl import timeline

@@ -92,7 +92,7 @@ def _text_to_binary(data: bytes, source: str) -> bytes:
         raise ProgramFileError(f"cannot load {source}: text format must be UTF-8") from None
     except text_format.ParseError as e:
         raise ProgramFileError(f"cannot load {source}: not a program in text format: {e}") from None
-    missing = msg.FindInitializationErrors()
+    missing = msg.FindInitializationErrors()  # type: ignore[attr-defined]
     if missing:
         raise ProgramFileError(
             f"cannot load {source}: required field {missing[0]} is missing"
