@@ -1,6 +1,6 @@
 """Compare two exports of one program op by op: Paddle's VPP answer against vppctl's.
 
-Used by the tests against real Paddle (tests/paddle/) and by the tests against
+Used by the tests against real Paddle (tests/paddle_bridge/) and by the tests against
 Paddle outputs checked in under tests/paddle_reference/ (which need no Paddle).
 """
 

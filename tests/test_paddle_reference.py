@@ -1,7 +1,7 @@
 """vppctl's conversion of programs exported from real Paddle equals Paddle's own answer.
 
 The inputs and Paddle's answers are checked in (tests/paddle_reference/), so this
-runs without Paddle; tests/paddle/ repeats the round trip against live Paddle.
+runs without Paddle; tests/paddle_bridge/ repeats the round trip against live Paddle.
 Optimizer ops and the variables only they use are compared by mesh: Paddle
 leaves their chunk id at 0, vppctl gives them their parameter's chunk.
 """
