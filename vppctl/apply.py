@@ -56,7 +56,13 @@ class Assignment:
         )
 
     def place_op(self, block: int, op: int, mesh: int | None, chunk: int) -> None:
-        if mesh is not None and mesh != self.op_mesh[block][op]:
+        """Give an op a chunk and, unless `mesh` is None, a mesh.
+
+        An op given a mesh is rewritten even when the mesh is its old one: the
+        meshes of its per-input and per-output tensor dist attrs follow it, as
+        Paddle's `OperatorDistAttr.process_mesh` setter does.
+        """
+        if mesh is not None:
             self.op_mesh[block][op] = mesh
             self.moved[block][op] = 1
         self.op_chunk[block][op] = chunk

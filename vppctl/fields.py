@@ -246,14 +246,15 @@ def program_meshes(program: view.LazyProgram) -> list[bytes]:
 def rewrite_ops(block: view.LazyBlock, edits: Iterable[tuple[int, bytes | None, int]]) -> int:
     """Set (mesh, chunk id) on ops: (op index, raw mesh or None to keep, chunk id).
 
-    A new mesh also replaces the meshes in the op's per-input and per-output
-    tensor dist attrs. Returns the number of ops rewritten.
+    A mesh also replaces the meshes in the op's per-input and per-output tensor
+    dist attrs. Returns the number of ops whose bytes changed.
     """
     ops = block.ops
     parse = view.EditOp.FromString
     n = 0
     for i, mesh, chunk in edits:
-        op = parse(ops[i])
+        old = ops[i]
+        op = parse(old)
         d = op.dist_attr
         if mesh is not None:
             d.process_mesh = mesh
@@ -261,8 +262,10 @@ def rewrite_ops(block: view.LazyBlock, edits: Iterable[tuple[int, bytes | None, 
                 if entry.HasField("tensor_dist_attr"):
                     entry.tensor_dist_attr.process_mesh = mesh
         d.chunk_id = chunk
-        ops[i] = op.SerializeToString()
-        n += 1
+        new = op.SerializeToString()
+        if new != old:
+            ops[i] = new
+            n += 1
     return n
 
 

@@ -339,6 +339,8 @@ def _sizes(facts: LayerFacts, pp: int, opts: PlanOptions) -> list[int]:
     n, vpp = len(facts.names), opts.vpp
     if opts.split == "manual" or opts.layers_per_chunk:
         return manual_sizes(opts.layers_per_chunk, n, pp, vpp)
+    if opts.split == "uniform":
+        return uniform_sizes(n, pp, vpp)
     if n < pp * vpp:
         raise ConversionError(
             f"{n} layers cannot fill pp*vpp = {pp}*{vpp} = {pp * vpp} segments (every "
@@ -346,6 +348,4 @@ def _sizes(facts: LayerFacts, pp: int, opts: PlanOptions) -> list[int]:
         )
     if opts.split == "keep":
         return keep_sizes(facts.stages, pp, vpp, opts.placement)
-    if opts.split == "balanced":
-        return balanced_sizes(facts.costs, pp * vpp, facts.pre_cost, facts.post_cost)
-    return uniform_sizes(n, pp, vpp)
+    return balanced_sizes(facts.costs, pp * vpp, facts.pre_cost, facts.post_cost)
