@@ -213,7 +213,8 @@ def _parse_counts(value: str | None) -> tuple[int, ...]:
 )
 @click.option(
     "--micro-batches",
-    type=click.IntRange(1),
+    "-m",
+    type=click.IntRange(1, 1 << 16),
     metavar="M",
     help="Also show the simulated bubble before and after (unit costs).",
 )
@@ -281,9 +282,11 @@ def convert(
             strip_callstack=strip_callstack,
         )
         result = convert_program(program, opts)
+        bubble, sim_warnings = (
+            _bubble(result.plan.pp, vpp, micro_batches) if micro_batches else (None, [])
+        )
         written, save_warnings = write_program(program, out)
-    bubble = _bubble(result.plan.pp, vpp, micro_batches) if micro_batches else None
-    warnings = [*result.warnings, *save_warnings]
+    warnings = [*result.warnings, *sim_warnings, *save_warnings]
     if as_json:
         from vppctl.report import convert_json
 
@@ -304,13 +307,14 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def _bubble(pp: int, vpp: int, micro_batches: int) -> tuple[float, float]:
-    """Bubble share of the step for 1F1B and interleaved 1F1B, unit costs."""
+def _bubble(pp: int, vpp: int, micro_batches: int) -> tuple[tuple[float, float], list[str]]:
+    """Bubble share of the step for 1F1B and interleaved 1F1B (unit costs), and the
+    simulator's micro-batch warnings."""
     from vppctl.simulate import compare
 
     results = compare(pp, vpp, micro_batches)
-    base = float(results[0].bubble)
-    return base, float(results[-1].bubble)
+    warnings = list(dict.fromkeys(w for r in results for w in r.warnings))
+    return (float(results[0].bubble), float(results[-1].bubble)), warnings
 
 
 # -- verify ----------------------------------------------------------------------
