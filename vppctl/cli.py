@@ -119,7 +119,7 @@ def _stdout() -> Console:
 def _stderr(quiet: bool = False) -> Console:
     from rich.console import Console
 
-    return Console(stderr=True, quiet=quiet, highlight=False)
+    return Console(stderr=True, quiet=quiet, highlight=False, soft_wrap=True)
 
 
 def _print_json(data: dict[str, Any]) -> None:
