@@ -156,6 +156,10 @@ def remesh_and_chunk(
     else:
         a.op_chunk[block][op] = chunk
     own = a.op_mesh[block][op]
+    for v in outs:  # vppctl: an output without any mesh takes its first writer's
+        if v >= 0 and var_mesh[v] == NO_MESH and not mesh_set[v]:
+            var_mesh[v] = own
+            mesh_set[v] = 1
     chunk_set, var_chunk, no_chunk = a.chunk_set, a.var_chunk, a.no_chunk
     for group in (ins, outs):
         for v in group:

@@ -16,6 +16,7 @@ from vppctl.apply import ApplyResult, assign, write
 from vppctl.cost import LayerCosts, layer_costs, param_elements
 from vppctl.detect import detect_layers
 from vppctl.errors import ConversionError, SelfCheckError
+from vppctl.fields import NO_VAR
 from vppctl.index import NO_MESH, ProgramIndex, build_index
 from vppctl.layers import LayerSet, find_layers, is_forward
 from vppctl.load import Program
@@ -57,6 +58,7 @@ def convert_program(program: Program, opts: ConvertOptions) -> ConvertResult:
     """Convert `program` in place; see the module docstring."""
     opts.plan.check()
     index = build_index(program)
+    _check_structure(index)
     stages, globals_ = index.stage_meshes()
     _check_pp(stages, opts.plan)
     layers = _layers(index, opts)
@@ -67,6 +69,8 @@ def convert_program(program: Program, opts: ConvertOptions) -> ConvertResult:
         opts.plan,
         warnings=layers.warnings,
     )
+    _check_ends(index, layers, plan)
+    _check_strays(index, layers, plan)
     edges_before = cross_stage_edges(index, stages)
     assignment = assign(index, plan, layers)
     applied = write(index, assignment)
@@ -90,6 +94,99 @@ def convert_program(program: Program, opts: ConvertOptions) -> ConvertResult:
         callstack_bytes_saved=saved,
         warnings=(*plan.warnings, *applied.warnings),
     )
+
+
+def _check_structure(index: ProgramIndex) -> None:
+    """Refuse malformed programs up front (what verify reports as V013 and V014), and
+    programs whose global block has forward ops after its backward section starts."""
+    msg = index.program.msg
+    if index.problems:
+        raise ConversionError(f"the program is malformed: {index.problems[0]}")
+    _check_sections(index)
+    for bi in index.blocks:
+        o = bi.ops
+        if NO_VAR in o.in_var or NO_VAR in o.out_var:
+            op, name = _first_undeclared(index, bi.idx)
+            raise ConversionError(
+                f"{index.op_label(bi.idx, op)} names variable {name!r}, which is not declared "
+                f"in block {bi.idx} or its ancestors; the program is malformed (export it again)"
+            )
+        for op, subs in sorted(o.sub_blocks.items()):
+            bad = [s for s in subs if not bi.idx < s < len(msg.blocks)]
+            if bad:
+                raise ConversionError(
+                    f"{index.op_label(bi.idx, op)} has sub_block {bad[0]}, which is not a later "
+                    f"block of the program ({len(msg.blocks)} blocks); the program is malformed"
+                )
+
+
+def _check_sections(index: ProgramIndex) -> None:
+    roles = index.global_block.ops.role
+    first_backward = next((i for i, r in enumerate(roles) if r & 1), None)
+    if first_backward is None:
+        return
+    for i in range(first_backward + 1, len(roles)):
+        if is_forward(roles[i]):
+            raise ConversionError(
+                f"{index.op_label(0, i)} is a forward op after the backward section starts at "
+                f"{index.op_label(0, first_backward)}; vppctl expects the forward ops, then the "
+                "backward ops, then the optimizer ops (check the ops' op_role)"
+            )
+
+
+def _first_undeclared(index: ProgramIndex, b: int) -> tuple[int, str]:
+    bi = index.blocks[b]
+    for op in range(bi.n_ops):
+        if NO_VAR in bi.inputs(op) or NO_VAR in bi.outputs(op):
+            ins, outs = fields.op_arguments(index.program.msg.blocks[b], op)
+            for name in (*ins, *outs):
+                if index.lookup(b, name) == NO_VAR:
+                    return op, name.decode("utf-8", "backslashreplace")
+    return 0, "?"
+
+
+def _check_ends(index: ProgramIndex, layers: LayerSet, plan: Plan) -> None:
+    """Forward ops before the first layer keep their mesh in segment 0, ops after the last
+    layer in the last segment: they must already sit on that segment's stage mesh, or the
+    forward pass would run backwards through the pipeline."""
+    block = index.global_block
+    roles, meshes = block.ops.role, block.op_mesh
+    first, last = layers.layers[0].first, layers.layers[-1].last
+    moves_tail = plan.mode == "auto" and plan.placement == "v" and plan.vpp % 2 == 0
+    ends = (
+        ("before the first layer", range(first), plan.segments[0]),
+        ("after the last layer", range(last + 1, block.n_ops), plan.segments[-1]),
+    )
+    for where, ops, seg in ends:
+        if where.startswith("after") and moves_tail:
+            continue
+        want = index.add_mesh(seg.mesh, fields.encode_mesh(seg.mesh))
+        for i in ops:
+            if is_forward(roles[i]) and meshes[i] != want:
+                got = index.meshes[meshes[i]] if meshes[i] != NO_MESH else "no mesh"
+                raise ConversionError(
+                    f"{index.op_label(0, i)} {where} is on {got}, but vppctl keeps these ops "
+                    f"in segment {seg.virtual_stage}, on stage {seg.stage} {seg.mesh}; put it "
+                    "on that stage's mesh (embedding with the first layer, head and loss with "
+                    "the last)"
+                )
+
+
+def _check_strays(index: ProgramIndex, layers: LayerSet, plan: Plan) -> None:
+    """In manual mode meshes are kept, so a stray op must already be on its layer's mesh."""
+    if plan.mode != "manual":
+        return
+    meshes = index.global_block.op_mesh
+    for i in layers.strays:
+        layer = layers.layers[layers.op_layer[i]]
+        if meshes[i] != layer.mesh:
+            got = index.meshes[meshes[i]] if meshes[i] != NO_MESH else "no mesh"
+            raise ConversionError(
+                f"{index.op_label(0, i)} matches no layer and joins layer {layer.name}, but it "
+                f"is on {got} and the layer on {index.meshes[layer.mesh]}; the program is "
+                "already interleaved (manual mode keeps meshes), so put it on its layer's mesh "
+                "or give it the layer's struct name"
+            )
 
 
 def _check_pp(stages: Sequence[int], opts: PlanOptions) -> None:

@@ -49,7 +49,10 @@ def layers_line(plan: Plan) -> str:
 
 def convert_title(r: ConvertResult) -> str:
     p = r.plan
-    return f"pp {p.pp} x vpp {p.vpp}, {p.mode} mode, {p.placement} placement, {p.split} split"
+    return (
+        f"pp {p.pp} x vpp {p.vpp}, {p.mode} mode: {r.ops_changed}/{r.n_ops} ops, "
+        f"{r.vars_changed}/{r.n_vars} vars changed"
+    )
 
 
 def _table(title: str | None = None) -> Table:
@@ -68,7 +71,7 @@ def _table(title: str | None = None) -> Table:
 def convert_table(r: ConvertResult) -> Table:
     p = r.plan
     show_cost = p.cost_kind != "params"
-    table = _table(convert_title(r))
+    table = _table()
     for name, justify in (
         ("VS", "right"),
         ("Stg", "right"),
@@ -107,7 +110,7 @@ def convert_notes(
     p = r.plan
     notes = [
         layers_line(p),
-        f"changed: {r.ops_changed} of {r.n_ops} ops, {r.vars_changed} of {r.n_vars} vars",
+        f"placement: {p.placement}; split: {p.split}",
         f"imbalance: {p.imbalance:.2f} (max/mean segment {p.cost_kind})",
         f"cross-stage edges per micro-batch: {r.edges_before} -> {r.edges_after}",
     ]
@@ -128,6 +131,9 @@ def render_convert(
     written: int,
     bubble: tuple[float, float] | None = None,
 ) -> None:
+    # The title is its own line, not the table's title, so that it never wraps to
+    # the table's width.
+    console.print(Text(convert_title(r)), soft_wrap=True)
     console.print(convert_table(r))
     for line in convert_notes(r, output, written, bubble):
         console.print(Text(line))

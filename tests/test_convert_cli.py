@@ -1,0 +1,447 @@
+"""`vppctl convert` on the command line: output names, --pp, --json, refusals, the table.
+
+Every test asserts the exit code, stdout and stderr separately; refusals also check
+that no file was written and the input is untouched.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+from programs import Prog, layered
+from rulekit import layer_op, move_op, op_where, placements, put_on
+
+from vppctl import program_pb2 as pb
+from vppctl.cli import cli
+
+
+def write(tmp_path: Path, data: bytes, name: str = "prog.pb") -> Path:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+def run(runner: CliRunner, *args: str, env: dict[str, str] | None = None) -> Result:
+    return runner.invoke(cli, ["convert", *args], env=env)
+
+
+def files(tmp_path: Path) -> set[str]:
+    return {p.name for p in tmp_path.iterdir()}
+
+
+# -- output file -------------------------------------------------------------------
+
+
+def test_default_output_puts_vpp_before_the_extension(
+    runner: CliRunner, tmp_path: Path, sample_bytes: dict
+) -> None:
+    src = write(tmp_path, sample_bytes[(8, 4)])
+    r = run(runner, str(src), "--vpp", "2", "--seg-method", "DecoderLayer")
+    assert r.exit_code == 0, r.output
+    assert files(tmp_path) == {"prog.pb", "prog.vpp.pb"}
+    assert src.read_bytes() == sample_bytes[(8, 4)]  # the input is never modified
+    out = pb.ProgramDesc.FromString((tmp_path / "prog.vpp.pb").read_bytes())
+    assert out.pipeline_plan.vpp == 2
+    assert "prog.vpp.pb" in r.stdout
+    assert r.stderr == ""
+
+
+def test_default_output_of_a_text_program_is_text(runner: CliRunner, tmp_path: Path) -> None:
+    from google.protobuf import text_format
+
+    text = text_format.MessageToString(pb.ProgramDesc.FromString(layered([0, 0, 1, 1]).bytes()))
+    src = tmp_path / "prog.pbtxt"
+    src.write_text(text)
+    r = run(runner, str(src), "--vpp", "2", "--seg-method", "DecoderLayer", "--quiet")
+    assert r.exit_code == 0, r.output
+    assert files(tmp_path) == {"prog.pbtxt", "prog.vpp.pbtxt"}
+    out = text_format.Parse((tmp_path / "prog.vpp.pbtxt").read_text(), pb.ProgramDesc())
+    assert out.pipeline_plan.mode == "auto"
+
+
+def test_explicit_output(runner: CliRunner, tmp_path: Path) -> None:
+    src = write(tmp_path, layered([0, 0, 1, 1]).bytes())
+    r = run(
+        runner, str(src), "--vpp", "2", "--seg-method", "DecoderLayer", "-o", str(tmp_path / "x.pb")
+    )
+    assert r.exit_code == 0, r.output
+    assert files(tmp_path) == {"prog.pb", "x.pb"}
+
+
+@pytest.mark.parametrize("spelling", ["same", "dotted"])
+def test_output_equal_to_input_is_refused_without_in_place(
+    runner: CliRunner, tmp_path: Path, spelling: str
+) -> None:
+    data = layered([0, 0, 1, 1]).bytes()
+    src = write(tmp_path, data)
+    (tmp_path / "sub").mkdir()
+    out = src if spelling == "same" else tmp_path / "sub" / ".." / "prog.pb"
+    r = run(runner, str(src), "--vpp", "2", "--seg-method", "DecoderLayer", "-o", str(out))
+    assert r.exit_code == 2  # a usage error (README exit codes)
+    assert r.stdout == ""
+    assert "--in-place" in r.stderr
+    assert src.read_bytes() == data
+    assert files(tmp_path) == {"prog.pb", "sub"}
+
+
+def test_in_place_overwrites_the_input(runner: CliRunner, tmp_path: Path) -> None:
+    data = layered([0, 0, 1, 1]).bytes()
+    src = write(tmp_path, data)
+    r = run(runner, str(src), "--vpp", "2", "--seg-method", "DecoderLayer", "--in-place")
+    assert r.exit_code == 0, r.output
+    assert files(tmp_path) == {"prog.pb"}
+    out = pb.ProgramDesc.FromString(src.read_bytes())
+    assert out.pipeline_plan.vpp == 2
+    assert op_where(out.blocks[0].ops[layer_op(2)]) == ((0,), 1)
+
+
+# -- --pp --------------------------------------------------------------------------
+
+
+def test_pp_mismatch_exits_4_naming_both_numbers(
+    runner: CliRunner, tmp_path: Path, sample_bytes: dict
+) -> None:
+    src = write(tmp_path, sample_bytes[(8, 4)])
+    r = run(runner, str(src), "--pp", "2", "--vpp", "2", "--seg-method", "DecoderLayer")
+    assert r.exit_code == 4
+    assert r.stdout == ""
+    assert re.search(r"\b2\b", r.stderr) and re.search(r"\b4\b", r.stderr), r.stderr
+    assert "--pp" in r.stderr
+    assert files(tmp_path) == {"prog.pb"}
+
+
+def test_pp_matching_the_program_is_accepted(
+    runner: CliRunner, tmp_path: Path, sample_bytes: dict
+) -> None:
+    src = write(tmp_path, sample_bytes[(8, 4)])
+    r = run(runner, str(src), "--pp", "4", "--vpp", "2", "--seg-method", "DecoderLayer")
+    assert r.exit_code == 0, r.output
+    assert r.stderr == ""
+
+
+# -- --json ------------------------------------------------------------------------
+
+
+def _one_json_object(stdout: str) -> dict:
+    obj, end = json.JSONDecoder().raw_decode(stdout.lstrip())
+    assert stdout.lstrip()[end:].strip() == "", "stdout holds more than one JSON object"
+    assert isinstance(obj, dict)
+    return obj
+
+
+def test_json_is_one_object_with_the_documented_keys(
+    runner: CliRunner, tmp_path: Path, sample_bytes: dict
+) -> None:
+    src = write(tmp_path, sample_bytes[(8, 4)])
+    r = run(runner, str(src), "--vpp", "2", "--seg-method", "DecoderLayer", "--json")
+    assert r.exit_code == 0, r.output
+    assert r.stderr == ""
+    data = _one_json_object(r.stdout)
+    for key in ("pp", "vpp", "placement", "mode", "layers", "output", "warnings", "segments"):
+        assert key in data, key
+    assert (data["pp"], data["vpp"], data["placement"], data["mode"]) == (4, 2, "loop", "auto")
+    assert data["output"] == str(tmp_path / "prog.vpp.pb")
+    assert data["warnings"] == []
+    segs = data["segments"]
+    assert [s["virtual_stage"] for s in segs] == list(range(8))
+    assert [(s["stage"], s["chunk"]) for s in segs] == [(k % 4, k // 4) for k in range(8)]
+    assert [s["mesh"] for s in segs] == [[k % 4] for k in range(8)]
+    assert [s["layers"] for s in segs] == [
+        ["DecoderLayer"] if k == 0 else [f"DecoderLayer_{k}"] for k in range(8)
+    ]
+    prog = pb.ProgramDesc.FromString(sample_bytes[(8, 4)])
+    roles = [next((a.i for a in o.attrs if a.name == "op_role"), 0) for o in prog.blocks[0].ops]
+    assert sum(s["ops"]["forward"] for s in segs) == sum(r in (0, 256) for r in roles)
+    assert sum(s["ops"]["backward"] for s in segs) == sum(bool(r & 1) for r in roles)
+    assert all(set(s["ops"]) >= {"forward", "backward", "optimizer"} for s in segs)
+    assert all(s["ops"]["optimizer"] > 0 for s in segs)
+
+
+def _with_stray() -> Prog:
+    p = layered([0, 0, 1, 1])
+    p.op("assign", {"X": ["DecoderLayer_1.out1"]}, {"Out": ["reshard_0"]}, struct="/", stage=0)
+    move_op(p, len(p.msg.blocks[0].ops) - 1, layer_op(2))
+    return p
+
+
+def test_json_warnings_go_to_stderr_and_into_the_object(runner: CliRunner, tmp_path: Path) -> None:
+    src = write(tmp_path, _with_stray().bytes())
+    r = run(runner, str(src), "--vpp", "2", "--seg-method", "DecoderLayer", "--json")
+    assert r.exit_code == 0, r.output
+    data = _one_json_object(r.stdout)
+    assert len(data["warnings"]) == 1
+    assert "assign" in data["warnings"][0]
+    assert "warning" in r.stderr.lower() and "assign" in r.stderr
+
+
+def test_warnings_go_to_stderr_with_the_table(runner: CliRunner, tmp_path: Path) -> None:
+    src = write(tmp_path, _with_stray().bytes())
+    r = run(runner, str(src), "--vpp", "2", "--seg-method", "DecoderLayer")
+    assert r.exit_code == 0, r.output
+    warnings = [line.strip() for line in r.stderr.splitlines() if line.strip()]
+    assert warnings and "warning" in warnings[0].lower() and "assign" in r.stderr
+    assert not any(w in r.stdout for w in warnings)
+
+
+def test_quiet_prints_nothing_and_writes_the_output(runner: CliRunner, tmp_path: Path) -> None:
+    src = write(tmp_path, _with_stray().bytes())
+    r = run(runner, str(src), "--vpp", "2", "--seg-method", "DecoderLayer", "--quiet")
+    assert r.exit_code == 0, r.output
+    assert r.stdout == "" and r.stderr == ""
+    assert files(tmp_path) == {"prog.pb", "prog.vpp.pb"}
+
+
+# -- refusals: exit 4, a one-line message naming the problem and the fix, no file -----
+
+
+def _non_contiguous() -> Prog:
+    p = layered([0, 0, 1, 1])
+    p.msg.blocks[0].ops[layer_op(2, 1)].struct_name = "/Model/DecoderLayer/Linear_1/"
+    return p
+
+
+def _two_meshes() -> Prog:
+    p = layered([0, 0, 1, 1])
+    put_on(p, p.msg.blocks[0].ops[layer_op(1, 1)], 1)
+    return p
+
+
+# name: (program, extra args, words naming the problem, pattern naming the fix)
+REFUSALS = {
+    "one stage mesh": (layered([0, 0]), [], [r"\b1\b", "stage"], r"--vpp 1|mesh per stage"),
+    "layer not contiguous": (
+        _non_contiguous(),
+        [],
+        ["DecoderLayer", f"#{layer_op(2, 1)}\\b", "contiguous"],
+        r"--seg-method|struct name",
+    ),
+    "layer on two meshes": (
+        _two_meshes(),
+        [],
+        ["DecoderLayer_1", f"#{layer_op(1, 1)}\\b", "mesh"],
+        r"one (stage )?mesh",
+    ),
+    "no layer matches": (
+        layered([0, 0, 1, 1]),
+        ["--seg-method", "Attention"],
+        ["Attention"],
+        r"--seg-method",
+    ),
+    "stray op with --strict": (
+        _with_stray(),
+        ["--strict"],
+        [f"#{layer_op(2)}\\b", "assign"],
+        r"--strict",
+    ),
+    "manual layout mismatch": (layered([1, 0, 1, 0]), [], [r"1, ?0, ?1, ?0"], r"--vpp|plain"),
+    "layers do not divide": (
+        layered([0, 0, 0, 1, 1, 1]),
+        [],
+        [r"\b6\b"],
+        r"\b1, ?3\b",
+    ),
+    "fewer layers than segments": (
+        layered([0, 0, 1, 1]),
+        ["--vpp", "4"],
+        [r"\b4\b"],
+        r"\b1, ?2\b",  # the V values that would work
+    ),
+    "pp mismatch": (layered([0, 0, 1, 1]), ["--pp", "3"], [r"\b3\b", r"\b2\b"], r"--pp"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSALS))
+def test_refusal_exits_4_names_problem_and_fix_and_writes_nothing(
+    runner: CliRunner, tmp_path: Path, case: str
+) -> None:
+    prog, extra, problem, fix = REFUSALS[case]
+    data = prog.bytes()
+    src = write(tmp_path, data)
+    args = ["--vpp", "2", "--seg-method", "DecoderLayer", *extra]
+    r = run(runner, str(src), *args)
+    assert r.exit_code == 4, r.output
+    assert r.stdout == ""
+    message = r.stderr.strip()
+    assert "\n" not in message, "one line"
+    assert message.startswith("Error:")
+    assert "Traceback" not in r.stderr
+    for word in problem:
+        assert re.search(word, message), f"{word!r} not in {message!r}"
+    assert re.search(fix, message), f"no fix ({fix!r}) in {message!r}"
+    assert files(tmp_path) == {"prog.pb"}
+    assert src.read_bytes() == data
+
+
+def test_refusal_with_json_prints_no_json(runner: CliRunner, tmp_path: Path) -> None:
+    src = write(tmp_path, layered([0, 0, 0, 1, 1, 1]).bytes())
+    r = run(runner, str(src), "--vpp", "2", "--seg-method", "DecoderLayer", "--json")
+    assert r.exit_code == 4
+    assert r.stdout == ""
+    assert r.stderr.startswith("Error:")
+
+
+def test_missing_input_exits_3(runner: CliRunner, tmp_path: Path) -> None:
+    r = run(runner, str(tmp_path / "nope.pb"), "--vpp", "2", "--seg-method", "DecoderLayer")
+    assert r.exit_code == 3
+    assert r.stdout == ""
+    assert "nope.pb" in r.stderr
+    assert files(tmp_path) == set()
+
+
+# -- the table -----------------------------------------------------------------------
+
+
+def _changes(before: bytes, after: bytes) -> tuple[int, int]:
+    a, b = pb.ProgramDesc.FromString(before), pb.ProgramDesc.FromString(after)
+    ops = sum(
+        op_where(x) != op_where(y)
+        for ba, bb in zip(a.blocks, b.blocks)
+        for x, y in zip(ba.ops, bb.ops)
+    )
+    vars_ = sum(
+        x.dist_attr != y.dist_attr
+        for ba, bb in zip(a.blocks, b.blocks)
+        for x, y in zip(ba.vars, bb.vars)
+    )
+    return ops, vars_
+
+
+def _convert_sample(runner: CliRunner, tmp_path: Path, data: bytes) -> tuple[Result, int, int]:
+    """Convert with the table; returns the result and the ops and vars that changed."""
+    src = write(tmp_path, data)
+    r = run(runner, str(src), "--vpp", "2", "--seg-method", "DecoderLayer")
+    assert r.exit_code == 0, r.output
+    ops, vars_ = _changes(data, (tmp_path / "prog.vpp.pb").read_bytes())
+    assert ops > 0 and vars_ > 0
+    return r, ops, vars_
+
+
+def test_table_title_says_pp_vpp_and_mode(
+    runner: CliRunner, tmp_path: Path, sample_bytes: dict
+) -> None:
+    r, _, _ = _convert_sample(runner, tmp_path, sample_bytes[(8, 4)])
+    title = next(line for line in r.stdout.splitlines() if line.strip())
+    assert re.search(r"pp\D{0,3}4\b", title) and re.search(r"vpp\D{0,3}2\b", title), title
+    assert "auto" in title
+
+
+def test_table_title_says_how_many_ops_and_vars_changed(
+    runner: CliRunner, tmp_path: Path, sample_bytes: dict
+) -> None:
+    # "A title line says pp, V, mode, and how many ops and variables changed."
+    r, ops, vars_ = _convert_sample(runner, tmp_path, sample_bytes[(8, 4)])
+    title = next(line for line in r.stdout.splitlines() if line.strip())
+    assert re.search(rf"\b{ops}\b", title) and re.search(rf"\b{vars_}\b", title), title
+
+
+def test_table_output_counts_the_ops_and_vars_that_changed(
+    runner: CliRunner, tmp_path: Path, sample_bytes: dict
+) -> None:
+    r, ops, vars_ = _convert_sample(runner, tmp_path, sample_bytes[(8, 4)])
+    line = next((x for x in r.stdout.splitlines() if re.search(rf"\b{ops}\b", x)), "")
+    assert "op" in line and re.search(rf"\b{vars_}\b", line), r.stdout
+
+
+def test_table_has_one_row_per_segment_in_virtual_stage_order(
+    runner: CliRunner, tmp_path: Path, sample_bytes: dict
+) -> None:
+    src = write(tmp_path, sample_bytes[(8, 4)])
+    r = run(runner, str(src), "--vpp", "2", "--seg-method", "DecoderLayer")
+    rows = [line.split() for line in r.stdout.splitlines() if re.match(r"\s*\d+\s+\d+\s+\d", line)]
+    assert [row[:3] for row in rows] == [[str(k), str(k % 4), str(k // 4)] for k in range(8)]
+    assert [row[4] for row in rows] == ["DecoderLayer"] + [f"DecoderLayer_{k}" for k in range(1, 8)]
+
+
+def test_table_shows_layers_compactly(runner: CliRunner, tmp_path: Path) -> None:
+    src = write(tmp_path, layered([0] * 8 + [1] * 8).bytes())
+    r = run(runner, str(src), "--vpp", "2", "--seg-method", "DecoderLayer", env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    assert "DecoderLayer_4 … DecoderLayer_7 (4)" in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("prog", "seg"),
+    [
+        pytest.param(lambda sb: sb[(8, 4)], "DecoderLayer", id="sample-8x4"),
+        pytest.param(
+            lambda sb: layered(
+                [i // 4 for i in range(16)], layer="TransformerDecoderBlockWithAQuiteLongName"
+            ).bytes(),
+            "TransformerDecoderBlock",
+            id="long-layer-names",
+        ),
+    ],
+)
+def test_table_fits_80_columns(
+    runner: CliRunner, tmp_path: Path, sample_bytes: dict, prog: object, seg: str
+) -> None:
+    src = write(tmp_path, prog(sample_bytes))  # type: ignore[operator]
+    r = run(runner, str(src), "--vpp", "2", "--seg-method", seg, env={"COLUMNS": "80"})
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert len(lines) > 8
+    assert [line for line in lines if len(line) > 80] == []
+
+
+# -- Paddle's example, end to end ----------------------------------------------------
+
+
+def _roles(prog: pb.ProgramDesc) -> list[int]:
+    return [next((a.i for a in o.attrs if a.name == "op_role"), 0) for o in prog.blocks[0].ops]
+
+
+def test_sample_8_layers_pp4_converted_with_vpp2_is_paddles_example(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    src, out = tmp_path / "prog.pb", tmp_path / "prog.vpp.pb"
+    made = runner.invoke(cli, ["sample", "--layers", "8", "--pp", "4", "-o", str(src)])
+    assert made.exit_code == 0, made.output
+    r = run(runner, str(src), "--vpp", "2", "--seg-method", "DecoderLayer")
+    assert r.exit_code == 0, r.output
+    prog = pb.ProgramDesc.FromString(out.read_bytes())
+    ops, roles = prog.blocks[0].ops, _roles(prog)
+    forward = [i for i, role in enumerate(roles) if role in (0, 256)]
+    layer_of = {}
+    for i in forward:
+        m = re.search(r"/DecoderLayer(?:_(\d+))?/", ops[i].struct_name)
+        if m:
+            layer_of[i] = int(m[1] or 0)
+    assert set(layer_of.values()) == set(range(8))
+    # layers 0..3 on stages 0..3 as chunk 0, layers 4..7 on stages 0..3 as chunk 1
+    for i, k in layer_of.items():
+        assert op_where(ops[i]) == ((k % 4,), k // 4), f"op {i} of layer {k}"
+    first, last = min(layer_of), max(layer_of)
+    embedding = [i for i in forward if i < first]
+    tail = [i for i in forward if i > last]
+    assert any(ops[i].type == "lookup_table_v2" for i in embedding)
+    assert all(op_where(ops[i]) == ((0,), 0) for i in embedding)
+    assert {ops[i].type for i in tail} >= {"matmul_v2", "softmax_with_cross_entropy", "mean"}
+    assert all(op_where(ops[i]) == ((3,), 1) for i in tail)
+    # backward ops follow their forward op
+    by_id = {o.id: i for i, o in enumerate(ops)}
+    for o in ops:
+        if o.HasField("forward_op_id"):
+            assert op_where(o) == op_where(ops[by_id[o.forward_op_id]])
+
+
+def test_sample_without_ids_converts_like_the_sample_with_ids(
+    runner: CliRunner, tmp_path: Path, sample_bytes: dict
+) -> None:
+    data = sample_bytes[(8, 4)]
+    stripped = pb.ProgramDesc.FromString(data)
+    for o in stripped.blocks[0].ops:
+        o.ClearField("id")
+        o.ClearField("forward_op_id")
+    a = write(tmp_path, data, "a.pb")
+    b = write(tmp_path, stripped.SerializeToString(), "b.pb")
+    for src in (a, b):
+        r = run(runner, str(src), "--vpp", "2", "--seg-method", "DecoderLayer", "--quiet")
+        assert r.exit_code == 0, r.output
+        assert r.stderr == ""  # no unmapped backward ops to report
+    pa = placements(pb.ProgramDesc.FromString((tmp_path / "a.vpp.pb").read_bytes()))
+    pb_ = placements(pb.ProgramDesc.FromString((tmp_path / "b.vpp.pb").read_bytes()))
+    assert pa == pb_
