@@ -100,34 +100,53 @@ def assign(index: ProgramIndex, plan: Plan, layers: LayerSet) -> Assignment:
 
 class _SubBlocks:
     """Rule 8: an op with a sub_block passes its mesh and chunk id to every op inside,
-    recursively (Paddle goes one level deep), with rule 7 for their variables."""
+    recursively (Paddle goes one level deep), with rule 7 for their variables.
+
+    Each sub-block is walked once, by the first op naming it, depth first in op
+    order, with an explicit stack: nesting depth is not limited by Python's.
+    """
 
     def __init__(self, index: ProgramIndex, a: Assignment) -> None:
         self.index, self.a = index, a
         self.done: set[int] = set()
 
     def enter(self, block: int, op: int, mesh: int | None, chunk: int) -> None:
-        for sub in self.index.blocks[block].ops.sub_blocks.get(op, ()):
-            self._walk(sub, mesh, chunk, (block,))
-
-    def _walk(self, sub: int, mesh: int | None, chunk: int, path: tuple[int, ...]) -> None:
         index = self.index
-        if not 0 < sub < len(index.blocks):
-            raise ConversionError(
-                f"a sub_block attribute in block {path[-1]} points at block {sub}, which does "
-                f"not exist (the program has {len(index.blocks)} blocks); fix the program"
-            )
-        if sub in path:
-            raise ConversionError(
-                f"sub_block attributes form a cycle: blocks {' -> '.join(map(str, path))} -> "
-                f"{sub}; fix the program"
-            )
-        self.done.add(sub)
-        bi = index.blocks[sub]
+        stack = [(block, iter(index.blocks[block].ops.sub_blocks.get(op, ())))]
+        open_blocks = {block}  # blocks on the stack: naming one again is a cycle
+        while stack:
+            parent, subs = stack[-1]
+            sub = next(subs, None)
+            if sub is None:
+                stack.pop()
+                open_blocks.discard(parent)
+                continue
+            self._check(parent, sub, open_blocks)
+            if sub in self.done:
+                continue
+            self.done.add(sub)
+            open_blocks.add(sub)
+            stack.append((sub, self._ops(sub, mesh, chunk)))
+
+    def _ops(self, sub: int, mesh: int | None, chunk: int) -> Iterator[int]:
+        """Place each op of `sub`, yielding the sub-blocks it names before the next op."""
+        bi = self.index.blocks[sub]
         for op in range(bi.n_ops):
-            remesh_and_chunk(index, self.a, sub, op, mesh, chunk)
-            for nested in bi.ops.sub_blocks.get(op, ()):
-                self._walk(nested, mesh, chunk, (*path, sub))
+            remesh_and_chunk(self.index, self.a, sub, op, mesh, chunk)
+            yield from bi.ops.sub_blocks.get(op, ())
+
+    def _check(self, parent: int, sub: int, open_blocks: set[int]) -> None:
+        n = len(self.index.blocks)
+        if not 0 < sub < n:
+            raise ConversionError(
+                f"a sub_block attribute in block {parent} points at block {sub}, which does "
+                f"not exist (the program has {n} blocks); fix the program"
+            )
+        if sub in open_blocks:
+            raise ConversionError(
+                f"sub_block attributes form a cycle through blocks {parent} and {sub}; fix "
+                "the program"
+            )
 
 
 def remesh_and_chunk(

@@ -69,13 +69,13 @@ def convert_program(program: Program, opts: ConvertOptions) -> ConvertResult:
         opts.plan,
         warnings=layers.warnings,
     )
-    _check_ends(index, layers, plan)
     _check_strays(index, layers, plan)
     edges_before = cross_stage_edges(index, stages)
     assignment = assign(index, plan, layers)
     applied = write(index, assignment)
     _read_back(index, applied)
     violations = verify(index, expectation(index, plan, layers, stages, globals_))
+    _refuse_input_problems(violations)
     if violations:
         raise SelfCheckError(_self_check_message(violations))
     fields.write_plan(program.msg, plan)
@@ -114,9 +114,14 @@ def _check_structure(index: ProgramIndex) -> None:
         for op, subs in sorted(o.sub_blocks.items()):
             bad = [s for s in subs if not bi.idx < s < len(msg.blocks)]
             if bad:
+                why = (
+                    f"which does not exist (the program has {len(msg.blocks)} blocks)"
+                    if not 0 <= bad[0] < len(msg.blocks)
+                    else f"which is not a later block than {bi.idx} (a cycle)"
+                )
                 raise ConversionError(
-                    f"{index.op_label(bi.idx, op)} has sub_block {bad[0]}, which is not a later "
-                    f"block of the program ({len(msg.blocks)} blocks); the program is malformed"
+                    f"{index.op_label(bi.idx, op)} has sub_block {bad[0]}, {why}; the program "
+                    "is malformed"
                 )
 
 
@@ -143,33 +148,6 @@ def _first_undeclared(index: ProgramIndex, b: int) -> tuple[int, str]:
                 if index.lookup(b, name) == NO_VAR:
                     return op, name.decode("utf-8", "backslashreplace")
     return 0, "?"
-
-
-def _check_ends(index: ProgramIndex, layers: LayerSet, plan: Plan) -> None:
-    """Forward ops before the first layer keep their mesh in segment 0, ops after the last
-    layer in the last segment: they must already sit on that segment's stage mesh, or the
-    forward pass would run backwards through the pipeline."""
-    block = index.global_block
-    roles, meshes = block.ops.role, block.op_mesh
-    first, last = layers.layers[0].first, layers.layers[-1].last
-    moves_tail = plan.mode == "auto" and plan.placement == "v" and plan.vpp % 2 == 0
-    ends = (
-        ("before the first layer", range(first), plan.segments[0]),
-        ("after the last layer", range(last + 1, block.n_ops), plan.segments[-1]),
-    )
-    for where, ops, seg in ends:
-        if where.startswith("after") and moves_tail:
-            continue
-        want = index.add_mesh(seg.mesh, fields.encode_mesh(seg.mesh))
-        for i in ops:
-            if is_forward(roles[i]) and meshes[i] != want:
-                got = index.meshes[meshes[i]] if meshes[i] != NO_MESH else "no mesh"
-                raise ConversionError(
-                    f"{index.op_label(0, i)} {where} is on {got}, but vppctl keeps these ops "
-                    f"in segment {seg.virtual_stage}, on stage {seg.stage} {seg.mesh}; put it "
-                    "on that stage's mesh (embedding with the first layer, head and loss with "
-                    "the last)"
-                )
 
 
 def _check_strays(index: ProgramIndex, layers: LayerSet, plan: Plan) -> None:
@@ -283,6 +261,30 @@ def _class(index: ProgramIndex, raw: bytes) -> int:
         return NO_MESH
     cls = index.mesh_class(raw)
     return cls if cls != NO_MESH else index.add_mesh(fields.decode_mesh(raw), raw)
+
+
+def _refuse_input_problems(violations: Sequence[Violation]) -> None:
+    """Violations on a converted program that come from the input, not from a bug.
+
+    V001 "no process mesh": an op the rules keep on its mesh had none in the input.
+    V007: layers are placed in program order, but ops outside the layers keep their
+    mesh (rule 6), so an input with the embedding or head on another stage makes the
+    forward pass run backwards.
+    """
+    for v in violations:
+        where = f"block {v.block} op #{v.op} ({v.type})"
+        if v.rule == "V001" and "process mesh" in v.message:
+            raise ConversionError(
+                f"{where} has no process mesh and no rule gives it one; annotate the program "
+                "for pipeline parallelism first (every forward op on its stage mesh)"
+            )
+        if v.rule == "V007":
+            raise ConversionError(
+                f"the forward pass would run backwards through the pipeline: {where} "
+                f"{v.message}; ops outside the layers keep their mesh, so put the ops before "
+                "the first layer on the first stage and those after the last layer on the "
+                "last segment's stage"
+            )
 
 
 def _self_check_message(violations: Sequence[Violation]) -> str:

@@ -100,7 +100,7 @@ def convert_table(r: ConvertResult) -> Table:
         ]
         if show_cost:
             row.append(human(seg.cost))
-        table.add_row(*row)
+        table.add_row(*map(Text, row))
     return table
 
 
@@ -198,13 +198,14 @@ def violations_table(violations: Sequence[Violation]) -> Table:
     table.add_column("Type", no_wrap=True)
     table.add_column("Message")
     for v in violations:
-        table.add_row(
+        cells = (
             v.rule,
             str(v.block) if v.block >= 0 else "-",
             str(v.op) if v.op >= 0 else "-",
             v.type or "-",
             v.message,
         )
+        table.add_row(*map(Text, cells))  # Text: names are not rich markup
     return table
 
 
@@ -224,7 +225,7 @@ def rules_table() -> Table:
     table.add_column("Rule", no_wrap=True)
     table.add_column("Checks")
     for rule, text in RULES.items():
-        table.add_row(rule, text)
+        table.add_row(Text(rule), Text(text))
     return table
 
 
@@ -265,7 +266,7 @@ def render_summary(console: Console, s: Summary) -> None:
     ):
         table.add_column(name, justify=justify, no_wrap=name != "Layers")  # type: ignore[arg-type]
     for st in s.stages:
-        table.add_row(
+        cells = (
             str(st.stage),
             str(st.mesh),
             compact_layers(st.layers) or "-",
@@ -274,4 +275,5 @@ def render_summary(console: Console, s: Summary) -> None:
             str(st.ops["optimizer"]),
             ",".join(map(str, st.chunks)) or "-",
         )
+        table.add_row(*map(Text, cells))
     console.print(table)
