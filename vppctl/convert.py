@@ -199,6 +199,12 @@ def _facts(
     layer_stages = []
     for layer in layers.layers:
         s = stage_of.get(layer.mesh)
+        if layer.mesh == NO_MESH:
+            raise ConversionError(
+                f"{index.op_label(0, layer.first)} of layer {layer.name} has no process mesh; "
+                "annotate the program for pipeline parallelism (every forward op on its stage "
+                "mesh) first"
+            )
         if s is None:
             raise ConversionError(
                 f"layer {layer.name} is on mesh {index.meshes[layer.mesh]}, which is not a "

@@ -180,13 +180,9 @@ def _join_strays(
 
 
 def _mesh_of(index: ProgramIndex, name: str, op: int) -> int:
-    mesh = index.global_block.op_mesh[op]
-    if mesh == NO_MESH:
-        raise ConversionError(
-            f"{index.op_label(0, op)} of layer {name} has no process mesh; annotate the "
-            "program for pipeline parallelism (every forward op on its stage mesh) first"
-        )
-    return mesh
+    """A layer's mesh is its first op's (NO_MESH in an unannotated program: layers are
+    still found, for `inspect`; `convert` refuses them)."""
+    return index.global_block.op_mesh[op]
 
 
 def _two_meshes(index: ProgramIndex, name: str, first: int, op: int, mesh: int) -> None:

@@ -128,6 +128,28 @@ def test_export_without_dist_context(gpt_builder: Callable[..., Any]) -> None:
     assert [op.type for op in back.global_block().ops] == [op.type for op in py_ops]
 
 
+def test_inspect_shows_the_layers_of_an_export_without_dist_context(
+    gpt_builder: Callable[..., Any], tmp_path: Path
+) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from vppctl.cli import cli
+
+    built = gpt_builder(2, 4, complete=False)
+    path = tmp_path / "export.pb"
+    path.write_bytes(bridge.export_program(built.main))
+    result = CliRunner().invoke(cli, ["inspect", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["layers"]["class"] == "DecoderLayer"
+    assert summary["layers"]["count"] == 4
+    assert summary["layout"] == "unannotated"
+    table = CliRunner().invoke(cli, ["inspect", str(path)])
+    assert "layers: DecoderLayer x 4 (detected)" in table.stdout
+
+
 def test_export_with_dist_context_plain_pp(gpt_builder: Callable[..., Any]) -> None:
     built = gpt_builder(2, 4, clip=True)
     program = _parse(bridge.export_program(built.main, built.dist_context))
