@@ -99,7 +99,8 @@ def _int_attr(blob: bytes) -> int:
         except IndexError:
             end = -1
         if end == len(blob):
-            return value - (1 << 64) if value >= 1 << 63 else value
+            value &= 0xFFFFFFFF  # field `i` is an int32: its low 32 bits, as protobuf reads it
+            return value - (1 << 32) if value >= 1 << 31 else value
     attr = pb.OpDesc.Attr.FromString(blob)
     return attr.l if attr.type == pb.LONG else attr.i
 
@@ -152,23 +153,21 @@ def scan_ops(
     for i, blob in enumerate(block.ops):
         try:
             op = parse(blob)
+            role = 0
+            for attr in filter(_ATTRS_READ, op.attrs):
+                if attr[2] == 0x6F:  # op_role / op_callstack
+                    if attr.startswith(_CALLSTACK):
+                        callstacks += 1
+                    else:
+                        role = _int_attr(attr)
+                else:
+                    cols.sub_blocks[i] = _block_attr(attr)
         except DecodeError:
-            raise ProgramFileError(
-                f"not a program: op {i} of block {block_idx} is corrupt (not a valid OpDesc)"
-            ) from None
+            raise _corrupt_op(block_idx, i) from None
         t = op.type
         types(intern(t, t))
         s = op.struct_name
         structs(intern(s, s))
-        role = 0
-        for attr in filter(_ATTRS_READ, op.attrs):
-            if attr[2] == 0x6F:  # op_role / op_callstack
-                if attr.startswith(_CALLSTACK):
-                    callstacks += 1
-                else:
-                    role = _int_attr(attr)
-            else:
-                cols.sub_blocks[i] = _block_attr(attr)
         roles(role)
         d = op.dist_attr
         m = d.process_mesh
@@ -194,22 +193,51 @@ def scan_ops(
     return cols
 
 
+def _corrupt_op(block: int, op: int) -> ProgramFileError:
+    return ProgramFileError(
+        f"not a program: op {op} of block {block} is corrupt (not a valid OpDesc)"
+    )
+
+
+def _corrupt_var(block: int, pos: int) -> ProgramFileError:
+    return ProgramFileError(
+        f"not a program: variable {pos} of block {block} is corrupt (not a valid VarDesc)"
+    )
+
+
+def _scan_op(block: view.LazyBlock, op: int) -> view.ScanOp:
+    try:
+        return view.ScanOp.FromString(block.ops[op])
+    except DecodeError:
+        raise _corrupt_op(block.idx, op) from None
+
+
+def _scan_var(block: view.LazyBlock, pos: int) -> view.ScanVar:
+    try:
+        return view.ScanVar.FromString(block.vars[pos])
+    except DecodeError:
+        raise _corrupt_var(block.idx, pos) from None
+
+
 def op_arguments(block: view.LazyBlock, op: int) -> tuple[list[bytes], list[bytes]]:
     """The input and output argument names of one op (for messages and fallbacks)."""
-    o = view.ScanOp.FromString(block.ops[op])
+    o = _scan_op(block, op)
     return ([a for v in o.inputs for a in v.arguments], [a for v in o.outputs for a in v.arguments])
 
 
 def op_slots(block: view.LazyBlock, op: int) -> dict[str, list[bytes]]:
     """An op's input slots -> argument names (cost estimates read matmul shapes)."""
-    o = view.ScanOp.FromString(block.ops[op])
+    o = _scan_op(block, op)
     return {v.parameter.decode(): list(v.arguments) for v in o.inputs}
 
 
 def var_dims(block: view.LazyBlock, pos: int) -> tuple[int, ...]:
     """The dims of a dense-tensor variable (empty when it has none)."""
-    v = view.ScanVar.FromString(block.vars[pos])
-    t = pb.VarType.FromString(v.type)
+    v = _scan_var(block, pos)
+    try:
+        t = pb.VarType.FromString(v.type)
+    except DecodeError:
+        raise _corrupt_var(block.idx, pos) from None
     if t.HasField("dense_tensor"):
         return tuple(t.dense_tensor.tensor.dims)
     if t.HasField("selected_rows"):
@@ -228,8 +256,26 @@ def decode_mesh(raw: bytes) -> Mesh:
             m = pb.ProcessMesh.FromString(raw)
         except DecodeError:
             raise ProgramFileError("not a program: a process mesh is corrupt") from None
-        mesh = _meshes[raw] = Mesh(tuple(m.shape), tuple(m.process_ids), tuple(m.dim_names))
+        mesh = Mesh(tuple(m.shape), tuple(m.process_ids), tuple(map(_text, m.dim_names)))
+        problem = mesh.problem()
+        if problem:
+            raise ProgramFileError(
+                f"not a valid program: process mesh {_mesh_text(mesh)} is invalid: {problem}; a "
+                "mesh needs distinct non-negative process ids and a shape whose product is their "
+                "number"
+            )
+        _meshes[raw] = mesh
     return mesh
+
+
+def _text(value: str | bytes) -> str:
+    """A string field's value: protobuf hands proto2 strings that are not UTF-8 over as bytes."""
+    return value if isinstance(value, str) else value.decode("utf-8", "backslashreplace")
+
+
+def _mesh_text(mesh: Mesh) -> str:
+    ids = ",".join(map(str, mesh.process_ids[:8])) + ("..." if len(mesh.process_ids) > 8 else "")
+    return f"[{ids}] (shape {list(mesh.shape[:8])})"
 
 
 def encode_mesh(mesh: Mesh) -> bytes:
@@ -251,21 +297,24 @@ def rewrite_ops(block: view.LazyBlock, edits: Iterable[tuple[int, bytes | None, 
     """
     ops = block.ops
     parse = view.EditOp.FromString
-    n = 0
-    for i, mesh, chunk in edits:
-        old = ops[i]
-        op = parse(old)
-        d = op.dist_attr
-        if mesh is not None:
-            d.process_mesh = mesh
-            for entry in (*d.input_dist_attrs, *d.output_dist_attrs):
-                if entry.HasField("tensor_dist_attr"):
-                    entry.tensor_dist_attr.process_mesh = mesh
-        d.chunk_id = chunk
-        new = op.SerializeToString()
-        if new != old:
-            ops[i] = new
-            n += 1
+    n = i = 0
+    try:
+        for i, mesh, chunk in edits:
+            old = ops[i]
+            op = parse(old)
+            d = op.dist_attr
+            if mesh is not None:
+                d.process_mesh = mesh
+                for entry in (*d.input_dist_attrs, *d.output_dist_attrs):
+                    if entry.HasField("tensor_dist_attr"):
+                        entry.tensor_dist_attr.process_mesh = mesh
+            d.chunk_id = chunk
+            new = op.SerializeToString()
+            if new != old:
+                ops[i] = new
+                n += 1
+    except DecodeError:  # the write view reads fields the scan view skips
+        raise _corrupt_op(block.idx, i) from None
     return n
 
 
@@ -275,28 +324,31 @@ def rewrite_vars(
     """Set (mesh, chunk id) on variables: (var index, raw mesh or None, chunk or None)."""
     vars_ = block.vars
     parse = view.EditVar.FromString
-    n = 0
-    for i, mesh, chunk in edits:
-        v = parse(vars_[i])
-        d = v.dist_attr
-        if mesh is not None:
-            d.process_mesh = mesh
-        if chunk is not None:
-            d.chunk_id = chunk
-        vars_[i] = v.SerializeToString()
-        n += 1
+    n = i = 0
+    try:
+        for i, mesh, chunk in edits:
+            v = parse(vars_[i])
+            d = v.dist_attr
+            if mesh is not None:
+                d.process_mesh = mesh
+            if chunk is not None:
+                d.chunk_id = chunk
+            vars_[i] = v.SerializeToString()
+            n += 1
+    except DecodeError:  # the write view reads fields the scan view skips
+        raise _corrupt_var(block.idx, i) from None
     return n
 
 
 def read_op_placement(block: view.LazyBlock, op: int) -> tuple[bytes, int]:
     """(raw mesh, chunk id or -1) of one op, read back from its bytes."""
-    d = view.ScanOp.FromString(block.ops[op]).dist_attr
+    d = _scan_op(block, op).dist_attr
     c = d.chunk_id
     return d.process_mesh, c if c or d.HasField("chunk_id") else -1
 
 
 def read_var_placement(block: view.LazyBlock, pos: int) -> tuple[bytes, int]:
-    d = view.ScanVar.FromString(block.vars[pos]).dist_attr
+    d = _scan_var(block, pos).dist_attr
     c = d.chunk_id
     return d.process_mesh, c if c or d.HasField("chunk_id") else -1
 
@@ -308,7 +360,10 @@ def strip_callstack(block: view.LazyBlock) -> int:
     for i, blob in enumerate(ops):
         if _CALLSTACK not in blob:
             continue
-        op = view.EditOp.FromString(blob)
+        try:
+            op = view.EditOp.FromString(blob)
+        except DecodeError:
+            raise _corrupt_op(block.idx, i) from None
         kept = [a for a in op.attrs if not a.startswith(_CALLSTACK)]
         if len(kept) == len(op.attrs):
             continue
@@ -372,10 +427,10 @@ def read_plan(program: view.LazyProgram) -> RecordedPlan | None:
     return RecordedPlan(
         pp=m.pp,
         vpp=m.vpp,
-        seg_method=m.seg_method,
-        placement=m.placement,
-        mode=m.mode,
-        split=m.split,
-        vppctl_version=m.vppctl_version,
-        segments=tuple((s.stage, s.chunk, tuple(s.layers)) for s in m.segments),
+        seg_method=_text(m.seg_method),
+        placement=_text(m.placement),
+        mode=_text(m.mode),
+        split=_text(m.split),
+        vppctl_version=_text(m.vppctl_version),
+        segments=tuple((s.stage, s.chunk, tuple(map(_text, s.layers))) for s in m.segments),
     )

@@ -69,10 +69,10 @@ class ProgramIndex:
         return b.vars.name[var - b.var_base]
 
     def var_name(self, var: int) -> str:
-        return self.var_name_bytes(var).decode("utf-8", "backslashreplace")
+        return display(self.var_name_bytes(var))
 
     def op_type(self, block: int, op: int) -> str:
-        return self.blocks[block].ops.type[op].decode("utf-8", "backslashreplace")
+        return display(self.blocks[block].ops.type[op])
 
     def op_label(self, block: int, op: int) -> str:
         """How messages name an op: `op #12 (matmul_v2)` or `block 1 op #3 (...)`."""
@@ -138,6 +138,12 @@ class ProgramIndex:
                 ]
             self._stages = (stage_ids, global_ids)
         return list(self._stages[0]), list(self._stages[1])
+
+
+def display(name: bytes) -> str:
+    """A name from the program as messages show it: one line, control characters escaped."""
+    text = name.decode("utf-8", "backslashreplace")
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
 
 
 def _first_appearance(op_mesh: array[int]) -> list[int]:

@@ -12,6 +12,7 @@ ProgramFileError (exit 3) with a one-line reason.
 
 from __future__ import annotations
 
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -49,9 +50,16 @@ def read_program(path: Path) -> Program:
 
 def _read_bytes(path: Path) -> bytes:
     try:
-        size = path.stat().st_size
-        if path.is_dir():
+        st = path.stat()
+        size = st.st_size
+        if stat.S_ISDIR(st.st_mode):
             raise ProgramFileError(f"cannot read {path}: it is a directory, not a program file")
+        if not stat.S_ISREG(st.st_mode):
+            # A FIFO or device would block or never end; its size cannot be checked first.
+            raise ProgramFileError(
+                f"cannot read {path}: it is not a regular file (a pipe or device); write the "
+                "program to a file first"
+            )
         if size > MAX_PROGRAM_BYTES:
             raise ProgramFileError(
                 f"cannot read {path}: it is {size / 2**30:.1f} GiB and protobuf cannot parse a "
@@ -91,7 +99,10 @@ def _text_to_binary(data: bytes, source: str) -> bytes:
     except UnicodeDecodeError:
         raise ProgramFileError(f"cannot load {source}: text format must be UTF-8") from None
     except text_format.ParseError as e:
-        raise ProgramFileError(f"cannot load {source}: not a program in text format: {e}") from None
+        reason = " ".join(str(e).split())  # it quotes the offending line, control characters too
+        raise ProgramFileError(
+            f"cannot load {source}: not a program in text format: {reason}"
+        ) from None
     missing = msg.FindInitializationErrors()  # type: ignore[attr-defined]
     if missing:
         raise ProgramFileError(
@@ -126,7 +137,14 @@ def _check_blocks(msg: view.LazyProgram, source: str) -> None:
 
 def to_full(program: Program) -> pb.ProgramDesc:
     """The whole program decoded through program.proto (for text output and inspection)."""
-    return pb.ProgramDesc.FromString(program.msg.SerializeToString())
+    try:
+        return pb.ProgramDesc.FromString(program.msg.SerializeToString())
+    except DecodeError:
+        # The lazy view leaves ops and variables serialized; decoding them all finds the damage.
+        raise ProgramFileError(
+            f"not a program: {program.source} holds a corrupt op or variable (not a valid "
+            "OpDesc or VarDesc)"
+        ) from None
 
 
 def has_unknown_fields(msg: pb.ProgramDesc) -> bool:

@@ -11,7 +11,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import tempfile
+import signal
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from google.protobuf import text_format
@@ -52,14 +54,17 @@ def write_atomic(path: Path, data: bytes) -> None:
     """Write `data` to `path` so that `path` holds either its old content or all of `data`."""
     directory = path.parent if str(path.parent) else Path(".")
     if not directory.is_dir():
-        raise ProgramFileError(f"cannot write {path}: directory {directory} does not exist")
+        what = "is not a directory" if directory.exists() else "does not exist"
+        raise ProgramFileError(f"cannot write {path}: directory {directory} {what}")
     if path.is_dir():
         raise ProgramFileError(f"cannot write {path}: it is a directory")
     mode = _mode_for(path)
     try:
-        _write_unnamed(directory, path, data, mode)
-    except _NoUnnamedFiles:
-        _write_named(directory, path, data, mode)
+        with _terminate_cleanly():
+            try:
+                _write_unnamed(directory, path, data, mode)
+            except _NoUnnamedFiles:
+                _write_named(directory, path, data, mode)
     except PermissionError:
         raise ProgramFileError(f"cannot write {path}: permission denied") from None
     except OSError as e:
@@ -68,6 +73,31 @@ def write_atomic(path: Path, data: bytes) -> None:
 
 class _NoUnnamedFiles(Exception):
     pass
+
+
+@contextlib.contextmanager
+def _terminate_cleanly() -> Iterator[None]:
+    """While a temporary file exists, SIGTERM exits through the cleanup code (as Ctrl-C does)
+    instead of killing the process on the spot and leaving the file behind."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    try:
+        old = signal.getsignal(signal.SIGTERM)
+    except (AttributeError, ValueError):
+        old = None
+    if old is not signal.SIG_DFL:  # someone else handles SIGTERM: leave it to them
+        yield
+        return
+
+    def terminate(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _mode_for(path: Path) -> int:
@@ -91,18 +121,28 @@ def _write_unnamed(directory: Path, path: Path, data: bytes, mode: int) -> None:
             raise _NoUnnamedFiles from None
         raise
     tmp = _unique_name(directory, path)
+    linking = False
     try:
         _write_all(fd, data)
         os.fchmod(fd, mode)
+        linking = True
         try:
             os.link(f"/proc/self/fd/{fd}", tmp, follow_symlinks=True)
         except OSError as e:
+            linking = False  # no name was made
             if e.errno in _UNSUPPORTED:
                 raise _NoUnnamedFiles from None
             raise
-    finally:
         os.close(fd)
-    _replace(tmp, path)
+        fd = -1
+        os.replace(tmp, path)
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        if linking:  # named but not yet renamed (an error, Ctrl-C or SIGTERM in between)
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+        raise
 
 
 # Errors meaning "this file system or kernel cannot do O_TMPFILE + link": fall back.
@@ -120,27 +160,26 @@ _UNSUPPORTED = frozenset(
 
 
 def _write_named(directory: Path, path: Path, data: bytes, mode: int) -> None:
-    fd, name = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
-    tmp = Path(name)
+    # The name is chosen before the file exists, so that an interrupt arriving just after
+    # it is created still finds the name to remove (tempfile.mkstemp would not say it).
+    tmp = _unique_name(directory, path)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    fd = -1
+    opening = True
     try:
-        try:
-            _write_all(fd, data)
-            os.fchmod(fd, mode)
-        finally:
-            os.close(fd)
-        _replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-
-
-def _replace(tmp: Path, path: Path) -> None:
-    try:
+        fd = os.open(tmp, flags, 0o600)
+        opening = False
+        _write_all(fd, data)
+        os.fchmod(fd, mode)
+        os.close(fd)
+        fd = -1
         os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
+    except BaseException as e:
+        if fd >= 0:
+            os.close(fd)
+        if not (opening and isinstance(e, FileExistsError)):  # that file is not ours
+            with contextlib.suppress(OSError):
+                tmp.unlink()
         raise
 
 

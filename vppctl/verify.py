@@ -9,16 +9,16 @@ result before writing and never writes a program that fails them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from vppctl import fields
 from vppctl.detect import detect_layers
-from vppctl.errors import ConversionError
+from vppctl.errors import ConversionError, UsageError
 from vppctl.fields import NO_VAR, ROLE_BACKWARD, ROLE_LOSS, ROLE_OPTIMIZE
 from vppctl.index import NO_MESH, ForwardOps, ProgramIndex, build_index, loss_op
 from vppctl.layers import LayerSet, find_layers, is_forward
 from vppctl.load import Program
-from vppctl.plan import Placement, place, virtual_stages
+from vppctl.plan import MAX_DEGREE, Placement, place, virtual_stages
 
 RULES: dict[str, str] = {
     "V001": "every op in every block has a process mesh and a chunk id",
@@ -89,7 +89,12 @@ class _Checker:
         return self.vstage.get((stage, self.index.global_block.ops.chunk[op]))
 
     def mesh_str(self, mesh: int) -> str:
-        return str(self.index.meshes[mesh]) if mesh != NO_MESH else "no mesh"
+        if mesh == NO_MESH:
+            return "no mesh"
+        m = self.index.meshes[mesh]
+        # Meshes with the same ids but different shapes differ: show any unusual shape.
+        flat = m.shape == (len(m.process_ids),)
+        return str(m) if flat else f"{m} (shape {list(m.shape)})"
 
 
 def verify(index: ProgramIndex, expect: Expectation) -> list[Violation]:
@@ -152,7 +157,7 @@ def _check_placements(c: _Checker) -> None:
         roles, chunks, meshes = bi.ops.role, bi.ops.chunk, bi.op_mesh
         for op in range(bi.n_ops):
             mesh, chunk = meshes[op], chunks[op]
-            if mesh == NO_MESH or chunk < 0:
+            if mesh == NO_MESH or chunk == -1:
                 what = "process mesh" if mesh == NO_MESH else "chunk id"
                 c.add("V001", bi.idx, op, f"has no {what}")
             elif not 0 <= chunk < vpp:
@@ -218,10 +223,19 @@ def _segments_of(
                 f"segments (again from layer {first.name}); a segment is one run of layers",
             )
         seen.setdefault((stage, chunk), r)
-    for s in range(exp.pp):
-        for ch in range(exp.vpp):
-            if (s, ch) not in seen:
-                c.add("V005", 0, -1, f"stage {s} chunk {ch} holds no layer")
+    if exp.pp * exp.vpp > len(layers):  # listing every empty pair could run to millions
+        c.add(
+            "V005",
+            0,
+            -1,
+            f"{len(layers)} layers cannot fill pp*vpp = {exp.pp}*{exp.vpp} segments, "
+            "so some (stage, chunk) holds no layer",
+        )
+    else:
+        for s in range(exp.pp):
+            for ch in range(exp.vpp):
+                if (s, ch) not in seen:
+                    c.add("V005", 0, -1, f"stage {s} chunk {ch} holds no layer")
     for k, (stage, chunk, ks) in enumerate(runs[: exp.pp * exp.vpp]):
         want = place(k, exp.pp, exp.placement)
         if (stage, chunk) != want:
@@ -281,7 +295,7 @@ def _check_forward_flow(c: _Checker) -> None:
             continue
         for v in block.inputs(op):
             p = producer.get(v, -1) if v >= 0 else -1
-            if p < 0 or p == op:
+            if not 0 <= p < op:  # a variable written later is no flow into this op
                 continue
             theirs = c.op_vstage(p)
             if theirs is not None and theirs > mine:
@@ -324,7 +338,7 @@ def cross_stage_edges(index: ProgramIndex, stage_meshes: Sequence[int]) -> int:
         dst = stage_of.get(meshes[op])
         for v in block.inputs(op):
             p = producer.get(v, -1) if v >= 0 else -1
-            if p >= 0 and dst is not None and stage_of.get(meshes[p], dst) != dst:
+            if 0 <= p < op and dst is not None and stage_of.get(meshes[p], dst) != dst:
                 edges.add((v, dst))
     return len(edges)
 
@@ -399,6 +413,8 @@ def _check_variables(c: _Checker) -> None:
         for v in block.inputs(op):
             if v >= 0:
                 touched[v] = 1
+        for sub in block.ops.sub_blocks.get(op, ()):
+            _touch_block(index, sub, touched, {0})  # a sub-block runs at its op
         for v in block.outputs(op):
             if v < 0 or touched[v]:
                 continue
@@ -420,6 +436,23 @@ def _check_variables(c: _Checker) -> None:
                     f"{c.mesh_str(got[0])} chunk {got[1]}, not {c.mesh_str(want[0])} chunk "
                     f"{want[1]}",
                 )
+
+
+def _touch_block(index: ProgramIndex, b: int, touched: bytearray, seen: set[int]) -> None:
+    """Mark every variable a sub-block (and its nested sub-blocks) reads or writes."""
+    todo = [b]  # a stack, not recursion: sub-blocks may nest thousands deep
+    while todo:
+        b = todo.pop()
+        if not 0 <= b < len(index.blocks) or b in seen:
+            continue
+        seen.add(b)
+        bi = index.blocks[b]
+        for col in (bi.ops.in_var, bi.ops.out_var):
+            for v in col:
+                if v >= 0:
+                    touched[v] = 1
+        for subs in bi.ops.sub_blocks.values():
+            todo.extend(subs)
 
 
 def _no_chunk_ok(index: ProgramIndex, v: int, got: tuple[int, int], want: tuple[int, int]) -> bool:
@@ -475,15 +508,22 @@ def verify_program(
                     "V015", -1, -1, "", f"{label} is {want} but the program has {n_pp} stage meshes"
                 )
             )
+    if recorded and not 1 <= recorded.vpp <= MAX_DEGREE:
+        early.append(
+            Violation(
+                "V012", -1, -1, "", f"the recorded plan's vpp {recorded.vpp} is not a chunk count"
+            )
+        )
+        recorded = replace(recorded, vpp=0)
     n_vpp = vpp or (recorded.vpp if recorded else 0) or _chunks_used(index)
-    if recorded and vpp and recorded.vpp != vpp:
+    if recorded and recorded.vpp and vpp and recorded.vpp != vpp:
         early.append(
             Violation(
                 "V015", -1, -1, "", f"--vpp is {vpp} but the recorded plan says {recorded.vpp}"
             )
         )
     where: Placement = placement or _recorded_placement(recorded)
-    layers, problem = _find(index, seg_method or (recorded.seg_method if recorded else None))
+    layers, problem = _find(index, seg_method, recorded.seg_method if recorded else None)
     if problem:
         early.append(Violation("V005", 0, -1, "", problem))
     expect = Expectation(
@@ -509,17 +549,26 @@ def verify_program(
 
 
 def _chunks_used(index: ProgramIndex) -> int:
-    return 1 + max((c for b in index.blocks for c in b.ops.chunk), default=0)
+    """vpp as the chunk ids imply; ids out of any sane range are left to V002 to report."""
+    return 1 + max((c for b in index.blocks for c in b.ops.chunk if c < MAX_DEGREE), default=0)
 
 
 def _recorded_placement(recorded: fields.RecordedPlan | None) -> Placement:
     return "v" if recorded is not None and recorded.placement == "v" else "loop"
 
 
-def _find(index: ProgramIndex, seg_method: str | None) -> tuple[LayerSet | None, str]:
+def _find(
+    index: ProgramIndex, seg_method: str | None, recorded: str | None
+) -> tuple[LayerSet | None, str]:
     try:
         if seg_method:
             return find_layers(index, seg_method), ""
+        if recorded:
+            return find_layers(index, recorded), ""
         return detect_layers(index), ""
+    except UsageError as e:
+        if seg_method:  # the user's own regex: a usage error (exit 2)
+            raise
+        return None, f"cannot find the layers with the recorded plan's seg_method: {e}"
     except ConversionError as e:
         return None, f"cannot find the layers: {e}"
