@@ -39,10 +39,11 @@ class Assignment:
     mesh_set: bytearray  # var already has its mesh (first writer wins)
     chunk_set: bytearray  # var already has its chunk id
     no_chunk: frozenset[int]  # vars that never get a chunk id
+    vpp: int
     warnings: list[str] = field(default_factory=list)
 
     @classmethod
-    def start(cls, index: ProgramIndex) -> Assignment:
+    def start(cls, index: ProgramIndex, vpp: int) -> Assignment:
         names = ((v, n) for bi in index.blocks for v, n in enumerate(bi.vars.name, bi.var_base))
         return cls(
             op_mesh=[array("q", b.op_mesh) for b in index.blocks],
@@ -53,6 +54,7 @@ class Assignment:
             mesh_set=bytearray(index.n_vars),
             chunk_set=bytearray(index.n_vars),
             no_chunk=frozenset(v for v, n in names if NO_CHUNK_NAME in n),
+            vpp=vpp,
         )
 
     def place_op(self, block: int, op: int, mesh: int | None, chunk: int) -> None:
@@ -66,6 +68,17 @@ class Assignment:
             self.op_mesh[block][op] = mesh
             self.moved[block][op] = 1
         self.op_chunk[block][op] = chunk
+
+    def copied_chunk(self, index: ProgramIndex, v: int) -> int:
+        """A variable's chunk id for an op that follows it (none = 0); refuses a chunk id
+        outside [0, vpp), which only a broken annotation can leave on a variable."""
+        c = self.var_chunk[v]
+        if c >= self.vpp:
+            raise ConversionError(
+                f"variable {index.var_name(v)} has chunk id {c}, outside [0, {self.vpp}), and "
+                "no rule gives it a new one; fix its dist_attr (plain-PP programs have chunk 0)"
+            )
+        return max(c, 0)
 
     def set_var(self, v: int, mesh: int, chunk: int) -> None:
         """An output takes (mesh, chunk) unless an earlier writer set them."""
@@ -90,12 +103,23 @@ class ApplyResult:
 
 def assign(index: ProgramIndex, plan: Plan, layers: LayerSet) -> Assignment:
     """Run the rule passes in order; returns the assignment (nothing written yet)."""
-    a = Assignment.start(index)
+    a = Assignment.start(index, plan.vpp)
     walker = _SubBlocks(index, a)
     AssignForward(index, plan, layers, a, walker).run()
     AssignBackward(index, a, walker).run()
     AssignOptimizer(index, a, walker).run()
+    _chunk_unreached(index, a, walker.done)
     return a
+
+
+def _chunk_unreached(index: ProgramIndex, a: Assignment, reached: set[int]) -> None:
+    """Ops of sub-blocks that no op names keep their mesh and get chunk 0 (the rule for
+    ops of any other role), so that every op ends with a valid chunk id."""
+    for bi in index.blocks[1:]:
+        if bi.idx not in reached:
+            chunks = a.op_chunk[bi.idx]
+            for op in range(bi.n_ops):
+                chunks[op] = 0
 
 
 class _SubBlocks:
@@ -301,7 +325,7 @@ class AssignBackward:
         self.unmapped.append(i)
         for v in self.block.inputs(i):
             if v >= 0 and a.var_mesh[v] != NO_MESH:
-                return a.var_mesh[v], max(a.var_chunk[v], 0)
+                return a.var_mesh[v], a.copied_chunk(self.index, v)
         return a.op_mesh[0][i], 0
 
     def _forward_var(self, v: int) -> tuple[int, int]:
@@ -341,7 +365,7 @@ class AssignOptimizer:
                 mesh, chunk = a.op_mesh[0][i], 0
             elif params.get(i, -1) >= 0:
                 p = params[i]
-                mesh, chunk = a.var_mesh[p], max(a.var_chunk[p], 0)
+                mesh, chunk = a.var_mesh[p], a.copied_chunk(index, p)
             else:
                 mesh, chunk = self._clip_source(i, stage_set)
             a.place_op(0, i, mesh if mesh != NO_MESH else None, chunk)
@@ -358,7 +382,7 @@ class AssignOptimizer:
             return own, 0
         for v in self.index.global_block.inputs(i):
             if v >= 0 and a.var_mesh[v] in stage_set:
-                return a.var_mesh[v], max(a.var_chunk[v], 0)
+                return a.var_mesh[v], a.copied_chunk(self.index, v)
         return own, 0
 
 

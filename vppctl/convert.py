@@ -61,6 +61,7 @@ def convert_program(program: Program, opts: ConvertOptions) -> ConvertResult:
     _check_structure(index)
     stages, globals_ = index.stage_meshes()
     _check_pp(stages, opts.plan)
+    _check_meshes(index, stages, globals_)
     layers = _layers(index, opts)
     costs = layer_costs(index, layers, opts.plan.cost)
     plan = make_plan(
@@ -75,7 +76,7 @@ def convert_program(program: Program, opts: ConvertOptions) -> ConvertResult:
     applied = write(index, assignment)
     _read_back(index, applied)
     violations = verify(index, expectation(index, plan, layers, stages, globals_))
-    _refuse_input_problems(violations)
+    _refuse_input_problems(index, violations)
     if violations:
         raise SelfCheckError(_self_check_message(violations))
     fields.write_plan(program.msg, plan)
@@ -123,6 +124,37 @@ def _check_structure(index: ProgramIndex) -> None:
                     f"{index.op_label(bi.idx, op)} has sub_block {bad[0]}, {why}; the program "
                     "is malformed"
                 )
+
+
+def _check_meshes(index: ProgramIndex, stages: Sequence[int], globals_: Sequence[int]) -> None:
+    """Every op and variable is on a stage mesh, a global mesh, or none (V003's premise)."""
+    allowed = {*stages, *globals_, NO_MESH}
+    for bi in index.blocks:
+        odd = set(bi.op_mesh) - allowed
+        if odd:
+            op = next(i for i, m in enumerate(bi.op_mesh) if m in odd)
+            raise ConversionError(
+                f"{index.op_label(bi.idx, op)} is on {_mesh_text(index, bi.op_mesh[op])}, "
+                f"which is neither a stage mesh ({_stage_list(index, stages)}) nor a global "
+                "mesh; annotate every op with its stage's mesh"
+            )
+    odd = set(index.var_mesh) - allowed
+    if odd:
+        v = next(i for i, m in enumerate(index.var_mesh) if m in odd)
+        raise ConversionError(
+            f"variable {index.var_name(v)} is on {_mesh_text(index, index.var_mesh[v])}, which "
+            f"is neither a stage mesh ({_stage_list(index, stages)}) nor a global mesh; "
+            "annotate every variable with its stage's mesh"
+        )
+
+
+def _mesh_text(index: ProgramIndex, mesh: int) -> str:
+    m = index.meshes[mesh]
+    return f"mesh {m} (shape {list(m.shape)})"
+
+
+def _stage_list(index: ProgramIndex, stages: Sequence[int]) -> str:
+    return " ".join(str(index.meshes[m]) for m in stages)
 
 
 def _check_sections(index: ProgramIndex) -> None:
@@ -269,13 +301,14 @@ def _class(index: ProgramIndex, raw: bytes) -> int:
     return cls if cls != NO_MESH else index.add_mesh(fields.decode_mesh(raw), raw)
 
 
-def _refuse_input_problems(violations: Sequence[Violation]) -> None:
+def _refuse_input_problems(index: ProgramIndex, violations: Sequence[Violation]) -> None:
     """Violations on a converted program that come from the input, not from a bug.
 
     V001 "no process mesh": an op the rules keep on its mesh had none in the input.
     V007: layers are placed in program order, but ops outside the layers keep their
     mesh (rule 6), so an input with the embedding or head on another stage makes the
-    forward pass run backwards.
+    forward pass run backwards. V011 at a forward op: the op kept its mesh (outside the
+    layers, or manual mode) and the input had its output variable on another mesh.
     """
     for v in violations:
         where = f"block {v.block} op #{v.op} ({v.type})"
@@ -283,6 +316,17 @@ def _refuse_input_problems(violations: Sequence[Violation]) -> None:
             raise ConversionError(
                 f"{where} has no process mesh and no rule gives it one; annotate the program "
                 "for pipeline parallelism first (every forward op on its stage mesh)"
+            )
+        if (
+            v.rule == "V011"
+            and "writes" in v.message
+            and v.type
+            and not v.type.endswith(("_grad", "sum", "grad_add"))
+        ):
+            raise ConversionError(
+                f"{where} {v.message}: the input's annotation is inconsistent (a variable "
+                "should sit on the mesh of the op that writes it, and ops outside the layers "
+                "or in an interleaved program keep their mesh); fix the variable's dist_attr"
             )
         if v.rule == "V007":
             raise ConversionError(
