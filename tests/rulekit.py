@@ -116,7 +116,7 @@ def convert(
             strict=strict,
         ),
     )
-    out = program.msg.SerializeToString()
+    out = program.to_bytes()
     return Converted(
         result=result,
         before=pb.ProgramDesc.FromString(data),

@@ -49,6 +49,8 @@ PATHS = ["unnamed", "named"] if HAS_TMPFILE else ["named"]
 def _force_path(monkeypatch: pytest.MonkeyPatch, path: str) -> None:
     if path == "named":
         monkeypatch.delattr(os, "O_TMPFILE", raising=False)
+    else:  # forget an earlier test's failed link: save stops trying unnamed files after one
+        monkeypatch.setattr(save, "_unnamed_failed", False)
 
 
 def _setup(tmp_path: Path) -> tuple[Path, Path, int]:

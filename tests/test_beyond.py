@@ -37,7 +37,7 @@ def convert(data: bytes, **plan: object) -> tuple[bytes, object]:
         program,
         ConvertOptions(plan=PlanOptions(**plan), seg_method=seg),  # type: ignore[arg-type]
     )
-    return program.msg.SerializeToString(), result
+    return program.to_bytes(), result
 
 
 # -- detection -----------------------------------------------------------------

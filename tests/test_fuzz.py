@@ -116,7 +116,7 @@ def _converted(data: bytes, vpp: int) -> bytes:
 
     program = parse_program(data)
     convert_program(program, ConvertOptions(plan=PlanOptions(vpp=vpp)))
-    return program.msg.SerializeToString()
+    return program.to_bytes()
 
 
 def _text(data: bytes) -> bytes:

@@ -31,7 +31,7 @@ def converted(case: str, placement: str = "loop") -> bytes:
     program = parse_program((REFERENCE / f"{case}_plain.pb").read_bytes())
     plan = PlanOptions(vpp=vpp_of(case), placement=placement)  # type: ignore[arg-type]
     convert_program(program, ConvertOptions(plan=plan, seg_method="DecoderLayer"))
-    return program.msg.SerializeToString()
+    return program.to_bytes()
 
 
 def test_reference_programs_are_present() -> None:

@@ -68,7 +68,7 @@ def test_samples_are_binary_and_one_tiny_text_program() -> None:
 @pytest.mark.parametrize("name", FILES)
 def test_each_sample_is_a_program(name: str) -> None:
     program = read_program(SAMPLES / name)
-    assert len(program.msg.blocks[0].ops) > 0
+    assert len(program.blocks[0].ops) > 0
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))

@@ -31,7 +31,7 @@ from vppctl.verify import RULES, Violation, verify_program
 def converted(data: bytes, vpp: int, **plan: object) -> bytes:
     program = parse_program(data)
     convert_program(program, ConvertOptions(plan=PlanOptions(vpp=vpp, **plan)))  # type: ignore[arg-type]
-    return program.msg.SerializeToString()
+    return program.to_bytes()
 
 
 def violations(data: bytes, **kw: object) -> list[Violation]:

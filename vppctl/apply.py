@@ -94,10 +94,8 @@ class Assignment:
 
 @dataclass(frozen=True)
 class ApplyResult:
-    ops_changed: int
+    ops_changed: int  # ops whose bytes changed
     vars_changed: int
-    changed_ops: tuple[tuple[int, ...], ...]  # per block
-    changed_vars: tuple[int, ...]
     warnings: tuple[str, ...]
 
 
@@ -229,7 +227,7 @@ class AssignForward:
     def run(self) -> None:
         index, plan, a = self.index, self.plan, self.a
         block = index.global_block
-        roles, op_layer = block.ops.role, self.layers.op_layer
+        op_layer = self.layers.op_layer
         layer_segment = plan.layer_segment()
         seg_mesh = [index.add_mesh(s.mesh, fields.encode_mesh(s.mesh)) for s in plan.segments]
         seg_chunk = [s.chunk for s in plan.segments]
@@ -238,9 +236,7 @@ class AssignForward:
         move_tail = auto and plan.placement == "v" and plan.vpp % 2 == 0
         first_op = self.layers.layers[0].first
         subs = block.ops.sub_blocks
-        for i in range(block.n_ops):
-            if not is_forward(roles[i]):
-                continue
+        for i in block.forward_ops:
             k = op_layer[i]
             if k != NO_LAYER:
                 seg = layer_segment[k]
@@ -387,27 +383,29 @@ class AssignOptimizer:
 
 
 def write(index: ProgramIndex, a: Assignment) -> ApplyResult:
-    """The one write pass: rewrite the ops and variables whose mesh or chunk id changed."""
-    msg = index.program.msg
-    changed_ops = []
-    n_ops = 0
-    for bi, block in zip(index.blocks, msg.blocks):
-        b = bi.idx
-        edits = list(_op_edits(index, a, b))
-        n_ops += fields.rewrite_ops(block, edits)
-        changed_ops.append(tuple(e[0] for e in edits))
-    changed_vars: list[int] = []
-    for bi, block in zip(index.blocks, msg.blocks):
-        edits_v = list(_var_edits(index, a, bi.var_base, len(bi.vars)))
-        fields.rewrite_vars(block, ((v - bi.var_base, m, c) for v, m, c in edits_v))
-        changed_vars += [e[0] for e in edits_v]
-    return ApplyResult(
-        ops_changed=n_ops,
-        vars_changed=len(changed_vars),
-        changed_ops=tuple(changed_ops),
-        changed_vars=tuple(changed_vars),
-        warnings=tuple(a.warnings),
-    )
+    """The one write pass: rewrite the ops and variables whose mesh or chunk id changed,
+    then make `index` describe the written program (it now holds the new placements)."""
+    program = index.program
+    n_ops = n_vars = 0
+    for bi, block in zip(index.blocks, program.blocks):
+        n_ops += fields.rewrite_ops(block, _op_edits(index, a, bi.idx))
+        base = bi.var_base
+        edits = _var_edits(index, a, base, len(bi.vars))
+        n_vars += fields.rewrite_vars(block, ((v - base, m, c) for v, m, c in edits))
+    _adopt(index, a)
+    return ApplyResult(ops_changed=n_ops, vars_changed=n_vars, warnings=tuple(a.warnings))
+
+
+def _adopt(index: ProgramIndex, a: Assignment) -> None:
+    """The index takes the assignment's placements: exactly what `write` put in the bytes
+    (the tests re-read written programs to check that)."""
+    for bi in index.blocks:
+        bi.op_mesh = a.op_mesh[bi.idx]
+        bi.ops.chunk = a.op_chunk[bi.idx]
+        n = len(bi.vars)
+        bi.vars.chunk = a.var_chunk[bi.var_base : bi.var_base + n]
+    index.var_mesh = a.var_mesh
+    index.var_chunks = a.var_chunk
 
 
 def _op_edits(

@@ -448,7 +448,7 @@ def dump(prog: Path, output: Path | None, strip_callstack: bool) -> None:
     if strip_callstack:
         from vppctl.fields import strip_callstack as strip
 
-        saved = sum(strip(b) for b in program.msg.blocks)
+        saved = sum(strip(b) for b in program.blocks)
     if output is None:
         data, warnings = serialize(program, Path("stdout.pbtxt"))
         sys.stdout.write(data.decode("utf-8"))

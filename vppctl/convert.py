@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from vppctl import fields
-from vppctl.apply import ApplyResult, assign, write
+from vppctl.apply import assign, write
 from vppctl.cost import LayerCosts, layer_costs, param_elements
 from vppctl.detect import detect_layers
 from vppctl.errors import ConversionError, SelfCheckError
@@ -74,15 +74,14 @@ def convert_program(program: Program, opts: ConvertOptions) -> ConvertResult:
     edges_before = cross_stage_edges(index, stages)
     assignment = assign(index, plan, layers)
     applied = write(index, assignment)
-    _read_back(index, applied)
     violations = verify(index, expectation(index, plan, layers, stages, globals_))
     _refuse_input_problems(index, violations)
     if violations:
         raise SelfCheckError(_self_check_message(violations))
-    fields.write_plan(program.msg, plan)
+    fields.write_plan(program.header, plan)
     saved = None
     if opts.strip_callstack:
-        saved = sum(fields.strip_callstack(b) for b in program.msg.blocks)
+        saved = sum(fields.strip_callstack(b) for b in program.blocks)
     return ConvertResult(
         plan=plan,
         stats=segment_stats(index, plan, stages),
@@ -100,7 +99,7 @@ def convert_program(program: Program, opts: ConvertOptions) -> ConvertResult:
 def _check_structure(index: ProgramIndex) -> None:
     """Refuse malformed programs up front (what verify reports as V013 and V014), and
     programs whose global block has forward ops after its backward section starts."""
-    msg = index.program.msg
+    n_blocks = len(index.blocks)
     if index.problems:
         raise ConversionError(f"the program is malformed: {index.problems[0]}")
     _check_sections(index)
@@ -113,11 +112,11 @@ def _check_structure(index: ProgramIndex) -> None:
                 f"in block {bi.idx} or its ancestors; the program is malformed (export it again)"
             )
         for op, subs in sorted(o.sub_blocks.items()):
-            bad = [s for s in subs if not bi.idx < s < len(msg.blocks)]
+            bad = [s for s in subs if not bi.idx < s < n_blocks]
             if bad:
                 why = (
-                    f"which does not exist (the program has {len(msg.blocks)} blocks)"
-                    if not 0 <= bad[0] < len(msg.blocks)
+                    f"which does not exist (the program has {n_blocks} blocks)"
+                    if not 0 <= bad[0] < n_blocks
                     else f"which is not a later block than {bi.idx} (a cycle)"
                 )
                 raise ConversionError(
@@ -175,7 +174,7 @@ def _first_undeclared(index: ProgramIndex, b: int) -> tuple[int, str]:
     bi = index.blocks[b]
     for op in range(bi.n_ops):
         if NO_VAR in bi.inputs(op) or NO_VAR in bi.outputs(op):
-            ins, outs = fields.op_arguments(index.program.msg.blocks[b], op)
+            ins, outs = fields.op_arguments(index.program.blocks[b], op)
             for name in (*ins, *outs):
                 if index.lookup(b, name) == NO_VAR:
                     return op, name.decode("utf-8", "backslashreplace")
@@ -244,8 +243,7 @@ def _facts(
                 "put each layer on one stage's mesh"
             )
         layer_stages.append(s)
-    roles = index.global_block.ops.role
-    forward_end = 1 + max(i for i in range(index.global_block.n_ops) if is_forward(roles[i]))
+    forward_end = 1 + index.global_block.forward_ops[-1]
     return LayerFacts(
         names=tuple(layer.name for layer in layers.layers),
         first_ops=tuple(layer.first for layer in layers.layers),
@@ -276,29 +274,6 @@ def expectation(
         layers=layers,
         plan_segments=tuple((s.stage, s.chunk, s.layers) for s in plan.segments),
     )
-
-
-def _read_back(index: ProgramIndex, applied: ApplyResult) -> None:
-    """Refresh the index from the bytes just written, so verify checks what was written."""
-    msg = index.program.msg
-    for bi, block, changed in zip(index.blocks, msg.blocks, applied.changed_ops):
-        for op in changed:
-            raw, chunk = fields.read_op_placement(block, op)
-            bi.op_mesh[op] = _class(index, raw)
-            bi.ops.chunk[op] = chunk
-    for v in applied.changed_vars:
-        bi = index.blocks[index.var_block[v]]
-        raw, chunk = fields.read_var_placement(msg.blocks[bi.idx], v - bi.var_base)
-        index.var_mesh[v] = _class(index, raw)
-        index.var_chunks[v] = chunk
-        bi.vars.chunk[v - bi.var_base] = chunk
-
-
-def _class(index: ProgramIndex, raw: bytes) -> int:
-    if not raw:
-        return NO_MESH
-    cls = index.mesh_class(raw)
-    return cls if cls != NO_MESH else index.add_mesh(fields.decode_mesh(raw), raw)
 
 
 def _refuse_input_problems(index: ProgramIndex, violations: Sequence[Violation]) -> None:

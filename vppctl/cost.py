@@ -16,7 +16,7 @@ from vppctl import fields
 from vppctl.detect import detect_layers
 from vppctl.errors import ConversionError
 from vppctl.index import ProgramIndex, build_index
-from vppctl.layers import NO_LAYER, LayerSet, find_layers, is_forward
+from vppctl.layers import NO_LAYER, LayerSet, find_layers
 from vppctl.load import Program
 from vppctl.plan import CostKind, balanced_sizes, segment_costs, uniform_sizes
 
@@ -31,10 +31,13 @@ class LayerCosts:
 
 
 def param_elements(index: ProgramIndex, v: int) -> int:
-    """Elements of a variable (unknown -1 dims count as 1)."""
-    b = index.blocks[index.var_block[v]]
-    dims = fields.var_dims(index.program.msg.blocks[b.idx], v - b.var_base)
-    return math.prod(abs(d) for d in dims) if dims else 0
+    """Elements of a variable (unknown -1 dims count as 1); memoised on the index."""
+    n = index.elements.get(v)
+    if n is None:
+        b = index.blocks[index.var_block[v]]
+        dims = fields.var_dims(index.program.blocks[b.idx], v - b.var_base)
+        n = index.elements[v] = math.prod(abs(d) for d in dims) if dims else 0
+    return n
 
 
 def layer_costs(index: ProgramIndex, layers: LayerSet, kind: CostKind) -> LayerCosts:
@@ -43,9 +46,7 @@ def layer_costs(index: ProgramIndex, layers: LayerSet, kind: CostKind) -> LayerC
     first = layers.layers[0].first
     seen: set[int] = set()
     is_param = _param_flags(index)
-    for op in range(block.n_ops):
-        if not is_forward(block.ops.role[op]):
-            continue
+    for op in block.forward_ops:
         k = layers.op_layer[op]
         slot = k + 1 if k != NO_LAYER else (0 if op < first else len(costs) - 1)
         if kind == "ops":
@@ -72,7 +73,7 @@ def matmul_flops(index: ProgramIndex, op: int) -> int:
     block = index.global_block
     if block.ops.type[op] not in MATMULS:
         return 0
-    msg = index.program.msg.blocks[0]
+    msg = index.program.blocks[0]
     slots = fields.op_slots(msg, op)
     x, y = _dims(index, slots.get("X")), _dims(index, slots.get("Y"))
     if len(x) < 1 or len(y) < 2:
@@ -89,7 +90,7 @@ def _dims(index: ProgramIndex, names: list[bytes] | None) -> tuple[int, ...]:
     if v < 0:
         return ()
     b = index.blocks[index.var_block[v]]
-    dims = fields.var_dims(index.program.msg.blocks[b.idx], v - b.var_base)
+    dims = fields.var_dims(index.program.blocks[b.idx], v - b.var_base)
     return tuple(abs(d) for d in dims)
 
 
@@ -110,7 +111,7 @@ def segment_forward_costs(
             f"--pp {pp} does not match the program, which has {len(stages)} stage meshes; drop --pp"
         )
     pp = len(stages)
-    recorded = fields.read_plan(program.msg)
+    recorded = fields.read_plan(program.header)
     pattern = seg_method or (recorded.seg_method if recorded else None)
     layers = find_layers(index, pattern) if pattern else detect_layers(index)
     costs = layer_costs(index, layers, "flops")

@@ -29,6 +29,7 @@ from vppctl import __version__
 from vppctl import program_pb2 as pb
 from vppctl import view_pb2 as view
 from vppctl.errors import ProgramFileError
+from vppctl.load import Block
 from vppctl.mesh import Mesh
 from vppctl.plan import Plan
 
@@ -52,8 +53,8 @@ class OpColumns:
     struct: list[bytes] = field(default_factory=list)
     mesh: list[bytes] = field(default_factory=list)  # raw ProcessMesh bytes, b"" = none
     chunk: array[int] = field(default_factory=lambda: array("q"))  # -1 = none
-    op_id: dict[int, int] = field(default_factory=dict)  # op index -> id, when present
-    forward_op_id: dict[int, int] = field(default_factory=dict)
+    op_id: array[int] = field(default_factory=lambda: array("q"))  # -1 = none
+    forward_op_id: array[int] = field(default_factory=lambda: array("q"))  # -1 = none
     sub_blocks: dict[int, list[int]] = field(default_factory=dict)  # op -> block indices
     in_off: array[int] = field(default_factory=lambda: array("q", [0]))
     in_var: array[int] = field(default_factory=lambda: array("q"))
@@ -112,85 +113,97 @@ def _block_attr(blob: bytes) -> list[int]:
     return [attr.block_idx]
 
 
-def scan_vars(block: view.LazyBlock, block_idx: int) -> VarColumns:
+def scan_vars(block: Block, block_idx: int) -> VarColumns:
     """Read every variable of `block` into columns."""
     cols = VarColumns()
     parse = view.ScanVar.FromString
     names, meshes, chunks = cols.name.append, cols.mesh.append, cols.chunk.append
     persistable, is_param = cols.persistable.append, cols.is_parameter.append
-    for pos, blob in enumerate(block.vars):
-        try:
+    interned: dict[bytes, bytes] = {}
+    intern = interned.setdefault
+    pos = 0
+    try:
+        for pos, blob in enumerate(block.vars):  # noqa: B007 (pos names a corrupt var)
             v = parse(blob)
-        except DecodeError:
-            raise ProgramFileError(
-                f"not a program: variable {pos} of block {block_idx} is corrupt "
-                "(not a valid VarDesc)"
-            ) from None
-        names(v.name)
-        d = v.dist_attr
-        meshes(d.process_mesh)
-        c = d.chunk_id
-        chunks(c if c or d.HasField("chunk_id") else -1)
-        persistable(v.persistable)
-        is_param(v.is_parameter)
+            names(v.name)
+            d = v.dist_attr
+            m = d.process_mesh
+            meshes(intern(m, m))
+            chunks(d.chunk_id)  # -1 when absent (the view's default)
+            persistable(v.persistable)
+            is_param(v.is_parameter)
+    except DecodeError:
+        raise _corrupt_var(block_idx, pos) from None
     return cols
 
 
-def scan_ops(
-    block: view.LazyBlock, block_idx: int, lookup: Callable[[bytes, int], int]
-) -> OpColumns:
-    """Read every op of `block` into columns; `lookup(name, default)` gives a var id."""
+def scan_ops(block: Block, block_idx: int, lookup: Callable[[bytes, int], int]) -> OpColumns:
+    """Read every op of `block` into columns; `lookup(name, default)` gives a var id.
+
+    This loop runs once per op of the program, so it is written for speed: one
+    parse through the narrow ScanOp view, whose `inputs`/`outputs` hold all of an
+    op's argument names at once, bound methods in locals, and lists turned into
+    arrays at the end.
+    """
     cols = OpColumns()
     parse = view.ScanOp.FromString
     types, roles, structs = cols.type.append, cols.role.append, cols.struct.append
     meshes, chunks = cols.mesh.append, cols.chunk.append
-    in_ext, out_ext = cols.in_var.extend, cols.out_var.extend
-    in_off, out_off = cols.in_off.append, cols.out_off.append
-    in_var, out_var = cols.in_var, cols.out_var
+    op_ids, forward_ids = cols.op_id.append, cols.forward_op_id.append
+    in_var: list[int] = []
+    out_var: list[int] = []
+    in_ext, out_ext = in_var.extend, out_var.extend
+    in_off: list[int] = [0]
+    out_off: list[int] = [0]
+    in_end, out_end = in_off.append, out_off.append
     interned: dict[bytes, bytes] = {}
     intern = interned.setdefault
-    callstacks = 0
-    for i, blob in enumerate(block.ops):
-        try:
+    callstacks = i = 0
+    try:
+        for i, blob in enumerate(block.ops):
             op = parse(blob)
             role = 0
             for attr in filter(_ATTRS_READ, op.attrs):
-                if attr[2] == 0x6F:  # op_role / op_callstack
+                if attr.startswith(_ROLE_PREFIX) and len(attr) == 13:  # the usual role < 128
+                    role = attr[12] if attr[12] < 0x80 else _int_attr(attr)
+                elif attr[2] == 0x6F:  # op_role (other encodings) / op_callstack
                     if attr.startswith(_CALLSTACK):
                         callstacks += 1
                     else:
                         role = _int_attr(attr)
                 else:
                     cols.sub_blocks[i] = _block_attr(attr)
-        except DecodeError:
-            raise _corrupt_op(block_idx, i) from None
-        t = op.type
-        types(intern(t, t))
-        s = op.struct_name
-        structs(intern(s, s))
-        roles(role)
-        d = op.dist_attr
-        m = d.process_mesh
-        meshes(intern(m, m))
-        c = d.chunk_id
-        chunks(c if c or d.HasField("chunk_id") else -1)
-        if op.HasField("id"):
-            cols.op_id[i] = op.id
-        if op.HasField("forward_op_id"):
-            cols.forward_op_id[i] = op.forward_op_id
-        for v in op.inputs:
-            in_ext(map(lookup, v.arguments, _MINUS_ONES))
-        in_off(len(in_var))
-        for v in op.outputs:
-            out_ext(map(lookup, v.arguments, _MINUS_ONES))
-        out_off(len(out_var))
-        if role & ROLE_OPTIMIZE:
-            for v in op.inputs:
-                if v.parameter == b"Param" and v.arguments:
-                    cols.param[i] = lookup(v.arguments[0], NO_VAR)
-                    break
+            roles(role)
+            t = op.type
+            types(intern(t, t))
+            s = op.struct_name
+            structs(intern(s, s))
+            d = op.dist_attr
+            m = d.process_mesh
+            meshes(intern(m, m))
+            chunks(d.chunk_id)  # -1 when absent, as are the ids (the view's defaults)
+            op_ids(op.id)
+            forward_ids(op.forward_op_id)
+            in_ext(map(lookup, op.inputs.arguments, _MINUS_ONES))
+            in_end(len(in_var))
+            out_ext(map(lookup, op.outputs.arguments, _MINUS_ONES))
+            out_end(len(out_var))
+            if role & ROLE_OPTIMIZE:
+                cols.param[i] = _param_input(blob, lookup)
+    except DecodeError:
+        raise _corrupt_op(block_idx, i) from None
+    cols.in_var, cols.out_var = array("q", in_var), array("q", out_var)
+    cols.in_off, cols.out_off = array("q", in_off), array("q", out_off)
     cols.callstack_ops = callstacks
     return cols
+
+
+def _param_input(blob: bytes, lookup: Callable[[bytes, int], int]) -> int:
+    """The var id of an optimizer op's `Param` input, or NO_VAR."""
+    for v in view.SlotOp.FromString(blob).inputs:
+        if v.parameter == b"Param" and v.arguments:
+            return lookup(v.arguments[0], NO_VAR)
+    return NO_VAR
 
 
 def _corrupt_op(block: int, op: int) -> ProgramFileError:
@@ -205,33 +218,40 @@ def _corrupt_var(block: int, pos: int) -> ProgramFileError:
     )
 
 
-def _scan_op(block: view.LazyBlock, op: int) -> view.ScanOp:
+def _slot_op(block: Block, op: int) -> view.SlotOp:
+    try:
+        return view.SlotOp.FromString(block.ops[op])
+    except DecodeError:
+        raise _corrupt_op(block.idx, op) from None
+
+
+def _scan_op(block: Block, op: int) -> view.ScanOp:
     try:
         return view.ScanOp.FromString(block.ops[op])
     except DecodeError:
         raise _corrupt_op(block.idx, op) from None
 
 
-def _scan_var(block: view.LazyBlock, pos: int) -> view.ScanVar:
+def _scan_var(block: Block, pos: int) -> view.ScanVar:
     try:
         return view.ScanVar.FromString(block.vars[pos])
     except DecodeError:
         raise _corrupt_var(block.idx, pos) from None
 
 
-def op_arguments(block: view.LazyBlock, op: int) -> tuple[list[bytes], list[bytes]]:
+def op_arguments(block: Block, op: int) -> tuple[list[bytes], list[bytes]]:
     """The input and output argument names of one op (for messages and fallbacks)."""
     o = _scan_op(block, op)
-    return ([a for v in o.inputs for a in v.arguments], [a for v in o.outputs for a in v.arguments])
+    return list(o.inputs.arguments), list(o.outputs.arguments)
 
 
-def op_slots(block: view.LazyBlock, op: int) -> dict[str, list[bytes]]:
+def op_slots(block: Block, op: int) -> dict[str, list[bytes]]:
     """An op's input slots -> argument names (cost estimates read matmul shapes)."""
-    o = _scan_op(block, op)
+    o = _slot_op(block, op)
     return {v.parameter.decode(): list(v.arguments) for v in o.inputs}
 
 
-def var_dims(block: view.LazyBlock, pos: int) -> tuple[int, ...]:
+def var_dims(block: Block, pos: int) -> tuple[int, ...]:
     """The dims of a dense-tensor variable (empty when it has none)."""
     v = _scan_var(block, pos)
     try:
@@ -289,14 +309,18 @@ def program_meshes(program: view.LazyProgram) -> list[bytes]:
     return list(program.process_meshes)
 
 
-def rewrite_ops(block: view.LazyBlock, edits: Iterable[tuple[int, bytes | None, int]]) -> int:
+def rewrite_ops(block: Block, edits: Iterable[tuple[int, bytes | None, int]]) -> int:
     """Set (mesh, chunk id) on ops: (op index, raw mesh or None to keep, chunk id).
 
     A mesh also replaces the meshes in the op's per-input and per-output tensor
-    dist attrs. Returns the number of ops whose bytes changed.
+    dist attrs. Those stay serialized, and a program has few distinct ones, so
+    each is rewritten once and then looked up. Returns the number of ops whose
+    bytes changed.
     """
     ops = block.ops
     parse = view.EditOp.FromString
+    retensor = _Rewriter()
+    done = retensor.done
     n = i = 0
     try:
         for i, mesh, chunk in edits:
@@ -305,9 +329,12 @@ def rewrite_ops(block: view.LazyBlock, edits: Iterable[tuple[int, bytes | None, 
             d = op.dist_attr
             if mesh is not None:
                 d.process_mesh = mesh
-                for entry in (*d.input_dist_attrs, *d.output_dist_attrs):
-                    if entry.HasField("tensor_dist_attr"):
-                        entry.tensor_dist_attr.process_mesh = mesh
+                for entries in (d.input_dist_attrs, d.output_dist_attrs):
+                    for entry in entries:
+                        t = entry.tensor_dist_attr
+                        if t:
+                            new_t = done.get((t, mesh, None))
+                            entry.tensor_dist_attr = new_t or retensor(t, mesh, None)
             d.chunk_id = chunk
             new = op.SerializeToString()
             if new != old:
@@ -319,41 +346,50 @@ def rewrite_ops(block: view.LazyBlock, edits: Iterable[tuple[int, bytes | None, 
 
 
 def rewrite_vars(
-    block: view.LazyBlock, edits: Iterable[tuple[int, bytes | None, int | None]]
+    block: Block, edits: Iterable[tuple[int, bytes | None, int | None]]
 ) -> int:
-    """Set (mesh, chunk id) on variables: (var index, raw mesh or None, chunk or None)."""
+    """Set (mesh, chunk id) on variables: (var index, raw mesh or None, chunk or None).
+    Returns the number of variables whose bytes changed."""
     vars_ = block.vars
     parse = view.EditVar.FromString
+    retensor = _Rewriter()
     n = i = 0
     try:
         for i, mesh, chunk in edits:
-            v = parse(vars_[i])
-            d = v.dist_attr
-            if mesh is not None:
-                d.process_mesh = mesh
-            if chunk is not None:
-                d.chunk_id = chunk
-            vars_[i] = v.SerializeToString()
-            n += 1
+            if mesh is None and chunk is None:
+                continue
+            old = vars_[i]
+            v = parse(old)
+            v.dist_attr = retensor(v.dist_attr, mesh, chunk)
+            new = v.SerializeToString()
+            if new != old:
+                vars_[i] = new
+                n += 1
     except DecodeError:  # the write view reads fields the scan view skips
         raise _corrupt_var(block.idx, i) from None
     return n
 
 
-def read_op_placement(block: view.LazyBlock, op: int) -> tuple[bytes, int]:
-    """(raw mesh, chunk id or -1) of one op, read back from its bytes."""
-    d = _scan_op(block, op).dist_attr
-    c = d.chunk_id
-    return d.process_mesh, c if c or d.HasField("chunk_id") else -1
+class _Rewriter:
+    """Serialized TensorDistAttr -> the same with a new mesh and/or chunk id, memoised."""
+
+    def __init__(self) -> None:
+        self.done: dict[tuple[bytes, bytes | None, int | None], bytes] = {}
+
+    def __call__(self, old: bytes, mesh: bytes | None, chunk: int | None) -> bytes:
+        key = (old, mesh, chunk)
+        new = self.done.get(key)
+        if new is None:
+            t = view.EditTensorDist.FromString(old)
+            if mesh is not None:
+                t.process_mesh = mesh
+            if chunk is not None:
+                t.chunk_id = chunk
+            new = self.done[key] = t.SerializeToString()
+        return new
 
 
-def read_var_placement(block: view.LazyBlock, pos: int) -> tuple[bytes, int]:
-    d = _scan_var(block, pos).dist_attr
-    c = d.chunk_id
-    return d.process_mesh, c if c or d.HasField("chunk_id") else -1
-
-
-def strip_callstack(block: view.LazyBlock) -> int:
+def strip_callstack(block: Block) -> int:
     """Drop `op_callstack` attrs from every op of `block`; returns the bytes saved."""
     ops = block.ops
     saved = 0

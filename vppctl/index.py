@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from vppctl import fields
-from vppctl.fields import EMPTY_NAMES, EMPTY_VAR, NO_VAR, OpColumns, VarColumns
+from vppctl.fields import EMPTY_NAMES, EMPTY_VAR, NO_VAR, ROLE_LOSS, OpColumns, VarColumns
 from vppctl.load import Program
 from vppctl.mesh import Mesh, stage_meshes
 
@@ -28,6 +28,7 @@ class BlockIndex:
     var_base: int  # program-wide id of this block's var 0
     op_mesh: array[int]  # mesh-class id per op, NO_MESH when it has none
     names: dict[bytes, int]  # var name -> program-wide var id (this block's own vars)
+    forward_ops: list[int] = field(default_factory=list)  # forward ops, in order
 
     @property
     def n_ops(self) -> int:
@@ -54,6 +55,8 @@ class ProgramIndex:
     var_block: array[int] = field(default_factory=lambda: array("q"))
     var_mesh: array[int] = field(default_factory=lambda: array("q"))  # mesh class per var
     var_chunks: array[int] = field(default_factory=lambda: array("q"))  # chunk per var, -1 none
+    first_writers: dict[int, int] | None = None  # see verify.first_forward_writers
+    elements: dict[int, int] = field(default_factory=dict)  # see cost.param_elements
     problems: list[str] = field(default_factory=list)  # structural problems found
 
     @property
@@ -152,12 +155,11 @@ def _first_appearance(op_mesh: array[int]) -> list[int]:
 
 def build_index(program: Program) -> ProgramIndex:
     """Scan every block of `program` once into a ProgramIndex."""
-    msg = program.msg
     index = ProgramIndex(program=program, blocks=[], meshes=[], mesh_raw=[], program_meshes=[])
-    for raw in fields.program_meshes(msg):
+    for raw in fields.program_meshes(program.header):
         index.program_meshes.append(index.add_mesh(fields.decode_mesh(raw), raw))
     var_block = index.var_block
-    for b, block in enumerate(msg.blocks):
+    for b, block in enumerate(program.blocks):
         vars_ = fields.scan_vars(block, b)
         base = len(var_block)
         names = {n: base + i for i, n in enumerate(vars_.name)}
@@ -175,19 +177,20 @@ def build_index(program: Program) -> ProgramIndex:
         )
         if len(names) != len(vars_):
             index.problems.append(f"block {b} declares a variable name twice")
+        for empty in EMPTY_NAMES:  # "" and @EMPTY@ name no variable
+            names.setdefault(empty, EMPTY_VAR)
     index.var_mesh = array("q", _classes(index, (m for bi in index.blocks for m in bi.vars.mesh)))
     for bi in index.blocks:
         index.var_chunks.extend(bi.vars.chunk)
-    for bi, block in zip(index.blocks, msg.blocks):
+    for bi, block in zip(index.blocks, program.blocks):
         bi.ops = fields.scan_ops(block, bi.idx, _lookup_for(index, bi))
         bi.op_mesh = array("q", _classes(index, bi.ops.mesh))
+        bi.forward_ops = [i for i, r in enumerate(bi.ops.role) if r == 0 or r == ROLE_LOSS]
     return index
 
 
 def _lookup_for(index: ProgramIndex, bi: BlockIndex) -> Callable[[bytes, int], int]:
-    own = dict(bi.names)
-    for empty in EMPTY_NAMES:
-        own.setdefault(empty, EMPTY_VAR)
+    own = bi.names
     if bi.parent < 0:
         return own.get
 
@@ -219,12 +222,12 @@ class ForwardOps:
     def __init__(self, index: ProgramIndex) -> None:
         self.index = index
         block = self.block = index.global_block
-        roles = block.ops.role
-        self.by_id = {oid: i for i, oid in block.ops.op_id.items() if _is_forward(roles[i])}
+        ids = block.ops.op_id
+        self.by_id = {ids[i]: i for i in block.forward_ops if ids[i] >= 0}
         self._by_output: dict[tuple[bytes, bytes], int] | None = None
 
     def of(self, op: int) -> int | None:
-        f = self.by_id.get(self.block.ops.forward_op_id.get(op, -1))
+        f = self.by_id.get(self.block.ops.forward_op_id[op])
         return f if f is not None else self._infer(op)
 
     def _infer(self, op: int) -> int | None:
@@ -246,17 +249,12 @@ class ForwardOps:
     def _forward_outputs(self) -> dict[tuple[bytes, bytes], int]:
         block, index = self.block, self.index
         out: dict[tuple[bytes, bytes], int] = {}
-        for i in range(block.n_ops):
-            if _is_forward(block.ops.role[i]):
-                t = block.ops.type[i]
-                for v in block.outputs(i):
-                    if v >= 0:
-                        out.setdefault((t, index.var_name_bytes(v)), i)
+        for i in block.forward_ops:
+            t = block.ops.type[i]
+            for v in block.outputs(i):
+                if v >= 0:
+                    out.setdefault((t, index.var_name_bytes(v)), i)
         return out
-
-
-def _is_forward(role: int) -> bool:
-    return role in (0, 256)
 
 
 def loss_op(index: ProgramIndex) -> int | None:

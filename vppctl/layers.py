@@ -72,7 +72,7 @@ def find_layers(
     regex = compile_seg_method(pattern)
     names = _layer_names(index, regex.search, pattern)
     block = index.global_block
-    roles, n_ops = block.ops.role, block.n_ops
+    n_ops = block.n_ops
     op_layer = array("q", [NO_LAYER]) * n_ops
     order: dict[str, int] = {}
     firsts: list[int] = []
@@ -80,9 +80,7 @@ def find_layers(
     meshes: list[int] = []
     current = NO_LAYER
     struct, op_mesh = block.ops.struct, block.op_mesh
-    for i in range(n_ops):
-        if not is_forward(roles[i]):
-            continue
+    for i in block.forward_ops:
         name = names.get(struct[i])
         if name is None:
             continue

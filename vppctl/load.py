@@ -1,9 +1,12 @@
 """Load: program bytes on disk -> a `Program` in memory.
 
 A program is loaded through the lazy view (`view.proto`): blocks are decoded,
-their ops and variables stay serialized until the engine needs them. Saving an
-unchanged program therefore gives back the bytes it was loaded from, fields
-vppctl does not know included.
+their ops and variables stay serialized, one `bytes` per op or variable in a
+Python list, until the engine needs them. A rewritten op replaces its list
+entry (the old bytes are freed), and saving writes the lists back out in
+protobuf's canonical order. Saving an unchanged program therefore gives back
+the bytes it was loaded from, fields vppctl does not know included, and memory
+stays near the file size.
 
 Binary protobuf by default; protobuf text format when the path ends in
 `.pbtxt`, `.textproto` or `.txtpb`. Anything that is not a program is a
@@ -13,6 +16,7 @@ ProgramFileError (exit 3) with a one-line reason.
 from __future__ import annotations
 
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,14 +32,93 @@ TEXT_SUFFIXES = (".pbtxt", ".textproto", ".txtpb")
 MAX_PROGRAM_BYTES = 2**31 - 1
 
 
+# Tags of BlockDesc.vars (3) and BlockDesc.ops (4), length-delimited, and of ProgramDesc.blocks.
+_VAR_TAG, _OP_TAG, _BLOCK_TAG = b"\x1a", b"\x22", b"\x0a"
+_CHUNK = 1 << 13  # ops or vars joined per piece when saving
+
+
+@dataclass
+class Block:
+    """One block: its ops and variables as serialized messages, and its other fields."""
+
+    idx: int
+    parent_idx: int
+    ops: list[bytes]
+    vars: list[bytes]
+    head: bytes  # the serialized fields before `vars` (idx, parent_idx)
+    tail: bytes  # the serialized fields after `ops` (forward_block_idx, unknown fields)
+
+    def size(self) -> int:
+        """Bytes of this block's serialized message."""
+        return (len(self.head) + _fields_size(self.vars) + _fields_size(self.ops)
+                + len(self.tail))
+
+    def chunks(self, size: int | None = None) -> Iterator[bytes]:
+        """The block as a `ProgramDesc.blocks` field, in pieces (`size`: its size, if known)."""
+        yield _BLOCK_TAG + varint(self.size() if size is None else size) + self.head
+        for prefixes, items in ((_VAR_PREFIX, self.vars), (_OP_PREFIX, self.ops)):
+            for start in range(0, len(items), _CHUNK):
+                parts: list[bytes] = []
+                add = parts.append
+                for item in items[start:start + _CHUNK]:
+                    n = len(item)
+                    add(prefixes[n] if n < _PREFIXED else prefixes[0][:1] + varint(n))
+                    add(item)
+                yield b"".join(parts)
+        yield self.tail
+
+
 @dataclass
 class Program:
-    """A loaded program: the lazy message, and where it came from."""
+    """A loaded program: its blocks, its other fields, and where it came from."""
 
-    msg: view.LazyProgram
+    blocks: list[Block]
+    header: view.LazyProgram  # every ProgramDesc field but `blocks`
     source: str = "<memory>"
     size: int = 0
     warnings: list[str] = field(default_factory=list)
+
+    def chunks(self, sizes: list[int] | None = None) -> Iterator[bytes]:
+        """The serialized program, in pieces (protobuf's canonical field order); `sizes`:
+        the blocks' sizes, if known."""
+        for k, block in enumerate(self.blocks):
+            yield from block.chunks(None if sizes is None else sizes[k])
+        yield self.header.SerializeToString()
+
+    def byte_size(self, sizes: list[int] | None = None) -> int:
+        sizes = [b.size() for b in self.blocks] if sizes is None else sizes
+        return sum(1 + len(varint(n)) + n for n in sizes) + self.header.ByteSize()
+
+    def to_bytes(self) -> bytes:
+        return b"".join(self.chunks())
+
+
+def varint(n: int) -> bytes:
+    """Protobuf's base-128 encoding of a non-negative int."""
+    if n < 0x80:
+        return _SMALL[n]
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+_SMALL = [bytes((n,)) for n in range(0x80)]
+# Tag and length of a var or op field of n bytes, for n < _PREFIXED (nearly all of them).
+_PREFIXED = 1 << 14
+_VAR_PREFIX = [_VAR_TAG + varint(n) for n in range(_PREFIXED)]
+_OP_PREFIX = [_OP_TAG + varint(n) for n in range(_PREFIXED)]
+_LENGTH_SIZE = bytes(1 if n < 0x80 else 2 for n in range(_PREFIXED))  # bytes of varint(n)
+
+
+def _fields_size(items: list[bytes]) -> int:
+    """Bytes of a repeated length-delimited field with one-byte tags."""
+    lengths = list(map(len, items))
+    if not lengths or max(lengths) < _PREFIXED:
+        return len(items) + sum(lengths) + sum(map(_LENGTH_SIZE.__getitem__, lengths))
+    return len(items) + sum(n + len(varint(n)) for n in lengths)
 
 
 def is_text_path(path: Path) -> bool:
@@ -45,7 +128,10 @@ def is_text_path(path: Path) -> bool:
 def read_program(path: Path) -> Program:
     """Load a program file (binary or text by extension); ProgramFileError (exit 3) if not."""
     data = _read_bytes(path)
-    return parse_program(data, source=str(path), text=is_text_path(path))
+    size = len(data)
+    msg = _parse(data, source=str(path), text=is_text_path(path))
+    del data  # the lazy message holds its own copy; free the file's before splitting it
+    return _split(msg, source=str(path), size=size)
 
 
 def _read_bytes(path: Path) -> bytes:
@@ -77,6 +163,29 @@ def _read_bytes(path: Path) -> bytes:
 
 def parse_program(data: bytes, *, source: str = "<memory>", text: bool = False) -> Program:
     """Parse program bytes; ProgramFileError (exit 3) when they do not hold a program."""
+    return _split(_parse(data, source=source, text=text), source=source, size=len(data))
+
+
+def _split(msg: view.LazyProgram, *, source: str, size: int) -> Program:
+    """Move each block's ops and variables out of the lazy message into Python lists."""
+    blocks = []
+    for lazy in msg.blocks:
+        ops, vars_ = list(lazy.ops), list(lazy.vars)
+        del lazy.ops[:]
+        del lazy.vars[:]
+        head = view.LazyBlock(idx=lazy.idx, parent_idx=lazy.parent_idx).SerializeToString()
+        rest = lazy.SerializeToString()
+        if not rest.startswith(head):  # pragma: no cover - protobuf writes fields in order
+            raise AssertionError("idx and parent_idx are not the first fields of a block")
+        blocks.append(Block(idx=lazy.idx, parent_idx=lazy.parent_idx, ops=ops, vars=vars_,
+                            head=head, tail=rest[len(head):]))
+    del msg.blocks[:]
+    header = view.LazyProgram()
+    header.CopyFrom(msg)  # a fresh, small message: the big one's memory is freed with it
+    return Program(blocks=blocks, header=header, source=source, size=size)
+
+
+def _parse(data: bytes, *, source: str, text: bool) -> view.LazyProgram:
     empty = not data.strip() if text else not data
     if empty:
         raise ProgramFileError(f"cannot load {source}: the file is empty, not a program")
@@ -90,7 +199,7 @@ def parse_program(data: bytes, *, source: str = "<memory>", text: bool = False) 
             "or corrupt bytes); check that it is a serialized ProgramDesc"
         ) from None
     _check_blocks(msg, source)
-    return Program(msg=msg, source=source, size=len(data))
+    return msg
 
 
 def _text_to_binary(data: bytes, source: str) -> bytes:
@@ -138,7 +247,7 @@ def _check_blocks(msg: view.LazyProgram, source: str) -> None:
 def to_full(program: Program) -> pb.ProgramDesc:
     """The whole program decoded through program.proto (for text output and inspection)."""
     try:
-        return pb.ProgramDesc.FromString(program.msg.SerializeToString())
+        return pb.ProgramDesc.FromString(program.to_bytes())
     except DecodeError:
         # The lazy view leaves ops and variables serialized; decoding them all finds the damage.
         raise ProgramFileError(

@@ -13,21 +13,22 @@ import errno
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from google.protobuf import text_format
 from google.protobuf.message import EncodeError
 
 from vppctl.errors import ProgramFileError
-from vppctl.load import Program, has_unknown_fields, is_text_path, to_full
+from vppctl.load import MAX_PROGRAM_BYTES, Program, has_unknown_fields, is_text_path, to_full
 
 
 def serialize(program: Program, path: Path) -> tuple[bytes, list[str]]:
     """The bytes to write for `path` (binary or text by extension), and any warnings."""
     try:
         if not is_text_path(path):
-            return program.msg.SerializeToString(), []
+            _check_size(program, path)
+            return program.to_bytes(), []
         full = to_full(program)
         warnings = []
         if has_unknown_fields(full):
@@ -44,14 +45,39 @@ def serialize(program: Program, path: Path) -> tuple[bytes, list[str]]:
 
 
 def write_program(program: Program, path: Path) -> tuple[int, list[str]]:
-    """Serialize and write atomically; returns (bytes written, warnings)."""
-    data, warnings = serialize(program, path)
-    write_atomic(path, data)
-    return len(data), warnings
+    """Serialize and write atomically; returns (bytes written, warnings).
+
+    A binary program is written in pieces straight from its blocks, never held
+    whole in memory a second time.
+    """
+    if is_text_path(path):
+        data, warnings = serialize(program, path)
+        write_atomic(path, data)
+        return len(data), warnings
+    sizes = [b.size() for b in program.blocks]
+    size = _check_size(program, path, sizes)
+    write_atomic(path, lambda: program.chunks(sizes))
+    return size, []
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write `data` to `path` so that `path` holds either its old content or all of `data`."""
+def _check_size(program: Program, path: Path, sizes: list[int] | None = None) -> int:
+    size = program.byte_size(sizes)
+    if size > MAX_PROGRAM_BYTES:
+        raise ProgramFileError(
+            f"cannot write {path}: the program would be {size / 2**30:.1f} GiB and protobuf "
+            "cannot read a message of 2 GiB or more; use --strip-callstack"
+        )
+    return size
+
+
+Data = bytes | Callable[[], Iterable[bytes]]  # the bytes, or a function giving them in pieces
+
+
+def write_atomic(path: Path, data: Data) -> None:
+    """Write `data` to `path` so that `path` holds either its old content or all of `data`.
+
+    `data` is bytes, or a function returning the bytes in pieces (called again if
+    the first way of writing has to fall back to the second)."""
     directory = path.parent if str(path.parent) else Path(".")
     if not directory.is_dir():
         what = "is not a directory" if directory.exists() else "does not exist"
@@ -109,10 +135,10 @@ def _mode_for(path: Path) -> int:
         return 0o666 & ~umask
 
 
-def _write_unnamed(directory: Path, path: Path, data: bytes, mode: int) -> None:
+def _write_unnamed(directory: Path, path: Path, data: Data, mode: int) -> None:
     """Linux O_TMPFILE: the data has no name until complete, so even SIGKILL leaves nothing."""
     flag = getattr(os, "O_TMPFILE", 0)
-    if not flag or not os.path.isdir("/proc/self/fd"):
+    if not flag or _unnamed_failed or not os.path.isdir("/proc/self/fd"):
         raise _NoUnnamedFiles
     try:
         fd = os.open(directory, flag | os.O_WRONLY, mode)
@@ -131,6 +157,7 @@ def _write_unnamed(directory: Path, path: Path, data: bytes, mode: int) -> None:
         except OSError as e:
             linking = False  # no name was made
             if e.errno in _UNSUPPORTED:
+                _remember_unnamed_failed()
                 raise _NoUnnamedFiles from None
             raise
         os.close(fd)
@@ -143,6 +170,14 @@ def _write_unnamed(directory: Path, path: Path, data: bytes, mode: int) -> None:
             with contextlib.suppress(OSError):
                 tmp.unlink()
         raise
+
+
+_unnamed_failed = False  # set once linking an unnamed file failed: do not write twice again
+
+
+def _remember_unnamed_failed() -> None:
+    global _unnamed_failed
+    _unnamed_failed = True
 
 
 # Errors meaning "this file system or kernel cannot do O_TMPFILE + link": fall back.
@@ -159,7 +194,7 @@ _UNSUPPORTED = frozenset(
 )
 
 
-def _write_named(directory: Path, path: Path, data: bytes, mode: int) -> None:
+def _write_named(directory: Path, path: Path, data: Data, mode: int) -> None:
     # The name is chosen before the file exists, so that an interrupt arriving just after
     # it is created still finds the name to remove (tempfile.mkstemp would not say it).
     tmp = _unique_name(directory, path)
@@ -183,11 +218,12 @@ def _write_named(directory: Path, path: Path, data: bytes, mode: int) -> None:
         raise
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view_ = memoryview(data)
-    while view_:
-        n = os.write(fd, view_[: 1 << 26])
-        view_ = view_[n:]
+def _write_all(fd: int, data: Data) -> None:
+    for piece in (data,) if isinstance(data, bytes) else data():
+        view_ = memoryview(piece)
+        while view_:
+            n = os.write(fd, view_[: 1 << 26])
+            view_ = view_[n:]
     os.fsync(fd)
 
 

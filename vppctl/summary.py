@@ -127,7 +127,7 @@ def summarize(program: Program, seg_method: str | None = None) -> Summary:
         layer_class=layers.layer_class if layers else "",
         n_layers=len(layers) if layers else 0,
         layers_note=note,
-        plan=fields.read_plan(program.msg),
+        plan=fields.read_plan(program.header),
         callstack_ops=sum(bi.ops.callstack_ops for bi in index.blocks),
         unplaced_ops=unplaced,
     )

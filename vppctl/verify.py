@@ -286,10 +286,8 @@ def _names(names: Sequence[str]) -> str:
 def _check_forward_flow(c: _Checker) -> None:
     """V007: a forward op never reads a variable made on a later virtual stage."""
     block = c.index.global_block
-    producer = _first_forward_writers(c.index)
-    for op in range(block.n_ops):
-        if not is_forward(block.ops.role[op]):
-            continue
+    producer = first_forward_writers(c.index)
+    for op in block.forward_ops:
         mine = c.op_vstage(op)
         if mine is None:
             continue
@@ -310,15 +308,20 @@ def _check_forward_flow(c: _Checker) -> None:
                 break
 
 
-def _first_forward_writers(index: ProgramIndex) -> dict[int, int]:
-    block = index.global_block
-    out: dict[int, int] = {}
-    for op in range(block.n_ops):
-        if is_forward(block.ops.role[op]):
-            for v in block.outputs(op):
+def first_forward_writers(index: ProgramIndex) -> dict[int, int]:
+    """Variable -> the first forward op of the global block that writes it (memoised: it
+    depends on the program's structure only, not on placements)."""
+    if index.first_writers is None:
+        block = index.global_block
+        o = block.ops
+        out: dict[int, int] = {}
+        setdefault = out.setdefault
+        for op in block.forward_ops:
+            for v in o.out_var[o.out_off[op] : o.out_off[op + 1]]:
                 if v >= 0:
-                    out.setdefault(v, op)
-    return out
+                    setdefault(v, op)
+        index.first_writers = out
+    return index.first_writers
 
 
 def cross_stage_edges(index: ProgramIndex, stage_meshes: Sequence[int]) -> int:
@@ -329,16 +332,16 @@ def cross_stage_edges(index: ProgramIndex, stage_meshes: Sequence[int]) -> int:
     """
     block = index.global_block
     stage_of = {m: s for s, m in enumerate(stage_meshes)}
-    producer = _first_forward_writers(index)
+    producer = first_forward_writers(index)
     edges: set[tuple[int, int]] = set()
     meshes = block.op_mesh
-    for op in range(block.n_ops):
-        if not is_forward(block.ops.role[op]):
-            continue
+    for op in block.forward_ops:
         dst = stage_of.get(meshes[op])
+        if dst is None:
+            continue
         for v in block.inputs(op):
             p = producer.get(v, -1) if v >= 0 else -1
-            if 0 <= p < op and dst is not None and stage_of.get(meshes[p], dst) != dst:
+            if 0 <= p < op and stage_of.get(meshes[p], dst) != dst:
                 edges.add((v, dst))
     return len(edges)
 
@@ -497,7 +500,7 @@ def verify_program(
 ) -> VerifyReport:
     """Check an annotated program; expectations come from the options, then the recorded plan."""
     index = build_index(program)
-    recorded = fields.read_plan(program.msg)
+    recorded = fields.read_plan(program.header)
     stages, globals_ = index.stage_meshes()
     early: list[Violation] = []
     n_pp = len(stages)

@@ -36,6 +36,40 @@ class LazyBlock(_message.Message):
 
 class ScanOp(_message.Message):
     __slots__ = ("inputs", "outputs", "type", "attrs", "struct_name", "dist_attr", "id", "forward_op_id")
+    INPUTS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUTS_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    ATTRS_FIELD_NUMBER: _ClassVar[int]
+    STRUCT_NAME_FIELD_NUMBER: _ClassVar[int]
+    DIST_ATTR_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    FORWARD_OP_ID_FIELD_NUMBER: _ClassVar[int]
+    inputs: ScanArgs
+    outputs: ScanArgs
+    type: bytes
+    attrs: _containers.RepeatedScalarFieldContainer[bytes]
+    struct_name: bytes
+    dist_attr: ScanOpDist
+    id: int
+    forward_op_id: int
+    def __init__(self, inputs: _Optional[_Union[ScanArgs, _Mapping]] = ..., outputs: _Optional[_Union[ScanArgs, _Mapping]] = ..., type: _Optional[bytes] = ..., attrs: _Optional[_Iterable[bytes]] = ..., struct_name: _Optional[bytes] = ..., dist_attr: _Optional[_Union[ScanOpDist, _Mapping]] = ..., id: _Optional[int] = ..., forward_op_id: _Optional[int] = ...) -> None: ...
+
+class ScanArgs(_message.Message):
+    __slots__ = ("arguments",)
+    ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
+    arguments: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, arguments: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class ScanOpDist(_message.Message):
+    __slots__ = ("process_mesh", "chunk_id")
+    PROCESS_MESH_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_ID_FIELD_NUMBER: _ClassVar[int]
+    process_mesh: bytes
+    chunk_id: int
+    def __init__(self, process_mesh: _Optional[bytes] = ..., chunk_id: _Optional[int] = ...) -> None: ...
+
+class SlotOp(_message.Message):
+    __slots__ = ("inputs", "outputs")
     class Var(_message.Message):
         __slots__ = ("parameter", "arguments")
         PARAMETER_FIELD_NUMBER: _ClassVar[int]
@@ -45,29 +79,9 @@ class ScanOp(_message.Message):
         def __init__(self, parameter: _Optional[bytes] = ..., arguments: _Optional[_Iterable[bytes]] = ...) -> None: ...
     INPUTS_FIELD_NUMBER: _ClassVar[int]
     OUTPUTS_FIELD_NUMBER: _ClassVar[int]
-    TYPE_FIELD_NUMBER: _ClassVar[int]
-    ATTRS_FIELD_NUMBER: _ClassVar[int]
-    STRUCT_NAME_FIELD_NUMBER: _ClassVar[int]
-    DIST_ATTR_FIELD_NUMBER: _ClassVar[int]
-    ID_FIELD_NUMBER: _ClassVar[int]
-    FORWARD_OP_ID_FIELD_NUMBER: _ClassVar[int]
-    inputs: _containers.RepeatedCompositeFieldContainer[ScanOp.Var]
-    outputs: _containers.RepeatedCompositeFieldContainer[ScanOp.Var]
-    type: bytes
-    attrs: _containers.RepeatedScalarFieldContainer[bytes]
-    struct_name: bytes
-    dist_attr: ScanOpDist
-    id: int
-    forward_op_id: int
-    def __init__(self, inputs: _Optional[_Iterable[_Union[ScanOp.Var, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[ScanOp.Var, _Mapping]]] = ..., type: _Optional[bytes] = ..., attrs: _Optional[_Iterable[bytes]] = ..., struct_name: _Optional[bytes] = ..., dist_attr: _Optional[_Union[ScanOpDist, _Mapping]] = ..., id: _Optional[int] = ..., forward_op_id: _Optional[int] = ...) -> None: ...
-
-class ScanOpDist(_message.Message):
-    __slots__ = ("process_mesh", "chunk_id")
-    PROCESS_MESH_FIELD_NUMBER: _ClassVar[int]
-    CHUNK_ID_FIELD_NUMBER: _ClassVar[int]
-    process_mesh: bytes
-    chunk_id: int
-    def __init__(self, process_mesh: _Optional[bytes] = ..., chunk_id: _Optional[int] = ...) -> None: ...
+    inputs: _containers.RepeatedCompositeFieldContainer[SlotOp.Var]
+    outputs: _containers.RepeatedCompositeFieldContainer[SlotOp.Var]
+    def __init__(self, inputs: _Optional[_Iterable[_Union[SlotOp.Var, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[SlotOp.Var, _Mapping]]] = ...) -> None: ...
 
 class ScanVar(_message.Message):
     __slots__ = ("name", "type", "persistable", "is_parameter", "dist_attr")
@@ -134,8 +148,8 @@ class EditEntry(_message.Message):
     NAME_FIELD_NUMBER: _ClassVar[int]
     TENSOR_DIST_ATTR_FIELD_NUMBER: _ClassVar[int]
     name: bytes
-    tensor_dist_attr: EditTensorDist
-    def __init__(self, name: _Optional[bytes] = ..., tensor_dist_attr: _Optional[_Union[EditTensorDist, _Mapping]] = ...) -> None: ...
+    tensor_dist_attr: bytes
+    def __init__(self, name: _Optional[bytes] = ..., tensor_dist_attr: _Optional[bytes] = ...) -> None: ...
 
 class EditTensorDist(_message.Message):
     __slots__ = ("process_mesh", "dims_mapping", "batch_dim", "dynamic_dims", "chunk_id")
@@ -168,5 +182,5 @@ class EditVar(_message.Message):
     is_parameter: bool
     stop_gradient: bool
     attrs: _containers.RepeatedScalarFieldContainer[bytes]
-    dist_attr: EditTensorDist
-    def __init__(self, name: _Optional[bytes] = ..., type: _Optional[bytes] = ..., persistable: _Optional[bool] = ..., need_check_feed: _Optional[bool] = ..., is_parameter: _Optional[bool] = ..., stop_gradient: _Optional[bool] = ..., attrs: _Optional[_Iterable[bytes]] = ..., dist_attr: _Optional[_Union[EditTensorDist, _Mapping]] = ...) -> None: ...
+    dist_attr: bytes
+    def __init__(self, name: _Optional[bytes] = ..., type: _Optional[bytes] = ..., persistable: _Optional[bool] = ..., need_check_feed: _Optional[bool] = ..., is_parameter: _Optional[bool] = ..., stop_gradient: _Optional[bool] = ..., attrs: _Optional[_Iterable[bytes]] = ..., dist_attr: _Optional[bytes] = ...) -> None: ...
