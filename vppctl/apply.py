@@ -14,6 +14,8 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import compress
+from operator import ne, or_
 
 from vppctl import fields
 from vppctl.errors import ConversionError
@@ -414,21 +416,30 @@ def _op_edits(
     bi = index.blocks[b]
     old_chunk, new_mesh, new_chunk, moved = bi.ops.chunk, a.op_mesh[b], a.op_chunk[b], a.moved[b]
     raw = index.mesh_raw
-    for i in range(bi.n_ops):
-        if moved[i] or new_chunk[i] != old_chunk[i]:
-            yield i, raw[new_mesh[i]] if moved[i] else None, new_chunk[i]
+    # compress/map keep the per-op test in C: only the ops to rewrite reach Python.
+    for i in compress(range(bi.n_ops), map(or_, moved, map(ne, new_chunk, old_chunk))):
+        yield i, raw[new_mesh[i]] if moved[i] else None, new_chunk[i]
 
 
 def _var_edits(
     index: ProgramIndex, a: Assignment, base: int, n: int
 ) -> Iterator[tuple[int, bytes | None, int | None]]:
     raw = index.mesh_raw
-    for v in range(base, base + n):
-        mesh_changed = a.var_mesh[v] != index.var_mesh[v]
-        chunk_changed = a.var_chunk[v] != index.var_chunks[v]
-        if mesh_changed or chunk_changed:
-            yield (
-                v,
-                raw[a.var_mesh[v]] if mesh_changed and a.var_mesh[v] >= 0 else None,
-                a.var_chunk[v] if chunk_changed and a.var_chunk[v] >= 0 else None,
-            )
+    new_mesh, old_mesh, new_chunk, old_chunk = (
+        a.var_mesh,
+        index.var_mesh,
+        a.var_chunk,
+        index.var_chunks,
+    )
+    span = slice(base, base + n)
+    changed = map(
+        or_, map(ne, new_mesh[span], old_mesh[span]), map(ne, new_chunk[span], old_chunk[span])
+    )
+    for v in compress(range(base, base + n), changed):
+        mesh_changed = new_mesh[v] != old_mesh[v]
+        chunk_changed = new_chunk[v] != old_chunk[v]
+        yield (
+            v,
+            raw[new_mesh[v]] if mesh_changed and new_mesh[v] >= 0 else None,
+            new_chunk[v] if chunk_changed and new_chunk[v] >= 0 else None,
+        )

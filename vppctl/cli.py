@@ -450,7 +450,7 @@ def dump(prog: Path, output: Path | None, strip_callstack: bool) -> None:
 
         saved = sum(strip(b) for b in program.blocks)
     if output is None:
-        data, warnings = serialize(program, Path("stdout.pbtxt"))
+        data, warnings = serialize(program, Path("<stdout>.pbtxt"))
         sys.stdout.write(data.decode("utf-8"))
     else:
         if _same_file(prog, output):
@@ -538,9 +538,9 @@ def sample(
     vppctl sample --layers 8 --pp 4 -o gpt8.pb
     vppctl sample --layers 10000 --pp 8 -o big.pb     # about 1M ops
     """
-    from vppctl.load import parse_program
+    from vppctl.load import is_text_path, parse_program
     from vppctl.sample import SampleOptions, build_sample
-    from vppctl.save import write_program
+    from vppctl.save import write_atomic, write_program
 
     opts = SampleOptions(
         layers=layers,
@@ -558,7 +558,10 @@ def sample(
     err = _stderr()
     with _status(err, False, "building"):
         data = build_sample(opts)
-        write_program(parse_program(data, source="sample"), output)
+        if is_text_path(output):
+            write_program(parse_program(data, source="sample"), output)
+        else:  # already canonical bytes: write them as they are
+            write_atomic(output, data)
 
 
 # -- simulate --------------------------------------------------------------------

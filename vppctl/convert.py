@@ -17,6 +17,7 @@ from vppctl.cost import LayerCosts, layer_costs, param_elements
 from vppctl.detect import detect_layers
 from vppctl.errors import ConversionError, SelfCheckError
 from vppctl.fields import NO_VAR
+from vppctl.gcpause import gc_paused
 from vppctl.index import NO_MESH, ProgramIndex, build_index
 from vppctl.layers import LayerSet, find_layers, is_forward
 from vppctl.load import Program
@@ -54,6 +55,7 @@ class ConvertResult:
     warnings: tuple[str, ...] = field(default=())
 
 
+@gc_paused
 def convert_program(program: Program, opts: ConvertOptions) -> ConvertResult:
     """Convert `program` in place; see the module docstring."""
     opts.plan.check()

@@ -50,11 +50,11 @@ class OpColumns:
 
     type: list[bytes] = field(default_factory=list)
     role: array[int] = field(default_factory=lambda: array("q"))
-    struct: list[bytes] = field(default_factory=list)
+    struct: list[bytes] = field(default_factory=list)  # forward ops only (b"" for others)
     mesh: list[bytes] = field(default_factory=list)  # raw ProcessMesh bytes, b"" = none
     chunk: array[int] = field(default_factory=lambda: array("q"))  # -1 = none
-    op_id: array[int] = field(default_factory=lambda: array("q"))  # -1 = none
-    forward_op_id: array[int] = field(default_factory=lambda: array("q"))  # -1 = none
+    op_id: array[int] = field(default_factory=lambda: array("q"))  # forward ops; -1 = none
+    forward_op_id: array[int] = field(default_factory=lambda: array("q"))  # backward ops; -1
     sub_blocks: dict[int, list[int]] = field(default_factory=dict)  # op -> block indices
     in_off: array[int] = field(default_factory=lambda: array("q", [0]))
     in_var: array[int] = field(default_factory=lambda: array("q"))
@@ -74,7 +74,6 @@ class VarColumns:
     name: list[bytes] = field(default_factory=list)
     mesh: list[bytes] = field(default_factory=list)
     chunk: array[int] = field(default_factory=lambda: array("q"))
-    persistable: bytearray = field(default_factory=bytearray)
     is_parameter: bytearray = field(default_factory=bytearray)
 
     def __len__(self) -> int:
@@ -118,7 +117,7 @@ def scan_vars(block: Block, block_idx: int) -> VarColumns:
     cols = VarColumns()
     parse = view.ScanVar.FromString
     names, meshes, chunks = cols.name.append, cols.mesh.append, cols.chunk.append
-    persistable, is_param = cols.persistable.append, cols.is_parameter.append
+    is_param = cols.is_parameter.append
     interned: dict[bytes, bytes] = {}
     intern = interned.setdefault
     pos = 0
@@ -130,7 +129,6 @@ def scan_vars(block: Block, block_idx: int) -> VarColumns:
             m = d.process_mesh
             meshes(intern(m, m))
             chunks(d.chunk_id)  # -1 when absent (the view's default)
-            persistable(v.persistable)
             is_param(v.is_parameter)
     except DecodeError:
         raise _corrupt_var(block_idx, pos) from None
@@ -142,17 +140,18 @@ def scan_ops(block: Block, block_idx: int, lookup: Callable[[bytes, int], int]) 
 
     This loop runs once per op of the program, so it is written for speed: one
     parse through the narrow ScanOp view, whose `inputs`/`outputs` hold all of an
-    op's argument names at once, bound methods in locals, and lists turned into
-    arrays at the end.
+    op's argument names at once, bound methods in locals, names resolved to var
+    ids in one pass at the end, lists turned into arrays at the end. (Run it with
+    the garbage collector paused: see `vppctl.gcpause`.)
     """
     cols = OpColumns()
     parse = view.ScanOp.FromString
     types, roles, structs = cols.type.append, cols.role.append, cols.struct.append
     meshes, chunks = cols.mesh.append, cols.chunk.append
     op_ids, forward_ids = cols.op_id.append, cols.forward_op_id.append
-    in_var: list[int] = []
-    out_var: list[int] = []
-    in_ext, out_ext = in_var.extend, out_var.extend
+    in_names: list[bytes] = []
+    out_names: list[bytes] = []
+    in_ext, out_ext = in_names.extend, out_names.extend
     in_off: list[int] = [0]
     out_off: list[int] = [0]
     in_end, out_end = in_off.append, out_off.append
@@ -176,23 +175,29 @@ def scan_ops(block: Block, block_idx: int, lookup: Callable[[bytes, int], int]) 
             roles(role)
             t = op.type
             types(intern(t, t))
-            s = op.struct_name
-            structs(intern(s, s))
             d = op.dist_attr
             m = d.process_mesh
             meshes(intern(m, m))
             chunks(d.chunk_id)  # -1 when absent, as are the ids (the view's defaults)
-            op_ids(op.id)
-            forward_ids(op.forward_op_id)
-            in_ext(map(lookup, op.inputs.arguments, _MINUS_ONES))
-            in_end(len(in_var))
-            out_ext(map(lookup, op.outputs.arguments, _MINUS_ONES))
-            out_end(len(out_var))
+            if role == 0 or role == ROLE_LOSS:  # only forward ops' layer paths and ids are used
+                s = op.struct_name
+                structs(intern(s, s))
+                op_ids(op.id)
+                forward_ids(-1)
+            else:
+                structs(b"")
+                op_ids(-1)
+                forward_ids(op.forward_op_id if role & ROLE_BACKWARD else -1)
+            in_ext(list(op.inputs.arguments))
+            in_end(len(in_names))
+            out_ext(list(op.outputs.arguments))
+            out_end(len(out_names))
             if role & ROLE_OPTIMIZE:
                 cols.param[i] = _param_input(blob, lookup)
     except DecodeError:
         raise _corrupt_op(block_idx, i) from None
-    cols.in_var, cols.out_var = array("q", in_var), array("q", out_var)
+    cols.in_var = array("q", map(lookup, in_names, _MINUS_ONES))
+    cols.out_var = array("q", map(lookup, out_names, _MINUS_ONES))
     cols.in_off, cols.out_off = array("q", in_off), array("q", out_off)
     cols.callstack_ops = callstacks
     return cols
@@ -345,9 +350,7 @@ def rewrite_ops(block: Block, edits: Iterable[tuple[int, bytes | None, int]]) ->
     return n
 
 
-def rewrite_vars(
-    block: Block, edits: Iterable[tuple[int, bytes | None, int | None]]
-) -> int:
+def rewrite_vars(block: Block, edits: Iterable[tuple[int, bytes | None, int | None]]) -> int:
     """Set (mesh, chunk id) on variables: (var index, raw mesh or None, chunk or None).
     Returns the number of variables whose bytes changed."""
     vars_ = block.vars

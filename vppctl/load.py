@@ -18,6 +18,8 @@ from __future__ import annotations
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import ge
 from pathlib import Path
 
 from google.protobuf import text_format
@@ -26,6 +28,7 @@ from google.protobuf.message import DecodeError
 from vppctl import program_pb2 as pb
 from vppctl import view_pb2 as view
 from vppctl.errors import ProgramFileError
+from vppctl.gcpause import gc_paused
 
 TEXT_SUFFIXES = (".pbtxt", ".textproto", ".txtpb")
 # protobuf refuses to parse or serialize a message of 2 GiB or more.
@@ -50,8 +53,7 @@ class Block:
 
     def size(self) -> int:
         """Bytes of this block's serialized message."""
-        return (len(self.head) + _fields_size(self.vars) + _fields_size(self.ops)
-                + len(self.tail))
+        return len(self.head) + _fields_size(self.vars) + _fields_size(self.ops) + len(self.tail)
 
     def chunks(self, size: int | None = None) -> Iterator[bytes]:
         """The block as a `ProgramDesc.blocks` field, in pieces (`size`: its size, if known)."""
@@ -60,7 +62,7 @@ class Block:
             for start in range(0, len(items), _CHUNK):
                 parts: list[bytes] = []
                 add = parts.append
-                for item in items[start:start + _CHUNK]:
+                for item in items[start : start + _CHUNK]:
                     n = len(item)
                     add(prefixes[n] if n < _PREFIXED else prefixes[0][:1] + varint(n))
                     add(item)
@@ -110,21 +112,23 @@ _SMALL = [bytes((n,)) for n in range(0x80)]
 _PREFIXED = 1 << 14
 _VAR_PREFIX = [_VAR_TAG + varint(n) for n in range(_PREFIXED)]
 _OP_PREFIX = [_OP_TAG + varint(n) for n in range(_PREFIXED)]
-_LENGTH_SIZE = bytes(1 if n < 0x80 else 2 for n in range(_PREFIXED))  # bytes of varint(n)
 
 
 def _fields_size(items: list[bytes]) -> int:
-    """Bytes of a repeated length-delimited field with one-byte tags."""
+    """Bytes of a repeated length-delimited field with one-byte tags: per item the tag, the
+    varint of its length (one byte, plus one per 7 bits past the first 7), and the item."""
     lengths = list(map(len, items))
-    if not lengths or max(lengths) < _PREFIXED:
-        return len(items) + sum(lengths) + sum(map(_LENGTH_SIZE.__getitem__, lengths))
-    return len(items) + sum(n + len(varint(n)) for n in lengths)
+    total = 2 * len(items) + sum(lengths)  # tag, first length byte, payload
+    for bound in (1 << 7, 1 << 14, 1 << 21, 1 << 28):
+        total += sum(map(ge, lengths, repeat(bound)))  # extra length bytes
+    return total
 
 
 def is_text_path(path: Path) -> bool:
     return path.suffix.lower() in TEXT_SUFFIXES
 
 
+@gc_paused
 def read_program(path: Path) -> Program:
     """Load a program file (binary or text by extension); ProgramFileError (exit 3) if not."""
     data = _read_bytes(path)
@@ -161,6 +165,7 @@ def _read_bytes(path: Path) -> bytes:
         raise ProgramFileError(f"cannot read {path}: {e.strerror or e}") from None
 
 
+@gc_paused
 def parse_program(data: bytes, *, source: str = "<memory>", text: bool = False) -> Program:
     """Parse program bytes; ProgramFileError (exit 3) when they do not hold a program."""
     return _split(_parse(data, source=source, text=text), source=source, size=len(data))
@@ -177,8 +182,16 @@ def _split(msg: view.LazyProgram, *, source: str, size: int) -> Program:
         rest = lazy.SerializeToString()
         if not rest.startswith(head):  # pragma: no cover - protobuf writes fields in order
             raise AssertionError("idx and parent_idx are not the first fields of a block")
-        blocks.append(Block(idx=lazy.idx, parent_idx=lazy.parent_idx, ops=ops, vars=vars_,
-                            head=head, tail=rest[len(head):]))
+        blocks.append(
+            Block(
+                idx=lazy.idx,
+                parent_idx=lazy.parent_idx,
+                ops=ops,
+                vars=vars_,
+                head=head,
+                tail=rest[len(head) :],
+            )
+        )
     del msg.blocks[:]
     header = view.LazyProgram()
     header.CopyFrom(msg)  # a fresh, small message: the big one's memory is freed with it

@@ -20,6 +20,7 @@ from google.protobuf import text_format
 from google.protobuf.message import EncodeError
 
 from vppctl.errors import ProgramFileError
+from vppctl.gcpause import gc_paused
 from vppctl.load import MAX_PROGRAM_BYTES, Program, has_unknown_fields, is_text_path, to_full
 
 
@@ -32,8 +33,9 @@ def serialize(program: Program, path: Path) -> tuple[bytes, list[str]]:
         full = to_full(program)
         warnings = []
         if has_unknown_fields(full):
+            where = "text output" if path.name.startswith("<stdout>") else str(path)
             warnings.append(
-                f"{path} is text format, which cannot carry fields vppctl does not know; they "
+                f"{where} is text format, which cannot carry fields vppctl does not know; they "
                 "are left out (write a binary file to keep them)"
             )
         return text_format.MessageToString(full).encode("utf-8"), warnings
@@ -44,6 +46,7 @@ def serialize(program: Program, path: Path) -> tuple[bytes, list[str]]:
         ) from None
 
 
+@gc_paused
 def write_program(program: Program, path: Path) -> tuple[int, list[str]]:
     """Serialize and write atomically; returns (bytes written, warnings).
 

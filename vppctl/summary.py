@@ -14,6 +14,7 @@ from vppctl import fields
 from vppctl.cost import param_elements
 from vppctl.detect import detect_layers
 from vppctl.errors import ConversionError
+from vppctl.gcpause import gc_paused
 from vppctl.index import NO_MESH, ProgramIndex, build_index
 from vppctl.layers import LayerSet, find_layers, is_forward
 from vppctl.load import Program
@@ -96,6 +97,7 @@ class Summary:
         }
 
 
+@gc_paused
 def summarize(program: Program, seg_method: str | None = None) -> Summary:
     index = build_index(program)
     stages, globals_ = index.stage_meshes()

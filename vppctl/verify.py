@@ -15,6 +15,7 @@ from vppctl import fields
 from vppctl.detect import detect_layers
 from vppctl.errors import ConversionError, UsageError
 from vppctl.fields import NO_VAR, ROLE_BACKWARD, ROLE_LOSS, ROLE_OPTIMIZE
+from vppctl.gcpause import gc_paused
 from vppctl.index import NO_MESH, ForwardOps, ProgramIndex, build_index, loss_op
 from vppctl.layers import LayerSet, find_layers, is_forward
 from vppctl.load import Program
@@ -490,6 +491,7 @@ class VerifyReport:
     cross_stage_edges: int | None  # for a valid program
 
 
+@gc_paused
 def verify_program(
     program: Program,
     *,

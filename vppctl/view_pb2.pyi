@@ -84,18 +84,16 @@ class SlotOp(_message.Message):
     def __init__(self, inputs: _Optional[_Iterable[_Union[SlotOp.Var, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[SlotOp.Var, _Mapping]]] = ...) -> None: ...
 
 class ScanVar(_message.Message):
-    __slots__ = ("name", "type", "persistable", "is_parameter", "dist_attr")
+    __slots__ = ("name", "type", "is_parameter", "dist_attr")
     NAME_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
-    PERSISTABLE_FIELD_NUMBER: _ClassVar[int]
     IS_PARAMETER_FIELD_NUMBER: _ClassVar[int]
     DIST_ATTR_FIELD_NUMBER: _ClassVar[int]
     name: bytes
     type: bytes
-    persistable: bool
     is_parameter: bool
     dist_attr: ScanTensorDist
-    def __init__(self, name: _Optional[bytes] = ..., type: _Optional[bytes] = ..., persistable: _Optional[bool] = ..., is_parameter: _Optional[bool] = ..., dist_attr: _Optional[_Union[ScanTensorDist, _Mapping]] = ...) -> None: ...
+    def __init__(self, name: _Optional[bytes] = ..., type: _Optional[bytes] = ..., is_parameter: _Optional[bool] = ..., dist_attr: _Optional[_Union[ScanTensorDist, _Mapping]] = ...) -> None: ...
 
 class ScanTensorDist(_message.Message):
     __slots__ = ("process_mesh", "chunk_id")
