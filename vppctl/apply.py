@@ -46,7 +46,6 @@ class Assignment:
 
     @classmethod
     def start(cls, index: ProgramIndex, vpp: int) -> Assignment:
-        names = ((v, n) for bi in index.blocks for v, n in enumerate(bi.vars.name, bi.var_base))
         return cls(
             op_mesh=[array("q", b.op_mesh) for b in index.blocks],
             op_chunk=[array("q", b.ops.chunk) for b in index.blocks],
@@ -55,7 +54,7 @@ class Assignment:
             var_chunk=array("q", index.var_chunks),
             mesh_set=bytearray(index.n_vars),
             chunk_set=bytearray(index.n_vars),
-            no_chunk=frozenset(v for v, n in names if NO_CHUNK_NAME in n),
+            no_chunk=_no_chunk_vars(index),
             vpp=vpp,
         )
 
@@ -92,6 +91,15 @@ class Assignment:
         if not self.chunk_set[v] and v not in self.no_chunk:
             self.var_chunk[v] = chunk
             self.chunk_set[v] = 1
+
+
+def _no_chunk_vars(index: ProgramIndex) -> frozenset[int]:
+    """Variables whose name contains lod_tensor_blocking_queue (searched in C first)."""
+    found: set[int] = set()
+    for bi in index.blocks:
+        if NO_CHUNK_NAME in b"\n".join(bi.vars.name):
+            found.update(bi.var_base + i for i, n in enumerate(bi.vars.name) if NO_CHUNK_NAME in n)
+    return frozenset(found)
 
 
 @dataclass(frozen=True)

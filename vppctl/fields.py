@@ -116,23 +116,30 @@ def scan_vars(block: Block, block_idx: int) -> VarColumns:
     """Read every variable of `block` into columns."""
     cols = VarColumns()
     parse = view.ScanVar.FromString
-    names, meshes, chunks = cols.name.append, cols.mesh.append, cols.chunk.append
-    is_param = cols.is_parameter.append
-    interned: dict[bytes, bytes] = {}
-    intern = interned.setdefault
+    dists: list[bytes] = []
+    names, add_dist, is_param = cols.name.append, dists.append, cols.is_parameter.append
     pos = 0
     try:
         for pos, blob in enumerate(block.vars):  # noqa: B007 (pos names a corrupt var)
             v = parse(blob)
             names(v.name)
-            d = v.dist_attr
-            m = d.process_mesh
-            meshes(intern(m, m))
-            chunks(d.chunk_id)  # -1 when absent (the view's default)
+            add_dist(v.dist_attr)
             is_param(v.is_parameter)
+        # A program has few distinct dist attrs: decode each once.
+        placement = {raw: _tensor_placement(raw) for raw in set(dists)}
     except DecodeError:
         raise _corrupt_var(block_idx, pos) from None
+    for raw in dists:
+        mesh, chunk = placement[raw]
+        cols.mesh.append(mesh)
+        cols.chunk.append(chunk)
     return cols
+
+
+def _tensor_placement(raw: bytes) -> tuple[bytes, int]:
+    """(raw mesh, chunk id or -1) of a serialized TensorDistAttr."""
+    d = view.ScanTensorDist.FromString(raw)
+    return d.process_mesh, d.chunk_id
 
 
 def scan_ops(block: Block, block_idx: int, lookup: Callable[[bytes, int], int]) -> OpColumns:

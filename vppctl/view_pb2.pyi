@@ -92,8 +92,8 @@ class ScanVar(_message.Message):
     name: bytes
     type: bytes
     is_parameter: bool
-    dist_attr: ScanTensorDist
-    def __init__(self, name: _Optional[bytes] = ..., type: _Optional[bytes] = ..., is_parameter: _Optional[bool] = ..., dist_attr: _Optional[_Union[ScanTensorDist, _Mapping]] = ...) -> None: ...
+    dist_attr: bytes
+    def __init__(self, name: _Optional[bytes] = ..., type: _Optional[bytes] = ..., is_parameter: _Optional[bool] = ..., dist_attr: _Optional[bytes] = ...) -> None: ...
 
 class ScanTensorDist(_message.Message):
     __slots__ = ("process_mesh", "chunk_id")
