@@ -38,7 +38,7 @@ NO_VAR = -1  # an argument naming no declared variable
 EMPTY_VAR = -2  # "" or Paddle's @EMPTY@: no variable, by design
 EMPTY_NAMES = (b"", b"@EMPTY@")
 
-_ATTRS_READ = re.compile(rb"\n\x07op_role|\n\tsub_block|\n\x0cop_callstack").match
+_ATTRS_READ = re.compile(rb"\n\x07op_role|\n\tsub_block").match
 _ROLE_PREFIX = b"\n\x07op_role\x10\x00\x18"  # name "op_role", type INT, then field i
 _MINUS_ONES = repeat(NO_VAR)  # the default of `lookup` in map(lookup, names, _MINUS_ONES)
 _CALLSTACK = b"\n\x0cop_callstack"
@@ -61,7 +61,6 @@ class OpColumns:
     out_off: array[int] = field(default_factory=lambda: array("q", [0]))
     out_var: array[int] = field(default_factory=lambda: array("q"))
     param: dict[int, int] = field(default_factory=dict)  # optimizer op -> its Param var
-    callstack_ops: int = 0  # ops that carry an op_callstack attr
 
     def __len__(self) -> int:
         return len(self.type)
@@ -164,7 +163,7 @@ def scan_ops(block: Block, block_idx: int, lookup: Callable[[bytes, int], int]) 
     in_end, out_end = in_off.append, out_off.append
     interned: dict[bytes, bytes] = {}
     intern = interned.setdefault
-    callstacks = i = 0
+    i = 0
     try:
         for i, blob in enumerate(block.ops):
             op = parse(blob)
@@ -172,11 +171,8 @@ def scan_ops(block: Block, block_idx: int, lookup: Callable[[bytes, int], int]) 
             for attr in filter(_ATTRS_READ, op.attrs):
                 if attr.startswith(_ROLE_PREFIX) and len(attr) == 13:  # the usual role < 128
                     role = attr[12] if attr[12] < 0x80 else _int_attr(attr)
-                elif attr[2] == 0x6F:  # op_role (other encodings) / op_callstack
-                    if attr.startswith(_CALLSTACK):
-                        callstacks += 1
-                    else:
-                        role = _int_attr(attr)
+                elif attr[2] == 0x6F:  # op_role in another encoding
+                    role = _int_attr(attr)
                 else:
                     cols.sub_blocks[i] = _block_attr(attr)
             roles(role)
@@ -206,7 +202,6 @@ def scan_ops(block: Block, block_idx: int, lookup: Callable[[bytes, int], int]) 
     cols.in_var = array("q", map(lookup, in_names, _MINUS_ONES))
     cols.out_var = array("q", map(lookup, out_names, _MINUS_ONES))
     cols.in_off, cols.out_off = array("q", in_off), array("q", out_off)
-    cols.callstack_ops = callstacks
     return cols
 
 
@@ -397,6 +392,19 @@ class _Rewriter:
                 t.chunk_id = chunk
             new = self.done[key] = t.SerializeToString()
         return new
+
+
+def callstack_ops(block: Block) -> int:
+    """Ops of `block` that carry an `op_callstack` attr (for reports; not on the hot path)."""
+    n = 0
+    for i, blob in enumerate(block.ops):
+        if _CALLSTACK in blob:  # cheap filter; the parse makes it exact
+            try:
+                attrs = view.EditOp.FromString(blob).attrs
+            except DecodeError:
+                raise _corrupt_op(block.idx, i) from None
+            n += any(a.startswith(_CALLSTACK) for a in attrs)
+    return n
 
 
 def strip_callstack(block: Block) -> int:

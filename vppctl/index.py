@@ -179,12 +179,14 @@ def build_index(program: Program) -> ProgramIndex:
             index.problems.append(f"block {b} declares a variable name twice")
         for empty in EMPTY_NAMES:  # "" and @EMPTY@ name no variable
             names.setdefault(empty, EMPTY_VAR)
-    index.var_mesh = array("q", _classes(index, (m for bi in index.blocks for m in bi.vars.mesh)))
+    index.var_mesh = array("q")
+    for bi in index.blocks:
+        index.var_mesh.extend(_classes(index, bi.vars.mesh))
     for bi in index.blocks:
         index.var_chunks.extend(bi.vars.chunk)
     for bi, block in zip(index.blocks, program.blocks):
         bi.ops = fields.scan_ops(block, bi.idx, _lookup_for(index, bi))
-        bi.op_mesh = array("q", _classes(index, bi.ops.mesh))
+        bi.op_mesh = _classes(index, bi.ops.mesh)
         bi.forward_ops = [i for i, r in enumerate(bi.ops.role) if r == 0 or r == ROLE_LOSS]
     return index
 
@@ -201,14 +203,14 @@ def _lookup_for(index: ProgramIndex, bi: BlockIndex) -> Callable[[bytes, int], i
     return lookup
 
 
-def _classes(index: ProgramIndex, raws: Iterator[bytes] | list[bytes]) -> Iterator[int]:
-    """Mesh-class ids of raw meshes (b"" -> NO_MESH), decoding each distinct raw once."""
+def _classes(index: ProgramIndex, raws: list[bytes]) -> array[int]:
+    """Mesh-class ids of raw meshes (b"" -> NO_MESH), decoding each distinct raw once and
+    mapping the list in C."""
     cache: dict[bytes, int] = {b"": NO_MESH}
-    for raw in raws:
-        cls = cache.get(raw)
-        if cls is None:
-            cls = cache[raw] = index.add_mesh(fields.decode_mesh(raw), raw)
-        yield cls
+    for raw in dict.fromkeys(raws):  # first-appearance order: class ids are deterministic
+        if raw not in cache:
+            cache[raw] = index.add_mesh(fields.decode_mesh(raw), raw)
+    return array("q", map(cache.__getitem__, raws))
 
 
 class ForwardOps:

@@ -130,7 +130,7 @@ def summarize(program: Program, seg_method: str | None = None) -> Summary:
         n_layers=len(layers) if layers else 0,
         layers_note=note,
         plan=fields.read_plan(program.header),
-        callstack_ops=sum(bi.ops.callstack_ops for bi in index.blocks),
+        callstack_ops=sum(map(fields.callstack_ops, program.blocks)),
         unplaced_ops=unplaced,
     )
 

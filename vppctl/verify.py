@@ -8,8 +8,11 @@ result before writing and never writes a program that fails them.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from itertools import chain, repeat
+from operator import sub as minus
 
 from vppctl import fields
 from vppctl.detect import detect_layers
@@ -405,58 +408,69 @@ def _check_optimizer(c: _Checker) -> None:
 
 
 def _check_variables(c: _Checker) -> None:
-    """V011: variables first written (before any read) by forward and backward ops."""
+    """V011: variables first written (before any read) by forward and backward ops.
+
+    A variable is first written by op k when k is the first op listing it as an
+    output and no op up to k (k's own inputs, and any sub-block of an op up to k,
+    which runs at that op) reads it. The first positions are found with C-level
+    dict building, so the Python loop runs once per written variable.
+    """
     index = c.index
     block = index.global_block
-    touched = bytearray(index.n_vars)
-    roles, types = block.ops.role, block.ops.type
-    meshes, chunks = block.op_mesh, block.ops.chunk
-    for op in range(block.n_ops):
+    o = block.ops
+    first_read = _first_positions(o.in_var, o.in_off)
+    for op, subs in o.sub_blocks.items():  # a sub-block's variables count as read at its op
+        for v in _block_vars(index, subs):
+            first_read[v] = min(first_read.get(v, op), op)
+    roles, types = o.role, o.type
+    meshes, chunks = block.op_mesh, o.chunk
+    never = block.n_ops
+    for v, op in _first_positions(o.out_var, o.out_off).items():
+        if v < 0 or first_read.get(v, never) <= op:
+            continue
         role = roles[op]
-        relevant = is_forward(role) or role & ROLE_BACKWARD
-        for v in block.inputs(op):
-            if v >= 0:
-                touched[v] = 1
-        for sub in block.ops.sub_blocks.get(op, ()):
-            _touch_block(index, sub, touched, {0})  # a sub-block runs at its op
-        for v in block.outputs(op):
-            if v < 0 or touched[v]:
-                continue
-            touched[v] = 1
-            if not relevant:
-                continue
-            want = (meshes[op], chunks[op])
-            if types[op] in GRAD_SUMS and role & ROLE_BACKWARD:
-                fwd = _forward_var(index, v)
-                if fwd is not None:
-                    want = (index.var_mesh[fwd], index.var_chunks[fwd])
-            got = (index.var_mesh[v], index.var_chunks[v])
-            if got != want and not _no_chunk_ok(index, v, got, want):
-                c.add(
-                    "V011",
-                    0,
-                    op,
-                    f"writes {index.var_name(v)} first, but the variable is on "
-                    f"{c.mesh_str(got[0])} chunk {got[1]}, not {c.mesh_str(want[0])} chunk "
-                    f"{want[1]}",
-                )
+        if not (role == 0 or role == ROLE_LOSS or role & ROLE_BACKWARD):
+            continue
+        want = (meshes[op], chunks[op])
+        if types[op] in GRAD_SUMS and role & ROLE_BACKWARD:
+            fwd = _forward_var(index, v)
+            if fwd is not None:
+                want = (index.var_mesh[fwd], index.var_chunks[fwd])
+        got = (index.var_mesh[v], index.var_chunks[v])
+        if got != want and not _no_chunk_ok(index, v, got, want):
+            c.add(
+                "V011",
+                0,
+                op,
+                f"writes {index.var_name(v)} first, but the variable is on "
+                f"{c.mesh_str(got[0])} chunk {got[1]}, not {c.mesh_str(want[0])} chunk "
+                f"{want[1]}",
+            )
 
 
-def _touch_block(index: ProgramIndex, b: int, touched: bytearray, seen: set[int]) -> None:
-    """Mark every variable a sub-block (and its nested sub-blocks) reads or writes."""
-    todo = [b]  # a stack, not recursion: sub-blocks may nest thousands deep
+def _first_positions(var: array[int], off: array[int]) -> dict[int, int]:
+    """Variable -> the first op that lists it, from flattened per-op argument columns."""
+    counts = map(minus, off[1:], off[:-1])
+    owners = list(chain.from_iterable(map(repeat, range(len(off) - 1), counts)))
+    return dict(zip(reversed(var), reversed(owners)))  # the earliest op is written last
+
+
+def _block_vars(index: ProgramIndex, roots: Sequence[int]) -> set[int]:
+    """Every variable some sub-block (and its nested sub-blocks) reads or writes."""
+    found: set[int] = set()
+    seen = {0}
+    todo = list(roots)  # a stack, not recursion: sub-blocks may nest thousands deep
     while todo:
         b = todo.pop()
         if not 0 <= b < len(index.blocks) or b in seen:
             continue
         seen.add(b)
         bi = index.blocks[b]
-        for col in (bi.ops.in_var, bi.ops.out_var):
-            for v in col:
-                if v >= 0:
-                    touched[v] = 1
+        found.update(bi.ops.in_var)
+        found.update(bi.ops.out_var)
         for subs in bi.ops.sub_blocks.values():
             todo.extend(subs)
+    return found
 
 
 def _no_chunk_ok(index: ProgramIndex, v: int, got: tuple[int, int], want: tuple[int, int]) -> bool:
