@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from vppctl.errors import ConversionError, UsageError
-from vppctl.mesh import Mesh, format_ids
+from vppctl.mesh import Mesh
 
 Placement = Literal["loop", "v"]
 Split = Literal["uniform", "keep", "balanced", "manual"]
@@ -267,10 +267,6 @@ def _runs(stages: Sequence[int]) -> str:
         i = j
     text = ",".join(out)
     return f"[{text}]" if len(text) < 200 else f"[{text[:200]}...]"
-
-
-def mesh_list(meshes: Sequence[Mesh]) -> str:
-    return " ".join(format_ids(m.process_ids) for m in meshes)
 
 
 @dataclass(frozen=True)

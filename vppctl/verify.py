@@ -487,13 +487,6 @@ def _forward_var(index: ProgramIndex, v: int) -> int | None:
     return f if f >= 0 else None
 
 
-def summary_counts(violations: Sequence[Violation]) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for v in violations:
-        counts[v.rule] = counts.get(v.rule, 0) + 1
-    return counts
-
-
 @dataclass(frozen=True)
 class VerifyReport:
     violations: tuple[Violation, ...]
