@@ -1,0 +1,176 @@
+"""Precheck: refuse programs that cannot be converted, with a message naming the fix.
+
+Run on the index before planning (structure, meshes, stage count) and after it
+(stray ops in manual mode); and, after the conversion, `refuse_input_problems`
+tells violations the input caused (an op the rules keep on its mesh had none, an
+embedding on the wrong stage) from ones that would be bugs in vppctl.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from vppctl import fields
+from vppctl.errors import ConversionError
+from vppctl.fields import NO_VAR
+from vppctl.index import NO_MESH, ProgramIndex
+from vppctl.layers import LayerSet, is_forward
+from vppctl.plan import Plan, PlanOptions
+from vppctl.verify import Violation
+
+
+def check_structure(index: ProgramIndex) -> None:
+    """Refuse malformed programs up front (what verify reports as V013 and V014), and
+    programs whose global block has forward ops after its backward section starts."""
+    n_blocks = len(index.blocks)
+    if index.problems:
+        raise ConversionError(f"the program is malformed: {index.problems[0]}")
+    check_sections(index)
+    for bi in index.blocks:
+        o = bi.ops
+        if NO_VAR in o.in_var or NO_VAR in o.out_var:
+            op, name = _first_undeclared(index, bi.idx)
+            raise ConversionError(
+                f"{index.op_label(bi.idx, op)} names variable {name!r}, which is not declared "
+                f"in block {bi.idx} or its ancestors; the program is malformed (export it again)"
+            )
+        for op, subs in sorted(o.sub_blocks.items()):
+            bad = [s for s in subs if not bi.idx < s < n_blocks]
+            if bad:
+                why = (
+                    f"which does not exist (the program has {n_blocks} blocks)"
+                    if not 0 <= bad[0] < n_blocks
+                    else f"which is not a later block than {bi.idx} (a cycle)"
+                )
+                raise ConversionError(
+                    f"{index.op_label(bi.idx, op)} has sub_block {bad[0]}, {why}; the program "
+                    "is malformed"
+                )
+
+
+def check_meshes(index: ProgramIndex, stages: Sequence[int], globals_: Sequence[int]) -> None:
+    """Every op and variable is on a stage mesh, a global mesh, or none (V003's premise)."""
+    allowed = {*stages, *globals_, NO_MESH}
+    for bi in index.blocks:
+        odd = set(bi.op_mesh) - allowed
+        if odd:
+            op = next(i for i, m in enumerate(bi.op_mesh) if m in odd)
+            raise ConversionError(
+                f"{index.op_label(bi.idx, op)} is on {_mesh_text(index, bi.op_mesh[op])}, "
+                f"which is neither a stage mesh ({_stage_list(index, stages)}) nor a global "
+                "mesh; annotate every op with its stage's mesh"
+            )
+    odd = set(index.var_mesh) - allowed
+    if odd:
+        v = next(i for i, m in enumerate(index.var_mesh) if m in odd)
+        raise ConversionError(
+            f"variable {index.var_name(v)} is on {_mesh_text(index, index.var_mesh[v])}, which "
+            f"is neither a stage mesh ({_stage_list(index, stages)}) nor a global mesh; "
+            "annotate every variable with its stage's mesh"
+        )
+
+
+def _mesh_text(index: ProgramIndex, mesh: int) -> str:
+    m = index.meshes[mesh]
+    return f"mesh {m} (shape {list(m.shape)})"
+
+
+def _stage_list(index: ProgramIndex, stages: Sequence[int]) -> str:
+    return " ".join(str(index.meshes[m]) for m in stages)
+
+
+def check_sections(index: ProgramIndex) -> None:
+    roles = index.global_block.ops.role
+    first_backward = next((i for i, r in enumerate(roles) if r & 1), None)
+    if first_backward is None:
+        return
+    for i in range(first_backward + 1, len(roles)):
+        if is_forward(roles[i]):
+            raise ConversionError(
+                f"{index.op_label(0, i)} is a forward op after the backward section starts at "
+                f"{index.op_label(0, first_backward)}; vppctl expects the forward ops, then the "
+                "backward ops, then the optimizer ops (check the ops' op_role)"
+            )
+
+
+def _first_undeclared(index: ProgramIndex, b: int) -> tuple[int, str]:
+    bi = index.blocks[b]
+    for op in range(bi.n_ops):
+        if NO_VAR in bi.inputs(op) or NO_VAR in bi.outputs(op):
+            ins, outs = fields.op_arguments(index.program.blocks[b], op)
+            for name in (*ins, *outs):
+                if index.lookup(b, name) == NO_VAR:
+                    return op, name.decode("utf-8", "backslashreplace")
+    return 0, "?"
+
+
+def check_strays(index: ProgramIndex, layers: LayerSet, plan: Plan) -> None:
+    """In manual mode meshes are kept, so a stray op must already be on its layer's mesh."""
+    if plan.mode != "manual":
+        return
+    meshes = index.global_block.op_mesh
+    for i in layers.strays:
+        layer = layers.layers[layers.op_layer[i]]
+        if meshes[i] != layer.mesh:
+            got = index.meshes[meshes[i]] if meshes[i] != NO_MESH else "no mesh"
+            raise ConversionError(
+                f"{index.op_label(0, i)} matches no layer and joins layer {layer.name}, but it "
+                f"is on {got} and the layer on {index.meshes[layer.mesh]}; the program is "
+                "already interleaved (manual mode keeps meshes), so put it on its layer's mesh "
+                "or give it the layer's struct name"
+            )
+
+
+def check_pp(stages: Sequence[int], opts: PlanOptions) -> None:
+    pp = len(stages)
+    if opts.pp is not None and opts.pp != pp:
+        raise ConversionError(
+            f"--pp {opts.pp} does not match the program, which has {pp} stage meshes; "
+            f"drop --pp or pass --pp {pp}"
+        )
+    if pp == 0:
+        raise ConversionError(
+            "the program has no stage meshes (no process_meshes and no op carries a mesh); "
+            "annotate it for pipeline parallelism first"
+        )
+    if pp < 2 and opts.vpp > 1:
+        raise ConversionError(
+            f"the program has only {pp} stage mesh, so there is no pipeline to interleave; "
+            "annotate it with one process mesh per stage, or use --vpp 1"
+        )
+
+
+def refuse_input_problems(index: ProgramIndex, violations: Sequence[Violation]) -> None:
+    """Violations on a converted program that come from the input, not from a bug.
+
+    V001 "no process mesh": an op the rules keep on its mesh had none in the input.
+    V007: layers are placed in program order, but ops outside the layers keep their
+    mesh (rule 6), so an input with the embedding or head on another stage makes the
+    forward pass run backwards. V011 at a forward op: the op kept its mesh (outside the
+    layers, or manual mode) and the input had its output variable on another mesh.
+    """
+    for v in violations:
+        where = f"block {v.block} op #{v.op} ({v.type})"
+        if v.rule == "V001" and "process mesh" in v.message:
+            raise ConversionError(
+                f"{where} has no process mesh and no rule gives it one; annotate the program "
+                "for pipeline parallelism first (every forward op on its stage mesh)"
+            )
+        if (
+            v.rule == "V011"
+            and "writes" in v.message
+            and v.type
+            and not v.type.endswith(("_grad", "sum", "grad_add"))
+        ):
+            raise ConversionError(
+                f"{where} {v.message}: the input's annotation is inconsistent (a variable "
+                "should sit on the mesh of the op that writes it, and ops outside the layers "
+                "or in an interleaved program keep their mesh); fix the variable's dist_attr"
+            )
+        if v.rule == "V007":
+            raise ConversionError(
+                f"the forward pass would run backwards through the pipeline: {where} "
+                f"{v.message}; ops outside the layers keep their mesh, so put the ops before "
+                "the first layer on the first stage and those after the last layer on the "
+                "last segment's stage"
+            )
