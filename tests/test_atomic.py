@@ -102,13 +102,19 @@ def test_write_failing_midway_leaves_the_earlier_output(
     _assert_intact(tmp_path, out, stamp)
 
 
-@pytest.mark.parametrize("path", PATHS)
-@pytest.mark.parametrize("step", ["fchmod", "fsync", "replace", "link"])
+# Only the unnamed-file path links; the hidden-file path goes straight to replace.
+FAILING_STEPS = [
+    (p, s)
+    for p in PATHS
+    for s in ("fchmod", "fsync", "replace", "link")
+    if (p, s) != ("named", "link")
+]
+
+
+@pytest.mark.parametrize(("path", "step"), FAILING_STEPS)
 def test_failure_after_writing_leaves_the_earlier_output(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str, step: str
 ) -> None:
-    if step == "link" and path == "named":
-        pytest.skip("the hidden-file path does not link")
     _, out, stamp = _setup(tmp_path)
     _force_path(monkeypatch, path)
 

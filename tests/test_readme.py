@@ -64,3 +64,21 @@ def test_readme_exit_code_table_matches_the_code() -> None:
         errors.EXIT_CONVERT,
         errors.EXIT_INTERNAL,
     }
+
+
+def test_readme_tour_shows_what_convert_prints(tmp_path: Path, monkeypatch) -> None:
+    tour = README.split("## A short tour")[1].split("```console")[1].split("```")[0]
+    shown = tour.split("$ vppctl convert prog.pb --vpp 2 --micro-batches 8\n")[1]
+    shown = shown.split("$ ")[0]
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    assert (
+        runner.invoke(cli, ["sample", "--layers", "8", "--pp", "4", "-o", "prog.pb"]).exit_code == 0
+    )
+    result = runner.invoke(
+        cli, ["convert", "prog.pb", "--vpp", "2", "--micro-batches", "8"], env={"COLUMNS": "80"}
+    )
+    assert result.exit_code == 0, result.output
+    assert [line.rstrip() for line in result.stdout.splitlines()] == [
+        line.rstrip() for line in shown.splitlines()
+    ]
