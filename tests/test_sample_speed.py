@@ -232,7 +232,7 @@ def test_numbers_keep_their_width_within_a_run(width: int) -> None:
         for varint, a, d in found:
             got = [values[i] for i in positions[varint, a, d]]
             if varint:
-                assert bytes(got) == sample._varint(a + k * d)
+                assert bytes(got) == sample.varint(a + k * d)
             else:
                 assert got == [a + k * d]
             assert _width(varint, a + k * d) == _width(varint, a)
@@ -240,7 +240,7 @@ def test_numbers_keep_their_width_within_a_run(width: int) -> None:
 
 
 def _width(varint: bool, value: int) -> int:
-    return len(sample._varint(value)) if varint else len(str(value))
+    return len(sample.varint(value)) if varint else len(str(value))
 
 
 def _print_digests() -> None:

@@ -96,9 +96,13 @@ class Program:
 
 
 def varint(n: int) -> bytes:
-    """Protobuf's base-128 encoding of a non-negative int."""
+    """Protobuf's base-128 encoding of a non-negative int (short ones without a loop)."""
     if n < 0x80:
         return _SMALL[n]
+    if n < 0x4000:
+        return bytes(((n & 0x7F) | 0x80, n >> 7))
+    if n < 0x200000:
+        return bytes(((n & 0x7F) | 0x80, ((n >> 7) & 0x7F) | 0x80, n >> 14))
     out = bytearray()
     while n > 0x7F:
         out.append((n & 0x7F) | 0x80)

@@ -31,11 +31,9 @@ Generation is deterministic and fast (a 1M-op program in a few seconds):
 
 from __future__ import annotations
 
-import gc
 import io
 import re
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import islice
@@ -45,6 +43,8 @@ from typing import Generic, Literal, NamedTuple, TypeVar, cast
 from vppctl import program_pb2 as pb
 from vppctl import view_pb2 as view
 from vppctl.errors import UsageError
+from vppctl.gcpause import paused_gc
+from vppctl.load import varint
 
 Layout = Literal["blocked", "interleaved"]
 Optimizer = Literal["adamw", "sgd", "none"]
@@ -411,27 +411,13 @@ class _Model:
         self.op("mean", {"X": [loss_tok]}, {"Out": [loss]}, "/GPTPretrainingCriterion/", stage)
 
 
-def _varint(n: int) -> bytes:
-    """Protobuf base-128 varint of a non-negative int."""
-    if n < 0x4000:
-        return bytes((n,)) if n < 0x80 else bytes(((n & 0x7F) | 0x80, n >> 7))
-    if n < 0x200000:
-        return bytes(((n & 0x7F) | 0x80, ((n >> 7) & 0x7F) | 0x80, n >> 14))
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-_SMALL_VARINTS = [_varint(n) for n in range(1 << 14)]
+_SMALL_VARINTS = [varint(n) for n in range(1 << 14)]
 
 
 def _field(tag: bytes, payload: bytes) -> bytes:
     """A length-delimited field: tag, length, payload."""
     n = len(payload)
-    return tag + (_SMALL_VARINTS[n] if n < 16384 else _varint(n)) + payload
+    return tag + (_SMALL_VARINTS[n] if n < 16384 else varint(n)) + payload
 
 
 # Wire tags (field number << 3 | wire type) of the fields the writer encodes itself.
@@ -463,18 +449,18 @@ class _Rope:
     def name(self, tag: bytes, name: str) -> None:
         """A string field holding a name."""
         n = len(name.encode())
-        head = tag + _varint(n)
+        head = tag + varint(n)
         self.parts += (head, name)
         self.size += len(head) + n
 
     def number(self, tag: bytes, value: int) -> None:
         """A varint field holding an op id."""
         self.parts += (tag, value)
-        self.size += len(tag) + len(_varint(value))
+        self.size += len(tag) + len(varint(value))
 
     def field(self, tag: bytes, inner: _Rope) -> None:
         """A length-delimited field holding `inner`."""
-        head = tag + _varint(inner.size)
+        head = tag + varint(inner.size)
         self.parts.append(head)
         self.parts += inner.parts
         self.size += len(head) + inner.size
@@ -482,7 +468,7 @@ class _Rope:
     def render(self) -> bytes:
         return b"".join(
             [
-                f if isinstance(f, bytes) else f.encode() if isinstance(f, str) else _varint(f)
+                f if isinstance(f, bytes) else f.encode() if isinstance(f, str) else varint(f)
                 for f in self.parts
             ]
         )
@@ -767,7 +753,7 @@ class _Writer:
             process_meshes=[m.SerializeToString() for m in meshes],
         ).SerializeToString()
         out = io.BytesIO()
-        out.write(_T1 + _varint(block_size) + block_head)  # ProgramDesc.blocks = 1
+        out.write(_T1 + varint(block_size) + block_head)  # ProgramDesc.blocks = 1
         self.vars_out.drain_into(out)
         self.ops_out.drain_into(out)
         out.write(rest)  # fields 4 and 1001 follow the block in canonical order
@@ -819,19 +805,19 @@ class _Numbers:
     def __init__(self) -> None:
         self.found: dict[_Number, None] = {}
 
-    def add(self, varint: bool, a: int, b: int) -> _Number:
-        number = (varint, a, b - a)
+    def add(self, as_varint: bool, a: int, b: int) -> _Number:
+        number = (as_varint, a, b - a)
         self.found[number] = None
         return number
 
     def freeze(self) -> dict[_Number, list[int]]:
         """Each number's positions in `values()`: one per decimal, one per varint byte."""
-        self.decimals = [(a, d) for varint, a, d in self.found if not varint]
+        self.decimals = [(a, d) for as_varint, a, d in self.found if not as_varint]
         positions = {n: [i] for i, n in enumerate(n for n in self.found if not n[0])}
         by_width: dict[int, list[_Number]] = {}
         for n in self.found:
             if n[0]:
-                by_width.setdefault(len(_varint(n[1])), []).append(n)
+                by_width.setdefault(len(varint(n[1])), []).append(n)
         self.varints: list[tuple[int, list[tuple[int, int]]]] = []  # (width, numbers)
         base = len(self.decimals)
         for width, numbers in sorted(by_width.items()):
@@ -855,17 +841,17 @@ class _Numbers:
     def last_step(self) -> int:
         """The last `k` at which every number still takes as many bytes as in the probes."""
         last = 1 << 62
-        for varint, a, d in self.found:
+        for as_varint, a, d in self.found:
             if d:
-                lo, hi = _same_width_range(a, varint)
+                lo, hi = _same_width_range(a, as_varint)
                 last = min(last, (hi - a) // d if d > 0 else (a - lo) // -d)
         return last
 
 
-def _same_width_range(n: int, varint: bool) -> tuple[int, int]:
+def _same_width_range(n: int, as_varint: bool) -> tuple[int, int]:
     """The values that take as many bytes as `n` in decimal (or as a varint)."""
-    base = 128 if varint else 10
-    width = len(_varint(n)) if varint else len(str(n))
+    base = 128 if as_varint else 10
+    width = len(varint(n)) if as_varint else len(str(n))
     return (base ** (width - 1) if width > 1 else 0), base**width - 1
 
 
@@ -978,10 +964,10 @@ def _bytes_format(
             parts.append(fa.replace(b"%", b"%%"))
         elif isinstance(fa, int) and isinstance(fb, int):
             if fa == fb:
-                parts.append(_varint(fa).replace(b"%", b"%%"))
+                parts.append(varint(fa).replace(b"%", b"%%"))
                 continue
-            width = len(_varint(fa))
-            if width != len(_varint(fb)):
+            width = len(varint(fa))
+            if width != len(varint(fb)):
                 raise _NoTemplate
             parts.append(b"%c" * width)
             found.append(numbers.add(True, fa, fb))
@@ -1297,7 +1283,7 @@ def build_sample(opts: SampleOptions) -> bytes:
 def _build(opts: SampleOptions, *, check: bool = False) -> bytes:
     """`build_sample`; with `check`, every stamped layer is also encoded op by op and compared."""
     opts.check()
-    with _no_cyclic_gc():
+    with paused_gc():  # the model allocates millions of small objects, none in a cycle
         # The model and the writer are gone once `_write` returns, before the
         # collector is back on (it would traverse them all once more).
         return _write(opts, check)
@@ -1319,20 +1305,3 @@ def _write(opts: SampleOptions, check: bool) -> bytes:
                 grads = _clip(w, grads, check)
             _optimizer(w, grads, check)
     return w.write_program()
-
-
-@contextmanager
-def _no_cyclic_gc() -> Iterator[None]:
-    """Pause the cyclic garbage collector.
-
-    The model allocates millions of small tuples and strings, none in a cycle;
-    the collector would traverse them again and again as they accumulate (about
-    half the model's build time at 10,000 layers).
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
