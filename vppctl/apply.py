@@ -19,14 +19,13 @@ from operator import ne, or_
 
 from vppctl import fields
 from vppctl.errors import ConversionError
-from vppctl.fields import ROLE_BACKWARD, ROLE_LOSS, ROLE_OPTIMIZE
+from vppctl.fields import NO_CHUNK_NAME, ROLE_BACKWARD, ROLE_LOSS, ROLE_OPTIMIZE
 from vppctl.index import NO_MESH, ForwardOps, ProgramIndex, loss_op
 from vppctl.layers import NO_LAYER, LayerSet, is_forward
 from vppctl.plan import Plan
 
 LOSS_GRAD = ROLE_LOSS | ROLE_BACKWARD
 GRAD_SUMS = (b"sum", b"grad_add")
-NO_CHUNK_NAME = b"lod_tensor_blocking_queue"
 
 
 @dataclass
@@ -299,7 +298,8 @@ class AssignBackward:
             a.place_op(0, i, mesh if mesh != NO_MESH else None, chunk)
             for v in block.outputs(i):
                 if is_sum and v >= 0:
-                    fm, fc = self._forward_var(v)
+                    f = self.index.forward_var(v)
+                    fm, fc = (a.var_mesh[f], a.var_chunk[f]) if f is not None else (NO_MESH, -1)
                     a.set_var(v, fm if fm != NO_MESH else mesh, fc if fc >= 0 else chunk)
                 else:
                     a.set_var(v, mesh, chunk)
@@ -333,19 +333,6 @@ class AssignBackward:
             if v >= 0 and a.var_mesh[v] != NO_MESH:
                 return a.var_mesh[v], a.copied_chunk(self.index, v)
         return a.op_mesh[0][i], 0
-
-    def _forward_var(self, v: int) -> tuple[int, int]:
-        """(mesh, chunk) of the forward variable whose gradient `v` is, or (NO_MESH, -1)."""
-        index = self.index
-        b = index.blocks[index.var_block[v]]
-        name = b.vars.name[v - b.var_base]
-        at = name.find(b"@GRAD")
-        if at <= 0:
-            return NO_MESH, -1
-        f = index.lookup(b.idx, name[:at])
-        if f < 0:
-            return NO_MESH, -1
-        return self.a.var_mesh[f], self.a.var_chunk[f]
 
 
 class AssignOptimizer:

@@ -18,7 +18,7 @@ from vppctl.detect import detect_layers
 from vppctl.errors import ConversionError, SelfCheckError
 from vppctl.gcpause import gc_paused
 from vppctl.index import NO_MESH, ProgramIndex, build_index
-from vppctl.layers import LayerSet, find_layers, is_forward
+from vppctl.layers import LayerSet, find_layers
 from vppctl.load import Program
 from vppctl.plan import LayerFacts, Plan, PlanOptions, make_plan, virtual_stages
 from vppctl.verify import Expectation, Violation, cross_stage_edges, verify
@@ -166,6 +166,9 @@ def _self_check_message(violations: Sequence[Violation]) -> str:
     )
 
 
+_STATS_COLUMN = {"forward": 0, "backward": 1, "optimizer": 2}
+
+
 def segment_stats(
     index: ProgramIndex, plan: Plan, stages: Sequence[int]
 ) -> tuple[SegmentStats, ...]:
@@ -181,9 +184,8 @@ def segment_stats(
         k = vstage.get((s, chunks[op])) if s is not None else None
         if k is None:
             continue
-        role = roles[op]
-        col = 0 if is_forward(role) else 1 if role & 1 else 2 if role & 2 else -1
-        if col >= 0:
+        col = _STATS_COLUMN.get(fields.role_kind(roles[op]))
+        if col is not None:
             counts[k][col] += 1
     for bi in index.blocks:
         for pos, is_param in enumerate(bi.vars.is_parameter):

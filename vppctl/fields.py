@@ -40,6 +40,7 @@ EMPTY_NAMES = (b"", b"@EMPTY@")
 
 _ATTRS_READ = re.compile(rb"\n\x07op_role|\n\tsub_block").match
 _ROLE_PREFIX = b"\n\x07op_role\x10\x00\x18"  # name "op_role", type INT, then field i
+NO_CHUNK_NAME = b"lod_tensor_blocking_queue"  # reader-queue variables never get a chunk id
 _MINUS_ONES = repeat(NO_VAR)  # the default of `lookup` in map(lookup, names, _MINUS_ONES)
 _CALLSTACK = b"\n\x0cop_callstack"
 
@@ -77,6 +78,14 @@ class VarColumns:
 
     def __len__(self) -> int:
         return len(self.name)
+
+
+def role_kind(role: int) -> str:
+    """An op's kind from its role: forward (0, and 256 for the loss op), backward (bit 1),
+    optimizer (bit 2), or other."""
+    if role in (ROLE_FORWARD, ROLE_LOSS):
+        return "forward"
+    return "backward" if role & ROLE_BACKWARD else "optimizer" if role & ROLE_OPTIMIZE else "other"
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:

@@ -8,7 +8,7 @@ block's offset plus their position in the block); meshes by a mesh-class id
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from vppctl import fields
@@ -82,21 +82,16 @@ class ProgramIndex:
         where = f"op #{op}" if block == 0 else f"block {block} op #{op}"
         return f"{where} ({self.op_type(block, op)})"
 
-    def mesh_class(self, raw: bytes) -> int:
-        return self._classes.get(raw, NO_MESH)
-
     def add_mesh(self, mesh: Mesh, raw: bytes) -> int:
         cls = self._by_key.get(mesh.key)
         if cls is None:
             cls = self._by_key[mesh.key] = len(self.meshes)
             self.meshes.append(mesh)
             self.mesh_raw.append(raw)
-        self._classes.setdefault(raw, cls)
         return cls
 
     def __post_init__(self) -> None:
         self._stages: tuple[list[int], list[int]] | None = None
-        self._classes: dict[bytes, int] = {}
         self._by_key: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
 
     def lookup(self, block: int, name: bytes) -> int:
@@ -110,11 +105,14 @@ class ProgramIndex:
             b = bi.parent
         return EMPTY_VAR if name in EMPTY_NAMES else NO_VAR
 
-    def ancestors(self, block: int) -> Iterator[int]:
-        b = block
-        while b >= 0:
-            yield b
-            b = self.blocks[b].parent
+    def forward_var(self, v: int) -> int | None:
+        """The forward variable whose gradient `v` is (`x` for `x@GRAD...`), if declared."""
+        name = self.var_name_bytes(v)
+        at = name.find(b"@GRAD")
+        if at <= 0:
+            return None
+        f = self.lookup(self.var_block[v], name[:at])
+        return f if f >= 0 else None
 
     def stage_meshes(self) -> tuple[list[int], list[int]]:
         """Rule 1: (stage mesh classes in order, global mesh classes).

@@ -16,17 +16,11 @@ from vppctl.detect import detect_layers
 from vppctl.errors import ConversionError
 from vppctl.gcpause import gc_paused
 from vppctl.index import NO_MESH, ProgramIndex, build_index
-from vppctl.layers import LayerSet, find_layers, is_forward
+from vppctl.layers import LayerSet, find_layers
 from vppctl.load import Program
 from vppctl.mesh import Mesh
 
 ROLE_NAMES = ("forward", "backward", "optimizer", "other")
-
-
-def role_name(role: int) -> str:
-    if is_forward(role):
-        return "forward"
-    return "backward" if role & 1 else "optimizer" if role & 2 else "other"
 
 
 @dataclass(frozen=True)
@@ -107,7 +101,7 @@ def summarize(program: Program, seg_method: str | None = None) -> Summary:
     unplaced = 0
     for bi in index.blocks:
         for role in bi.ops.role:
-            ops[role_name(role)] += 1
+            ops[fields.role_kind(role)] += 1
         chunks.update(c for c in bi.ops.chunk if c >= 0)
         unplaced += sum(1 for m in bi.op_mesh if m == NO_MESH)
     params = [
@@ -152,7 +146,7 @@ def _stages(index: ProgramIndex, stages: list[int], layers: LayerSet | None) -> 
     for op in range(block.n_ops):
         s = stage_of.get(block.op_mesh[op])
         if s is not None:
-            counts[s][role_name(block.ops.role[op])] += 1
+            counts[s][fields.role_kind(block.ops.role[op])] += 1
             chunks[s].add(block.ops.chunk[op])
     names: list[list[str]] = [[] for _ in stages]
     for layer in layers.layers if layers else ():

@@ -433,7 +433,7 @@ def _check_variables(c: _Checker) -> None:
             continue
         want = (meshes[op], chunks[op])
         if types[op] in GRAD_SUMS and role & ROLE_BACKWARD:
-            fwd = _forward_var(index, v)
+            fwd = index.forward_var(v)
             if fwd is not None:
                 want = (index.var_mesh[fwd], index.var_chunks[fwd])
         got = (index.var_mesh[v], index.var_chunks[v])
@@ -475,16 +475,7 @@ def _block_vars(index: ProgramIndex, roots: Sequence[int]) -> set[int]:
 
 def _no_chunk_ok(index: ProgramIndex, v: int, got: tuple[int, int], want: tuple[int, int]) -> bool:
     """Reader-queue variables never get a chunk id (Paddle's rule); only their mesh counts."""
-    return got[0] == want[0] and b"lod_tensor_blocking_queue" in index.var_name_bytes(v)
-
-
-def _forward_var(index: ProgramIndex, v: int) -> int | None:
-    name = index.var_name_bytes(v)
-    at = name.find(b"@GRAD")
-    if at <= 0:
-        return None
-    f = index.lookup(index.var_block[v], name[:at])
-    return f if f >= 0 else None
+    return got[0] == want[0] and fields.NO_CHUNK_NAME in index.var_name_bytes(v)
 
 
 @dataclass(frozen=True)
