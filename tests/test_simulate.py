@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from vppctl.errors import ConversionError
-from vppctl.simulate import (
+from vppctl.schedule.simulate import (
     DeadlockError,
     Op,
     SimResult,
@@ -32,7 +32,7 @@ from vppctl.simulate import (
     simulate_orders,
     stage_orders,
 )
-from vppctl.timeline import cell_count, render, to_chrome_trace, to_json, to_svg
+from vppctl.schedule.timeline import cell_count, render, to_chrome_trace, to_json, to_svg
 
 SVG = "{http://www.w3.org/2000/svg}"
 

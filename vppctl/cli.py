@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from vppctl.plan import CostKind, Placement, Split
     from vppctl.sample import Layout, Optimizer
-    from vppctl.simulate import Schedule, SimResult
+    from vppctl.schedule.simulate import Schedule, SimResult
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -310,7 +310,7 @@ def _same_file(a: Path, b: Path) -> bool:
 def _bubble(pp: int, vpp: int, micro_batches: int) -> tuple[tuple[float, float], list[str]]:
     """Bubble share of the step for 1F1B and interleaved 1F1B (unit costs), and the
     simulator's micro-batch warnings."""
-    from vppctl.simulate import compare
+    from vppctl.schedule.simulate import compare
 
     results = compare(pp, vpp, micro_batches)
     warnings = list(dict.fromkeys(w for r in results for w in r.warnings))
@@ -620,8 +620,8 @@ def simulate(
     vppctl simulate prog.pb --vpp 2 -m 16 --svg timeline.svg
     """
     from vppctl.errors import UsageError
-    from vppctl.simulate import compare
-    from vppctl.simulate import simulate as run
+    from vppctl.schedule.simulate import compare
+    from vppctl.schedule.simulate import simulate as run
 
     forward = None
     if prog is not None:
@@ -639,7 +639,7 @@ def simulate(
         results = (sim,)
     else:
         results = compare(pp, vpp, micro_batches, forward=forward, p2p_cost=p2p_cost)
-    from vppctl import timeline
+    from vppctl.schedule import timeline
 
     if svg is not None or trace is not None:
         from vppctl.save import write_atomic

@@ -1,6 +1,6 @@
 """Show simulated pipeline schedules: terminal tables and timeline, SVG, Chrome trace, JSON.
 
-This module's one job is presentation of :class:`vppctl.simulate.SimResult` values; it
+This module's one job is presentation of :class:`vppctl.schedule.simulate.SimResult` values; it
 computes nothing about schedules itself. Every function here is pure except
 :func:`render`, which writes to the rich console it is given.
 
@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from vppctl.simulate import SimResult, Step
+from vppctl.schedule.simulate import SimResult, Step
 
 SCHEDULE_TITLES = {"fthenb": "F-then-B", "1f1b": "1F1B", "interleaved": "interleaved 1F1B"}
 
