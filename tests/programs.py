@@ -16,8 +16,7 @@ from collections.abc import Sequence
 
 from vppctl import program_pb2 as pb
 from vppctl.load import Program, parse_program
-
-FORWARD, BACKWARD, OPTIMIZE, LOSS, LOSS_GRAD = 0, 1, 2, 256, 257
+from vppctl.roles import BACKWARD, FORWARD, LOSS, LOSS_GRAD, OPTIMIZE
 
 
 class Prog:

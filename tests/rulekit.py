@@ -22,6 +22,7 @@ from vppctl.convert import ConvertOptions, ConvertResult, convert_program
 from vppctl.errors import ConversionError
 from vppctl.load import parse_program
 from vppctl.plan import PlanOptions
+from vppctl.roles import is_forward
 
 Where = tuple[tuple[int, ...], int | None]  # (process ids, chunk id or None)
 
@@ -81,7 +82,7 @@ class Converted:
         return [
             i
             for i, o in enumerate(self.after.blocks[0].ops)
-            if role(o) in (0, 256) and f"/{layer}/" in o.struct_name
+            if is_forward(role(o)) and f"/{layer}/" in o.struct_name
         ]
 
 

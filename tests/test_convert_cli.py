@@ -17,6 +17,7 @@ from rulekit import layer_op, move_op, op_where, placements, put_on
 
 from vppctl import program_pb2 as pb
 from vppctl.cli import cli
+from vppctl.roles import is_forward
 
 
 def write(tmp_path: Path, data: bytes, name: str = "prog.pb") -> Path:
@@ -155,7 +156,7 @@ def test_json_is_one_object_with_the_documented_keys(
     ]
     prog = pb.ProgramDesc.FromString(sample_bytes[(8, 4)])
     roles = [next((a.i for a in o.attrs if a.name == "op_role"), 0) for o in prog.blocks[0].ops]
-    assert sum(s["ops"]["forward"] for s in segs) == sum(r in (0, 256) for r in roles)
+    assert sum(s["ops"]["forward"] for s in segs) == sum(map(is_forward, roles))
     assert sum(s["ops"]["backward"] for s in segs) == sum(bool(r & 1) for r in roles)
     assert all(set(s["ops"]) >= {"forward", "backward", "optimizer"} for s in segs)
     assert all(s["ops"]["optimizer"] > 0 for s in segs)
@@ -404,7 +405,7 @@ def test_sample_8_layers_pp4_converted_with_vpp2_is_paddles_example(
     assert r.exit_code == 0, r.output
     prog = pb.ProgramDesc.FromString(out.read_bytes())
     ops, roles = prog.blocks[0].ops, _roles(prog)
-    forward = [i for i, role in enumerate(roles) if role in (0, 256)]
+    forward = [i for i, role in enumerate(roles) if is_forward(role)]
     layer_of = {}
     for i in forward:
         m = re.search(r"/DecoderLayer(?:_(\d+))?/", ops[i].struct_name)

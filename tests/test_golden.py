@@ -26,6 +26,7 @@ from rulekit import listing
 
 from vppctl import program_pb2 as pb
 from vppctl.cli import cli
+from vppctl.roles import is_forward
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("VPPCTL_UPDATE_GOLDEN") == "1"
@@ -106,7 +107,7 @@ def _forward_ops(name: str) -> list[tuple[int, str, tuple[int, ...], int, str]]:
     out = []
     for line in (GOLDEN / f"{name}.txt").read_text().splitlines():
         m = OP.match(line)
-        if m and int(m[3]) in (0, 256):
+        if m and is_forward(int(m[3])):
             mesh = tuple(int(x) for x in m[4].split(",") if x)
             out.append((int(m[1]), m[2], mesh, int(m[5]), m[6]))
     return out

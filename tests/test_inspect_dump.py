@@ -28,6 +28,7 @@ from programs import Prog
 
 from vppctl import program_pb2 as pb
 from vppctl.cli import cli
+from vppctl.roles import is_forward
 
 SMALL = ("--hidden", "64", "--vocab", "1000")
 SAMPLES = Path(__file__).parent.parent / "samples"
@@ -99,7 +100,7 @@ def _role(op: pb.OpDesc) -> int:
 
 
 def role_kind(role: int) -> str:
-    if role in (0, 256):
+    if is_forward(role):
         return "forward"
     if role & 1:
         return "backward"

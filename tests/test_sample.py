@@ -22,9 +22,9 @@ from google.protobuf import text_format
 
 from vppctl import program_pb2 as pb
 from vppctl.cli import cli
+from vppctl.roles import BACKWARD, FORWARD, LOSS, LOSS_GRAD, OPTIMIZE
 from vppctl.sample import SampleOptions, build_sample
 
-FORWARD, BACKWARD, OPTIMIZE, LOSS, LOSS_GRAD = 0, 1, 2, 256, 257
 LAYER_ROOT = re.compile(r"^/GPTModel/(DecoderLayer(?:_(\d+))?)/")
 SMALL = ["--hidden", "64", "--vocab", "1000"]
 

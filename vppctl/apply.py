@@ -19,12 +19,12 @@ from operator import ne, or_
 
 from vppctl import fields
 from vppctl.errors import ConversionError
-from vppctl.fields import NO_CHUNK_NAME, ROLE_BACKWARD, ROLE_LOSS, ROLE_OPTIMIZE
+from vppctl.fields import NO_CHUNK_NAME
 from vppctl.index import NO_MESH, ForwardOps, ProgramIndex, loss_op
-from vppctl.layers import NO_LAYER, LayerSet, is_forward
+from vppctl.layers import NO_LAYER, LayerSet
 from vppctl.plan import Plan
+from vppctl.roles import OPTIMIZE, is_backward, is_forward, is_loss_grad
 
-LOSS_GRAD = ROLE_LOSS | ROLE_BACKWARD
 GRAD_SUMS = (b"sum", b"grad_add")
 
 
@@ -286,10 +286,10 @@ class AssignBackward:
         mesh0, chunk0 = a.op_mesh[0], a.op_chunk[0]
         for i in range(block.n_ops):
             role = roles[i]
-            if not role & ROLE_BACKWARD:
+            if not is_backward(role):
                 continue
             is_sum = types[i] in GRAD_SUMS
-            if role == LOSS_GRAD and loss is not None:
+            if is_loss_grad(role) and loss is not None:
                 mesh, chunk = mesh0[loss], chunk0[loss]
             elif is_sum:
                 mesh, chunk = self._sum_source(i, last_writer)
@@ -352,9 +352,9 @@ class AssignOptimizer:
         roles, params = block.ops.role, block.ops.param
         for i in range(block.n_ops):
             role = roles[i]
-            if is_forward(role) or role & ROLE_BACKWARD:
+            if is_forward(role) or is_backward(role):
                 continue
-            if not role & ROLE_OPTIMIZE:
+            if not role & OPTIMIZE:
                 mesh, chunk = a.op_mesh[0][i], 0
             elif params.get(i, -1) >= 0:
                 p = params[i]
@@ -362,7 +362,7 @@ class AssignOptimizer:
             else:
                 mesh, chunk = self._clip_source(i, stage_set)
             a.place_op(0, i, mesh if mesh != NO_MESH else None, chunk)
-            if role & ROLE_OPTIMIZE:
+            if role & OPTIMIZE:
                 for v in block.outputs(i):
                     a.set_var(v, a.op_mesh[0][i], chunk)
             if i in block.ops.sub_blocks:

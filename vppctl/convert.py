@@ -21,6 +21,7 @@ from vppctl.index import NO_MESH, ProgramIndex, build_index
 from vppctl.layers import LayerSet, find_layers
 from vppctl.load import Program
 from vppctl.plan import LayerFacts, Plan, PlanOptions, make_plan, virtual_stages
+from vppctl.roles import kind
 from vppctl.verify import Expectation, Violation, cross_stage_edges, verify
 
 
@@ -184,7 +185,7 @@ def segment_stats(
         k = vstage.get((s, chunks[op])) if s is not None else None
         if k is None:
             continue
-        col = _STATS_COLUMN.get(fields.role_kind(roles[op]))
+        col = _STATS_COLUMN.get(kind(roles[op]))
         if col is not None:
             counts[k][col] += 1
     for bi in index.blocks:

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from vppctl.errors import ConversionError
 from vppctl.index import ProgramIndex
-from vppctl.layers import LayerSet, find_layers, is_forward
+from vppctl.layers import LayerSet, find_layers
+from vppctl.roles import is_forward
 
 _SUFFIX = re.compile(r"_\d+$")
 

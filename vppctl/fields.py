@@ -32,8 +32,8 @@ from vppctl.errors import ProgramFileError
 from vppctl.load import Block
 from vppctl.mesh import Mesh
 from vppctl.plan import Plan
+from vppctl.roles import FORWARD_ROLES, OPTIMIZE, is_backward
 
-ROLE_FORWARD, ROLE_BACKWARD, ROLE_OPTIMIZE, ROLE_LOSS = 0, 1, 2, 256
 NO_VAR = -1  # an argument naming no declared variable
 EMPTY_VAR = -2  # "" or Paddle's @EMPTY@: no variable, by design
 EMPTY_NAMES = (b"", b"@EMPTY@")
@@ -78,14 +78,6 @@ class VarColumns:
 
     def __len__(self) -> int:
         return len(self.name)
-
-
-def role_kind(role: int) -> str:
-    """An op's kind from its role: forward (0, and 256 for the loss op), backward (bit 1),
-    optimizer (bit 2), or other."""
-    if role in (ROLE_FORWARD, ROLE_LOSS):
-        return "forward"
-    return "backward" if role & ROLE_BACKWARD else "optimizer" if role & ROLE_OPTIMIZE else "other"
 
 
 def _varint(data: bytes, pos: int) -> tuple[int, int]:
@@ -191,7 +183,7 @@ def scan_ops(block: Block, block_idx: int, lookup: Callable[[bytes, int], int]) 
             m = d.process_mesh
             meshes(intern(m, m))
             chunks(d.chunk_id)  # -1 when absent, as are the ids (the view's defaults)
-            if role == 0 or role == ROLE_LOSS:  # only forward ops' layer paths and ids are used
+            if role in FORWARD_ROLES:  # is_forward, inline: this runs once per op
                 s = op.struct_name
                 structs(intern(s, s))
                 op_ids(op.id)
@@ -199,12 +191,12 @@ def scan_ops(block: Block, block_idx: int, lookup: Callable[[bytes, int], int]) 
             else:
                 structs(b"")
                 op_ids(-1)
-                forward_ids(op.forward_op_id if role & ROLE_BACKWARD else -1)
+                forward_ids(op.forward_op_id if is_backward(role) else -1)
             in_ext(list(op.inputs.arguments))
             in_end(len(in_names))
             out_ext(list(op.outputs.arguments))
             out_end(len(out_names))
-            if role & ROLE_OPTIMIZE:
+            if role & OPTIMIZE:  # also optimize-bit ops of other phases: Param is looked up
                 cols.param[i] = _param_input(blob, lookup)
     except DecodeError:
         raise _corrupt_op(block_idx, i) from None

@@ -12,9 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from vppctl import fields
-from vppctl.fields import EMPTY_NAMES, EMPTY_VAR, NO_VAR, ROLE_LOSS, OpColumns, VarColumns
+from vppctl.fields import EMPTY_NAMES, EMPTY_VAR, NO_VAR, OpColumns, VarColumns
 from vppctl.load import Program
 from vppctl.mesh import Mesh, stage_meshes
+from vppctl.roles import FORWARD_ROLES, LOSS, LOSS_GRAD
 
 NO_MESH = -1
 
@@ -185,7 +186,7 @@ def build_index(program: Program) -> ProgramIndex:
     for bi, block in zip(index.blocks, program.blocks):
         bi.ops = fields.scan_ops(block, bi.idx, _lookup_for(index, bi))
         bi.op_mesh = _classes(index, bi.ops.mesh)
-        bi.forward_ops = [i for i, r in enumerate(bi.ops.role) if r == 0 or r == ROLE_LOSS]
+        bi.forward_ops = [i for i, r in enumerate(bi.ops.role) if r in FORWARD_ROLES]
     return index
 
 
@@ -263,8 +264,8 @@ def loss_op(index: ProgramIndex) -> int | None:
     roles = index.global_block.ops.role
     loss = None
     for i, role in enumerate(roles):
-        if role == 257:
+        if role == LOSS_GRAD:
             break
-        if role == 256:
+        if role == LOSS:
             loss = i
     return loss

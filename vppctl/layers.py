@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from vppctl.errors import ConversionError, UsageError
-from vppctl.fields import ROLE_LOSS
 from vppctl.index import NO_MESH, ProgramIndex
+from vppctl.roles import is_forward
 
 NO_LAYER = -1
 _SUFFIX = re.compile(r"_\d+$")
@@ -44,10 +44,6 @@ class LayerSet:
 
     def __len__(self) -> int:
         return len(self.layers)
-
-
-def is_forward(role: int) -> bool:
-    return role in (0, ROLE_LOSS)
 
 
 def compile_seg_method(pattern: str) -> re.Pattern[str]:

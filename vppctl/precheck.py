@@ -14,8 +14,9 @@ from vppctl import fields
 from vppctl.errors import ConversionError
 from vppctl.fields import NO_VAR
 from vppctl.index import NO_MESH, ProgramIndex
-from vppctl.layers import LayerSet, is_forward
+from vppctl.layers import LayerSet
 from vppctl.plan import Plan, PlanOptions
+from vppctl.roles import is_backward, is_forward
 from vppctl.verify import Violation
 
 
@@ -81,7 +82,7 @@ def _stage_list(index: ProgramIndex, stages: Sequence[int]) -> str:
 
 def check_sections(index: ProgramIndex) -> None:
     roles = index.global_block.ops.role
-    first_backward = next((i for i, r in enumerate(roles) if r & 1), None)
+    first_backward = next((i for i, r in enumerate(roles) if is_backward(r)), None)
     if first_backward is None:
         return
     for i in range(first_backward + 1, len(roles)):

@@ -45,11 +45,11 @@ from vppctl import view_pb2 as view
 from vppctl.errors import UsageError
 from vppctl.gcpause import paused_gc
 from vppctl.load import varint
+from vppctl.roles import BACKWARD, FORWARD, LOSS, OPTIMIZE
 
 Layout = Literal["blocked", "interleaved"]
 Optimizer = Literal["adamw", "sgd", "none"]
 
-FORWARD, BACKWARD, OPTIMIZE, LOSS = 0, 1, 2, 256
 SEQ_LEN = 1024
 HEAD_DIM = 64
 FP32, INT64 = pb.VarType.FP32, pb.VarType.INT64

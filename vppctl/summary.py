@@ -19,8 +19,7 @@ from vppctl.index import NO_MESH, ProgramIndex, build_index
 from vppctl.layers import LayerSet, find_layers
 from vppctl.load import Program
 from vppctl.mesh import Mesh
-
-ROLE_NAMES = ("forward", "backward", "optimizer", "other")
+from vppctl.roles import KINDS, kind
 
 
 @dataclass(frozen=True)
@@ -96,12 +95,12 @@ def summarize(program: Program, seg_method: str | None = None) -> Summary:
     index = build_index(program)
     stages, globals_ = index.stage_meshes()
     layers, note = _layers(index, seg_method)
-    ops = dict.fromkeys(ROLE_NAMES, 0)
+    ops = dict.fromkeys(KINDS, 0)
     chunks: set[int] = set()
     unplaced = 0
     for bi in index.blocks:
         for role in bi.ops.role:
-            ops[fields.role_kind(role)] += 1
+            ops[kind(role)] += 1
         chunks.update(c for c in bi.ops.chunk if c >= 0)
         unplaced += sum(1 for m in bi.op_mesh if m == NO_MESH)
     params = [
@@ -141,12 +140,12 @@ def _layers(index: ProgramIndex, seg_method: str | None) -> tuple[LayerSet | Non
 def _stages(index: ProgramIndex, stages: list[int], layers: LayerSet | None) -> list[StageSummary]:
     block = index.global_block
     stage_of = {m: s for s, m in enumerate(stages)}
-    counts = [dict.fromkeys(ROLE_NAMES, 0) for _ in stages]
+    counts = [dict.fromkeys(KINDS, 0) for _ in stages]
     chunks: list[set[int]] = [set() for _ in stages]
     for op in range(block.n_ops):
         s = stage_of.get(block.op_mesh[op])
         if s is not None:
-            counts[s][fields.role_kind(block.ops.role[op])] += 1
+            counts[s][kind(block.ops.role[op])] += 1
             chunks[s].add(block.ops.chunk[op])
     names: list[list[str]] = [[] for _ in stages]
     for layer in layers.layers if layers else ():

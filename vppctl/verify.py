@@ -17,12 +17,13 @@ from operator import sub as minus
 from vppctl import fields
 from vppctl.detect import detect_layers
 from vppctl.errors import ConversionError, UsageError
-from vppctl.fields import NO_VAR, ROLE_BACKWARD, ROLE_LOSS, ROLE_OPTIMIZE
+from vppctl.fields import NO_VAR
 from vppctl.gcpause import gc_paused
 from vppctl.index import NO_MESH, ForwardOps, ProgramIndex, build_index, loss_op
-from vppctl.layers import LayerSet, find_layers, is_forward
+from vppctl.layers import LayerSet, find_layers
 from vppctl.load import Program
 from vppctl.plan import MAX_DEGREE, Placement, place, virtual_stages
+from vppctl.roles import OPTIMIZE, is_backward, is_forward, is_loss_grad
 
 RULES: dict[str, str] = {
     "V001": "every op in every block has a process mesh and a chunk id",
@@ -168,7 +169,7 @@ def _check_placements(c: _Checker) -> None:
                 c.add("V002", bi.idx, op, f"chunk id {chunk} is outside [0, {vpp})")
             if mesh != NO_MESH and mesh not in stage_set:
                 role = roles[op]
-                may_be_global = not is_forward(role) and not role & ROLE_BACKWARD
+                may_be_global = not is_forward(role) and not is_backward(role)
                 if not (mesh in global_set and may_be_global):
                     c.add("V003", bi.idx, op, f"mesh {c.mesh_str(mesh)} is not a stage mesh")
 
@@ -361,7 +362,7 @@ def _check_backward(c: _Checker) -> None:
     last_writer: dict[int, int] = {}
     for op in range(block.n_ops):
         role = roles[op]
-        if not role & ROLE_BACKWARD:
+        if not is_backward(role):
             continue
         here = (meshes[op], chunks[op])
         if types[op] in GRAD_SUMS:
@@ -376,7 +377,7 @@ def _check_backward(c: _Checker) -> None:
                     f"{c.mesh_str(meshes[src])} chunk {chunks[src]}",
                 )
         else:
-            f = loss if role == ROLE_LOSS | ROLE_BACKWARD else forward.of(op)
+            f = loss if is_loss_grad(role) else forward.of(op)
             if f is not None and (meshes[f], chunks[f]) != here:
                 c.add(
                     "V008",
@@ -395,7 +396,7 @@ def _check_optimizer(c: _Checker) -> None:
     index = c.index
     block = index.global_block
     for op, p in block.ops.param.items():
-        if p < 0 or not block.ops.role[op] & ROLE_OPTIMIZE:
+        if p < 0 or not block.ops.role[op] & OPTIMIZE:
             continue
         if block.op_mesh[op] != index.var_mesh[p]:
             c.add(
@@ -429,10 +430,10 @@ def _check_variables(c: _Checker) -> None:
         if v < 0 or first_read.get(v, never) <= op:
             continue
         role = roles[op]
-        if not (role == 0 or role == ROLE_LOSS or role & ROLE_BACKWARD):
+        if not (is_forward(role) or is_backward(role)):
             continue
         want = (meshes[op], chunks[op])
-        if types[op] in GRAD_SUMS and role & ROLE_BACKWARD:
+        if types[op] in GRAD_SUMS and is_backward(role):
             fwd = index.forward_var(v)
             if fwd is not None:
                 want = (index.var_mesh[fwd], index.var_chunks[fwd])

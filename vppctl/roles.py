@@ -1,0 +1,49 @@
+"""Op roles: Paddle's `op_role` values and the one set of predicates every module uses.
+
+Paddle's `OpRole` is a bit set: 0 forward, 1 backward, 2 optimize, 256 loss
+(256 is the loss op, 257 = loss | backward the loss-grad op). Other bits (RPC,
+dist, LRSched) mark ops of other passes. An op's *kind* is one of "forward",
+"backward", "optimizer" and "other".
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+FORWARD = 0
+BACKWARD = 1
+OPTIMIZE = 2
+LOSS = 256
+LOSS_GRAD = LOSS | BACKWARD
+FORWARD_ROLES = frozenset({FORWARD, LOSS})  # for `role in FORWARD_ROLES` in hot loops
+
+Kind = Literal["forward", "backward", "optimizer", "other"]
+KINDS: tuple[Kind, ...] = ("forward", "backward", "optimizer", "other")
+
+
+def is_forward(role: int) -> bool:
+    """A forward op: role 0, or the loss op (256)."""
+    return role in FORWARD_ROLES
+
+
+def is_backward(role: int) -> bool:
+    """A backward op (the backward bit; the loss-grad op included)."""
+    return bool(role & BACKWARD)
+
+
+def is_loss_grad(role: int) -> bool:
+    return role == LOSS_GRAD
+
+
+def is_optimizer(role: int) -> bool:
+    """An optimizer op: the optimize bit without the backward bit."""
+    return bool(role & OPTIMIZE) and not role & BACKWARD
+
+
+def kind(role: int) -> Kind:
+    """An op's kind from its role."""
+    if is_forward(role):
+        return "forward"
+    if role & BACKWARD:
+        return "backward"
+    return "optimizer" if role & OPTIMIZE else "other"
