@@ -566,10 +566,10 @@ def _boom(*args: object, **kwargs: object) -> object:
 @pytest.mark.parametrize(
     ("command", "target"),
     [
-        ("convert", "vppctl.convert.convert_program"),
-        ("verify", "vppctl.verify.verify_program"),
-        ("inspect", "vppctl.summary.summarize"),
-        ("dump", "vppctl.save.serialize"),
+        ("convert", "vppctl.commands.convert_program"),
+        ("verify", "vppctl.commands.verify_program"),
+        ("inspect", "vppctl.commands.summarize"),
+        ("dump", "vppctl.commands.serialize"),
         ("convert", "vppctl.fields.scan_ops"),
         ("convert", "vppctl.save.write_atomic"),
     ],

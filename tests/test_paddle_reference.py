@@ -15,9 +15,9 @@ from paddle_compare import compare_annotations, report
 
 from vppctl import program_pb2 as pb
 from vppctl.convert import ConvertOptions, convert_program
+from vppctl.expectation import verify_program
 from vppctl.load import parse_program
 from vppctl.plan import PlanOptions
-from vppctl.verify import verify_program
 
 REFERENCE = Path(__file__).resolve().parent / "paddle_reference"
 CASES = sorted(p.name.removesuffix("_plain.pb") for p in REFERENCE.glob("*_plain.pb"))

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from vppctl.errors import ConversionError
+from vppctl.report import render_simulation, simulation_json, simulation_warnings
 from vppctl.schedule.simulate import (
     DeadlockError,
     Op,
@@ -32,7 +33,7 @@ from vppctl.schedule.simulate import (
     simulate_orders,
     stage_orders,
 )
-from vppctl.schedule.timeline import cell_count, render, to_chrome_trace, to_json, to_svg
+from vppctl.schedule.timeline import cell_count, to_chrome_trace, to_svg
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -393,7 +394,7 @@ def test_chrome_trace_has_one_complete_event_per_step() -> None:
 def test_terminal_timeline_draws_one_row_per_stage_when_it_fits() -> None:
     out = console()
     result = simulate(4, 2, 8, "interleaved")
-    render([result], out)
+    render_simulation(out, [result])
     rows = [line for line in printed(out).splitlines() if line.startswith("stage ")]
     assert len(rows) == 4
     cells = [row.removeprefix(f"stage {k} ") for k, row in enumerate(rows)]
@@ -408,13 +409,13 @@ def test_terminal_timeline_draws_one_row_per_stage_when_it_fits() -> None:
 
 def test_terminal_timeline_says_so_when_it_does_not_fit() -> None:
     out = console()
-    render(compare(8, 2, 32), out)
+    render_simulation(out, compare(8, 2, 32))
     assert "timeline does not fit" in printed(out)
 
 
 def test_render_shows_both_schedules_side_by_side_and_the_gain() -> None:
     out = console()
-    render(compare(8, 2, 32), out, timeline=False)
+    render_simulation(out, compare(8, 2, 32), timeline=False)
     text = printed(out)
     assert "1F1B (v=1)" in text and "interleaved 1F1B (v=2)" in text
     assert "21.9%" in text and "10.9%" in text
@@ -422,10 +423,9 @@ def test_render_shows_both_schedules_side_by_side_and_the_gain() -> None:
     assert "timeline" not in text
 
 
-def test_render_prints_warnings() -> None:
-    out = console()
-    render([simulate(4, 2, 6, "interleaved")], out, timeline=False)
-    assert "warning: micro-batches (6) is not a multiple of pp (4)" in printed(out)
+def test_simulation_warnings_name_a_micro_batch_count_that_is_not_a_multiple_of_pp() -> None:
+    warnings = simulation_warnings([simulate(4, 2, 6, "interleaved")])
+    assert any("micro-batches (6) is not a multiple of pp (4)" in w for w in warnings)
 
 
 # ---------------------------------------------------------------------------
@@ -433,7 +433,7 @@ def test_render_prints_warnings() -> None:
 
 
 def test_to_json_is_serialisable_and_carries_the_figures() -> None:
-    data = json.loads(json.dumps(to_json(compare(8, 2, 32))))
+    data = json.loads(json.dumps(simulation_json(compare(8, 2, 32))))
     baseline, interleaved = data["results"]
     assert baseline["bubble_vs_ideal"] == 0.21875
     assert interleaved["exact"]["bubble_vs_ideal"] == "7/64"
@@ -450,6 +450,6 @@ def test_to_json_is_serialisable_and_carries_the_figures() -> None:
 
 
 def test_to_json_can_include_every_step() -> None:
-    data = to_json([simulate(2, 2, 2, "interleaved")], steps=True)
+    data = simulation_json([simulate(2, 2, 2, "interleaved")], steps=True)
     assert len(data["results"][0]["steps"]) == 2 * 2 * 2 * 2
     assert "comparison" not in data

@@ -21,9 +21,10 @@ from programs import LOSS, Prog, layered
 from vppctl import program_pb2 as pb
 from vppctl.cli import cli
 from vppctl.convert import ConvertOptions, convert_program
+from vppctl.expectation import verify_program
 from vppctl.load import parse_program
 from vppctl.plan import PlanOptions
-from vppctl.verify import RULES, Violation, verify_program
+from vppctl.verify import RULES, Violation
 
 # -- helpers ---------------------------------------------------------------------------
 
@@ -512,7 +513,8 @@ def test_cli_json_valid(runner: CliRunner, tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     data = json.loads(r.stdout)  # stdout holds the JSON object and nothing else
     assert data["valid"] is True and data["violations"] == []
-    assert data["pp"] == 2 and data["vpp"] == 2 and data["layers"] == 4
+    assert data["pp"] == 2 and data["vpp"] == 2
+    assert data["layers"]["count"] == 4 and data["layers"]["class"] == "DecoderLayer"
     assert isinstance(data["cross_stage_edges"], int) and data["cross_stage_edges"] > 0
     assert r.stderr == ""
 
@@ -529,6 +531,7 @@ def test_cli_json_violations(runner: CliRunner, tmp_path: Path) -> None:
     assert data["violations"] == [
         {
             "rule": "V002",
+            "cause": "chunk_out_of_range",
             "block": 0,
             "op": i,
             "type": "sgd",
@@ -590,25 +593,25 @@ def test_convert_reports_cross_stage_edges_before_and_after(
 
 
 def test_cross_stage_edges_count_each_variable_once_per_consuming_stage() -> None:
+    from vppctl.flow import cross_stage_edges
     from vppctl.index import build_index
-    from vppctl.verify import cross_stage_edges
 
     # h0 (stage 0) is read by layers on stages 1 and 2: two edges; the head on stage 2 reads
     # both layer outputs, from stages 1 and 2: one more edge.
     p = fan([(1, 0), (2, 0)], head=(2, 0))
     index = build_index(p.program())
-    stages, _ = index.stage_meshes()
+    stages, _ = index.stage_mesh_ids()
     assert cross_stage_edges(index, stages) == 3
 
 
 def test_backward_and_optimizer_ops_do_not_count_as_edges() -> None:
+    from vppctl.flow import cross_stage_edges
     from vppctl.index import build_index
-    from vppctl.verify import cross_stage_edges
 
     p = layered([0, 1])
     plain = p.program()
     q = layered([0, 1], backward=True, optimizer=True)
     index_plain, index_full = build_index(plain), build_index(q.program())
-    assert cross_stage_edges(index_plain, index_plain.stage_meshes()[0]) == cross_stage_edges(
-        index_full, index_full.stage_meshes()[0]
+    assert cross_stage_edges(index_plain, index_plain.stage_mesh_ids()[0]) == cross_stage_edges(
+        index_full, index_full.stage_mesh_ids()[0]
     )

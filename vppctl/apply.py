@@ -20,8 +20,9 @@ from operator import ne, or_
 from vppctl import fields
 from vppctl.errors import ConversionError
 from vppctl.fields import NO_CHUNK_NAME
-from vppctl.index import NO_MESH, ForwardOps, ProgramIndex, loss_op
+from vppctl.index import ForwardOps, ProgramIndex, loss_op
 from vppctl.layers import NO_LAYER, LayerSet
+from vppctl.mesh import NO_MESH
 from vppctl.plan import Plan
 from vppctl.roles import OPTIMIZE, is_backward, is_forward, is_loss_grad
 
@@ -142,22 +143,16 @@ class _SubBlocks:
         self.done: set[int] = set()
 
     def enter(self, block: int, op: int, mesh: int | None, chunk: int) -> None:
-        index = self.index
-        stack = [(block, iter(index.blocks[block].ops.sub_blocks.get(op, ())))]
-        open_blocks = {block}  # blocks on the stack: naming one again is a cycle
+        # precheck.check_structure refused sub_blocks that are not later blocks, so
+        # there are no cycles: each block is entered once, by the first op naming it.
+        stack = [iter(self.index.blocks[block].ops.sub_blocks.get(op, ()))]
         while stack:
-            parent, subs = stack[-1]
-            sub = next(subs, None)
+            sub = next(stack[-1], None)
             if sub is None:
                 stack.pop()
-                open_blocks.discard(parent)
-                continue
-            self._check(parent, sub, open_blocks)
-            if sub in self.done:
-                continue
-            self.done.add(sub)
-            open_blocks.add(sub)
-            stack.append((sub, self._ops(sub, mesh, chunk)))
+            elif sub not in self.done:
+                self.done.add(sub)
+                stack.append(self._ops(sub, mesh, chunk))
 
     def _ops(self, sub: int, mesh: int | None, chunk: int) -> Iterator[int]:
         """Place each op of `sub`, yielding the sub-blocks it names before the next op."""
@@ -165,19 +160,6 @@ class _SubBlocks:
         for op in range(bi.n_ops):
             remesh_and_chunk(self.index, self.a, sub, op, mesh, chunk)
             yield from bi.ops.sub_blocks.get(op, ())
-
-    def _check(self, parent: int, sub: int, open_blocks: set[int]) -> None:
-        n = len(self.index.blocks)
-        if not 0 < sub < n:
-            raise ConversionError(
-                f"a sub_block attribute in block {parent} points at block {sub}, which does "
-                f"not exist (the program has {n} blocks); fix the program"
-            )
-        if sub in open_blocks:
-            raise ConversionError(
-                f"sub_block attributes form a cycle through blocks {parent} and {sub}; fix "
-                "the program"
-            )
 
 
 def remesh_and_chunk(
@@ -348,7 +330,7 @@ class AssignOptimizer:
     def run(self) -> None:
         index, a = self.index, self.a
         block = index.global_block
-        stage_set = set(index.stage_meshes()[0])
+        stage_set = set(index.stage_mesh_ids()[0])
         roles, params = block.ops.role, block.ops.param
         for i in range(block.n_ops):
             role = roles[i]

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from vppctl.plan import CostKind, Placement, Split
     from vppctl.sample import Layout, Optimizer
-    from vppctl.schedule.simulate import Schedule, SimResult
+    from vppctl.schedule.simulate import Schedule
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -146,15 +146,6 @@ def _status(console: Console, quiet: bool, text: str) -> Iterator[None]:
 # -- convert ---------------------------------------------------------------------
 
 
-def default_output(src: Path) -> Path:
-    """`prog.pb` -> `prog.vpp.pb` (`.vpp` before the extension)."""
-    return (
-        src.with_name(f"{src.stem}.vpp{src.suffix}")
-        if src.suffix
-        else src.with_name(f"{src.name}.vpp")
-    )
-
-
 def _parse_counts(value: str | None) -> tuple[int, ...]:
     if not value:
         return ()
@@ -175,8 +166,12 @@ def _parse_counts(value: str | None) -> tuple[int, ...]:
     help="Where to write the converted program. Default: SRC with .vpp before the "
     "extension (prog.pb -> prog.vpp.pb).",
 )
-@click.option("--in-place", is_flag=True, help="Overwrite SRC (atomically).")
-@click.option("--pp", type=int, help="Expected number of stages; derived from the program.")
+@click.option("--in-place", is_flag=True, help="Overwrite SRC (atomically); takes no -o.")
+@click.option(
+    "--pp",
+    type=click.IntRange(1, 4096),
+    help="Expected number of stages; derived from the program.",
+)
 @click.option(
     "--vpp", type=click.IntRange(1, 4096), required=True, help="Chunks (virtual stages) per stage."
 )
@@ -193,16 +188,15 @@ def _parse_counts(value: str | None) -> tuple[int, ...]:
 )
 @click.option(
     "--split",
-    type=click.Choice(["uniform", "keep", "balanced"]),
-    default="uniform",
-    show_default=True,
-    help="uniform: equal layer counts (must divide); keep: each "
-    "stage keeps its layer count; balanced: minimise the costliest segment.",
+    type=click.Choice(["uniform", "keep", "balanced", "explicit"]),
+    help="uniform (default): equal layer counts (must divide); keep: each stage keeps its "
+    "layer count; balanced: minimise the costliest segment; explicit: the counts of "
+    "--layers-per-chunk.",
 )
 @click.option(
     "--layers-per-chunk",
     metavar="N,N,...",
-    help="Explicit layer counts per segment, in virtual-stage order.",
+    help="Explicit layer counts per segment, in virtual-stage order (implies --split explicit).",
 )
 @click.option(
     "--cost",
@@ -234,7 +228,7 @@ def convert(
     seg_method: str | None,
     strict: bool,
     placement: str,
-    split: str,
+    split: str | None,
     layers_per_chunk: str | None,
     cost: str,
     micro_batches: int | None,
@@ -249,72 +243,32 @@ def convert(
     vppctl convert prog.pb --vpp 2 --seg-method DecoderLayer -o out.pb --json
     vppctl convert prog.pb --vpp 2 --split balanced --cost flops
     """
-    from vppctl.convert import ConvertOptions, convert_program
-    from vppctl.errors import UsageError
-    from vppctl.load import read_program
+    from vppctl.commands import convert_file
+    from vppctl.convert import ConvertOptions
     from vppctl.plan import PlanOptions
-    from vppctl.save import write_program
 
-    if pp is not None and not 1 <= pp <= 4096:
-        raise UsageError(f"--pp must be between 1 and 4096, got {pp}")
-    out = src if in_place else (output or default_output(src))
-    if not in_place and _same_file(src, out):
-        raise UsageError(
-            f"the output {out} is the input; pass --in-place to overwrite it, or -o another path"
-        )
     counts = _parse_counts(layers_per_chunk)
-    if counts and split != "uniform":
-        raise UsageError("--layers-per-chunk sets the split itself; drop --split")
+    plan = PlanOptions(
+        vpp=vpp,
+        pp=pp,
+        placement=cast("Placement", placement),
+        split=cast("Split", split or ("explicit" if counts else "uniform")),
+        layers_per_chunk=counts,
+        cost=cast("CostKind", cost),
+    )
+    opts = ConvertOptions(
+        plan=plan, seg_method=seg_method, strict=strict, strip_callstack=strip_callstack
+    )
     err = _stderr(quiet)
     with _status(err, quiet, "converting"):
-        program = read_program(src)
-        opts = ConvertOptions(
-            plan=PlanOptions(
-                vpp=vpp,
-                pp=pp,
-                placement=cast("Placement", placement),
-                split=cast("Split", "manual" if counts else split),
-                layers_per_chunk=counts,
-                cost=cast("CostKind", cost),
-            ),
-            seg_method=seg_method,
-            strict=strict,
-            strip_callstack=strip_callstack,
-        )
-        result = convert_program(program, opts)
-        bubble, sim_warnings = (
-            _bubble(result.plan.pp, vpp, micro_batches) if micro_batches else (None, [])
-        )
-        written, save_warnings = write_program(program, out)
-    warnings = [*result.warnings, *sim_warnings, *save_warnings]
+        outcome = convert_file(src, output, opts, in_place=in_place, micro_batches=micro_batches)
+    from vppctl import report
+
     if as_json:
-        from vppctl.report import convert_json
-
-        data = convert_json(result, str(out), written, bubble)
-        data["warnings"] = warnings
-        _print_json(data)
+        _print_json(report.convert_json(outcome))
     elif not quiet:
-        from vppctl.report import render_convert
-
-        render_convert(_stdout(), result, str(out), written, bubble)
-    _warn(err, warnings)
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return a.resolve() == b.resolve() or (b.exists() and a.samefile(b))
-    except OSError:
-        return False
-
-
-def _bubble(pp: int, vpp: int, micro_batches: int) -> tuple[tuple[float, float], list[str]]:
-    """Bubble share of the step for 1F1B and interleaved 1F1B (unit costs), and the
-    simulator's micro-batch warnings."""
-    from vppctl.schedule.simulate import compare
-
-    results = compare(pp, vpp, micro_batches)
-    warnings = list(dict.fromkeys(w for r in results for w in r.warnings))
-    return (float(results[0].bubble), float(results[-1].bubble)), warnings
+        report.render_convert(_stdout(), outcome)
+    _warn(err, outcome.warnings)
 
 
 # -- verify ----------------------------------------------------------------------
@@ -351,44 +305,25 @@ def verify(
     vppctl verify prog.vpp.pb
     vppctl verify prog.vpp.pb --pp 4 --vpp 2 --json | jq .violations
     """
-    from vppctl.report import rules_table, violations_json, violations_table
+    from vppctl import report
 
     if list_rules:
-        _stdout().print(rules_table())
+        _stdout().print(report.rules_table())
         return
-    from vppctl.load import read_program
-    from vppctl.verify import verify_program
+    from vppctl.commands import verify_file
 
-    report = verify_program(
-        read_program(prog),
+    result = verify_file(
+        prog,
         pp=pp,
         vpp=vpp,
         seg_method=seg_method,
         placement=cast("Placement | None", placement),
     )
-    bad = list(report.violations)
     if as_json:
-        _print_json(
-            violations_json(
-                bad,
-                {
-                    "pp": report.pp,
-                    "vpp": report.vpp,
-                    "placement": report.placement,
-                    "layers": report.layers,
-                    "cross_stage_edges": report.cross_stage_edges,
-                },
-            )
-        )
-    elif bad:
-        _stdout().print(violations_table(bad))
+        _print_json(report.verify_json(result))
     else:
-        click.echo(
-            f"valid: pp {report.pp} x vpp {report.vpp}, {report.placement} placement, "
-            f"{report.layers} layers ({report.layer_class}); cross-stage edges per "
-            f"micro-batch: {report.cross_stage_edges}"
-        )
-    if bad:
+        report.render_verify(_stdout(), result)
+    if not result.valid:
         raise click.exceptions.Exit(1)
 
 
@@ -406,16 +341,14 @@ def inspect(prog: Path, seg_method: str | None, as_json: bool) -> None:
     vppctl inspect prog.pb
     vppctl inspect prog.pb --seg-method DecoderLayer --json
     """
-    from vppctl.load import read_program
-    from vppctl.summary import summarize
+    from vppctl import report
+    from vppctl.commands import inspect_file
 
-    summary = summarize(read_program(prog), seg_method)
+    summary = inspect_file(prog, seg_method=seg_method)
     if as_json:
-        _print_json(summary.to_json())
-        return
-    from vppctl.report import render_summary
-
-    render_summary(_stdout(), summary)
+        _print_json(report.summary_json(summary))
+    else:
+        report.render_summary(_stdout(), summary)
 
 
 # -- dump ------------------------------------------------------------------------
@@ -431,7 +364,10 @@ def inspect(prog: Path, seg_method: str | None, as_json: bool) -> None:
     ".textproto, .txtpb are text).",
 )
 @click.option("--strip-callstack", is_flag=True, help="Drop op_callstack attributes.")
-def dump(prog: Path, output: Path | None, strip_callstack: bool) -> None:
+@click.option(
+    "--json", "as_json", is_flag=True, help="With -o: print what was written as one JSON object."
+)
+def dump(prog: Path, output: Path | None, strip_callstack: bool, as_json: bool) -> None:
     """Print a program as protobuf text, or convert between binary and text.
 
     \b
@@ -439,30 +375,22 @@ def dump(prog: Path, output: Path | None, strip_callstack: bool) -> None:
     vppctl dump prog.pb -o prog.pbtxt
     vppctl dump prog.pbtxt -o prog.pb
     """
-    from vppctl.load import read_program
-    from vppctl.save import serialize, write_program
+    from vppctl import report
+    from vppctl.commands import dump_file
+    from vppctl.errors import UsageError
 
-    program = read_program(prog)
+    if as_json and output is None:
+        raise UsageError("--json describes the file written, so it needs -o OUT")
+    outcome = dump_file(prog, output, strip_callstack=strip_callstack)
+    if outcome.text is not None:
+        sys.stdout.write(outcome.text.decode("utf-8"))
+    elif as_json:
+        _print_json(report.dump_json(outcome))
     err = _stderr()
-    saved = None
-    if strip_callstack:
-        from vppctl.fields import strip_callstack as strip
-
-        saved = sum(strip(b) for b in program.blocks)
-    if output is None:
-        data, warnings = serialize(program, Path("<stdout>.pbtxt"))
-        sys.stdout.write(data.decode("utf-8"))
-    else:
-        if _same_file(prog, output):
-            from vppctl.errors import UsageError
-
-            raise UsageError(f"the output {output} is the input; write to another path")
-        _, warnings = write_program(program, output)
-    if saved is not None:
-        from vppctl.report import human_bytes
-
-        err.print(f"stripped op_callstack: {human_bytes(saved)} saved")
-    _warn(err, warnings)
+    if outcome.callstack_bytes_saved is not None:
+        saved = report.human_bytes(outcome.callstack_bytes_saved)
+        err.print(f"stripped op_callstack: {saved} saved")
+    _warn(err, outcome.warnings)
 
 
 # -- sample ----------------------------------------------------------------------
@@ -518,6 +446,7 @@ def dump(prog: Path, output: Path | None, strip_callstack: bool) -> None:
     required=True,
     help="Where to write; binary or text by extension.",
 )
+@_json_option
 def sample(
     layers: int,
     pp: int,
@@ -531,6 +460,7 @@ def sample(
     vocab: int,
     callstack: bool,
     output: Path,
+    as_json: bool,
 ) -> None:
     """Write a GPT-like training program annotated for plain PP.
 
@@ -538,9 +468,9 @@ def sample(
     vppctl sample --layers 8 --pp 4 -o gpt8.pb
     vppctl sample --layers 10000 --pp 8 -o big.pb     # about 1M ops
     """
-    from vppctl.load import is_text_path, parse_program
-    from vppctl.sample import SampleOptions, build_sample
-    from vppctl.save import write_atomic, write_program
+    from vppctl import report
+    from vppctl.commands import sample_file
+    from vppctl.sample import SampleOptions
 
     opts = SampleOptions(
         layers=layers,
@@ -555,13 +485,10 @@ def sample(
         vocab=vocab,
         callstack=callstack,
     )
-    err = _stderr()
-    with _status(err, False, "building"):
-        data = build_sample(opts)
-        if is_text_path(output):
-            write_program(parse_program(data, source="sample"), output)
-        else:  # already canonical bytes: write them as they are
-            write_atomic(output, data)
+    with _status(_stderr(), False, "building"):
+        outcome = sample_file(opts, output)
+    if as_json:
+        _print_json(report.sample_json(outcome))
 
 
 # -- simulate --------------------------------------------------------------------
@@ -619,36 +546,22 @@ def simulate(
     vppctl simulate --pp 8 --vpp 2 -m 32
     vppctl simulate prog.pb --vpp 2 -m 16 --svg timeline.svg
     """
-    from vppctl.errors import UsageError
-    from vppctl.schedule.simulate import compare
-    from vppctl.schedule.simulate import simulate as run
+    from vppctl import report
+    from vppctl.commands import simulate_run
 
-    forward = None
-    if prog is not None:
-        from vppctl.cost import segment_forward_costs
-        from vppctl.load import read_program
-
-        pp, forward = segment_forward_costs(read_program(prog), pp, vpp, seg_method)
-    if pp is None:
-        raise UsageError("--pp is required without a program")
-    results: tuple[SimResult, ...]
-    if schedule:
-        sim = run(
-            pp, vpp, micro_batches, cast("Schedule", schedule), forward=forward, p2p_cost=p2p_cost
-        )
-        results = (sim,)
-    else:
-        results = compare(pp, vpp, micro_batches, forward=forward, p2p_cost=p2p_cost)
-    from vppctl.schedule import timeline
-
-    if svg is not None or trace is not None:
-        from vppctl.save import write_atomic
-
-        if svg is not None:
-            write_atomic(svg, timeline.to_svg(results[-1]).encode())
-        if trace is not None:
-            write_atomic(trace, json.dumps(timeline.to_chrome_trace(results[-1])).encode())
+    outcome = simulate_run(
+        prog,
+        pp=pp,
+        vpp=vpp,
+        micro_batches=micro_batches,
+        schedule=cast("Schedule | None", schedule),
+        seg_method=seg_method,
+        p2p_cost=p2p_cost,
+        svg=svg,
+        trace=trace,
+    )
     if as_json:
-        _print_json(timeline.to_json(results))
+        _print_json(report.simulation_json(outcome.results))
     else:
-        timeline.render(results, _stdout())
+        report.render_simulation(_stdout(), outcome.results)
+    _warn(_stderr(), report.simulation_warnings(outcome.results))

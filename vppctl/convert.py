@@ -9,20 +9,22 @@ its own verifier: that raises SelfCheckError and the CLI writes nothing.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from vppctl import fields, precheck
 from vppctl.apply import assign, write
 from vppctl.cost import LayerCosts, layer_costs, param_elements
-from vppctl.detect import detect_layers
+from vppctl.detect import resolve_layers
 from vppctl.errors import ConversionError, SelfCheckError
+from vppctl.flow import cross_stage_edges
 from vppctl.gcpause import gc_paused
-from vppctl.index import NO_MESH, ProgramIndex, build_index
-from vppctl.layers import LayerSet, find_layers
+from vppctl.index import ProgramIndex, build_index
+from vppctl.layers import LayerSet
 from vppctl.load import Program
+from vppctl.mesh import NO_MESH, MeshId
 from vppctl.plan import LayerFacts, Plan, PlanOptions, make_plan, virtual_stages
 from vppctl.roles import kind
-from vppctl.verify import Expectation, Violation, cross_stage_edges, verify
+from vppctl.verify import Expectation, Violation, verify
 
 
 @dataclass(frozen=True)
@@ -55,28 +57,65 @@ class ConvertResult:
     warnings: tuple[str, ...] = field(default=())
 
 
-@gc_paused
-def convert_program(program: Program, opts: ConvertOptions) -> ConvertResult:
-    """Convert `program` in place; see the module docstring."""
+@dataclass(frozen=True)
+class Planned:
+    """A program's index, layers and plan: everything decided, nothing written yet."""
+
+    index: ProgramIndex
+    layers: LayerSet
+    facts: LayerFacts
+    plan: Plan
+    stages: tuple[MeshId, ...]
+    globals_: tuple[MeshId, ...]
+
+
+def plan_program(program: Program, opts: ConvertOptions) -> Planned:
+    """Load -> index -> layers -> plan: refusals up front, then the pure plan (rules 1-5)."""
     opts.plan.check()
     index = build_index(program)
     precheck.check_structure(index)
-    stages, globals_ = index.stage_meshes()
+    stages, globals_ = index.stage_mesh_ids()
     precheck.check_pp(stages, opts.plan)
     precheck.check_meshes(index, stages, globals_)
-    layers = _layers(index, opts)
-    costs = layer_costs(index, layers, opts.plan.cost)
-    plan = make_plan(
-        _facts(index, layers, stages, costs),
-        [index.meshes[m] for m in stages],
-        opts.plan,
-        warnings=layers.warnings,
+    layers = resolve_layers(
+        index, opts.seg_method, fields.read_plan(program.header), strict=opts.strict
     )
+    facts = _facts(index, layers, stages, layer_costs(index, layers, opts.plan.cost))
+    plan = _plan(index, layers, facts, stages, opts.plan)
+    return Planned(index, layers, facts, plan, tuple(stages), tuple(globals_))
+
+
+def replan(planned: Planned, opts: PlanOptions) -> Planned:
+    """The same program planned with other options (index and layers reused)."""
+    opts.check()
+    index, layers, facts = planned.index, planned.layers, planned.facts
+    if opts.cost != planned.plan.cost_kind:
+        costs = layer_costs(index, layers, opts.cost)
+        facts = replace(facts, costs=costs.layers, pre_cost=costs.pre, post_cost=costs.post)
+    plan = _plan(index, layers, facts, planned.stages, opts)
+    return replace(planned, facts=facts, plan=plan)
+
+
+def _plan(
+    index: ProgramIndex,
+    layers: LayerSet,
+    facts: LayerFacts,
+    stages: Sequence[MeshId],
+    opts: PlanOptions,
+) -> Plan:
+    plan = make_plan(facts, [index.meshes[m] for m in stages], opts, warnings=layers.warnings)
     precheck.check_strays(index, layers, plan)
+    return plan
+
+
+@gc_paused
+def convert_program(program: Program, opts: ConvertOptions) -> ConvertResult:
+    """Convert `program` in place; see the module docstring."""
+    planned = plan_program(program, opts)
+    index, layers, plan, stages = planned.index, planned.layers, planned.plan, planned.stages
     edges_before = cross_stage_edges(index, stages)
-    assignment = assign(index, plan, layers)
-    applied = write(index, assignment)
-    violations = verify(index, expectation(index, plan, layers, stages, globals_))
+    applied = write(index, assign(index, plan, layers))
+    violations = verify(index, expectation(planned))
     precheck.refuse_input_problems(index, violations)
     if violations:
         raise SelfCheckError(_self_check_message(violations))
@@ -96,12 +135,6 @@ def convert_program(program: Program, opts: ConvertOptions) -> ConvertResult:
         callstack_bytes_saved=saved,
         warnings=(*plan.warnings, *applied.warnings),
     )
-
-
-def _layers(index: ProgramIndex, opts: ConvertOptions) -> LayerSet:
-    if opts.seg_method is None:
-        return detect_layers(index, strict=opts.strict)
-    return find_layers(index, opts.seg_method, strict=opts.strict)
 
 
 def _facts(
@@ -139,20 +172,16 @@ def _facts(
     )
 
 
-def expectation(
-    index: ProgramIndex,
-    plan: Plan,
-    layers: LayerSet,
-    stages: Sequence[int],
-    globals_: Sequence[int],
-) -> Expectation:
+def expectation(planned: Planned) -> Expectation:
+    """What the converted program must satisfy: the plan it was converted with."""
+    plan = planned.plan
     return Expectation(
         pp=plan.pp,
         vpp=plan.vpp,
         placement=plan.placement,
-        stage_meshes=tuple(stages),
-        global_meshes=tuple(globals_),
-        layers=layers,
+        stage_mesh_ids=planned.stages,
+        global_mesh_ids=planned.globals_,
+        layers=planned.layers,
         plan_segments=tuple((s.stage, s.chunk, s.layers) for s in plan.segments),
     )
 

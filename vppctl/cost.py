@@ -10,15 +10,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from fractions import Fraction
 
 from vppctl import fields
-from vppctl.detect import detect_layers
-from vppctl.errors import ConversionError
-from vppctl.index import ProgramIndex, build_index
-from vppctl.layers import NO_LAYER, LayerSet, find_layers
-from vppctl.load import Program
-from vppctl.plan import CostKind, balanced_sizes, segment_costs, uniform_sizes
+from vppctl.index import ProgramIndex
+from vppctl.layers import NO_LAYER, LayerSet
+from vppctl.plan import CostKind
 
 MATMULS = (b"matmul_v2", b"matmul", b"mul", b"fused_gemm_epilogue")
 
@@ -92,38 +88,3 @@ def _dims(index: ProgramIndex, names: list[bytes] | None) -> tuple[int, ...]:
     b = index.blocks[index.var_block[v]]
     dims = fields.var_dims(index.program.blocks[b.idx], v - b.var_base)
     return tuple(abs(d) for d in dims)
-
-
-def segment_forward_costs(
-    program: Program, pp: int | None, vpp: int, seg_method: str | None
-) -> tuple[int, list[Fraction]]:
-    """(pp, forward cost of each virtual stage) for the simulator, from a program.
-
-    Segments are the recorded plan's when the program has one, else the uniform
-    split (or the balanced one when the layers do not divide). The cost is the
-    segment's forward FLOP estimate, or its forward op count when the program
-    has no matmul shapes; costs are scaled so that their mean is 1.
-    """
-    index = build_index(program)
-    stages, _ = index.stage_meshes()
-    if pp is not None and pp != len(stages):
-        raise ConversionError(
-            f"--pp {pp} does not match the program, which has {len(stages)} stage meshes; drop --pp"
-        )
-    pp = len(stages)
-    recorded = fields.read_plan(program.header)
-    pattern = seg_method or (recorded.seg_method if recorded else None)
-    layers = find_layers(index, pattern) if pattern else detect_layers(index)
-    costs = layer_costs(index, layers, "flops")
-    if not any(costs.layers):
-        costs = layer_costs(index, layers, "ops")
-    n = len(layers)
-    if recorded and recorded.vpp == vpp and len(recorded.segments) == pp * vpp:
-        sizes = [len(s[2]) for s in recorded.segments]
-    elif n % (pp * vpp) == 0:
-        sizes = uniform_sizes(n, pp, vpp)
-    else:
-        sizes = balanced_sizes(costs.layers, pp * vpp, costs.pre, costs.post)
-    seg = segment_costs(sizes, costs.layers, costs.pre, costs.post)
-    mean = Fraction(sum(seg), len(seg)) or Fraction(1)
-    return pp, [Fraction(c) / mean for c in seg]

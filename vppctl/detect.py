@@ -1,4 +1,10 @@
-"""Detect the repeated layer from struct names, when no --seg-method is given.
+"""Which layers: the one policy (`resolve_layers`), and detection from struct names.
+
+`resolve_layers` is how every command finds the layer set: an explicit
+--seg-method regex first, else the regex a recorded plan carries, else
+detection.
+
+Detection, when no --seg-method is given:
 
 A candidate is a layer class (a struct-name component with its `_k` suffix
 removed) under one parent path, with at least two sibling instances
@@ -14,7 +20,8 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from vppctl.errors import ConversionError
+from vppctl.errors import ConversionError, UsageError
+from vppctl.fields import RecordedPlan
 from vppctl.index import ProgramIndex
 from vppctl.layers import LayerSet, find_layers
 from vppctl.roles import is_forward
@@ -90,3 +97,23 @@ def detect_layers(index: ProgramIndex, *, strict: bool = False) -> LayerSet:
             f"detected layer {best.layer_class} (under {best.parent or '/'}) cannot be used: "
             f"{e}; pass --seg-method to choose the layer"
         ) from None
+
+
+def resolve_layers(
+    index: ProgramIndex,
+    seg_method: str | None = None,
+    recorded: RecordedPlan | None = None,
+    *,
+    strict: bool = False,
+) -> LayerSet:
+    """The layer set: `seg_method` (the user's regex) if given, else the recorded plan's
+    regex, else detection. Raises UsageError for a bad --seg-method and ConversionError
+    when the layers cannot be found (a bad recorded regex included: the program's fault)."""
+    if seg_method:
+        return find_layers(index, seg_method, strict=strict)
+    if recorded is not None and recorded.seg_method:
+        try:
+            return find_layers(index, recorded.seg_method, strict=strict)
+        except UsageError as e:
+            raise ConversionError(f"the recorded plan's seg_method is unusable: {e}") from None
+    return detect_layers(index, strict=strict)

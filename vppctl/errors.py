@@ -47,5 +47,11 @@ class ConversionError(VppctlError):
     exit_code = EXIT_CONVERT
 
 
-class SelfCheckError(ConversionError):
-    """`convert` produced a program its own verifier rejects: a bug, nothing is written."""
+class SelfCheckError(VppctlError):
+    """`convert` produced a program its own verifier rejects: a bug, nothing is written.
+
+    Input problems the verifier finds are refused as ConversionError (exit 4) before
+    this is raised (`precheck.refuse_input_problems`); what is left is vppctl's fault,
+    so it exits with the internal-error code."""
+
+    exit_code = EXIT_INTERNAL

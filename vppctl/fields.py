@@ -458,6 +458,10 @@ def write_plan(program: view.LazyProgram, plan: Plan) -> None:
     program.pipeline_plan = msg.SerializeToString()
 
 
+# vppctl 0.1.0 recorded the --layers-per-chunk split as "manual".
+_SPLIT_NAMES = {"manual": "explicit"}
+
+
 @dataclass(frozen=True)
 class RecordedPlan:
     """The plan a program carries, as plain values."""
@@ -485,7 +489,7 @@ def read_plan(program: view.LazyProgram) -> RecordedPlan | None:
         seg_method=_text(m.seg_method),
         placement=_text(m.placement),
         mode=_text(m.mode),
-        split=_text(m.split),
+        split=_SPLIT_NAMES.get(_text(m.split), _text(m.split)),
         vppctl_version=_text(m.vppctl_version),
         segments=tuple((s.stage, s.chunk, tuple(map(_text, s.layers))) for s in m.segments),
     )

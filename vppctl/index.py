@@ -14,10 +14,8 @@ from dataclasses import dataclass, field
 from vppctl import fields
 from vppctl.fields import EMPTY_NAMES, EMPTY_VAR, NO_VAR, OpColumns, VarColumns
 from vppctl.load import Program
-from vppctl.mesh import Mesh, stage_meshes
+from vppctl.mesh import NO_MESH, Mesh, MeshId, stages_and_globals
 from vppctl.roles import FORWARD_ROLES, LOSS, LOSS_GRAD
-
-NO_MESH = -1
 
 
 @dataclass
@@ -56,7 +54,7 @@ class ProgramIndex:
     var_block: array[int] = field(default_factory=lambda: array("q"))
     var_mesh: array[int] = field(default_factory=lambda: array("q"))  # mesh class per var
     var_chunks: array[int] = field(default_factory=lambda: array("q"))  # chunk per var, -1 none
-    first_writers: dict[int, int] | None = None  # see verify.first_forward_writers
+    first_writers: dict[int, int] | None = None  # see flow.first_forward_writers
     elements: dict[int, int] = field(default_factory=dict)  # see cost.param_elements
     problems: list[str] = field(default_factory=list)  # structural problems found
 
@@ -115,7 +113,7 @@ class ProgramIndex:
         f = self.lookup(self.var_block[v], name[:at])
         return f if f >= 0 else None
 
-    def stage_meshes(self) -> tuple[list[int], list[int]]:
+    def stage_mesh_ids(self) -> tuple[list[MeshId], list[MeshId]]:
         """Rule 1: (stage mesh classes in order, global mesh classes).
 
         Taken from `ProgramDesc.process_meshes`, or when that is empty from the
@@ -127,16 +125,19 @@ class ProgramIndex:
         """
         if self._stages is None:
             order = self.program_meshes or _first_appearance(self.blocks[0].op_mesh)
-            stages, globals_ = stage_meshes([self.meshes[c] for c in order])
+            stages, globals_ = stages_and_globals([self.meshes[c] for c in order])
             by_key = {self.meshes[c].key: c for c in order}
             stage_ids = [by_key[m.key] for m in stages]
             global_ids = [by_key[m.key] for m in globals_]
             if len(stage_ids) > 1:
                 everyone = set().union(*(self.meshes[c].process_ids for c in stage_ids))
+                known = {*stage_ids, *global_ids}
                 global_ids += [
                     c
                     for c, m in enumerate(self.meshes)
-                    if c not in stage_ids and c not in global_ids and set(m.process_ids) == everyone
+                    if c not in known
+                    and len(m.process_ids) == len(everyone)
+                    and set(m.process_ids) == everyone
                 ]
             self._stages = (stage_ids, global_ids)
         return list(self._stages[0]), list(self._stages[1])

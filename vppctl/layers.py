@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from vppctl.errors import ConversionError, UsageError
-from vppctl.index import NO_MESH, ProgramIndex
+from vppctl.index import ProgramIndex
+from vppctl.mesh import NO_MESH
 from vppctl.roles import is_forward
 
 NO_LAYER = -1
@@ -67,6 +68,18 @@ def find_layers(
     """Rule 2 and 3: the layers named by `pattern` in the global block's forward ops."""
     regex = compile_seg_method(pattern)
     names = _layer_names(index, regex.search, pattern)
+    return _collect(index, names, pattern, strict, detected, layer_class)
+
+
+def _collect(
+    index: ProgramIndex,
+    names: dict[bytes, str],
+    pattern: str,
+    strict: bool,
+    detected: bool,
+    layer_class: str,
+) -> LayerSet:
+    """The layers given struct name -> layer name, with their runs checked (rules 2, 3)."""
     block = index.global_block
     n_ops = block.n_ops
     op_layer = array("q", [NO_LAYER]) * n_ops

@@ -10,6 +10,14 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+# Three forms of a mesh, each with its own name:
+#   Mesh     a value (shape, process ids, dim names), in plans and messages;
+#   MeshId   an int, a mesh class (equal meshes share one) in the index's side tables,
+#            NO_MESH for "no mesh", the only sentinel outside the protobuf layer;
+#   raw      a serialized ProcessMesh (bytes), only in fields.py and the index.
+MeshId = int
+NO_MESH: MeshId = -1
+
 
 @dataclass(frozen=True)
 class Mesh:
@@ -47,7 +55,7 @@ def format_ids(ids: Sequence[int]) -> str:
     return "[" + ",".join(map(str, ids)) + "]"
 
 
-def stage_meshes(meshes: Sequence[Mesh]) -> tuple[list[Mesh], list[Mesh]]:
+def stages_and_globals(meshes: Sequence[Mesh]) -> tuple[list[Mesh], list[Mesh]]:
     """Rule 1: (stage meshes in order, dropped global meshes).
 
     De-duplicate by equality keeping the first; if some meshes are proper subsets

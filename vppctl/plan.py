@@ -20,9 +20,9 @@ from vppctl.errors import ConversionError, UsageError
 from vppctl.mesh import Mesh
 
 Placement = Literal["loop", "v"]
-Split = Literal["uniform", "keep", "balanced", "manual"]
+Split = Literal["uniform", "keep", "balanced", "explicit"]
 CostKind = Literal["params", "ops", "flops"]
-Mode = Literal["auto", "manual"]
+Mode = Literal["auto", "manual"]  # manual: the input is already interleaved (Paddle's term)
 
 MAX_DEGREE = 4096  # no real job has more stages or chunks; larger values are typos
 
@@ -35,14 +35,22 @@ class PlanOptions:
     pp: int | None = None  # None: derive from the program
     placement: Placement = "loop"
     split: Split = "uniform"
-    layers_per_chunk: tuple[int, ...] = ()  # with split="manual"
+    layers_per_chunk: tuple[int, ...] = ()  # with split="explicit"
     cost: CostKind = "params"
 
     def check(self) -> None:
+        """Refuse options that cannot work whatever the program (UsageError, exit 2)."""
         if not 1 <= self.vpp <= MAX_DEGREE:
             raise UsageError(f"--vpp must be between 1 and {MAX_DEGREE}, got {self.vpp}")
         if self.pp is not None and not 1 <= self.pp <= MAX_DEGREE:
             raise UsageError(f"--pp must be between 1 and {MAX_DEGREE}, got {self.pp}")
+        if self.layers_per_chunk and self.split != "explicit":
+            raise UsageError(
+                f"--layers-per-chunk sets the split itself, but --split {self.split} was given; "
+                "drop --split"
+            )
+        if self.split == "explicit" and not self.layers_per_chunk:
+            raise UsageError("--split explicit needs the counts: pass --layers-per-chunk N,N,...")
 
 
 @dataclass(frozen=True)
@@ -143,7 +151,7 @@ def keep_sizes(layer_stages: Sequence[int], pp: int, vpp: int, placement: Placem
     return sizes
 
 
-def manual_sizes(sizes: Sequence[int], n_layers: int, pp: int, vpp: int) -> list[int]:
+def explicit_sizes(sizes: Sequence[int], n_layers: int, pp: int, vpp: int) -> list[int]:
     """--layers-per-chunk: explicit counts in virtual-stage order (Megatron's manual split)."""
     if len(sizes) != pp * vpp:
         raise UsageError(
@@ -333,8 +341,8 @@ def make_plan(
 
 def _sizes(facts: LayerFacts, pp: int, opts: PlanOptions) -> list[int]:
     n, vpp = len(facts.names), opts.vpp
-    if opts.split == "manual" or opts.layers_per_chunk:
-        return manual_sizes(opts.layers_per_chunk, n, pp, vpp)
+    if opts.split == "explicit":
+        return explicit_sizes(opts.layers_per_chunk, n, pp, vpp)
     if opts.split == "uniform":
         return uniform_sizes(n, pp, vpp)
     if n < pp * vpp:

@@ -13,11 +13,12 @@ from collections.abc import Sequence
 from vppctl import fields
 from vppctl.errors import ConversionError
 from vppctl.fields import NO_VAR
-from vppctl.index import NO_MESH, ProgramIndex
+from vppctl.index import ProgramIndex
 from vppctl.layers import LayerSet
+from vppctl.mesh import NO_MESH
 from vppctl.plan import Plan, PlanOptions
 from vppctl.roles import is_backward, is_forward
-from vppctl.verify import Violation
+from vppctl.verify import Cause, Violation
 
 
 def check_structure(index: ProgramIndex) -> None:
@@ -141,34 +142,34 @@ def check_pp(stages: Sequence[int], opts: PlanOptions) -> None:
         )
 
 
+_GRAD_TYPES = ("_grad", "sum", "grad_add")
+
+
 def refuse_input_problems(index: ProgramIndex, violations: Sequence[Violation]) -> None:
     """Violations on a converted program that come from the input, not from a bug.
 
-    V001 "no process mesh": an op the rules keep on its mesh had none in the input.
-    V007: layers are placed in program order, but ops outside the layers keep their
-    mesh (rule 6), so an input with the embedding or head on another stage makes the
-    forward pass run backwards. V011 at a forward op: the op kept its mesh (outside the
-    layers, or manual mode) and the input had its output variable on another mesh.
+    Decided by each violation's cause, never by its message text:
+    NO_MESH: an op the rules keep on its mesh had none in the input.
+    BACKWARD_FLOW: layers are placed in program order, but ops outside the layers keep
+    their mesh (rule 6), so an input with the embedding or head on another stage makes
+    the forward pass run backwards. VAR_MISPLACED at a forward op: the op kept its mesh
+    (outside the layers, or an interleaved program) and the input had its output
+    variable on another mesh; the same at any op that is no grad or sum op.
     """
     for v in violations:
         where = f"block {v.block} op #{v.op} ({v.type})"
-        if v.rule == "V001" and "process mesh" in v.message:
+        if v.cause is Cause.NO_MESH:
             raise ConversionError(
                 f"{where} has no process mesh and no rule gives it one; annotate the program "
                 "for pipeline parallelism first (every forward op on its stage mesh)"
             )
-        if (
-            v.rule == "V011"
-            and "writes" in v.message
-            and v.type
-            and not v.type.endswith(("_grad", "sum", "grad_add"))
-        ):
+        if v.cause is Cause.VAR_MISPLACED and v.type and not v.type.endswith(_GRAD_TYPES):
             raise ConversionError(
                 f"{where} {v.message}: the input's annotation is inconsistent (a variable "
                 "should sit on the mesh of the op that writes it, and ops outside the layers "
                 "or in an interleaved program keep their mesh); fix the variable's dist_attr"
             )
-        if v.rule == "V007":
+        if v.cause is Cause.BACKWARD_FLOW:
             raise ConversionError(
                 f"the forward pass would run backwards through the pipeline: {where} "
                 f"{v.message}; ops outside the layers keep their mesh, so put the ops before "

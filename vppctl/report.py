@@ -1,7 +1,9 @@
-"""Report: render results as rich tables (for people) and JSON dicts (for scripts).
+"""Report: every table (for people) and every JSON shape (for scripts), in one place.
 
-Every renderer reads a result object (`ConvertResult`, verify violations, an
-inspection summary); none computes anything of its own. Tables fit 80 columns.
+Every renderer reads one command's outcome (`vppctl.commands`) or a result
+inside it; none computes anything of its own. Tables fit 80 columns. The
+pictures of a schedule (terminal timeline, SVG, trace) are in
+`vppctl.schedule.timeline`.
 """
 
 from __future__ import annotations
@@ -14,8 +16,13 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from vppctl.commands import Bubble, ConvertOutcome, DumpOutcome, SampleOutcome
 from vppctl.convert import ConvertResult
+from vppctl.expectation import VerifyReport
+from vppctl.layers import LayerSet
 from vppctl.plan import Plan
+from vppctl.schedule.simulate import SimResult, Step
+from vppctl.schedule.timeline import number, percent, render_timeline, rounded, stage_units, title
 from vppctl.summary import Summary
 from vppctl.verify import RULES, Violation
 
@@ -104,9 +111,8 @@ def convert_table(r: ConvertResult) -> Table:
     return table
 
 
-def convert_notes(
-    r: ConvertResult, output: str, written: int, bubble: tuple[float, float] | None = None
-) -> list[str]:
+def convert_notes(o: ConvertOutcome) -> list[str]:
+    r, bubble = o.result, o.bubble
     p = r.plan
     notes = [
         layers_line(p),
@@ -116,32 +122,38 @@ def convert_notes(
     ]
     if bubble is not None:
         notes.append(
-            f"bubble (1F1B -> interleaved): {bubble[0]:.1%} -> {bubble[1]:.1%} of the step"
+            f"bubble (1F1B -> interleaved): {bubble.one_f_one_b:.1%} -> "
+            f"{bubble.interleaved:.1%} of the step"
         )
     if r.callstack_bytes_saved is not None:
         notes.append(f"stripped op_callstack: {human_bytes(r.callstack_bytes_saved)} saved")
-    notes.append(f"wrote {output} ({human_bytes(written)})")
+    notes.append(f"wrote {o.output} ({human_bytes(o.bytes_written)})")
     return notes
 
 
-def render_convert(
-    console: Console,
-    r: ConvertResult,
-    output: str,
-    written: int,
-    bubble: tuple[float, float] | None = None,
-) -> None:
+def render_convert(console: Console, o: ConvertOutcome) -> None:
     # The title is its own line, not the table's title, so that it never wraps to
     # the table's width.
-    console.print(Text(convert_title(r)), soft_wrap=True)
-    console.print(convert_table(r))
-    for line in convert_notes(r, output, written, bubble):
+    console.print(Text(convert_title(o.result)), soft_wrap=True)
+    console.print(convert_table(o.result))
+    for line in convert_notes(o):
         console.print(Text(line))
 
 
-def convert_json(
-    r: ConvertResult, output: str, written: int, bubble: tuple[float, float] | None = None
-) -> dict[str, Any]:
+def layers_json(layers: LayerSet | None) -> dict[str, Any]:
+    """The one shape of a layer set in every command's JSON."""
+    if not layers:
+        return {"count": 0, "class": "", "seg_method": None, "detected": False}
+    return {
+        "count": len(layers),
+        "class": layers.layer_class,
+        "seg_method": layers.seg_method,
+        "detected": layers.detected,
+    }
+
+
+def convert_json(o: ConvertOutcome) -> dict[str, Any]:
+    r, bubble = o.result, o.bubble
     p = r.plan
     out: dict[str, Any] = {
         "pp": p.pp,
@@ -156,9 +168,9 @@ def convert_json(
             "seg_method": p.seg_method,
             "detected": p.detected,
         },
-        "output": output,
-        "bytes_written": written,
-        "warnings": list(r.warnings),
+        "output": o.output,
+        "bytes_written": o.bytes_written,
+        "warnings": list(o.warnings),
         "ops": {"total": r.n_ops, "changed": r.ops_changed},
         "vars": {"total": r.n_vars, "changed": r.vars_changed},
         "cross_stage_edges": {"before": r.edges_before, "after": r.edges_after},
@@ -179,7 +191,7 @@ def convert_json(
         ],
     }
     if bubble is not None:
-        out["bubble"] = {"1f1b": round(bubble[0], 6), "interleaved": round(bubble[1], 6)}
+        out["bubble"] = _bubble_json(bubble)
     if r.callstack_bytes_saved is not None:
         out["callstack_bytes_saved"] = r.callstack_bytes_saved
     return out
@@ -209,14 +221,46 @@ def violations_table(violations: Sequence[Violation]) -> Table:
     return table
 
 
-def violations_json(violations: Sequence[Violation], extra: dict[str, Any]) -> dict[str, Any]:
+def _bubble_json(bubble: Bubble) -> dict[str, float]:
+    return {"1f1b": round(bubble.one_f_one_b, 6), "interleaved": round(bubble.interleaved, 6)}
+
+
+def verify_line(report: VerifyReport) -> str:
+    """The one line `verify` prints for a valid program."""
+    layers = report.layers
+    found = f"{len(layers)} layers ({layers.layer_class})" if layers else "no layers"
+    return (
+        f"valid: pp {report.pp} x vpp {report.vpp}, {report.placement} placement, {found}; "
+        f"cross-stage edges per micro-batch: {report.cross_stage_edges}"
+    )
+
+
+def render_verify(console: Console, report: VerifyReport) -> None:
+    if report.valid:
+        console.print(Text(verify_line(report)), soft_wrap=True)
+    else:
+        console.print(violations_table(report.violations))
+
+
+def verify_json(report: VerifyReport) -> dict[str, Any]:
     return {
-        "valid": not violations,
+        "valid": report.valid,
         "violations": [
-            {"rule": v.rule, "block": v.block, "op": v.op, "type": v.type, "message": v.message}
-            for v in violations
+            {
+                "rule": v.rule,
+                "cause": v.cause.value,
+                "block": v.block,
+                "op": v.op,
+                "type": v.type,
+                "message": v.message,
+            }
+            for v in report.violations
         ],
-        **extra,
+        "pp": report.pp,
+        "vpp": report.vpp,
+        "placement": report.placement,
+        "layers": layers_json(report.layers),
+        "cross_stage_edges": report.cross_stage_edges,
     }
 
 
@@ -229,6 +273,44 @@ def rules_table() -> Table:
     return table
 
 
+def summary_json(s: Summary) -> dict[str, Any]:
+    return {
+        "source": s.source,
+        "bytes": s.size,
+        "blocks": s.blocks,
+        "ops": {"total": sum(s.ops.values()), **s.ops},
+        "vars": s.vars,
+        "params": {"count": s.params, "elements": s.param_elements},
+        "stage_meshes": [list(m.process_ids) for m in s.stage_meshes],
+        "global_meshes": [list(m.process_ids) for m in s.global_meshes],
+        "stages": [
+            {
+                "stage": s.stage,
+                "mesh": list(s.mesh.process_ids),
+                "layers": list(s.layers),
+                "ops": s.ops,
+                "chunks": list(s.chunks),
+            }
+            for s in s.stages
+        ],
+        "chunks": list(s.chunks),
+        "layout": s.layout,
+        "layers": {**layers_json(s.layers), "note": s.layers_note},
+        "plan": None
+        if s.plan is None
+        else {
+            "pp": s.plan.pp,
+            "vpp": s.plan.vpp,
+            "placement": s.plan.placement,
+            "mode": s.plan.mode,
+            "split": s.plan.split,
+            "vppctl_version": s.plan.vppctl_version,
+        },
+        "ops_with_callstack": s.callstack_ops,
+        "ops_without_mesh": s.unplaced_ops,
+    }
+
+
 def render_summary(console: Console, s: Summary) -> None:
     total = sum(s.ops.values())
     roles = ", ".join(f"{n} {k}" for k, n in s.ops.items() if n)
@@ -237,8 +319,8 @@ def render_summary(console: Console, s: Summary) -> None:
         f"ops: {total} ({roles})",
         f"parameters: {s.params} ({human(s.param_elements)} elements)",
         f"layout: {s.layout}; chunk ids present: {', '.join(map(str, s.chunks)) or 'none'}",
-        f"layers: {s.layer_class} x {s.n_layers} ({s.layers_note})"
-        if s.n_layers
+        f"layers: {s.layers.layer_class} x {len(s.layers)} ({s.layers_note})"
+        if s.layers
         else f"layers: not found ({s.layers_note})",
     ]
     if s.global_meshes:
@@ -277,3 +359,181 @@ def render_summary(console: Console, s: Summary) -> None:
         )
         table.add_row(*map(Text, cells))
     console.print(table)
+
+
+# -- simulate: comparison between 1F1B and the interleaved schedule
+
+
+def _pair(results: Sequence[SimResult]) -> tuple[SimResult, SimResult] | None:
+    """The (1F1B, interleaved) pair to compare, if both are present."""
+    baseline = next((r for r in results if r.schedule == "1f1b"), None)
+    candidate = next((r for r in results if r.schedule == "interleaved" and r.vpp > 1), None)
+    if baseline is None or candidate is None:
+        return None
+    return baseline, candidate
+
+
+def gain_line(results: Sequence[SimResult]) -> str | None:
+    """One sentence with what interleaving buys and costs, or None if nothing to compare."""
+    pair = _pair(results)
+    if pair is None:
+        return None
+    base, vpp = pair
+    saved = (base.makespan - vpp.makespan) / base.makespan
+    memory = vpp.peak_in_flight_stage_units[0] / base.peak_in_flight_stage_units[0]
+    return (
+        f"{title(vpp)} vs {title(base)}: makespan {number(base.makespan)} -> "
+        f"{number(vpp.makespan)} ({percent(saved)} shorter), bubble vs ideal "
+        f"{percent(base.bubble_vs_ideal)} -> {percent(vpp.bubble_vs_ideal)}, stage 0 "
+        f"activations {stage_units(base, 0)} -> {stage_units(vpp, 0)} stages "
+        f"(x{float(memory):.2f})"
+    )
+
+
+# -- simulate: tables
+
+
+def summary_table(results: Sequence[SimResult]) -> Table:
+    """Headline figures, one column per schedule, so the comparison is one glance."""
+    first = results[0]
+    heading = f"one training step: pp={first.pp}, m={first.micro_batches}"
+    if first.p2p_cost:
+        heading += f", p2p cost {number(first.p2p_cost)} per hop"
+    table = Table(title=heading, title_justify="left")
+    table.add_column("")
+    for result in results:
+        table.add_column(title(result), justify="right")
+    rows: list[tuple[str, list[str]]] = [
+        ("makespan", [number(r.makespan) for r in results]),
+        ("ideal (busiest stage)", [number(r.ideal) for r in results]),
+        ("bubble (of makespan)", [percent(r.bubble) for r in results]),
+        ("bubble vs ideal", [percent(r.bubble_vs_ideal) for r in results]),
+        (
+            "peak in-flight, stage 0",
+            [f"{r.peak_in_flight[0]} ({stage_units(r, 0)} stages)" for r in results],
+        ),
+        ("p2p messages", [str(r.p2p_messages) for r in results]),
+    ]
+    for name, cells in rows:
+        table.add_row(name, *cells)
+    return table
+
+
+def stage_table(results: Sequence[SimResult]) -> Table:
+    """Per-stage bubble and peak in-flight units, side by side."""
+    table = Table(title="per stage", title_justify="left")
+    table.add_column("stage", justify="right")
+    for result in results:
+        table.add_column(f"bubble {title(result)}", justify="right")
+        table.add_column("in-flight", justify="right")
+    for stage in range(results[0].pp):
+        cells: list[str] = []
+        for result in results:
+            cells.append(percent(result.per_stage_bubble[stage]))
+            cells.append(f"{result.peak_in_flight[stage]} ({stage_units(result, stage)})")
+        table.add_row(str(stage), *cells)
+    return table
+
+
+def simulation_warnings(results: Sequence[SimResult]) -> list[str]:
+    return list(dict.fromkeys(w for r in results for w in r.warnings))
+
+
+def render_simulation(
+    console: Console, results: Sequence[SimResult], *, timeline: bool = True
+) -> None:
+    """Summary and per-stage tables side by side, the gain and the timelines (warnings are
+    the caller's, for stderr)."""
+    console.print(summary_table(results))
+    console.print(stage_table(results))
+    gain = gain_line(results)
+    if gain is not None:
+        console.print(Text(gain, style="bold"))
+    if timeline:
+        for result in results:
+            render_timeline(result, console)
+
+
+# -- simulate: JSON
+
+
+def _step_json(step: Step) -> dict[str, Any]:
+    return {
+        "stage": step.stage,
+        "chunk": step.chunk,
+        "micro_batch": step.micro_batch,
+        "kind": step.kind,
+        "start": rounded(step.start),
+        "end": rounded(step.end),
+    }
+
+
+def _result_json(result: SimResult, steps: bool) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "schedule": result.schedule,
+        "pp": result.pp,
+        "vpp": result.vpp,
+        "micro_batches": result.micro_batches,
+        "p2p_cost": rounded(result.p2p_cost),
+        "makespan": rounded(result.makespan),
+        "ideal": rounded(result.ideal),
+        "bubble": rounded(result.bubble),
+        "bubble_vs_ideal": rounded(result.bubble_vs_ideal),
+        "p2p_messages": result.p2p_messages,
+        "per_stage": [
+            {
+                "stage": stage,
+                "bubble": rounded(result.per_stage_bubble[stage]),
+                "peak_in_flight": result.peak_in_flight[stage],
+                "peak_in_flight_stages": rounded(result.peak_in_flight_stage_units[stage]),
+            }
+            for stage in range(result.pp)
+        ],
+        "warnings": list(result.warnings),
+        # Exact values for anyone checking closed forms; floats above are rounded.
+        "exact": {
+            "makespan": str(result.makespan),
+            "ideal": str(result.ideal),
+            "bubble": str(result.bubble),
+            "bubble_vs_ideal": str(result.bubble_vs_ideal),
+        },
+    }
+    if steps:
+        data["steps"] = [_step_json(step) for step in result.steps]
+    return data
+
+
+def simulation_json(results: Sequence[SimResult], *, steps: bool = False) -> dict[str, Any]:
+    """A json-serialisable dict of the figures; ``steps=True`` adds every step."""
+    data: dict[str, Any] = {"results": [_result_json(r, steps) for r in results]}
+    pair = _pair(results)
+    if pair is not None:
+        base, vpp = pair
+        data["comparison"] = {
+            "baseline": base.schedule,
+            "candidate": vpp.schedule,
+            "speedup": rounded(base.makespan / vpp.makespan),
+            "bubble_vs_ideal": [rounded(base.bubble_vs_ideal), rounded(vpp.bubble_vs_ideal)],
+            "stage0_activation_ratio": rounded(
+                vpp.peak_in_flight_stage_units[0] / base.peak_in_flight_stage_units[0]
+            ),
+        }
+    return data
+
+
+# -- dump, sample ----------------------------------------------------------------
+
+
+def written_json(output: str, bytes_written: int, warnings: Sequence[str]) -> dict[str, Any]:
+    return {"output": output, "bytes_written": bytes_written, "warnings": list(warnings)}
+
+
+def dump_json(o: DumpOutcome) -> dict[str, Any]:
+    data = written_json(o.output or "-", o.bytes_written, o.warnings)
+    if o.callstack_bytes_saved is not None:
+        data["callstack_bytes_saved"] = o.callstack_bytes_saved
+    return data
+
+
+def sample_json(o: SampleOutcome) -> dict[str, Any]:
+    return written_json(o.output, o.bytes_written, ())

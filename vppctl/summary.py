@@ -8,18 +8,17 @@ PP, interleaved VPP, or is not annotated.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from vppctl import fields
 from vppctl.cost import param_elements
-from vppctl.detect import detect_layers
+from vppctl.detect import resolve_layers
 from vppctl.errors import ConversionError
 from vppctl.gcpause import gc_paused
-from vppctl.index import NO_MESH, ProgramIndex, build_index
-from vppctl.layers import LayerSet, find_layers
+from vppctl.index import ProgramIndex, build_index
+from vppctl.layers import LayerSet
 from vppctl.load import Program
-from vppctl.mesh import Mesh
-from vppctl.roles import KINDS, kind
+from vppctl.mesh import NO_MESH, Mesh
+from vppctl.roles import KINDS, Kind, kind
 
 
 @dataclass(frozen=True)
@@ -27,7 +26,7 @@ class StageSummary:
     stage: int
     mesh: Mesh
     layers: tuple[str, ...]
-    ops: dict[str, int]
+    ops: dict[Kind, int]
     chunks: tuple[int, ...]
 
 
@@ -36,7 +35,7 @@ class Summary:
     source: str
     size: int
     blocks: int
-    ops: dict[str, int]
+    ops: dict[Kind, int]
     vars: int
     params: int
     param_elements: int
@@ -45,56 +44,19 @@ class Summary:
     stages: tuple[StageSummary, ...]
     chunks: tuple[int, ...]
     layout: str  # "plain PP", "interleaved VPP", "unannotated"
-    layer_class: str
-    n_layers: int
+    layers: LayerSet | None  # None when they cannot be found (`layers_note` says why)
     layers_note: str
     plan: fields.RecordedPlan | None
     callstack_ops: int
     unplaced_ops: int = field(default=0)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "source": self.source,
-            "bytes": self.size,
-            "blocks": self.blocks,
-            "ops": {"total": sum(self.ops.values()), **self.ops},
-            "vars": self.vars,
-            "params": {"count": self.params, "elements": self.param_elements},
-            "stage_meshes": [list(m.process_ids) for m in self.stage_meshes],
-            "global_meshes": [list(m.process_ids) for m in self.global_meshes],
-            "stages": [
-                {
-                    "stage": s.stage,
-                    "mesh": list(s.mesh.process_ids),
-                    "layers": list(s.layers),
-                    "ops": s.ops,
-                    "chunks": list(s.chunks),
-                }
-                for s in self.stages
-            ],
-            "chunks": list(self.chunks),
-            "layout": self.layout,
-            "layers": {"class": self.layer_class, "count": self.n_layers, "note": self.layers_note},
-            "plan": None
-            if self.plan is None
-            else {
-                "pp": self.plan.pp,
-                "vpp": self.plan.vpp,
-                "placement": self.plan.placement,
-                "mode": self.plan.mode,
-                "split": self.plan.split,
-                "vppctl_version": self.plan.vppctl_version,
-            },
-            "ops_with_callstack": self.callstack_ops,
-            "ops_without_mesh": self.unplaced_ops,
-        }
-
 
 @gc_paused
 def summarize(program: Program, seg_method: str | None = None) -> Summary:
     index = build_index(program)
-    stages, globals_ = index.stage_meshes()
-    layers, note = _layers(index, seg_method)
+    stages, globals_ = index.stage_mesh_ids()
+    recorded = fields.read_plan(program.header)
+    layers, note = _layers(index, seg_method, recorded)
     ops = dict.fromkeys(KINDS, 0)
     chunks: set[int] = set()
     unplaced = 0
@@ -119,22 +81,24 @@ def summarize(program: Program, seg_method: str | None = None) -> Summary:
         stages=tuple(_stages(index, stages, layers)),
         chunks=tuple(sorted(chunks)),
         layout=_layout(index, stages, layers, chunks),
-        layer_class=layers.layer_class if layers else "",
-        n_layers=len(layers) if layers else 0,
+        layers=layers,
         layers_note=note,
-        plan=fields.read_plan(program.header),
+        plan=recorded,
         callstack_ops=sum(map(fields.callstack_ops, program.blocks)),
         unplaced_ops=unplaced,
     )
 
 
-def _layers(index: ProgramIndex, seg_method: str | None) -> tuple[LayerSet | None, str]:
+def _layers(
+    index: ProgramIndex, seg_method: str | None, recorded: fields.RecordedPlan | None
+) -> tuple[LayerSet | None, str]:
     try:
-        if seg_method:
-            return find_layers(index, seg_method), f"--seg-method {seg_method}"
-        return detect_layers(index), "detected"
+        layers = resolve_layers(index, seg_method, recorded)
     except ConversionError as e:
         return None, str(e)
+    if seg_method:
+        return layers, f"--seg-method {seg_method}"
+    return layers, "detected" if layers.detected else "the recorded seg_method"
 
 
 def _stages(index: ProgramIndex, stages: list[int], layers: LayerSet | None) -> list[StageSummary]:

@@ -10,19 +10,18 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from enum import Enum
 from itertools import chain, repeat
 from operator import sub as minus
 
 from vppctl import fields
-from vppctl.detect import detect_layers
-from vppctl.errors import ConversionError, UsageError
 from vppctl.fields import NO_VAR
-from vppctl.gcpause import gc_paused
-from vppctl.index import NO_MESH, ForwardOps, ProgramIndex, build_index, loss_op
-from vppctl.layers import LayerSet, find_layers
-from vppctl.load import Program
-from vppctl.plan import MAX_DEGREE, Placement, place, virtual_stages
+from vppctl.flow import first_forward_writers
+from vppctl.index import ForwardOps, ProgramIndex, loss_op
+from vppctl.layers import LayerSet
+from vppctl.mesh import NO_MESH, MeshId
+from vppctl.plan import Placement, place, virtual_stages
 from vppctl.roles import OPTIMIZE, is_backward, is_forward, is_loss_grad
 
 RULES: dict[str, str] = {
@@ -48,6 +47,32 @@ RULES: dict[str, str] = {
 }
 
 
+class Cause(str, Enum):
+    """Why a rule failed, for programs (the message is for people and may be reworded)."""
+
+    NO_MESH = "no_mesh"  # an op without a process mesh
+    NO_CHUNK = "no_chunk"  # an op without a chunk id
+    CHUNK_OUT_OF_RANGE = "chunk_out_of_range"
+    NOT_STAGE_MESH = "not_stage_mesh"
+    LAYER_SPLIT = "layer_split"  # a layer's ops on more than one (stage, chunk)
+    LAYER_OFF_STAGE = "layer_off_stage"  # a layer not on a stage mesh
+    LAYERS_NOT_FOUND = "layers_not_found"
+    SEGMENT_TWICE = "segment_twice"  # one (stage, chunk) holds two runs of layers
+    EMPTY_SEGMENT = "empty_segment"
+    SEGMENT_MISPLACED = "segment_misplaced"
+    BACKWARD_FLOW = "backward_flow"  # forward data flow runs to an earlier virtual stage
+    GRAD_MISPLACED = "grad_misplaced"
+    SUM_MISPLACED = "sum_misplaced"
+    UPDATE_MISPLACED = "update_misplaced"
+    VAR_MISPLACED = "var_misplaced"  # a variable not where its first writer is
+    PLAN_MISMATCH = "plan_mismatch"
+    PLAN_CORRUPT = "plan_corrupt"
+    UNDECLARED_VAR = "undeclared_var"
+    DUPLICATE_VAR = "duplicate_var"
+    BAD_SUB_BLOCK = "bad_sub_block"
+    COUNT_MISMATCH = "count_mismatch"  # stage or chunk counts differ from those asked for
+
+
 @dataclass(frozen=True)
 class Violation:
     rule: str
@@ -55,6 +80,7 @@ class Violation:
     op: int  # -1 when the violation is not about one op
     type: str
     message: str
+    cause: Cause
 
 
 @dataclass(frozen=True)
@@ -64,8 +90,8 @@ class Expectation:
     pp: int
     vpp: int
     placement: Placement
-    stage_meshes: tuple[int, ...]  # mesh-class ids in stage order
-    global_meshes: tuple[int, ...]
+    stage_mesh_ids: tuple[MeshId, ...]  # in stage order
+    global_mesh_ids: tuple[MeshId, ...]
     layers: LayerSet | None
     plan_segments: tuple[tuple[int, int, tuple[str, ...]], ...] | None = (
         None  # (stage, chunk, layers)
@@ -79,12 +105,12 @@ class _Checker:
     def __init__(self, index: ProgramIndex, expect: Expectation) -> None:
         self.index, self.expect = index, expect
         self.out: list[Violation] = []
-        self.stage_of = {m: s for s, m in enumerate(expect.stage_meshes)}
+        self.stage_of = {m: s for s, m in enumerate(expect.stage_mesh_ids)}
         self.vstage = virtual_stages(expect.pp, expect.vpp, expect.placement)
 
-    def add(self, rule: str, block: int, op: int, message: str) -> None:
+    def add(self, rule: str, cause: Cause, block: int, op: int, message: str) -> None:
         t = self.index.op_type(block, op) if op >= 0 else ""
-        self.out.append(Violation(rule, block, op, t, message))
+        self.out.append(Violation(rule, block, op, t, message, cause))
 
     def op_vstage(self, op: int) -> int | None:
         """Virtual stage of a global-block op from its mesh and chunk, if it has one."""
@@ -131,13 +157,14 @@ def _check_structure(c: _Checker) -> None:
                 if not bi.idx < sub < len(index.blocks):
                     c.add(
                         "V014",
+                        Cause.BAD_SUB_BLOCK,
                         bi.idx,
                         op,
                         f"sub_block {sub} does not exist or is not a "
                         f"later block (the program has {len(index.blocks)} blocks)",
                     )
     for problem in index.problems:
-        c.add("V013", -1, -1, problem)
+        c.add("V013", Cause.DUPLICATE_VAR, -1, -1, problem)
 
 
 def _undeclared(c: _Checker, b: int) -> None:
@@ -149,29 +176,46 @@ def _undeclared(c: _Checker, b: int) -> None:
             or NO_VAR in o.out_var[o.out_off[op] : o.out_off[op + 1]]
         ):
             c.add(
-                "V013", b, op, "names a variable that is not declared in its block or an ancestor"
+                "V013",
+                Cause.UNDECLARED_VAR,
+                b,
+                op,
+                "names a variable that is not declared in its block or an ancestor",
             )
 
 
 def _check_placements(c: _Checker) -> None:
     """V001, V002, V003 over every op of every block."""
     vpp = c.expect.vpp
-    stage_set = set(c.expect.stage_meshes)
-    global_set = set(c.expect.global_meshes)
+    stage_set = set(c.expect.stage_mesh_ids)
+    global_set = set(c.expect.global_mesh_ids)
     for bi in c.index.blocks:
         roles, chunks, meshes = bi.ops.role, bi.ops.chunk, bi.op_mesh
         for op in range(bi.n_ops):
             mesh, chunk = meshes[op], chunks[op]
-            if mesh == NO_MESH or chunk == -1:
-                what = "process mesh" if mesh == NO_MESH else "chunk id"
-                c.add("V001", bi.idx, op, f"has no {what}")
+            if mesh == NO_MESH:
+                c.add("V001", Cause.NO_MESH, bi.idx, op, "has no process mesh")
+            elif chunk == -1:
+                c.add("V001", Cause.NO_CHUNK, bi.idx, op, "has no chunk id")
             elif not 0 <= chunk < vpp:
-                c.add("V002", bi.idx, op, f"chunk id {chunk} is outside [0, {vpp})")
+                c.add(
+                    "V002",
+                    Cause.CHUNK_OUT_OF_RANGE,
+                    bi.idx,
+                    op,
+                    f"chunk id {chunk} is outside [0, {vpp})",
+                )
             if mesh != NO_MESH and mesh not in stage_set:
                 role = roles[op]
                 may_be_global = not is_forward(role) and not is_backward(role)
                 if not (mesh in global_set and may_be_global):
-                    c.add("V003", bi.idx, op, f"mesh {c.mesh_str(mesh)} is not a stage mesh")
+                    c.add(
+                        "V003",
+                        Cause.NOT_STAGE_MESH,
+                        bi.idx,
+                        op,
+                        f"mesh {c.mesh_str(mesh)} is not a stage mesh",
+                    )
 
 
 def _check_layers(c: _Checker, layers: LayerSet) -> list[tuple[int, int, list[int]]] | None:
@@ -186,6 +230,7 @@ def _check_layers(c: _Checker, layers: LayerSet) -> list[tuple[int, int, list[in
             if layers.op_layer[i] == k and (meshes[i], chunks[i]) != where:
                 c.add(
                     "V004",
+                    Cause.LAYER_SPLIT,
                     0,
                     i,
                     f"layer {layer.name} is on {c.mesh_str(where[0])} chunk "
@@ -198,6 +243,7 @@ def _check_layers(c: _Checker, layers: LayerSet) -> list[tuple[int, int, list[in
         k = places.index(None)
         c.add(
             "V005",
+            Cause.LAYER_OFF_STAGE,
             0,
             layers.layers[k].first,
             f"layer {layers.layers[k].name} is not on a stage mesh",
@@ -222,6 +268,7 @@ def _segments_of(
         if (stage, chunk) in seen:
             c.add(
                 "V005",
+                Cause.SEGMENT_TWICE,
                 0,
                 first.first,
                 f"layers of stage {stage} chunk {chunk} form two "
@@ -231,6 +278,7 @@ def _segments_of(
     if exp.pp * exp.vpp > len(layers):  # listing every empty pair could run to millions
         c.add(
             "V005",
+            Cause.EMPTY_SEGMENT,
             0,
             -1,
             f"{len(layers)} layers cannot fill pp*vpp = {exp.pp}*{exp.vpp} segments, "
@@ -240,12 +288,15 @@ def _segments_of(
         for s in range(exp.pp):
             for ch in range(exp.vpp):
                 if (s, ch) not in seen:
-                    c.add("V005", 0, -1, f"stage {s} chunk {ch} holds no layer")
+                    c.add(
+                        "V005", Cause.EMPTY_SEGMENT, 0, -1, f"stage {s} chunk {ch} holds no layer"
+                    )
     for k, (stage, chunk, ks) in enumerate(runs[: exp.pp * exp.vpp]):
         want = place(k, exp.pp, exp.placement)
         if (stage, chunk) != want:
             c.add(
                 "V006",
+                Cause.SEGMENT_MISPLACED,
                 0,
                 layers.layers[ks[0]].first,
                 f"segment {k} (from layer {layers.layers[ks[0]].name}) is on stage {stage} "
@@ -265,6 +316,7 @@ def _check_plan(c: _Checker, runs: list[tuple[int, int, list[int]]]) -> None:
     if len(recorded) != len(actual):
         c.add(
             "V012",
+            Cause.PLAN_MISMATCH,
             0,
             -1,
             f"the plan records {len(recorded)} segments but the ops form {len(actual)}",
@@ -274,6 +326,7 @@ def _check_plan(c: _Checker, runs: list[tuple[int, int, list[int]]]) -> None:
         if want != got:
             c.add(
                 "V012",
+                Cause.PLAN_MISMATCH,
                 0,
                 -1,
                 f"segment {k}: the plan records stage {want[0]} chunk "
@@ -304,6 +357,7 @@ def _check_forward_flow(c: _Checker) -> None:
             if theirs is not None and theirs > mine:
                 c.add(
                     "V007",
+                    Cause.BACKWARD_FLOW,
                     0,
                     op,
                     f"reads {c.index.var_name(v)} from "
@@ -311,44 +365,6 @@ def _check_forward_flow(c: _Checker) -> None:
                     f"virtual stage {mine}",
                 )
                 break
-
-
-def first_forward_writers(index: ProgramIndex) -> dict[int, int]:
-    """Variable -> the first forward op of the global block that writes it (memoised: it
-    depends on the program's structure only, not on placements)."""
-    if index.first_writers is None:
-        block = index.global_block
-        o = block.ops
-        out: dict[int, int] = {}
-        setdefault = out.setdefault
-        for op in block.forward_ops:
-            for v in o.out_var[o.out_off[op] : o.out_off[op + 1]]:
-                if v >= 0:
-                    setdefault(v, op)
-        index.first_writers = out
-    return index.first_writers
-
-
-def cross_stage_edges(index: ProgramIndex, stage_meshes: Sequence[int]) -> int:
-    """Variables that travel between stages in the forward pass, per micro-batch.
-
-    Counted as distinct (variable, consuming stage) pairs where a forward op on
-    one stage reads a variable first written by a forward op on another.
-    """
-    block = index.global_block
-    stage_of = {m: s for s, m in enumerate(stage_meshes)}
-    producer = first_forward_writers(index)
-    edges: set[tuple[int, int]] = set()
-    meshes = block.op_mesh
-    for op in block.forward_ops:
-        dst = stage_of.get(meshes[op])
-        if dst is None:
-            continue
-        for v in block.inputs(op):
-            p = producer.get(v, -1) if v >= 0 else -1
-            if 0 <= p < op and stage_of.get(meshes[p], dst) != dst:
-                edges.add((v, dst))
-    return len(edges)
 
 
 def _check_backward(c: _Checker) -> None:
@@ -370,6 +386,7 @@ def _check_backward(c: _Checker) -> None:
             if src >= 0 and (meshes[src], chunks[src]) != here:
                 c.add(
                     "V009",
+                    Cause.SUM_MISPLACED,
                     0,
                     op,
                     f"is on {c.mesh_str(here[0])} chunk {here[1]} but its "
@@ -381,6 +398,7 @@ def _check_backward(c: _Checker) -> None:
             if f is not None and (meshes[f], chunks[f]) != here:
                 c.add(
                     "V008",
+                    Cause.GRAD_MISPLACED,
                     0,
                     op,
                     f"is on {c.mesh_str(here[0])} chunk {here[1]} but its "
@@ -401,6 +419,7 @@ def _check_optimizer(c: _Checker) -> None:
         if block.op_mesh[op] != index.var_mesh[p]:
             c.add(
                 "V010",
+                Cause.UPDATE_MISPLACED,
                 0,
                 op,
                 f"updates {index.var_name(p)} (on "
@@ -441,6 +460,7 @@ def _check_variables(c: _Checker) -> None:
         if got != want and not _no_chunk_ok(index, v, got, want):
             c.add(
                 "V011",
+                Cause.VAR_MISPLACED,
                 0,
                 op,
                 f"writes {index.var_name(v)} first, but the variable is on "
@@ -477,102 +497,3 @@ def _block_vars(index: ProgramIndex, roots: Sequence[int]) -> set[int]:
 def _no_chunk_ok(index: ProgramIndex, v: int, got: tuple[int, int], want: tuple[int, int]) -> bool:
     """Reader-queue variables never get a chunk id (Paddle's rule); only their mesh counts."""
     return got[0] == want[0] and fields.NO_CHUNK_NAME in index.var_name_bytes(v)
-
-
-@dataclass(frozen=True)
-class VerifyReport:
-    violations: tuple[Violation, ...]
-    pp: int
-    vpp: int
-    placement: str
-    layers: int  # layers found (0 when they could not be found)
-    layer_class: str
-    cross_stage_edges: int | None  # for a valid program
-
-
-@gc_paused
-def verify_program(
-    program: Program,
-    *,
-    pp: int | None = None,
-    vpp: int | None = None,
-    seg_method: str | None = None,
-    placement: Placement | None = None,
-) -> VerifyReport:
-    """Check an annotated program; expectations come from the options, then the recorded plan."""
-    index = build_index(program)
-    recorded = fields.read_plan(program.header)
-    stages, globals_ = index.stage_meshes()
-    early: list[Violation] = []
-    n_pp = len(stages)
-    for label, want in (("--pp", pp), ("the recorded plan's pp", recorded and recorded.pp)):
-        if want and want != n_pp:
-            early.append(
-                Violation(
-                    "V015", -1, -1, "", f"{label} is {want} but the program has {n_pp} stage meshes"
-                )
-            )
-    if recorded and not 1 <= recorded.vpp <= MAX_DEGREE:
-        early.append(
-            Violation(
-                "V012", -1, -1, "", f"the recorded plan's vpp {recorded.vpp} is not a chunk count"
-            )
-        )
-        recorded = replace(recorded, vpp=0)
-    n_vpp = vpp or (recorded.vpp if recorded else 0) or _chunks_used(index)
-    if recorded and recorded.vpp and vpp and recorded.vpp != vpp:
-        early.append(
-            Violation(
-                "V015", -1, -1, "", f"--vpp is {vpp} but the recorded plan says {recorded.vpp}"
-            )
-        )
-    where: Placement = placement or _recorded_placement(recorded)
-    layers, problem = _find(index, seg_method, recorded.seg_method if recorded else None)
-    if problem:
-        early.append(Violation("V005", 0, -1, "", problem))
-    expect = Expectation(
-        pp=max(n_pp, 1),
-        vpp=max(n_vpp, 1),
-        placement=where,
-        stage_meshes=tuple(stages),
-        global_meshes=tuple(globals_),
-        layers=layers,
-        plan_segments=recorded.segments if recorded else None,
-    )
-    violations = early + verify(index, expect)
-    edges = None if violations else cross_stage_edges(index, stages)
-    return VerifyReport(
-        violations=tuple(violations),
-        pp=n_pp,
-        vpp=n_vpp,
-        placement=where,
-        layers=len(layers) if layers else 0,
-        layer_class=layers.layer_class if layers else "",
-        cross_stage_edges=edges,
-    )
-
-
-def _chunks_used(index: ProgramIndex) -> int:
-    """vpp as the chunk ids imply; ids out of any sane range are left to V002 to report."""
-    return 1 + max((c for b in index.blocks for c in b.ops.chunk if c < MAX_DEGREE), default=0)
-
-
-def _recorded_placement(recorded: fields.RecordedPlan | None) -> Placement:
-    return "v" if recorded is not None and recorded.placement == "v" else "loop"
-
-
-def _find(
-    index: ProgramIndex, seg_method: str | None, recorded: str | None
-) -> tuple[LayerSet | None, str]:
-    try:
-        if seg_method:
-            return find_layers(index, seg_method), ""
-        if recorded:
-            return find_layers(index, recorded), ""
-        return detect_layers(index), ""
-    except UsageError as e:
-        if seg_method:  # the user's own regex: a usage error (exit 2)
-            raise
-        return None, f"cannot find the layers with the recorded plan's seg_method: {e}"
-    except ConversionError as e:
-        return None, f"cannot find the layers: {e}"

@@ -1,8 +1,9 @@
-"""Show simulated pipeline schedules: terminal tables and timeline, SVG, Chrome trace, JSON.
+"""Pictures of simulated pipeline schedules: the terminal timeline, SVG, Chrome trace.
 
-This module's one job is presentation of :class:`vppctl.schedule.simulate.SimResult` values; it
-computes nothing about schedules itself. Every function here is pure except
-:func:`render`, which writes to the rich console it is given.
+This module's one job is drawing :class:`vppctl.schedule.simulate.SimResult` values; it
+computes nothing about schedules itself (the tables and JSON are in `vppctl.report`).
+Every function here is pure except :func:`render_timeline`, which writes to the rich
+console it is given.
 
 Picture conventions (terminal and SVG alike): one row per stage, time to the right.
 A forward step of chunk ``c`` is drawn with the upper-case letter ``A + c``, a backward
@@ -12,13 +13,11 @@ step with the lower-case letter; the colour is the micro-batch's; ``.`` is idle 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 from xml.sax.saxutils import escape
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from vppctl.schedule.simulate import SimResult, Step
@@ -45,17 +44,17 @@ def title(result: SimResult) -> str:
     return f"{SCHEDULE_TITLES[result.schedule]} (v={result.vpp})"
 
 
-def _number(value: Fraction) -> str:
+def number(value: Fraction) -> str:
     if value.denominator == 1:
         return str(value.numerator)
     return f"{float(value):.4g}"
 
 
-def _percent(value: Fraction) -> str:
+def percent(value: Fraction) -> str:
     return f"{float(value) * 100:.1f}%"
 
 
-def _rounded(value: Fraction) -> float:
+def rounded(value: Fraction) -> float:
     return round(float(value), ROUND_DIGITS)
 
 
@@ -65,84 +64,8 @@ def glyph(step: Step) -> str:
     return letter if step.kind == "F" else letter.lower()
 
 
-def _stage_units(result: SimResult, stage: int) -> str:
-    return _number(result.peak_in_flight_stage_units[stage])
-
-
-# ---------------------------------------------------------------------------
-# Comparison between 1F1B and the interleaved schedule
-
-
-def _pair(results: Sequence[SimResult]) -> tuple[SimResult, SimResult] | None:
-    """The (1F1B, interleaved) pair to compare, if both are present."""
-    baseline = next((r for r in results if r.schedule == "1f1b"), None)
-    candidate = next((r for r in results if r.schedule == "interleaved" and r.vpp > 1), None)
-    if baseline is None or candidate is None:
-        return None
-    return baseline, candidate
-
-
-def gain_line(results: Sequence[SimResult]) -> str | None:
-    """One sentence with what interleaving buys and costs, or None if nothing to compare."""
-    pair = _pair(results)
-    if pair is None:
-        return None
-    base, vpp = pair
-    saved = (base.makespan - vpp.makespan) / base.makespan
-    memory = vpp.peak_in_flight_stage_units[0] / base.peak_in_flight_stage_units[0]
-    return (
-        f"{title(vpp)} vs {title(base)}: makespan {_number(base.makespan)} -> "
-        f"{_number(vpp.makespan)} ({_percent(saved)} shorter), bubble vs ideal "
-        f"{_percent(base.bubble_vs_ideal)} -> {_percent(vpp.bubble_vs_ideal)}, stage 0 "
-        f"activations {_stage_units(base, 0)} -> {_stage_units(vpp, 0)} stages "
-        f"(x{float(memory):.2f})"
-    )
-
-
-# ---------------------------------------------------------------------------
-# Terminal tables
-
-
-def summary_table(results: Sequence[SimResult]) -> Table:
-    """Headline figures, one column per schedule, so the comparison is one glance."""
-    first = results[0]
-    heading = f"one training step: pp={first.pp}, m={first.micro_batches}"
-    if first.p2p_cost:
-        heading += f", p2p cost {_number(first.p2p_cost)} per hop"
-    table = Table(title=heading, title_justify="left")
-    table.add_column("")
-    for result in results:
-        table.add_column(title(result), justify="right")
-    rows: list[tuple[str, list[str]]] = [
-        ("makespan", [_number(r.makespan) for r in results]),
-        ("ideal (busiest stage)", [_number(r.ideal) for r in results]),
-        ("bubble (of makespan)", [_percent(r.bubble) for r in results]),
-        ("bubble vs ideal", [_percent(r.bubble_vs_ideal) for r in results]),
-        (
-            "peak in-flight, stage 0",
-            [f"{r.peak_in_flight[0]} ({_stage_units(r, 0)} stages)" for r in results],
-        ),
-        ("p2p messages", [str(r.p2p_messages) for r in results]),
-    ]
-    for name, cells in rows:
-        table.add_row(name, *cells)
-    return table
-
-
-def stage_table(results: Sequence[SimResult]) -> Table:
-    """Per-stage bubble and peak in-flight units, side by side."""
-    table = Table(title="per stage", title_justify="left")
-    table.add_column("stage", justify="right")
-    for result in results:
-        table.add_column(f"bubble {title(result)}", justify="right")
-        table.add_column("in-flight", justify="right")
-    for stage in range(results[0].pp):
-        cells: list[str] = []
-        for result in results:
-            cells.append(_percent(result.per_stage_bubble[stage]))
-            cells.append(f"{result.peak_in_flight[stage]} ({_stage_units(result, stage)})")
-        table.add_row(str(stage), *cells)
-    return table
+def stage_units(result: SimResult, stage: int) -> str:
+    return number(result.peak_in_flight_stage_units[stage])
 
 
 # ---------------------------------------------------------------------------
@@ -188,7 +111,7 @@ def _legend(result: SimResult) -> str:
     return (
         f"{chunks} forward of chunk {'/'.join(map(str, range(result.vpp)))}, "
         f"{chunks.lower()} backward; colour = micro-batch; {IDLE} idle; "
-        f"one cell = {_number(time_cell(result))} time unit(s)"
+        f"one cell = {number(time_cell(result))} time unit(s)"
     )
 
 
@@ -208,88 +131,6 @@ def render_timeline(result: SimResult, console: Console) -> None:
     for row in timeline_rows(result):
         console.print(row, no_wrap=True, overflow="ignore", crop=False)
     console.print(Text(_legend(result), style="dim"))
-
-
-def render(results: Sequence[SimResult], console: Console, *, timeline: bool = True) -> None:
-    """Summary and per-stage tables side by side, the gain, warnings and timelines."""
-    console.print(summary_table(results))
-    console.print(stage_table(results))
-    gain = gain_line(results)
-    if gain is not None:
-        console.print(Text(gain, style="bold"))
-    for warning in dict.fromkeys(w for r in results for w in r.warnings):
-        console.print(Text(f"warning: {warning}", style="yellow"))
-    if timeline:
-        for result in results:
-            render_timeline(result, console)
-
-
-# ---------------------------------------------------------------------------
-# JSON
-
-
-def _step_json(step: Step) -> dict[str, Any]:
-    return {
-        "stage": step.stage,
-        "chunk": step.chunk,
-        "micro_batch": step.micro_batch,
-        "kind": step.kind,
-        "start": _rounded(step.start),
-        "end": _rounded(step.end),
-    }
-
-
-def _result_json(result: SimResult, steps: bool) -> dict[str, Any]:
-    data: dict[str, Any] = {
-        "schedule": result.schedule,
-        "pp": result.pp,
-        "vpp": result.vpp,
-        "micro_batches": result.micro_batches,
-        "p2p_cost": _rounded(result.p2p_cost),
-        "makespan": _rounded(result.makespan),
-        "ideal": _rounded(result.ideal),
-        "bubble": _rounded(result.bubble),
-        "bubble_vs_ideal": _rounded(result.bubble_vs_ideal),
-        "p2p_messages": result.p2p_messages,
-        "per_stage": [
-            {
-                "stage": stage,
-                "bubble": _rounded(result.per_stage_bubble[stage]),
-                "peak_in_flight": result.peak_in_flight[stage],
-                "peak_in_flight_stages": _rounded(result.peak_in_flight_stage_units[stage]),
-            }
-            for stage in range(result.pp)
-        ],
-        "warnings": list(result.warnings),
-        # Exact values for anyone checking closed forms; floats above are rounded.
-        "exact": {
-            "makespan": str(result.makespan),
-            "ideal": str(result.ideal),
-            "bubble": str(result.bubble),
-            "bubble_vs_ideal": str(result.bubble_vs_ideal),
-        },
-    }
-    if steps:
-        data["steps"] = [_step_json(step) for step in result.steps]
-    return data
-
-
-def to_json(results: Sequence[SimResult], *, steps: bool = False) -> dict[str, Any]:
-    """A json-serialisable dict of the figures; ``steps=True`` adds every step."""
-    data: dict[str, Any] = {"results": [_result_json(r, steps) for r in results]}
-    pair = _pair(results)
-    if pair is not None:
-        base, vpp = pair
-        data["comparison"] = {
-            "baseline": base.schedule,
-            "candidate": vpp.schedule,
-            "speedup": _rounded(base.makespan / vpp.makespan),
-            "bubble_vs_ideal": [_rounded(base.bubble_vs_ideal), _rounded(vpp.bubble_vs_ideal)],
-            "stage0_activation_ratio": _rounded(
-                vpp.peak_in_flight_stage_units[0] / base.peak_in_flight_stage_units[0]
-            ),
-        }
-    return data
 
 
 # ---------------------------------------------------------------------------
@@ -312,7 +153,7 @@ def _svg_rect(step: Step, x: float, width: float, y: float) -> str:
         f'stroke-width="0.5" data-stage="{step.stage}" data-chunk="{step.chunk}" '
         f'data-micro-batch="{step.micro_batch}" data-kind="{step.kind}"'
     )
-    hover = f"{step.label} [{_number(step.start)}, {_number(step.end)})"
+    hover = f"{step.label} [{number(step.start)}, {number(step.end)})"
     return f"<rect {attributes}><title>{escape(hover)}</title></rect>"
 
 
@@ -337,7 +178,7 @@ def to_svg(result: SimResult) -> str:
     height = TOP + result.pp * ROW_HEIGHT + 10
     heading = (
         f"{title(result)}: pp={result.pp} m={result.micro_batches} "
-        f"makespan {_number(result.makespan)}, bubble {_percent(result.bubble)}"
+        f"makespan {number(result.makespan)}, bubble {percent(result.bubble)}"
     )
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
@@ -369,8 +210,8 @@ def _trace_event(step: Step, pp: int) -> dict[str, Any]:
         "ph": "X",
         "pid": TRACE_PID,
         "tid": step.stage,
-        "ts": _rounded(step.start * TRACE_US_PER_UNIT),
-        "dur": _rounded(step.duration * TRACE_US_PER_UNIT),
+        "ts": rounded(step.start * TRACE_US_PER_UNIT),
+        "dur": rounded(step.duration * TRACE_US_PER_UNIT),
         "args": {
             "stage": step.stage,
             "chunk": step.chunk,
