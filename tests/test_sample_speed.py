@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from vppctl import program_pb2 as pb
-from vppctl import sample
-from vppctl.sample import SampleOptions, build_sample
+from vppctl.load import varint as encode_varint
+from vppctl.sample import SampleOptions, build_sample, encode, sections, stamp
 
 # (options, size in bytes, sha256): every layout and option, meshes with 2-byte
 # rank ids, dims past 2**31, and programs long enough for op ids and counters to
@@ -174,7 +174,7 @@ def test_big_program_matches_the_op_by_op_encoder() -> None:
 )
 def test_stamped_layers_equal_encoded_layers(opts: dict[str, Any]) -> None:
     """With check=True every stamped layer is also encoded op by op and compared."""
-    checked = sample._build(SampleOptions(**opts), check=True)
+    checked = sections._build(SampleOptions(**opts), check=True)
     assert checked == build_sample(SampleOptions(**opts))
 
 
@@ -196,18 +196,18 @@ def test_output_is_canonical(opts: dict[str, Any]) -> None:
 def test_long_programs_are_mostly_stamped(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where the speed comes from: only a few layer chunks are encoded op by op."""
     counts = {"stamped": 0, "encoded": 0}
-    stamp, record = sample._Writer.stamp, sample._Writer.record
+    stamp, record = encode.Writer.stamp, encode.Writer.record
 
-    def counting_stamp(self: sample._Writer, *args: Any) -> None:
+    def counting_stamp(self: encode.Writer, *args: Any) -> None:
         counts["stamped"] += 1
         stamp(self, *args)
 
-    def counting_record(self: sample._Writer, *args: Any) -> sample._Chunk:
+    def counting_record(self: encode.Writer, *args: Any) -> encode.UnitBytes:
         counts["encoded"] += 1
         return record(self, *args)
 
-    monkeypatch.setattr(sample._Writer, "stamp", counting_stamp)
-    monkeypatch.setattr(sample._Writer, "record", counting_record)
+    monkeypatch.setattr(encode.Writer, "stamp", counting_stamp)
+    monkeypatch.setattr(encode.Writer, "record", counting_record)
     build_sample(SampleOptions(layers=400, pp=2, hidden=64, vocab=1000))
     # 400 layers x 6 sections (parameters, forward, backward, clip x 2, optimizer)
     assert counts["stamped"] + counts["encoded"] == 2400
@@ -217,7 +217,7 @@ def test_long_programs_are_mostly_stamped(monkeypatch: pytest.MonkeyPatch) -> No
 @pytest.mark.parametrize("width", [1, 2, 3, 4, 5])
 def test_numbers_keep_their_width_within_a_run(width: int) -> None:
     """Stamped numbers equal the encoder's, and a run ends before one changes width."""
-    numbers = sample._Numbers()
+    numbers = stamp.Numbers()
     low = 128 ** (width - 1) if width > 1 else 0
     found = [
         numbers.add(True, low + 5, low + 5 + 29),  # an op id that grows (a varint)
@@ -232,7 +232,7 @@ def test_numbers_keep_their_width_within_a_run(width: int) -> None:
         for varint, a, d in found:
             got = [values[i] for i in positions[varint, a, d]]
             if varint:
-                assert bytes(got) == sample.varint(a + k * d)
+                assert bytes(got) == encode_varint(a + k * d)
             else:
                 assert got == [a + k * d]
             assert _width(varint, a + k * d) == _width(varint, a)
@@ -240,7 +240,7 @@ def test_numbers_keep_their_width_within_a_run(width: int) -> None:
 
 
 def _width(varint: bool, value: int) -> int:
-    return len(sample.varint(value)) if varint else len(str(value))
+    return len(encode_varint(value)) if varint else len(str(value))
 
 
 def _print_digests() -> None:

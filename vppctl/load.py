@@ -37,7 +37,7 @@ MAX_PROGRAM_BYTES = 2**31 - 1
 
 # Tags of BlockDesc.vars (3) and BlockDesc.ops (4), length-delimited, and of ProgramDesc.blocks.
 _VAR_TAG, _OP_TAG, _BLOCK_TAG = b"\x1a", b"\x22", b"\x0a"
-_CHUNK = 1 << 13  # ops or vars joined per piece when saving
+_PIECE_ITEMS = 1 << 13  # ops or vars joined per piece when saving
 
 
 @dataclass
@@ -55,14 +55,14 @@ class Block:
         """Bytes of this block's serialized message."""
         return len(self.head) + _fields_size(self.vars) + _fields_size(self.ops) + len(self.tail)
 
-    def chunks(self, size: int | None = None) -> Iterator[bytes]:
+    def pieces(self, size: int | None = None) -> Iterator[bytes]:
         """The block as a `ProgramDesc.blocks` field, in pieces (`size`: its size, if known)."""
-        yield _BLOCK_TAG + varint(self.size() if size is None else size) + self.head
+        yield block_field_start(self.head, self.size() if size is None else size)
         for prefixes, items in ((_VAR_PREFIX, self.vars), (_OP_PREFIX, self.ops)):
-            for start in range(0, len(items), _CHUNK):
+            for start in range(0, len(items), _PIECE_ITEMS):
                 parts: list[bytes] = []
                 add = parts.append
-                for item in items[start : start + _CHUNK]:
+                for item in items[start : start + _PIECE_ITEMS]:
                     n = len(item)
                     add(prefixes[n] if n < _PREFIXED else prefixes[0][:1] + varint(n))
                     add(item)
@@ -80,11 +80,11 @@ class Program:
     size: int = 0
     warnings: list[str] = field(default_factory=list)
 
-    def chunks(self, sizes: list[int] | None = None) -> Iterator[bytes]:
+    def pieces(self, sizes: list[int] | None = None) -> Iterator[bytes]:
         """The serialized program, in pieces (protobuf's canonical field order); `sizes`:
         the blocks' sizes, if known."""
         for k, block in enumerate(self.blocks):
-            yield from block.chunks(None if sizes is None else sizes[k])
+            yield from block.pieces(None if sizes is None else sizes[k])
         yield self.header.SerializeToString()
 
     def byte_size(self, sizes: list[int] | None = None) -> int:
@@ -92,7 +92,18 @@ class Program:
         return sum(1 + len(varint(n)) + n for n in sizes) + self.header.ByteSize()
 
     def to_bytes(self) -> bytes:
-        return b"".join(self.chunks())
+        return b"".join(self.pieces())
+
+
+def block_head(idx: int, parent_idx: int) -> bytes:
+    """The serialized fields a block starts with (idx, parent_idx)."""
+    return view.LazyBlock(idx=idx, parent_idx=parent_idx).SerializeToString()
+
+
+def block_field_start(head: bytes, size: int) -> bytes:
+    """The start of a `ProgramDesc.blocks` field of `size` bytes that begins with `head`;
+    the block's `vars` and `ops` fields follow (the sample generator frames blocks so too)."""
+    return _BLOCK_TAG + varint(size) + head
 
 
 def varint(n: int) -> bytes:
@@ -182,7 +193,7 @@ def _split(msg: view.LazyProgram, *, source: str, size: int) -> Program:
         ops, vars_ = list(lazy.ops), list(lazy.vars)
         del lazy.ops[:]
         del lazy.vars[:]
-        head = view.LazyBlock(idx=lazy.idx, parent_idx=lazy.parent_idx).SerializeToString()
+        head = block_head(lazy.idx, lazy.parent_idx)
         rest = lazy.SerializeToString()
         if not rest.startswith(head):  # pragma: no cover - protobuf writes fields in order
             raise AssertionError("idx and parent_idx are not the first fields of a block")

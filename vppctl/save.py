@@ -59,7 +59,7 @@ def write_program(program: Program, path: Path) -> tuple[int, list[str]]:
         return len(data), warnings
     sizes = [b.size() for b in program.blocks]
     size = _check_size(program, path, sizes)
-    write_atomic(path, lambda: program.chunks(sizes))
+    write_atomic(path, lambda: program.pieces(sizes))
     return size, []
 
 
