@@ -1,4 +1,4 @@
-"""Issue 2, the program format and reading/writing it without losing a byte.
+"""The program format and reading/writing it without losing a byte.
 
 A program is a superset of Paddle's ProgramDesc: every Paddle field keeps Paddle's
 name, label and number, vppctl's own fields are numbered from 1001, and the lazy

@@ -5,7 +5,7 @@ Refresh the expected files after a deliberate change, then review the diff by ha
     VPPCTL_UPDATE_GOLDEN=1 /tmp/venv/bin/python -m pytest tests/test_golden.py
 
 Each golden file holds the two commands that made it, the `--json` report (the keys
-issue 3 documents) and a compact listing of the converted program: the
+the README documents) and a compact listing of the converted program: the
 recorded plan, one line per op (`op block index type role mesh chunk`, then the
 struct name, or `grad-of=N` for a grad op whose forward op is op N) and one per
 variable (`var block name mesh chunk`). The `test_*_is_paddles_example` tests read
@@ -65,7 +65,7 @@ def render(name: str, tmp_path: Path) -> str:
 
 
 def _documented(report: dict) -> dict:
-    """The keys of the `--json` report that issue 3 documents (not the output path or size)."""
+    """The keys of the `--json` report that the README documents (not the output path or size)."""
     keys = ("pp", "vpp", "placement", "mode", "layers", "warnings")
     seg_keys = ("virtual_stage", "stage", "chunk", "mesh", "layers", "ops")
     return {
@@ -165,7 +165,7 @@ def test_gpt8_pp4_interleaved_vpp2_is_paddles_manual_example() -> None:
 
 
 def test_gpt8_pp4_vpp2_placement_v_is_the_v_shape() -> None:
-    # Issue 6: stages 0,1,2,3,3,2,1,0; with an even V head and loss move to stage 0.
+    # V placement: stages 0,1,2,3,3,2,1,0; with an even V head and loss move to stage 0.
     _check_layout("gpt8_pp4_vpp2_placement_v", [0, 1, 2, 3, 3, 2, 1, 0], tail_stage=0)
     _check_grads_follow("gpt8_pp4_vpp2_placement_v")
 

@@ -1,4 +1,4 @@
-"""Issue 2, `vppctl inspect` and `vppctl dump`.
+"""`vppctl inspect` and `vppctl dump`.
 
 inspect summarises a program: blocks, ops by role, vars, parameters (count and
 total elements), stage meshes in order, per stage its layers and op counts, the

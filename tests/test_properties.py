@@ -1,4 +1,4 @@
-"""Invariants of the conversion for random layer counts, pp and V (issue 3, acceptance 2).
+"""Invariants of the conversion for random layer counts, pp and V.
 
 Programs come from `layered(...)`: random pp in 2..4, V in 1..3, 1..2 layers per
 segment, the layers on a random non-decreasing stage sequence (plain PP, auto mode;

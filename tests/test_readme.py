@@ -82,3 +82,50 @@ def test_readme_tour_shows_what_convert_prints(tmp_path: Path, monkeypatch) -> N
     assert [line.rstrip() for line in result.stdout.splitlines()] == [
         line.rstrip() for line in shown.splitlines()
     ]
+
+
+def _commands_table() -> dict[str, str]:
+    block = README.split("<!-- commands:begin -->")[1].split("<!-- commands:end -->")[0]
+    return dict(re.findall(r"^\| `(vppctl [^`]*)` \| (.*) \|$", block, re.M))
+
+
+def _options(command: str) -> set[str]:
+    found: set[str] = set()
+    for param in cli.commands[command].params:
+        found.update(getattr(param, "opts", ()))
+        found.update(getattr(param, "secondary_opts", ()))
+    return found
+
+
+def test_readme_command_table_names_every_command_once() -> None:
+    listed = [usage.split()[1] for usage in _commands_table()]
+    assert sorted(listed) == sorted(cli.commands)
+
+
+def test_readme_command_table_options_exist_in_each_commands_help() -> None:
+    for usage, what in _commands_table().items():
+        command = usage.split()[1]
+        mentioned = set(re.findall(r"(?<![\w-])(--?[a-z][\w-]*)", usage + " " + what))
+        assert mentioned <= _options(command), (command, mentioned - _options(command))
+
+
+def test_every_command_takes_json_as_the_readme_says() -> None:
+    assert "Every command takes `--json`" in README
+    for command in cli.commands:
+        assert "--json" in _options(command), command
+        assert "--json" in CliRunner().invoke(cli, [command, "--help"]).stdout
+
+
+def test_readme_use_from_python_example_runs_as_written() -> None:
+    import subprocess
+    import sys
+
+    code = README.split("## Use from Python")[1].split("```python\n")[1].split("```")[0]
+    run = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[-1] == "valid"
+    assert lines[0].startswith("0 0 0 ")  # segment 0: stage 0, chunk 0
+    assert len(lines) == 1 + 8  # pp 4 x vpp 2 segments

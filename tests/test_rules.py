@@ -1,4 +1,6 @@
-"""The conversion rules of issue 3, one group of tests per rule, on small programs built in code.
+"""The conversion rules (README: How convert decides), one group of tests per rule.
+
+The programs are small and built in code.
 
 Most tests use `layered(stages)`: an embedding op (stage 0), two matmul ops per
 layer `DecoderLayer`, `DecoderLayer_1`, ... on the given stages, then the head

@@ -1,4 +1,4 @@
-"""Issue 2, `vppctl sample`: a GPT-like training program annotated for plain PP.
+"""`vppctl sample`: a GPT-like training program annotated for plain PP.
 
 `vppctl sample --layers 96 --pp 8` gives a program where every op and var is
 annotated, grad ops carry `forward_op_id`, and each decoder layer has the same op

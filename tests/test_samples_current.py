@@ -1,4 +1,4 @@
-"""Issue 2, `samples/`: a few small generated programs (binary and one tiny `.pbtxt`)
+"""`samples/`: a few small generated programs (binary and one tiny `.pbtxt`)
 with a README saying what each is and the command that regenerates it; this test
 runs those commands and checks the files are current (byte-identical).
 """

@@ -49,7 +49,7 @@ def printed(out: Console) -> str:
 
 
 # ---------------------------------------------------------------------------
-# Acceptance 1: bubble fractions equal the closed forms exactly
+# Bubble fractions equal the closed forms exactly
 
 ONE_F_ONE_B_GRID = [(p, m) for p in (1, 2, 3, 4, 8) for m in (1, 2, 3, 4, 5, 8, 16, 32)]
 INTERLEAVED_GRID = [
@@ -127,7 +127,7 @@ def test_a_large_pipeline_is_simulated_quickly() -> None:
 
 
 # ---------------------------------------------------------------------------
-# Acceptance 2: peak in-flight micro-batches (activation memory)
+# Peak in-flight micro-batches (activation memory)
 
 
 @pytest.mark.parametrize(("p", "m"), ONE_F_ONE_B_GRID)
@@ -367,7 +367,7 @@ def test_hand_written_orders_that_can_progress_are_timed() -> None:
 
 
 # ---------------------------------------------------------------------------
-# Acceptance 3: pictures
+# Pictures
 
 
 def test_svg_parses_and_has_one_cell_per_step() -> None:
@@ -429,7 +429,7 @@ def test_simulation_warnings_name_a_micro_batch_count_that_is_not_a_multiple_of_
 
 
 # ---------------------------------------------------------------------------
-# Acceptance 4: JSON
+# JSON
 
 
 def test_to_json_is_serialisable_and_carries_the_figures() -> None:

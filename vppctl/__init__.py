@@ -1,3 +1,108 @@
-"""vppctl: convert pipeline-parallel training programs to virtual pipeline parallelism."""
+"""vppctl: convert pipeline-parallel training programs to virtual pipeline parallelism.
+
+The Python API is one call per command, each returning one outcome object:
+
+    import vppctl
+
+    opts = vppctl.ConvertOptions(plan=vppctl.PlanOptions(vpp=2))
+    outcome = vppctl.convert_file("prog.pb", "prog.vpp.pb", opts)
+    outcome.result.plan.segments      # what went where
+    vppctl.verify_file("prog.vpp.pb").valid
+
+Lower down, `read_program` / `write_program` load and save a `Program` and
+`convert_program` / `verify_program` work on one in memory. Errors are
+`VppctlError` subclasses carrying the CLI's exit code. Names are imported on
+first use, so `import vppctl` stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+# name -> the module that defines it
+_API = {
+    # one call per command, and their outcomes
+    "convert_file": "vppctl.commands",
+    "verify_file": "vppctl.commands",
+    "inspect_file": "vppctl.commands",
+    "dump_file": "vppctl.commands",
+    "sample_file": "vppctl.commands",
+    "simulate_run": "vppctl.commands",
+    "ConvertOutcome": "vppctl.commands",
+    "DumpOutcome": "vppctl.commands",
+    "SampleOutcome": "vppctl.commands",
+    "SimulateOutcome": "vppctl.commands",
+    "Bubble": "vppctl.commands",
+    "VerifyReport": "vppctl.expectation",
+    "Summary": "vppctl.summary",
+    # options
+    "ConvertOptions": "vppctl.convert",
+    "PlanOptions": "vppctl.plan",
+    "SampleOptions": "vppctl.sample",
+    # programs in memory
+    "Program": "vppctl.load",
+    "read_program": "vppctl.load",
+    "parse_program": "vppctl.load",
+    "write_program": "vppctl.save",
+    "convert_program": "vppctl.convert",
+    "ConvertResult": "vppctl.convert",
+    "verify_program": "vppctl.expectation",
+    "Plan": "vppctl.plan",
+    "Segment": "vppctl.plan",
+    "Violation": "vppctl.verify",
+    "RULES": "vppctl.verify",
+    # errors
+    "VppctlError": "vppctl.errors",
+    "UsageError": "vppctl.errors",
+    "ProgramFileError": "vppctl.errors",
+    "ConversionError": "vppctl.errors",
+    "SelfCheckError": "vppctl.errors",
+}
+
+__all__ = ["__version__", *_API]
+
+if TYPE_CHECKING:
+    from vppctl.commands import (
+        Bubble,
+        ConvertOutcome,
+        DumpOutcome,
+        SampleOutcome,
+        SimulateOutcome,
+        convert_file,
+        dump_file,
+        inspect_file,
+        sample_file,
+        simulate_run,
+        verify_file,
+    )
+    from vppctl.convert import ConvertOptions, ConvertResult, convert_program
+    from vppctl.errors import (
+        ConversionError,
+        ProgramFileError,
+        SelfCheckError,
+        UsageError,
+        VppctlError,
+    )
+    from vppctl.expectation import VerifyReport, verify_program
+    from vppctl.load import Program, parse_program, read_program
+    from vppctl.plan import Plan, PlanOptions, Segment
+    from vppctl.sample import SampleOptions
+    from vppctl.save import write_program
+    from vppctl.summary import Summary
+    from vppctl.verify import RULES, Violation
+
+
+def __getattr__(name: str) -> Any:
+    module = _API.get(name)
+    if module is None:
+        raise AttributeError(f"module 'vppctl' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -23,7 +23,7 @@ measurement's memory does not pollute another's:
 - peak RSS: of the process that ran the conversion (ru_maxrss);
 - CLI: wall time of `vppctl convert` as a subprocess, interpreter start included.
 
-Then it checks the targets of issue 5 and prints PASS or FAIL for each.
+Then it checks the speed and memory targets and prints PASS or FAIL for each.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ SIZES = {"10k": 10_000, "100k": 100_000, "1m": 1_000_000}
 CALLSTACK_MAX_OPS = 100_000  # a 1M-op callstack program would exceed protobuf's 2 GiB
 MB = 1 << 20
 
-# Targets (issue 5).
+# Targets.
 FLOOR_RATIO_MAX = 3.0  # 1M-op convert time / floor
 SCALING_MAX = 11.0  # convert(1M) / convert(100k)
 SMALL_CLI_MAX = 1.0  # seconds: `vppctl convert` of the 126-layer sample

@@ -1,4 +1,4 @@
-"""Issue 6: layer detection, V placement, keep / balanced / manual splits, cost measures."""
+"""Beyond Paddle: layer detection, V placement, keep / balanced / explicit splits, cost measures."""
 
 from __future__ import annotations
 
