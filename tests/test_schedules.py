@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from vppctl.errors import ProgramFileError, UsageError
 from vppctl.plan import place
 from vppctl.schedule.orders import (
+    MERGED,
     SCHEDULES,
     interleaved_warmup,
     legal_group_sizes,
@@ -177,6 +178,27 @@ def test_zbh1_given_chunks_merges_each_stage_chunks() -> None:
     assert (result.vpp, result.plan_vpp) == (1, 2)
     durations = {(s.stage, s.kind): s.duration for s in result.steps}
     assert durations[0, "F"] == 4 and durations[1, "I"] == 6 and durations[1, "W"] == 6
+
+
+# ---------------------------------------------------------------------------
+# Paddle's Eager1F1B
+
+
+def test_eager1f1b_stage_s_runs_2_pp_minus_s_minus_1_forwards_then_backward_forward_pairs() -> None:
+    # Paddle's pipeline_eager_1f1b.py, pp 2, m 4: stage 0 warms up with 3 forwards.
+    orders = simulate(2, 1, 4, "eager1f1b").orders
+    assert orders[0] == ("0F0", "0F1", "0F2", "0B0", "0F3", "0B1", "0B2", "0B3")
+    assert orders[1] == ("1F0", "1B0", "1F1", "1B1", "1F2", "1B2", "1F3", "1B3")
+
+
+def test_eager1f1b_holds_2_pp_minus_s_minus_1_micro_batches_on_stage_s() -> None:
+    assert simulate(4, 1, 16, "eager1f1b").peak_in_flight == (7, 5, 3, 1)
+
+
+def test_eager1f1b_refuses_fewer_than_2_pp_minus_1_micro_batches() -> None:
+    with pytest.raises(UsageError, match="eager1f1b needs at least 2\\*pp - 1 = 7 micro-batches"):
+        simulate(4, 1, 6, "eager1f1b")
+    assert simulate(4, 1, 7, "eager1f1b").micro_batches == 7
 
 
 # ---------------------------------------------------------------------------
@@ -369,7 +391,7 @@ def test_csv_is_one_row_per_stage_in_torch_notation() -> None:
 
 @pytest.mark.parametrize("schedule", SCHEDULES)
 def test_csv_round_trips_to_the_same_orders(schedule: str) -> None:
-    v = 1 if schedule in ("fthenb", "1f1b", "zbh1") else 2
+    v = 1 if schedule in MERGED else 2
     result = simulate(4, v, 8, schedule)  # type: ignore[arg-type]
     rows = parse_csv(to_csv(result.orders))
     assert to_ops(rows, result.vpp, result.placement) == result.ops
@@ -412,7 +434,7 @@ def test_every_virtual_stage_in_torch_notation_is_the_plans_segment() -> None:
 @pytest.mark.parametrize("schedule", SCHEDULES)
 def test_the_executor_examines_each_action_at_most_twice(schedule: str) -> None:
     for p, m in [(2, 4), (4, 16), (8, 64)]:
-        v = 1 if schedule in ("fthenb", "1f1b", "zbh1") else 2
+        v = 1 if schedule in MERGED else 2
         result = simulate(p, v, m, schedule)  # type: ignore[arg-type]
         assert len(result.steps) <= result.work <= 2 * len(result.steps)
 

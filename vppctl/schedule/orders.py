@@ -15,12 +15,16 @@ Orders name chunks; the virtual stage of (stage, chunk) comes from the plan's
 placement (:func:`vppctl.plan.place`), the only such mapping in vppctl. Rendered in
 torch.distributed.pipelining's notation ``{virtual_stage}{F|B|I|W}{micro_batch}``
 (``2F0``, ``3I1``). Schedules that do not interleave (``fthenb``, ``1f1b``,
-``zbh1``) run one merged chunk per stage, whose virtual stage is the stage itself.
+``eager1f1b``, ``zbh1``) run one merged chunk per stage, whose virtual stage is the
+stage itself.
 
 The schedules and where their orders come from:
 
 * ``fthenb`` (GPipe): every forward, then every backward.
 * ``1f1b``: stage ``s`` warms up with ``pp - s - 1`` forwards, then alternates.
+* ``eager1f1b``: Paddle's ``Eager1F1B``: ``2 (pp - s) - 1`` forwards before the first
+  backward (sends leave earlier, to overlap communication), then alternates; Paddle
+  refuses fewer than ``2 pp - 1`` micro-batches.
 * ``interleaved``: Megatron-Core's interleaved 1F1B with its micro-batch group size
   ``N`` (``microbatch_group_size_per_vp_stage``, default ``pp``); see
   :func:`schedule_table` and :func:`legal_group_sizes`.
@@ -41,12 +45,12 @@ from typing import Literal, get_args
 from vppctl.errors import UsageError
 from vppctl.plan import Placement, virtual_stages
 
-Schedule = Literal["fthenb", "1f1b", "interleaved", "zbh1", "zbv"]
+Schedule = Literal["fthenb", "1f1b", "eager1f1b", "interleaved", "zbh1", "zbv"]
 Kind = Literal["F", "B", "I", "W"]
 
 SCHEDULES: tuple[Schedule, ...] = get_args(Schedule)
 # Schedules that run each stage's chunks as one (their orders use chunk 0 only).
-MERGED: frozenset[str] = frozenset({"fthenb", "1f1b", "zbh1"})
+MERGED: frozenset[str] = frozenset({"fthenb", "1f1b", "eager1f1b", "zbh1"})
 # Schedules whose backward is split into I and W.
 SPLIT: frozenset[str] = frozenset({"zbh1", "zbv"})
 
@@ -161,6 +165,25 @@ def _1f1b(pp: int, stage: int, micro_batches: int) -> list[Op]:
     return _warmup_then_1f1b(forwards, backwards, min(pp - stage - 1, micro_batches))
 
 
+def check_eager(pp: int, micro_batches: int) -> None:
+    """Paddle's Eager1F1B asserts ``2 (pp - s) - 1 <= m`` on every stage ``s``."""
+    if micro_batches < 2 * pp - 1:
+        raise UsageError(
+            f"eager1f1b needs at least 2*pp - 1 = {2 * pp - 1} micro-batches (Paddle's "
+            f"Eager1F1B refuses fewer), got {micro_batches}: pass --micro-batches >= "
+            f"{2 * pp - 1} or use --schedule 1f1b"
+        )
+
+
+def _eager1f1b(pp: int, stage: int, micro_batches: int) -> list[Op]:
+    """``2 (pp - s) - 1`` forwards, then backward-forward pairs, then the backwards:
+    the 1F1B shape with a warm-up of ``2 (pp - s - 1)`` (the steady phase opens with
+    one more forward)."""
+    forwards = [Op("F", i, 0) for i in range(micro_batches)]
+    backwards = [Op("B", i, 0) for i in range(micro_batches)]
+    return _warmup_then_1f1b(forwards, backwards, min(2 * (pp - stage - 1), micro_batches))
+
+
 def interleaved_warmup(pp: int, vpp: int, stage: int, micro_batches: int, group_size: int) -> int:
     """Megatron-Core's warm-up forwards on ``stage``: ``2 (pp-s-1) + (vpp-1) N``, capped."""
     return min(2 * (pp - stage - 1) + (vpp - 1) * group_size, micro_batches * vpp)
@@ -252,9 +275,9 @@ def stage_orders(
 ) -> tuple[tuple[Op, ...], ...]:
     """The action order of every stage.
 
-    ``vpp`` must already be 1 for the merged schedules (``fthenb``, ``1f1b``, ``zbh1``)
-    and 2 for ``zbv``; ``interleaved`` with ``vpp == 1`` is plain 1F1B. For
-    ``interleaved`` the group size is checked (:func:`check_group_size`).
+    ``vpp`` must already be 1 for the merged schedules (:data:`MERGED`) and 2 for
+    ``zbv``; ``interleaved`` with ``vpp == 1`` is plain 1F1B. The group size of
+    ``interleaved`` and the micro-batches of ``eager1f1b`` are checked (UsageError).
     """
     if schedule in MERGED and vpp != 1:
         raise ValueError(f"{schedule} orders run one merged chunk, got vpp {vpp}")
@@ -264,6 +287,9 @@ def stage_orders(
         return tuple(tuple(_fthenb(micro_batches)) for _ in range(pp))
     if schedule == "zbh1":
         return tuple(tuple(_zbh1(pp, s, micro_batches)) for s in range(pp))
+    if schedule == "eager1f1b":
+        check_eager(pp, micro_batches)
+        return tuple(tuple(_eager1f1b(pp, s, micro_batches)) for s in range(pp))
     if schedule == "zbv":
         return tuple(tuple(_zbv(pp, s, micro_batches)) for s in range(pp))
     if schedule == "1f1b" or vpp == 1:

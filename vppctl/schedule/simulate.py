@@ -140,7 +140,7 @@ class SimResult:
     """What one simulated training step looks like.
 
     ``vpp`` is the number of chunks per stage *as simulated*: the merged schedules
-    (``fthenb``, ``1f1b``, ``zbh1``) run each stage's chunks as one and carry
+    (``fthenb``, ``1f1b``, ``eager1f1b``, ``zbh1``) run each stage's chunks as one and carry
     ``vpp == 1``; ``plan_vpp`` is the chunk count the costs were given for.
 
     * ``makespan``: time from the first action's start to the last one's end.
@@ -627,8 +627,9 @@ def simulate(
     ``placement`` is the plan's (default: loop, or V for ``zbv``); ``zbv`` needs
     ``vpp == 2`` and V placement. ``group_size`` is Megatron's micro-batch group size
     for ``interleaved`` (default ``pp``; illegal sizes are refused, listing the legal
-    ones). ``fthenb``, ``1f1b`` and ``zbh1`` do not interleave: given ``vpp > 1`` they
-    simulate each stage's chunks merged into one (costs summed) and report ``vpp == 1``;
+    ones); ``eager1f1b`` needs ``2 pp - 1`` micro-batches. ``fthenb``, ``1f1b``,
+    ``eager1f1b`` and ``zbh1`` do not interleave: given ``vpp > 1`` they simulate each
+    stage's chunks merged into one (costs summed) and report ``vpp == 1``;
     ``interleaved`` with ``vpp == 1`` is plain 1F1B.
 
     Raises :class:`vppctl.errors.UsageError` for a schedule a runtime would refuse,
