@@ -28,6 +28,7 @@ from vppctl.schedule.orders import (
 )
 from vppctl.schedule.simulate import (
     SimResult,
+    compare,
     held_peak,
     parse_unit_costs,
     simulate,
@@ -227,6 +228,12 @@ def test_interleaved_refuses_a_v_placed_plan() -> None:
     # Megatron's order deadlocks on V placement (e.g. pp 2, vpp 2, m 2): refuse it.
     with pytest.raises(UsageError, match="V-placed plan runs --schedule zbv"):
         simulate(2, 2, 2, "interleaved", placement="v")
+
+
+def test_compare_runs_zbv_for_a_v_placed_plan_with_two_chunks() -> None:
+    assert [r.schedule for r in compare(4, 2, 8, placement="v")] == ["1f1b", "zbv"]
+    assert [r.schedule for r in compare(4, 3, 8, placement="v")] == ["1f1b"]
+    assert [r.schedule for r in compare(4, 3, 8)] == ["1f1b", "interleaved"]
 
 
 def test_zbv_beats_zbh1_and_1f1b_on_the_same_work() -> None:

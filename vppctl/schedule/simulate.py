@@ -699,24 +699,45 @@ def compare(
     *,
     weight: Sequence[float | Fraction] | None = None,
     group_size: int | None = None,
+    placement: Placement = "loop",
 ) -> tuple[SimResult, ...]:
-    """1F1B over merged chunks, and Megatron's interleaved 1F1B when ``vpp > 1``.
+    """1F1B over merged chunks, then the interleaving schedule the placement runs:
+    Megatron's interleaved 1F1B for a loop-placed plan with ``vpp > 1``, ZB-V for a
+    V-placed plan with ``vpp == 2`` (a V plan with another ``vpp`` has none).
 
     Both runs see the same total cost per stage, so the difference is the schedule's.
     """
-    results = [simulate(pp, vpp, micro_batches, "1f1b", forward, backward, p2p_cost, weight=weight)]
-    if vpp > 1:
+    results = [
+        simulate(
+            pp,
+            vpp,
+            micro_batches,
+            "1f1b",
+            forward,
+            backward,
+            p2p_cost,
+            weight=weight,
+            placement=placement,
+        )
+    ]
+    second: Schedule | None = None
+    if placement == "loop" and vpp > 1:
+        second = "interleaved"
+    elif placement == "v" and vpp == 2:
+        second = "zbv"
+    if second is not None:
         results.append(
             simulate(
                 pp,
                 vpp,
                 micro_batches,
-                "interleaved",
+                second,
                 forward,
                 backward,
                 p2p_cost,
                 weight=weight,
-                group_size=group_size,
+                placement=placement,
+                group_size=group_size if second == "interleaved" else None,
             )
         )
     return tuple(results)
