@@ -16,12 +16,13 @@ from fractions import Fraction
 from itertools import pairwise
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from vppctl.errors import ConversionError
+from vppctl.errors import ConversionError, UsageError
 from vppctl.report import render_simulation, simulation_json, simulation_warnings
+from vppctl.schedule.orders import legal_group_sizes
 from vppctl.schedule.simulate import (
     DeadlockError,
     Op,
@@ -158,10 +159,13 @@ def test_interleaved_first_stage_memory_is_1_plus_p_minus_1_over_p_v_of_1f1b(
     assert interleaved / one_f_one_b == 1 + Fraction(p - 1, p * v)
 
 
-def test_interleaved_with_m_equal_p_runs_all_forwards_first() -> None:
+def test_interleaved_with_m_equal_p_warms_up_as_megatron_core_does() -> None:
+    # One group of p micro-batches: stages whose warm-up 2 (p - k - 1) + (v - 1) p reaches
+    # v m = 8 run every forward first; later stages start 1F1B (Megatron-Core and torch
+    # dropped the older "m == p: all forwards first on every stage" special case).
     result = simulate(4, 2, 4, "interleaved")
-    assert result.peak_in_flight == (8, 8, 8, 8)
-    assert result.peak_in_flight_stage_units == (Fraction(4),) * 4
+    assert result.peak_in_flight == (8, 8, 7, 5)
+    assert result.bubble_vs_ideal == Fraction(3, 8)
 
 
 # ---------------------------------------------------------------------------
@@ -220,7 +224,12 @@ def test_every_schedule_runs_every_step_once_and_respects_dependencies(
 ) -> None:
     forward = [c + 1 for c in costs[: p * v]]
     backward = costs[15 : 15 + p * v]
-    result = simulate(p, v, m, schedule, forward, backward, p2p_cost=hop)  # type: ignore[arg-type]
+    if schedule == "interleaved" and v > 1:
+        assume(bool(legal_group_sizes(p, m)))
+        group = legal_group_sizes(p, m)[0]
+    else:
+        group = None
+    result = simulate(p, v, m, schedule, forward, backward, hop, group_size=group)  # type: ignore[arg-type]
     units = {(s.kind, s.micro_batch, s.chunk, s.stage) for s in result.steps}
     assert len(units) == len(result.steps) == p * result.vpp * m * 2
     assert_respects_dependencies(result)
@@ -228,12 +237,13 @@ def test_every_schedule_runs_every_step_once_and_respects_dependencies(
 
 @pytest.mark.parametrize("p", [2, 3, 4, 5, 8])
 @pytest.mark.parametrize("v", [2, 3, 4])
-def test_interleaved_never_deadlocks_nor_loses_to_1f1b_when_m_is_not_a_multiple_of_p(
+def test_interleaved_never_deadlocks_nor_loses_to_1f1b_for_any_legal_group_size(
     p: int, v: int
 ) -> None:
-    for m in range(1, 3 * p + 3):
-        interleaved = simulate(p, v, m, "interleaved")
-        assert interleaved.makespan <= simulate(p, v, m, "1f1b").makespan
+    for m in range(p, 3 * p + 3):
+        for n in legal_group_sizes(p, m):
+            interleaved = simulate(p, v, m, "interleaved", group_size=n)
+            assert interleaved.makespan <= simulate(p, v, m, "1f1b").makespan
 
 
 def test_fthenb_pays_each_hop_once_on_the_way_down_and_once_back() -> None:
@@ -296,11 +306,14 @@ def test_warns_when_micro_batches_are_fewer_than_stages() -> None:
     assert "micro-batches (2) < pp (4)" in warning
 
 
-def test_warns_when_interleaved_micro_batches_are_not_a_multiple_of_pp() -> None:
-    (warning,) = simulate(4, 2, 6, "interleaved").warnings
-    assert "not a multiple of pp (4)" in warning
+def test_interleaved_refuses_micro_batches_the_default_group_size_cannot_serve() -> None:
+    # m 6, pp 4: the default N = pp = 4 leaves a last group of 2 < pp, which
+    # Megatron-Core refuses; N = 6 is the one legal size. 1F1B runs it silently.
+    with pytest.raises(UsageError, match="legal --group-size values: 6$") as caught:
+        simulate(4, 2, 6, "interleaved")
+    assert caught.value.exit_code == 2
+    assert simulate(4, 2, 6, "interleaved", group_size=6).group_size == 6
     assert simulate(4, 2, 6, "1f1b").warnings == ()
-    assert simulate(4, 2, 8, "interleaved").warnings == ()
 
 
 @pytest.mark.parametrize(
@@ -423,9 +436,9 @@ def test_render_shows_both_schedules_side_by_side_and_the_gain() -> None:
     assert "timeline" not in text
 
 
-def test_simulation_warnings_name_a_micro_batch_count_that_is_not_a_multiple_of_pp() -> None:
-    warnings = simulation_warnings([simulate(4, 2, 6, "interleaved")])
-    assert any("micro-batches (6) is not a multiple of pp (4)" in w for w in warnings)
+def test_simulation_warnings_name_fewer_micro_batches_than_stages() -> None:
+    warnings = simulation_warnings([simulate(4, 1, 2, "1f1b")])
+    assert any("micro-batches (2) < pp (4)" in w for w in warnings)
 
 
 # ---------------------------------------------------------------------------

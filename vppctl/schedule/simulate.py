@@ -1,29 +1,45 @@
 """Simulate one training step of a pipeline schedule and measure its bubble and memory.
 
 This module's one job is the arithmetic of pipeline schedules: given the number of
-stages (pp), chunks per stage (vpp), micro-batches (m), a schedule name and a cost per
-virtual stage, it works out when every forward and backward step runs and reports the
-makespan, the idle time (bubble) and the peak number of in-flight activations.
+stages (pp), chunks per stage (vpp), micro-batches (m), a schedule (its per-stage
+orders come from :mod:`vppctl.schedule.orders`), a placement and a cost per virtual
+stage, it works out when every action runs and reports the makespan, the idle time
+(bubble) and the peak number of in-flight activations.
 
 Vocabulary
 ----------
-* A *stage* is one pipeline rank (one device group); there are ``pp`` of them.
-* A *chunk* is one of the ``vpp`` slices of the model a stage holds under VPP.
-* A *virtual stage* is ``chunk * pp + stage``: Megatron's interleaved placement, where
-  stage ``s`` holds virtual stages ``s, s + pp, s + 2 pp, ...``. Cost lists are given in
-  virtual-stage order.
-* A *step* is one forward (F) or backward (B) pass of one micro-batch through one chunk.
+* A *stage* is one pipeline rank; there are ``pp`` of them.
+* A *chunk* is one of the ``vpp`` slices of the model a stage holds.
+* A *virtual stage* is the plan's segment index: segment ``k`` sits on
+  ``vppctl.plan.place(k, pp, placement)``, loop (stage ``k % pp``, chunk ``k // pp``)
+  or V (stage ``s`` holds ``s`` and ``2pp-1-s`` with two chunks). Cost lists are
+  given in virtual-stage order; the simulator uses no other mapping.
+* An *action* is ``F`` (forward), ``B`` (whole backward), ``I`` (input gradient) or
+  ``W`` (weight gradient) of one micro-batch through one chunk.
 
-Time is kept in exact integer ticks internally (every cost is turned into a fraction and
-all of them are scaled by the least common denominator), so closed-form results such as
-the 1F1B bubble ``(p - 1) / (m + p - 1)`` come out exactly; reported times are
-``fractions.Fraction``.
+Costs: per virtual stage a forward ``F``, an input-gradient ``B`` and a weight-gradient
+``W``; a schedule without the split runs ``B + W`` as one backward. By default
+``F = B = W = 1`` (a whole backward of 2, twice the forward).
 
-The simulation walks each stage's fixed op order and starts an op as soon as the stage is
-free and the op's inputs have arrived (the activation from the previous virtual stage for
-F, the gradient from the next virtual stage for B). This is a longest-path evaluation of
-the schedule's dependency graph; a stage whose next op can never be satisfied is a
-deadlock and raises :class:`DeadlockError`.
+Bubble, one convention used everywhere: the *bubble* is the idle time of all stages
+over ``pp x makespan``, i.e. the idle share of the step (``per_stage_idle`` gives it
+in time units per stage). ``bubble_vs_ideal`` (makespan over the busiest stage's
+compute, minus one) is the form of Megatron's ``(p-1)/m``; it is a second figure, not
+the bubble.
+
+In flight (the memory model's multiplier): a micro-batch holds a chunk's stashed
+activations on a stage from the start of its forward ``F`` until its backward through
+that chunk has finished: the end of ``B``, or of ``W`` when the backward is split.
+Releasing at ``W`` rather than at ``I`` is deliberate and conservative: the weight
+gradient still reads each weight op's input activation and output gradient, so only
+part of the stash can go after ``I``; counting until ``W`` is an upper bound. Peaks
+depend only on each stage's order (a stage runs one action at a time), not on costs.
+
+Time is kept in exact integer ticks (every cost is a fraction, scaled by the least
+common denominator), so closed forms such as the 1F1B bubble ``(p-1)/(m+p-1)`` come
+out exactly; reported times are ``fractions.Fraction``. Each stage runs its order
+strictly; an action starts when the stage is free and its inputs have arrived. A
+stage whose next action can never be satisfied is a deadlock (:class:`DeadlockError`).
 """
 
 from __future__ import annotations
@@ -33,17 +49,41 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Literal, get_args
 
-from vppctl.errors import EXIT_CONVERT, ConversionError
+from vppctl.errors import EXIT_CONVERT, ConversionError, UsageError
+from vppctl.plan import Placement, place, virtual_stages
+from vppctl.schedule.orders import (
+    MERGED,
+    SCHEDULES,
+    Kind,
+    Op,
+    Schedule,
+    check_group_size,
+    natural_placement,
+    order_names,
+    stage_orders,
+)
 
-Schedule = Literal["fthenb", "1f1b", "interleaved"]
-Kind = Literal["F", "B"]
+__all__ = [
+    "SCHEDULES",
+    "DeadlockError",
+    "Kind",
+    "Op",
+    "Schedule",
+    "SimResult",
+    "SimulationError",
+    "Step",
+    "compare",
+    "held_peak",
+    "micro_batch_warnings",
+    "parse_unit_costs",
+    "simulate",
+    "simulate_orders",
+    "stage_orders",
+]
 
-SCHEDULES: tuple[Schedule, ...] = get_args(Schedule)
-
-# Backward passes cost about twice the forward (two matmuls per forward matmul: one for
-# the input gradient, one for the weight gradient).
+# A whole backward costs about twice the forward: one matmul for the input gradient
+# (B) and one for the weight gradient (W) per forward matmul.
 DEFAULT_BACKWARD_RATIO = 2
 
 
@@ -54,7 +94,7 @@ class SimulationError(ConversionError):
 
 
 class DeadlockError(SimulationError):
-    """A stage's next op waits for a step that can never run."""
+    """A stage's next action waits for a step that can never run."""
 
     def __init__(self, stage: int, op: str, waits_for: str, waits_on_stage: int) -> None:
         self.stage = stage
@@ -69,22 +109,8 @@ class DeadlockError(SimulationError):
 
 
 @dataclass(frozen=True)
-class Op:
-    """One unit of work in a stage's order, before it is placed in time."""
-
-    kind: Kind
-    micro_batch: int
-    chunk: int
-
-    @property
-    def label(self) -> str:
-        """Short name, e.g. ``F3.c1`` for the forward of micro-batch 3 through chunk 1."""
-        return f"{self.kind}{self.micro_batch}.c{self.chunk}"
-
-
-@dataclass(frozen=True)
 class Step:
-    """One forward or backward step placed in time on a stage."""
+    """One action placed in time on a stage."""
 
     stage: int
     chunk: int
@@ -92,11 +118,17 @@ class Step:
     kind: Kind
     start: Fraction
     end: Fraction
+    virtual_stage: int
 
     @property
     def label(self) -> str:
         """Short name, e.g. ``B0.c2``."""
         return f"{self.kind}{self.micro_batch}.c{self.chunk}"
+
+    @property
+    def action(self) -> str:
+        """torch.distributed.pipelining notation, e.g. ``3I1``."""
+        return f"{self.virtual_stage}{self.kind}{self.micro_batch}"
 
     @property
     def duration(self) -> Fraction:
@@ -107,20 +139,22 @@ class Step:
 class SimResult:
     """What one simulated training step looks like.
 
-    ``vpp`` is the number of chunks per stage *as simulated*: ``fthenb`` and ``1f1b``
-    merge each stage's chunks into one, so their results carry ``vpp == 1``.
+    ``vpp`` is the number of chunks per stage *as simulated*: the merged schedules
+    (``fthenb``, ``1f1b``, ``eager1f1b``, ``zbh1``) run each stage's chunks as one and carry
+    ``vpp == 1``; ``plan_vpp`` is the chunk count the costs were given for.
 
-    * ``makespan``: time from the first step's start to the last step's end.
-    * ``ideal``: compute time of the busiest stage, the makespan with no bubble at all.
-    * ``bubble``: idle share of the makespan, averaged over stages.
-    * ``bubble_vs_ideal``: ``(makespan - ideal) / ideal``, the overhead relative to the
-      ideal compute time (the form of Megatron's ``(p - 1) / m`` and ``(p - 1) / (v m)``).
+    * ``makespan``: time from the first action's start to the last one's end.
+    * ``ideal``: compute time of the busiest stage (the makespan with no bubble).
+    * ``bubble``: idle time of all stages over ``pp x makespan`` (the convention).
+    * ``bubble_vs_ideal``: ``(makespan - ideal) / ideal``, Megatron's form.
     * ``per_stage_bubble``: each stage's idle share of the makespan.
-    * ``peak_in_flight``: per stage, the most (micro-batch, chunk) units whose forward
-      has run and whose backward has not yet finished; each such unit holds one chunk's
-      activations. See :attr:`peak_in_flight_stage_units` for full-stage units.
-    * ``p2p_messages``: point-to-point sends between different stages in the whole
-      training step (activations forward plus gradients backward).
+    * ``per_stage_idle``: each stage's idle time, in cost units.
+    * ``peak_in_flight``: per stage, the most (micro-batch, chunk) units in flight at
+      once (module docstring); ``peak_in_flight_per_chunk[stage][chunk]`` the most of
+      one chunk's micro-batches in flight on that stage.
+    * ``p2p_messages``: sends between different stages in the whole step.
+    * ``ops``: every stage's action order; ``orders`` the same in torch notation.
+    * ``work``: actions the executor examined (at most twice the steps: linear).
     """
 
     schedule: Schedule
@@ -137,12 +171,24 @@ class SimResult:
     steps: tuple[Step, ...]
     warnings: tuple[str, ...]
     p2p_cost: Fraction = Fraction(0)
+    placement: Placement = "loop"
+    plan_vpp: int = 1
+    group_size: int | None = None
+    per_stage_idle: tuple[Fraction, ...] = ()
+    peak_in_flight_per_chunk: tuple[tuple[int, ...], ...] = ()
+    ops: tuple[tuple[Op, ...], ...] = ()
+    work: int = 0
+
+    @property
+    def orders(self) -> tuple[tuple[str, ...], ...]:
+        """Every stage's order as torch action strings (``2F0``, ``1B3``, ``3I1``)."""
+        return order_names(self.ops, self.vpp, self.placement)
 
     @property
     def peak_in_flight_stage_units(self) -> tuple[Fraction, ...]:
         """Peak in-flight activations in units of one full stage's activations.
 
-        A chunk holds ``1 / vpp`` of its stage's layers, so (assuming chunks of equal
+        A chunk holds ``1 / vpp`` of its stage's layers, so (with chunks of equal
         activation size) ``vpp`` in-flight units cost as much memory as one micro-batch
         in flight under plain 1F1B. This is the figure to compare across schedules.
         """
@@ -168,6 +214,31 @@ def _check_counts(pp: int, vpp: int, micro_batches: int, schedule: str) -> None:
     if schedule not in SCHEDULES:
         choices = ", ".join(SCHEDULES)
         raise _fail(f"unknown schedule {schedule!r}: choose one of {choices}")
+
+
+def _check_placement(schedule: Schedule, vpp: int, placement: Placement | None) -> Placement:
+    """The placement to simulate; ZB-V runs only two chunks in V placement."""
+    if placement not in (None, "loop", "v"):
+        raise UsageError(f"unknown placement {placement!r}: choose loop or v")
+    chosen = natural_placement(schedule) if placement is None else placement
+    if schedule == "zbv":
+        if vpp != 2:
+            raise UsageError(
+                f"zbv runs exactly 2 chunks per stage (V placement), got vpp {vpp}: "
+                "pass --vpp 2 or choose another --schedule"
+            )
+        if chosen != "v":
+            raise UsageError(
+                "zbv runs the V placement (stage s holds virtual stages s and 2pp-1-s), "
+                "but the plan is loop-placed: convert with --placement v or choose another "
+                "--schedule"
+            )
+    if schedule == "interleaved" and chosen == "v" and vpp > 1:
+        raise UsageError(
+            "interleaved 1F1B is Megatron's loop-placed schedule; a V-placed plan runs "
+            "--schedule zbv (vpp 2), or a merged one (1f1b, zbh1, fthenb)"
+        )
+    return chosen
 
 
 def _exact(value: float | Fraction, what: str) -> Fraction:
@@ -196,24 +267,59 @@ def _costs(
     return tuple(_exact(v, f"{what} cost of virtual stage {i}") for i, v in enumerate(values))
 
 
+@dataclass(frozen=True)
+class _Costs:
+    """Per virtual stage: forward, input-gradient and weight-gradient costs."""
+
+    forward: tuple[Fraction, ...]
+    input_grad: tuple[Fraction, ...]
+    weight_grad: tuple[Fraction, ...]
+
+
 def _resolve_costs(
-    pp: int,
-    vpp: int,
+    count: int,
     forward: Sequence[float | Fraction] | None,
     backward: Sequence[float | Fraction] | None,
-) -> tuple[tuple[Fraction, ...], tuple[Fraction, ...]]:
-    """Costs per virtual stage: unit forwards and backward = 2 x forward by default."""
-    count = pp * vpp
+    weight: Sequence[float | Fraction] | None,
+) -> _Costs:
+    """Unit forwards by default; without ``weight`` the backward is whole and split
+    evenly into B and W; with ``weight`` the backward is the input gradient only."""
     fwd = _costs(forward, count, "forward") or tuple(Fraction(1) for _ in range(count))
-    bwd = _costs(backward, count, "backward") or tuple(DEFAULT_BACKWARD_RATIO * f for f in fwd)
-    if not any(fwd) and not any(bwd):
+    bwd = _costs(backward, count, "backward")
+    wgt = _costs(weight, count, "weight")
+    if wgt is None:
+        whole = bwd or tuple(DEFAULT_BACKWARD_RATIO * f for f in fwd)
+        bwd, wgt = tuple(c / 2 for c in whole), tuple(c / 2 for c in whole)
+    elif bwd is None:
+        bwd = fwd
+    if not any(fwd) and not any(bwd) and not any(wgt):
         raise _fail("all costs are zero: give at least one virtual stage a positive cost")
-    return fwd, bwd
+    return _Costs(fwd, bwd, wgt)
 
 
-def _merge_chunks(costs: Sequence[Fraction], pp: int, vpp: int) -> tuple[Fraction, ...]:
+def parse_unit_costs(text: str) -> tuple[Fraction, Fraction, Fraction]:
+    """``--costs F,B,W``: forward, input-gradient and weight-gradient cost of a chunk."""
+    parts = text.split(",")
+    try:
+        values = tuple(Fraction(p.strip()) for p in parts)
+    except (ValueError, ZeroDivisionError):
+        values = ()
+    if len(values) != 3 or any(v < 0 for v in values) or not any(values):
+        raise UsageError(
+            f"--costs takes three non-negative numbers F,B,W (forward, input gradient, "
+            f"weight gradient), not all zero, e.g. 1,1,1; got {text!r}"
+        )
+    return values[0], values[1], values[2]
+
+
+def _merge_chunks(
+    costs: Sequence[Fraction], pp: int, vpp: int, placement: Placement
+) -> tuple[Fraction, ...]:
     """Per-stage totals: a stage's chunks run back to back when they are not interleaved."""
-    return tuple(sum((costs[c * pp + s] for c in range(vpp)), Fraction(0)) for s in range(pp))
+    totals = [Fraction(0)] * pp
+    for k, cost in enumerate(costs[: pp * vpp]):
+        totals[place(k, pp, placement)[0]] += cost
+    return tuple(totals)
 
 
 # ---------------------------------------------------------------------------
@@ -221,97 +327,22 @@ def _merge_chunks(costs: Sequence[Fraction], pp: int, vpp: int) -> tuple[Fractio
 
 
 def micro_batch_warnings(pp: int, vpp: int, micro_batches: int, schedule: Schedule) -> list[str]:
-    """Rules on the micro-batch count that real frameworks enforce or that waste time."""
+    """Micro-batch counts that a schedule runs, but badly."""
     warnings: list[str] = []
     if micro_batches < pp:
         warnings.append(
             f"micro-batches ({micro_batches}) < pp ({pp}): the pipeline never fills and "
             f"some stages idle most of the step; use --micro-batches >= {pp}"
         )
-    if schedule == "interleaved" and vpp > 1 and micro_batches % pp != 0:
-        warnings.append(
-            f"micro-batches ({micro_batches}) is not a multiple of pp ({pp}): Megatron's "
-            "original interleaved schedule and Paddle's VPP reject this; use a multiple "
-            f"of {pp}"
-        )
     return warnings
 
 
 # ---------------------------------------------------------------------------
-# Per-stage op orders of each schedule
+# Execution: place every action in time
 
-
-def _fthenb_order(micro_batches: int) -> list[Op]:
-    """GPipe: every forward, then every backward, micro-batches in order."""
-    forwards = [Op("F", i, 0) for i in range(micro_batches)]
-    return forwards + [Op("B", i, 0) for i in range(micro_batches)]
-
-
-def _warmup_then_1f1b(forwards: Sequence[Op], backwards: Sequence[Op], warmup: int) -> list[Op]:
-    """``warmup`` forwards, then alternate one forward and one backward, then drain."""
-    total = len(forwards)
-    order = list(forwards[:warmup])
-    for i in range(total - warmup):
-        order += [forwards[warmup + i], backwards[i]]
-    return order + list(backwards[total - warmup :])
-
-
-def _1f1b_order(pp: int, stage: int, micro_batches: int) -> list[Op]:
-    """1F1B: stage ``s`` keeps ``pp - s - 1`` forwards ahead before alternating."""
-    forwards = [Op("F", i, 0) for i in range(micro_batches)]
-    backwards = [Op("B", i, 0) for i in range(micro_batches)]
-    return _warmup_then_1f1b(forwards, backwards, min(pp - stage - 1, micro_batches))
-
-
-def _interleaved_table(pp: int, vpp: int, micro_batches: int) -> list[tuple[int, int]]:
-    """Order of (micro-batch, chunk) in which every stage runs its forwards.
-
-    Megatron runs micro-batches in groups of ``pp``: the whole group through chunk 0,
-    then through chunk 1, and so on. ``micro_batches`` must be a multiple of ``pp``.
-    """
-    table: list[tuple[int, int]] = []
-    for first in range(0, micro_batches, pp):
-        group = range(first, first + pp)
-        table += [(mb, chunk) for chunk in range(vpp) for mb in group]
-    return table
-
-
-def _interleaved_order(pp: int, vpp: int, stage: int, micro_batches: int) -> list[Op]:
-    """Megatron's interleaved 1F1B order for one stage.
-
-    Backwards follow the same table with the chunk order reversed (gradients enter the
-    last chunk first). Warmup is ``2 (pp - s - 1) + (vpp - 1) pp`` forwards, capped at
-    the total; with exactly ``pp`` micro-batches Megatron runs all forwards first.
-
-    When ``m`` is not a multiple of ``pp`` (Megatron's original and Paddle refuse it) we
-    plan for the next multiple and drop the placeholder micro-batches. Simply shortening
-    the last group instead can deadlock (e.g. pp=4, vpp=3, m=5); dropping ops from a
-    deadlock-free order cannot, because it only removes nodes from an acyclic graph.
-    """
-    padded = -(-micro_batches // pp) * pp
-    table = _interleaved_table(pp, vpp, padded)
-    forwards = [Op("F", mb, chunk) for mb, chunk in table]
-    backwards = [Op("B", mb, vpp - 1 - chunk) for mb, chunk in table]
-    total = len(table)
-    # Megatron's special case: with one group it runs every forward before any backward.
-    warmup = total if padded == pp else min(2 * (pp - stage - 1) + (vpp - 1) * pp, total)
-    order = _warmup_then_1f1b(forwards, backwards, warmup)
-    return [op for op in order if op.micro_batch < micro_batches]
-
-
-def stage_orders(
-    schedule: Schedule, pp: int, vpp: int, micro_batches: int
-) -> tuple[tuple[Op, ...], ...]:
-    """The op order of every stage. ``vpp`` must already be 1 for fthenb and 1f1b."""
-    if schedule == "fthenb":
-        return tuple(tuple(_fthenb_order(micro_batches)) for _ in range(pp))
-    if schedule == "1f1b" or vpp == 1:
-        return tuple(tuple(_1f1b_order(pp, s, micro_batches)) for s in range(pp))
-    return tuple(tuple(_interleaved_order(pp, vpp, s, micro_batches)) for s in range(pp))
-
-
-# ---------------------------------------------------------------------------
-# Execution: place every op in time
+# Dependency keys: (what, micro-batch, virtual stage). "F" is a finished forward; "G"
+# the input gradient a B or I sends upstream.
+_Key = tuple[str, int, int]
 
 
 @dataclass(frozen=True)
@@ -320,6 +351,7 @@ class _Timed:
 
     stage: int
     op: Op
+    virtual_stage: int
     start: int
     end: int
 
@@ -330,79 +362,99 @@ class _Plan:
 
     pp: int
     vpp: int
+    placement: Placement
     orders: tuple[tuple[Op, ...], ...]
     forward: tuple[int, ...]
-    backward: tuple[int, ...]
+    input_grad: tuple[int, ...]
+    weight_grad: tuple[int, ...]
     hop: int
 
+    def cost(self, kind: Kind, virtual: int) -> int:
+        if kind == "F":
+            return self.forward[virtual]
+        if kind == "I":
+            return self.input_grad[virtual]
+        if kind == "W":
+            return self.weight_grad[virtual]
+        return self.input_grad[virtual] + self.weight_grad[virtual]
 
-def _inputs(op: Op, stage: int, pp: int, vpp: int) -> list[tuple[str, int, int]]:
-    """Steps (kind, micro-batch, virtual stage) whose results ``op`` consumes."""
-    virtual = op.chunk * pp + stage
-    if op.kind == "F":
-        return [("F", op.micro_batch, virtual - 1)] if virtual > 0 else []
-    # A backward needs its own forward's activations, and the gradient from downstream.
-    needs = [("F", op.micro_batch, virtual)]
-    if virtual < pp * vpp - 1:
-        needs.append(("B", op.micro_batch, virtual + 1))
+
+def _inputs(kind: Kind, micro_batch: int, virtual: int, last: int) -> list[_Key]:
+    """Steps whose results an action consumes."""
+    if kind == "F":
+        return [("F", micro_batch, virtual - 1)] if virtual > 0 else []
+    if kind == "W":
+        return [("G", micro_batch, virtual)]
+    # B and I need their own forward's activations and the gradient from downstream.
+    needs = [("F", micro_batch, virtual)]
+    if virtual < last:
+        needs.append(("G", micro_batch, virtual + 1))
     return needs
 
 
-def _label(key: tuple[str, int, int], pp: int) -> str:
-    kind, micro_batch, virtual = key
-    return f"{kind}{micro_batch}.c{virtual // pp}"
+def _execute(plan: _Plan) -> tuple[list[_Timed], int, int]:
+    """Place each stage's actions in time; return the timed steps, cross-stage sends
+    and the work done (actions examined).
 
-
-def _execute(plan: _Plan) -> tuple[list[_Timed], int]:
-    """Place each stage's ops in time; return the timed steps and cross-stage sends.
-
-    A stage runs its ops strictly in order. When the next op's input is missing the
-    stage parks on that input and is woken when it is produced, so each op is looked at
-    a constant number of times: linear in the number of steps.
+    A stage runs its actions strictly in order. When the next one's input is missing
+    the stage parks on that input and is woken when it is produced, so each action is
+    examined at most twice: linear in the number of steps.
     """
-    pp, vpp = plan.pp, plan.vpp
-    done: dict[tuple[str, int, int], int] = {}
+    pp, last = plan.pp, plan.pp * plan.vpp - 1
+    vs = virtual_stages(pp, plan.vpp, plan.placement)
+    owner = {k: stage for (stage, _), k in vs.items()}
+    done: dict[_Key, int] = {}
     position = [0] * pp
     free_at = [0] * pp
-    parked: dict[tuple[str, int, int], list[int]] = {}
+    parked: dict[_Key, list[int]] = {}
     runnable = deque(range(pp))
     timed: list[_Timed] = []
-    messages = 0
+    messages = work = 0
     while runnable:
         stage = runnable.popleft()
         order = plan.orders[stage]
         while position[stage] < len(order):
             op = order[position[stage]]
-            needs = _inputs(op, stage, pp, vpp)
+            work += 1
+            virtual = vs[stage, op.chunk]
+            needs = _inputs(op.kind, op.micro_batch, virtual, last)
             missing = next((key for key in needs if key not in done), None)
             if missing is not None:
                 parked.setdefault(missing, []).append(stage)
                 break
             start = free_at[stage]
             for key in needs:
-                crosses = key[2] % pp != stage
+                crosses = owner[key[2]] != stage
                 messages += crosses
                 start = max(start, done[key] + (plan.hop if crosses else 0))
-            virtual = op.chunk * pp + stage
-            cost = plan.forward[virtual] if op.kind == "F" else plan.backward[virtual]
-            key = (op.kind, op.micro_batch, virtual)
-            done[key] = free_at[stage] = start + cost
-            timed.append(_Timed(stage, op, start, start + cost))
+            end = free_at[stage] = start + plan.cost(op.kind, virtual)
+            timed.append(_Timed(stage, op, virtual, start, end))
             position[stage] += 1
-            runnable.extend(parked.pop(key, []))
-    _raise_if_stuck(plan, position, parked)
-    return timed, messages
+            produced = "F" if op.kind == "F" else "G" if op.kind in "BI" else ""
+            if produced:
+                key = (produced, op.micro_batch, virtual)
+                done[key] = end
+                runnable.extend(parked.pop(key, []))
+    _raise_if_stuck(plan, position, parked, owner)
+    return timed, messages, work
 
 
 def _raise_if_stuck(
-    plan: _Plan, position: list[int], parked: dict[tuple[str, int, int], list[int]]
+    plan: _Plan, position: list[int], parked: dict[_Key, list[int]], owner: dict[int, int]
 ) -> None:
     """Every unfinished stage is parked on a missing input; name the lowest such stage."""
     if not parked:
         return
     missing, stage = min(((key, min(stages)) for key, stages in parked.items()), key=lambda x: x[1])
     op = plan.orders[stage][position[stage]]
-    raise DeadlockError(stage, op.label, _label(missing, plan.pp), missing[2] % plan.pp)
+    what, micro_batch, virtual = missing
+    producer = owner[virtual]
+    chunk = place(virtual, plan.pp, plan.placement)[1]
+    kinds = "F" if what == "F" else "BI"
+    kind = next(
+        (o.kind for o in plan.orders[producer] if o.kind in kinds and o.chunk == chunk), kinds[0]
+    )
+    raise DeadlockError(stage, op.label, f"{kind}{micro_batch}.c{chunk}", producer)
 
 
 def _ticks(values: Sequence[Fraction], scale: int) -> tuple[int, ...]:
@@ -419,51 +471,131 @@ def _to_steps(timed: Sequence[_Timed], scale: int) -> tuple[Step, ...]:
             kind=t.op.kind,
             start=Fraction(t.start, scale),
             end=Fraction(t.end, scale),
+            virtual_stage=t.virtual_stage,
         )
         for t in sorted(timed, key=lambda t: (t.start, t.stage))
     )
 
 
-def _peak_in_flight(timed: Sequence[_Timed], pp: int) -> tuple[int, ...]:
-    """Most forwards done but backwards not yet done, per stage, in execution order."""
-    live = [0] * pp
-    peak = [0] * pp
-    for step in sorted(timed, key=lambda t: (t.stage, t.start)):
-        live[step.stage] += 1 if step.op.kind == "F" else -1
-        peak[step.stage] = max(peak[step.stage], live[step.stage])
-    return tuple(peak)
+def _releases(order: Sequence[Op]) -> frozenset[str]:
+    """The kinds that end a micro-batch's stay: W when the backward is split, else B."""
+    return frozenset("W") if any(op.kind == "W" for op in order) else frozenset("B")
 
 
-def _result(
-    schedule: Schedule,
-    plan: _Plan,
-    micro_batches: int,
-    scale: int,
-    warnings: list[str],
-) -> SimResult:
-    timed, messages = _execute(plan)
+def _in_flight_peaks(
+    orders: Sequence[Sequence[Op]], vpp: int, weights: Sequence[Sequence[int]] | None = None
+) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]:
+    """Per stage: the peak of in-flight units (weighted by chunk if ``weights``), and
+    each chunk's own peak count. F adds a unit; B, or W when split, removes it."""
+    totals: list[int] = []
+    per_chunk: list[tuple[int, ...]] = []
+    for stage, order in enumerate(orders):
+        release = _releases(order)
+        live, peak = [0] * vpp, [0] * vpp
+        load = top = 0
+        for op in order:
+            weight = weights[stage][op.chunk] if weights is not None else 1
+            if op.kind == "F":
+                live[op.chunk] += 1
+                peak[op.chunk] = max(peak[op.chunk], live[op.chunk])
+                load += weight
+                top = max(top, load)
+            elif op.kind in release:
+                live[op.chunk] -= 1
+                load -= weight
+        totals.append(top)
+        per_chunk.append(tuple(peak))
+    return tuple(totals), tuple(per_chunk)
+
+
+def held_peak(result: SimResult, per_virtual_stage: Sequence[int]) -> tuple[int, ...]:
+    """Per stage, the peak of in-flight activations weighted by each chunk's size.
+
+    ``per_virtual_stage`` gives one size (e.g. bytes of one micro-batch's stashed
+    activations) per virtual stage of the plan (``pp * plan_vpp`` entries); a merged
+    schedule's one chunk holds the sum of its stage's segments. Exact: the maximum over
+    each stage's order of the sum held, not a sum of per-chunk peaks.
+    """
+    pp, plan_vpp = result.pp, result.plan_vpp
+    if len(per_virtual_stage) != pp * plan_vpp:
+        raise _fail(
+            f"{len(per_virtual_stage)} sizes given, but the plan has pp * vpp = "
+            f"{pp * plan_vpp} virtual stages: give one size per virtual stage"
+        )
+    weights = [[0] * result.vpp for _ in range(pp)]
+    for k, size in enumerate(per_virtual_stage):
+        stage, chunk = place(k, pp, result.placement)
+        weights[stage][chunk if result.vpp == plan_vpp else 0] += size
+    return _in_flight_peaks(result.ops, result.vpp, weights)[0]
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """What the caller asked for, carried into the result."""
+
+    schedule: Schedule
+    micro_batches: int
+    plan_vpp: int
+    group_size: int | None
+    warnings: tuple[str, ...]
+
+
+def _result(asked: _Asked, plan: _Plan, scale: int) -> SimResult:
+    timed, messages, work = _execute(plan)
     busy = [0] * plan.pp
     for step in timed:
         busy[step.stage] += step.end - step.start
     makespan = max(step.end for step in timed)
     ideal = max(busy)
     idle = [makespan - b for b in busy]
+    peaks, per_chunk = _in_flight_peaks(plan.orders, plan.vpp)
     return SimResult(
-        schedule=schedule,
+        schedule=asked.schedule,
         pp=plan.pp,
         vpp=plan.vpp,
-        micro_batches=micro_batches,
+        micro_batches=asked.micro_batches,
         makespan=Fraction(makespan, scale),
         ideal=Fraction(ideal, scale),
         bubble=Fraction(sum(idle), plan.pp * makespan),
         bubble_vs_ideal=Fraction(makespan - ideal, ideal),
         per_stage_bubble=tuple(Fraction(i, makespan) for i in idle),
-        peak_in_flight=_peak_in_flight(timed, plan.pp),
+        peak_in_flight=peaks,
         p2p_messages=messages,
         steps=_to_steps(timed, scale),
-        warnings=tuple(warnings),
+        warnings=asked.warnings,
         p2p_cost=Fraction(plan.hop, scale),
+        placement=plan.placement,
+        plan_vpp=asked.plan_vpp,
+        group_size=asked.group_size,
+        per_stage_idle=tuple(Fraction(i, scale) for i in idle),
+        peak_in_flight_per_chunk=per_chunk,
+        ops=plan.orders,
+        work=work,
     )
+
+
+def _make_plan(
+    pp: int,
+    vpp: int,
+    placement: Placement,
+    orders: tuple[tuple[Op, ...], ...],
+    costs: _Costs,
+    hop: Fraction,
+) -> tuple[_Plan, int]:
+    scale = math.lcm(
+        *(c.denominator for c in (*costs.forward, *costs.input_grad, *costs.weight_grad, hop))
+    )
+    plan = _Plan(
+        pp=pp,
+        vpp=vpp,
+        placement=placement,
+        orders=orders,
+        forward=_ticks(costs.forward, scale),
+        input_grad=_ticks(costs.input_grad, scale),
+        weight_grad=_ticks(costs.weight_grad, scale),
+        hop=int(hop * scale),
+    )
+    return plan, scale
 
 
 # ---------------------------------------------------------------------------
@@ -478,35 +610,51 @@ def simulate(
     forward: Sequence[float | Fraction] | None = None,
     backward: Sequence[float | Fraction] | None = None,
     p2p_cost: float | Fraction = 0,
+    *,
+    weight: Sequence[float | Fraction] | None = None,
+    placement: Placement | None = None,
+    group_size: int | None = None,
 ) -> SimResult:
     """Simulate one training step of ``schedule`` and measure it.
 
-    ``forward`` and ``backward`` give one cost per virtual stage (``pp * vpp`` entries,
-    virtual stage ``chunk * pp + stage``); by default forwards cost 1 and backwards
-    twice their forward. ``p2p_cost`` is added to every send between two different
-    stages. ``fthenb`` and ``1f1b`` do not interleave: given ``vpp > 1`` they simulate
-    the same model with each stage's chunks merged into one (costs summed), and report
-    ``vpp == 1``. ``interleaved`` with ``vpp == 1`` is plain 1F1B.
+    Costs: one entry per virtual stage (``pp * vpp``, the plan's segment order).
+    ``forward`` defaults to 1. Without ``weight``, ``backward`` is the whole backward
+    (default twice the forward), split evenly into I and W where a schedule needs the
+    split; with ``weight``, ``backward`` is the input-gradient cost (default the
+    forward) and ``weight`` the weight-gradient cost. ``p2p_cost`` is added to every
+    send between two different stages.
 
-    Raises :class:`SimulationError` on bad arguments and :class:`DeadlockError` if the
-    schedule cannot make progress.
+    ``placement`` is the plan's (default: loop, or V for ``zbv``); ``zbv`` needs
+    ``vpp == 2`` and V placement. ``group_size`` is Megatron's micro-batch group size
+    for ``interleaved`` (default ``pp``; illegal sizes are refused, listing the legal
+    ones); ``eager1f1b`` needs ``2 pp - 1`` micro-batches. ``fthenb``, ``1f1b``,
+    ``eager1f1b`` and ``zbh1`` do not interleave: given ``vpp > 1`` they simulate each
+    stage's chunks merged into one (costs summed) and report ``vpp == 1``;
+    ``interleaved`` with ``vpp == 1`` is plain 1F1B.
+
+    Raises :class:`vppctl.errors.UsageError` for a schedule a runtime would refuse,
+    :class:`SimulationError` on bad arguments, :class:`DeadlockError` if the orders
+    cannot make progress.
     """
     _check_counts(pp, vpp, micro_batches, schedule)
-    fwd, bwd = _resolve_costs(pp, vpp, forward, backward)
+    chosen = _check_placement(schedule, vpp, placement)
+    costs = _resolve_costs(pp * vpp, forward, backward, weight)
     hop = _exact(p2p_cost, "p2p cost")
-    warnings = micro_batch_warnings(pp, vpp, micro_batches, schedule)
-    if schedule != "interleaved" and vpp > 1:
-        fwd, bwd, vpp = _merge_chunks(fwd, pp, vpp), _merge_chunks(bwd, pp, vpp), 1
-    scale = math.lcm(*(c.denominator for c in (*fwd, *bwd, hop)))
-    plan = _Plan(
-        pp=pp,
-        vpp=vpp,
-        orders=stage_orders(schedule, pp, vpp, micro_batches),
-        forward=_ticks(fwd, scale),
-        backward=_ticks(bwd, scale),
-        hop=int(hop * scale),
-    )
-    return _result(schedule, plan, micro_batches, scale, warnings)
+    run_vpp = vpp
+    if schedule in MERGED and vpp > 1:
+        costs = _Costs(
+            _merge_chunks(costs.forward, pp, vpp, chosen),
+            _merge_chunks(costs.input_grad, pp, vpp, chosen),
+            _merge_chunks(costs.weight_grad, pp, vpp, chosen),
+        )
+        run_vpp = 1
+    group = None
+    if schedule == "interleaved" and vpp > 1:
+        group = check_group_size(pp, micro_batches, group_size)
+    orders = stage_orders(schedule, pp, run_vpp, micro_batches, group)
+    plan, scale = _make_plan(pp, run_vpp, chosen, orders, costs, hop)
+    warnings = tuple(micro_batch_warnings(pp, vpp, micro_batches, schedule))
+    return _result(_Asked(schedule, micro_batches, vpp, group, warnings), plan, scale)
 
 
 def simulate_orders(
@@ -515,11 +663,14 @@ def simulate_orders(
     forward: Sequence[float | Fraction] | None = None,
     backward: Sequence[float | Fraction] | None = None,
     p2p_cost: float | Fraction = 0,
+    *,
+    weight: Sequence[float | Fraction] | None = None,
+    placement: Placement = "loop",
 ) -> tuple[Step, ...]:
-    """Time a hand-written op order (one sequence per stage); used to test new schedules.
+    """Time a hand-written action order (one sequence per stage), e.g. a loaded CSV.
 
-    Each (kind, micro-batch, chunk) should appear once on every stage. Raises
-    :class:`DeadlockError` if the orders cannot all run to the end.
+    Costs as in :func:`simulate`. Raises :class:`DeadlockError` if the orders cannot
+    all run to the end.
     """
     pp = len(orders)
     if pp < 1:
@@ -531,18 +682,10 @@ def simulate_orders(
                     f"stage {stage} lists {op.label}, outside vpp={vpp} chunks: "
                     f"use chunks 0..{vpp - 1} and micro-batches >= 0"
                 )
-    fwd, bwd = _resolve_costs(pp, vpp, forward, backward)
+    costs = _resolve_costs(pp * vpp, forward, backward, weight)
     hop = _exact(p2p_cost, "p2p cost")
-    scale = math.lcm(*(c.denominator for c in (*fwd, *bwd, hop)))
-    plan = _Plan(
-        pp=pp,
-        vpp=vpp,
-        orders=tuple(tuple(order) for order in orders),
-        forward=_ticks(fwd, scale),
-        backward=_ticks(bwd, scale),
-        hop=int(hop * scale),
-    )
-    timed, _ = _execute(plan)
+    plan, scale = _make_plan(pp, vpp, placement, tuple(map(tuple, orders)), costs, hop)
+    timed, _, _ = _execute(plan)
     return _to_steps(timed, scale)
 
 
@@ -553,12 +696,48 @@ def compare(
     forward: Sequence[float | Fraction] | None = None,
     backward: Sequence[float | Fraction] | None = None,
     p2p_cost: float | Fraction = 0,
+    *,
+    weight: Sequence[float | Fraction] | None = None,
+    group_size: int | None = None,
+    placement: Placement = "loop",
 ) -> tuple[SimResult, ...]:
-    """1F1B over merged chunks, and Megatron's interleaved 1F1B when ``vpp > 1``.
+    """1F1B over merged chunks, then the interleaving schedule the placement runs:
+    Megatron's interleaved 1F1B for a loop-placed plan with ``vpp > 1``, ZB-V for a
+    V-placed plan with ``vpp == 2`` (a V plan with another ``vpp`` has none).
 
     Both runs see the same total cost per stage, so the difference is the schedule's.
     """
-    results = [simulate(pp, vpp, micro_batches, "1f1b", forward, backward, p2p_cost)]
-    if vpp > 1:
-        results.append(simulate(pp, vpp, micro_batches, "interleaved", forward, backward, p2p_cost))
+    results = [
+        simulate(
+            pp,
+            vpp,
+            micro_batches,
+            "1f1b",
+            forward,
+            backward,
+            p2p_cost,
+            weight=weight,
+            placement=placement,
+        )
+    ]
+    second: Schedule | None = None
+    if placement == "loop" and vpp > 1:
+        second = "interleaved"
+    elif placement == "v" and vpp == 2:
+        second = "zbv"
+    if second is not None:
+        results.append(
+            simulate(
+                pp,
+                vpp,
+                micro_batches,
+                second,
+                forward,
+                backward,
+                p2p_cost,
+                weight=weight,
+                placement=placement,
+                group_size=group_size if second == "interleaved" else None,
+            )
+        )
     return tuple(results)
