@@ -115,5 +115,8 @@ def resolve_layers(
         try:
             return find_layers(index, recorded.seg_method, strict=strict)
         except UsageError as e:
-            raise ConversionError(f"the recorded plan's seg_method is unusable: {e}") from None
+            raise ConversionError(
+                f"the recorded plan's seg_method is unusable ({e}); pass --seg-method to name "
+                "the layer"
+            ) from None
     return detect_layers(index, strict=strict)

@@ -8,7 +8,6 @@ block's offset plus their position in the block); meshes by a mesh-class id
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from vppctl import fields
@@ -184,23 +183,53 @@ def build_index(program: Program) -> ProgramIndex:
         index.var_mesh.extend(_classes(index, bi.vars.mesh))
     for bi in index.blocks:
         index.var_chunks.extend(bi.vars.chunk)
-    for bi, block in zip(index.blocks, program.blocks):
-        bi.ops = fields.scan_ops(block, bi.idx, _lookup_for(index, bi))
+    _scan_ops_in_scope(index, program)
+    for bi in index.blocks:  # block order: mesh class ids follow first appearance in it
         bi.op_mesh = _classes(index, bi.ops.mesh)
         bi.forward_ops = [i for i, r in enumerate(bi.ops.role) if r in FORWARD_ROLES]
     return index
 
 
-def _lookup_for(index: ProgramIndex, bi: BlockIndex) -> Callable[[bytes, int], int]:
-    own = bi.names
-    if bi.parent < 0:
-        return own.get
+def _scan_ops_in_scope(index: ProgramIndex, program: Program) -> None:
+    """Scan every block's ops, resolving argument names in the block's scope.
+
+    Blocks are visited depth first with one dict of the names the sub-blocks on
+    the current path declare (undone on the way back), so a name resolves in one
+    lookup however deep the nesting: the scan stays linear in the program.
+    """
+    blocks = index.blocks
+    root = blocks[0].names
+    blocks[0].ops = fields.scan_ops(program.blocks[0], 0, root.get)
+    children: list[list[int]] = [[] for _ in blocks]
+    for bi in blocks[1:]:
+        children[bi.parent].append(bi.idx)
+    scope: dict[bytes, int] = {}
+    undo: list[tuple[bytes, int | None]] = []
 
     def lookup(name: bytes, default: int) -> int:
-        v = own.get(name)
-        return v if v is not None else index.lookup(bi.parent, name)
+        v = scope.get(name)
+        return v if v is not None else root.get(name, default)
 
-    return lookup
+    marks: list[int] = []
+    stack = [(c, True) for c in reversed(children[0])]  # (block, entering it)
+    while stack:
+        b, entering = stack.pop()
+        if not entering:  # leave b: its names give way to what they shadowed
+            mark = marks.pop()
+            while len(undo) > mark:
+                name, old = undo.pop()
+                if old is None:
+                    del scope[name]
+                else:
+                    scope[name] = old
+            continue
+        marks.append(len(undo))
+        for name, v in blocks[b].names.items():
+            undo.append((name, scope.get(name)))
+            scope[name] = v
+        blocks[b].ops = fields.scan_ops(program.blocks[b], b, lookup)
+        stack.append((b, False))
+        stack.extend((c, True) for c in reversed(children[b]))
 
 
 def _classes(index: ProgramIndex, raws: list[bytes]) -> array[int]:

@@ -10,8 +10,11 @@ join the next layer, with a warning, or are refused under --strict.
 from __future__ import annotations
 
 import re
+import signal
+import threading
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from vppctl.errors import ConversionError, UsageError
@@ -47,14 +50,58 @@ class LayerSet:
         return len(self.layers)
 
 
+# A layer regex is the user's (or a recorded plan's): Python's engine can take
+# exponential time on some patterns, so matching all struct names gets this budget.
+REGEX_SECONDS = 5.0
+MAX_PATTERN = 1000  # characters
+
+
 def compile_seg_method(pattern: str) -> re.Pattern[str]:
     """The layer regex (case-insensitive, as Paddle's); UsageError (exit 2) if it is invalid."""
+    if len(pattern) > MAX_PATTERN:
+        raise UsageError(
+            f"--seg-method is {len(pattern)} characters long (at most {MAX_PATTERN}); pass the "
+            "layer's class name, e.g. DecoderLayer"
+        )
     try:
         return re.compile(pattern, re.IGNORECASE)
-    except re.error as e:
+    except (re.error, RecursionError, OverflowError) as e:
         raise UsageError(
-            f"--seg-method {pattern!r} is not a valid regular expression: {e}"
+            f"--seg-method {_shown(pattern)} is not a valid regular expression: {e}"
         ) from None
+
+
+class _OutOfTime(Exception):
+    pass
+
+
+@contextmanager
+def _time_limit(seconds: float) -> Iterator[None]:
+    """Raise _OutOfTime in the block after `seconds` (SIGALRM; CPython's regex engine checks
+    for signals as it backtracks). No limit off the main thread or where SIGALRM is in use."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or not hasattr(signal, "setitimer")
+        or signal.getitimer(signal.ITIMER_REAL) != (0.0, 0.0)
+    ):
+        yield
+        return
+
+    def expire(signum: int, frame: object) -> None:
+        raise _OutOfTime
+
+    old = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _shown(text: str, limit: int = 80) -> str:
+    """A user string as messages quote it: repr, cut to `limit` characters."""
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + f"... ({len(text)} chars)"
 
 
 def find_layers(
@@ -132,18 +179,30 @@ def _collect(
 def _layer_names(
     index: ProgramIndex, search: Callable[[str], re.Match[str] | None], pattern: str
 ) -> dict[bytes, str]:
-    """Distinct struct name -> layer name, for struct names the regex matches."""
+    """Distinct struct name -> layer name, for struct names the regex matches (within
+    REGEX_SECONDS in all, else UsageError)."""
+    found: dict[bytes, int] = {}
+    structs = list(dict.fromkeys(index.global_block.ops.struct))
+    try:
+        with _time_limit(REGEX_SECONDS):
+            for raw in structs:
+                m = search(raw.decode("utf-8", "replace"))
+                if m is not None:
+                    found[raw] = m.start()
+    except _OutOfTime:
+        raise UsageError(
+            f"--seg-method {_shown(pattern)} takes over {REGEX_SECONDS:g} s to match the "
+            f"program's {len(structs)} struct names (a regex that backtracks "
+            "exponentially); use a plain one, e.g. the layer's class name DecoderLayer"
+        ) from None
     names: dict[bytes, str] = {}
-    for raw in set(index.global_block.ops.struct):
+    for raw, start in found.items():
         struct = raw.decode("utf-8", "replace")
-        m = search(struct)
-        if m is None:
-            continue
-        name = struct[m.start() :].split("/")[0]
+        name = struct[start:].split("/")[0]
         if not name:
             raise UsageError(
-                f"--seg-method {pattern!r} matches an empty layer name in struct name "
-                f"{struct!r}; make it match the layer's class name, e.g. DecoderLayer"
+                f"--seg-method {_shown(pattern)} matches an empty layer name in struct name "
+                f"{_shown(struct)}; make it match the layer's class name, e.g. DecoderLayer"
             )
         names[raw] = name
     return names
@@ -224,12 +283,12 @@ def _no_match_message(index: ProgramIndex, pattern: str) -> str:
         None,
     )
     hint = (
-        f"; struct names look like {example!r}"
+        f"; struct names look like {_shown(example)}"
         if example
         else "; the forward ops carry no struct names (export them with the Paddle bridge)"
     )
     return (
-        f"no forward op's struct name matches --seg-method {pattern!r}{hint}; pass the "
+        f"no forward op's struct name matches --seg-method {_shown(pattern)}{hint}; pass the "
         "repeated layer's class name, e.g. --seg-method DecoderLayer"
     )
 

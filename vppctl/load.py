@@ -33,6 +33,9 @@ from vppctl.gcpause import gc_paused
 TEXT_SUFFIXES = (".pbtxt", ".textproto", ".txtpb")
 # protobuf refuses to parse or serialize a message of 2 GiB or more.
 MAX_PROGRAM_BYTES = 2**31 - 1
+# Each block costs vppctl a few KB of side tables whatever its size: a bound keeps a small
+# file of empty blocks from taking seconds and gigabytes.
+MAX_BLOCKS = 1 << 14
 
 
 # Tags of BlockDesc.vars (3) and BlockDesc.ops (4), length-delimited, and of ProgramDesc.blocks.
@@ -254,6 +257,11 @@ def _check_blocks(msg: view.LazyProgram, source: str) -> None:
         raise ProgramFileError(
             f"cannot load {source}: not a program (it has no blocks); check that it is a "
             "serialized ProgramDesc"
+        )
+    if len(msg.blocks) > MAX_BLOCKS:
+        raise ProgramFileError(
+            f"cannot load {source}: it has {len(msg.blocks):,} blocks and vppctl reads at most "
+            f"{MAX_BLOCKS:,} (Paddle makes one per control-flow op); check how it was exported"
         )
     for i, block in enumerate(msg.blocks):
         if not block.HasField("idx") or not block.HasField("parent_idx"):

@@ -107,8 +107,16 @@ def place(k: int, pp: int, placement: Placement) -> tuple[int, int]:
     return pos, chunk
 
 
+def virtual_stage(stage: int, chunk: int, pp: int, placement: Placement) -> int:
+    """The virtual stage (segment index) at (stage, chunk): the inverse of `place`."""
+    if placement == "v" and chunk % 2:
+        return chunk * pp + pp - 1 - stage
+    return chunk * pp + stage
+
+
 def virtual_stages(pp: int, vpp: int, placement: Placement) -> dict[tuple[int, int], int]:
-    """(stage, chunk) -> virtual stage: the inverse of `place`."""
+    """(stage, chunk) -> virtual stage for every pair: the inverse of `place` as a table
+    (pp*vpp entries: only for a plan's or a simulation's own sizes)."""
     return {place(k, pp, placement): k for k in range(pp * vpp)}
 
 

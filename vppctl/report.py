@@ -197,7 +197,12 @@ def convert_json(o: ConvertOutcome) -> dict[str, Any]:
     return out
 
 
-def violations_table(violations: Sequence[Violation]) -> Table:
+# Rows a terminal table shows; the JSON always holds everything.
+TABLE_ROWS = 200
+
+
+def violations_table(violations: Sequence[Violation], limit: int = TABLE_ROWS) -> Table:
+    """The first `limit` violations (rendering is slow and unreadable past a few hundred)."""
     table = Table(
         title=f"{len(violations)} violation(s)",
         title_justify="left",
@@ -209,7 +214,7 @@ def violations_table(violations: Sequence[Violation]) -> Table:
     table.add_column("Op", justify="right")
     table.add_column("Type", no_wrap=True)
     table.add_column("Message")
-    for v in violations:
+    for v in violations[:limit]:
         cells = (
             v.rule,
             str(v.block) if v.block >= 0 else "-",
@@ -240,6 +245,9 @@ def render_verify(console: Console, report: VerifyReport) -> None:
         console.print(Text(verify_line(report)), soft_wrap=True)
     else:
         console.print(violations_table(report.violations))
+        hidden = len(report.violations) - TABLE_ROWS
+        if hidden > 0:
+            console.print(Text(f"... and {hidden} more violation(s); --json lists them all"))
 
 
 def verify_json(report: VerifyReport) -> dict[str, Any]:

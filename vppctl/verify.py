@@ -21,7 +21,7 @@ from vppctl.flow import first_forward_writers
 from vppctl.index import ForwardOps, ProgramIndex, loss_op
 from vppctl.layers import LayerSet
 from vppctl.mesh import NO_MESH, MeshId
-from vppctl.plan import Placement, place, virtual_stages
+from vppctl.plan import Placement, place, virtual_stage
 from vppctl.roles import OPTIMIZE, is_backward, is_forward, is_loss_grad
 
 RULES: dict[str, str] = {
@@ -106,7 +106,6 @@ class _Checker:
         self.index, self.expect = index, expect
         self.out: list[Violation] = []
         self.stage_of = {m: s for s, m in enumerate(expect.stage_mesh_ids)}
-        self.vstage = virtual_stages(expect.pp, expect.vpp, expect.placement)
 
     def add(self, rule: str, cause: Cause, block: int, op: int, message: str) -> None:
         t = self.index.op_type(block, op) if op >= 0 else ""
@@ -117,7 +116,10 @@ class _Checker:
         stage = self.stage_of.get(self.index.global_block.op_mesh[op])
         if stage is None:
             return None
-        return self.vstage.get((stage, self.index.global_block.ops.chunk[op]))
+        chunk = self.index.global_block.ops.chunk[op]
+        if not 0 <= chunk < self.expect.vpp:
+            return None
+        return virtual_stage(stage, chunk, self.expect.pp, self.expect.placement)
 
     def mesh_str(self, mesh: int) -> str:
         if mesh == NO_MESH:
@@ -439,9 +441,7 @@ def _check_variables(c: _Checker) -> None:
     block = index.global_block
     o = block.ops
     first_read = _first_positions(o.in_var, o.in_off)
-    for op, subs in o.sub_blocks.items():  # a sub-block's variables count as read at its op
-        for v in _block_vars(index, subs):
-            first_read[v] = min(first_read.get(v, op), op)
+    _read_in_sub_blocks(index, first_read)
     roles, types = o.role, o.type
     meshes, chunks = block.op_mesh, o.chunk
     never = block.n_ops
@@ -476,22 +476,24 @@ def _first_positions(var: array[int], off: array[int]) -> dict[int, int]:
     return dict(zip(reversed(var), reversed(owners)))  # the earliest op is written last
 
 
-def _block_vars(index: ProgramIndex, roots: Sequence[int]) -> set[int]:
-    """Every variable some sub-block (and its nested sub-blocks) reads or writes."""
-    found: set[int] = set()
+def _read_in_sub_blocks(index: ProgramIndex, first_read: dict[int, int]) -> None:
+    """Count a sub-block's variables (nested ones included) as read at the earliest
+    global-block op that runs it. Ops are taken in order and every block is walked
+    once, by the first op reaching it: linear however the sub-blocks nest or are shared."""
     seen = {0}
-    todo = list(roots)  # a stack, not recursion: sub-blocks may nest thousands deep
-    while todo:
-        b = todo.pop()
-        if not 0 <= b < len(index.blocks) or b in seen:
-            continue
-        seen.add(b)
-        bi = index.blocks[b]
-        found.update(bi.ops.in_var)
-        found.update(bi.ops.out_var)
-        for subs in bi.ops.sub_blocks.values():
-            todo.extend(subs)
-    return found
+    for op, subs in sorted(index.global_block.ops.sub_blocks.items()):
+        todo = list(subs)  # a stack, not recursion: sub-blocks may nest thousands deep
+        while todo:
+            b = todo.pop()
+            if not 0 <= b < len(index.blocks) or b in seen:
+                continue
+            seen.add(b)
+            bi = index.blocks[b]
+            for v in (*bi.ops.in_var, *bi.ops.out_var):
+                if first_read.get(v, op) >= op:
+                    first_read[v] = op
+            for more in bi.ops.sub_blocks.values():
+                todo.extend(more)
 
 
 def _no_chunk_ok(index: ProgramIndex, v: int, got: tuple[int, int], want: tuple[int, int]) -> bool:
