@@ -10,8 +10,8 @@ Run as a script, this module is the child process of the subprocess tests:
         loads SRC, writes it to OUT with write_program, prints JSON {"written": bytes the
         program has, "wchar": bytes this process passed to write(2) meanwhile}, read from
         /proc/self/io: the strace-free proof that the program is written once
-    python iohelpers.py write-stdout SPEC BINARY(0|1) DATA
-        resolve_output(SPEC).write(DATA); prints "error <exit code> <message>" or
+    python iohelpers.py write-stdout SPEC BINARY(0|1) DATA [REPEAT]
+        resolve_output(SPEC).write(DATA * REPEAT); prints "error <exit code> <message>" or
         "broken pipe" on stderr instead of a traceback
 """
 
@@ -146,12 +146,12 @@ def _count_write(src: str, out: str) -> None:
     print(json.dumps({"written": written, "wchar": spent}))
 
 
-def _write_stdout(spec: str, binary: bool, data: str) -> int:
+def _write_stdout(spec: str, binary: bool, data: str, repeat: int) -> int:
     from vppctl.errors import VppctlError
     from vppctl.files import resolve_output
 
     try:
-        resolve_output(spec, binary=binary).write(data.encode())
+        resolve_output(spec, binary=binary).write(data.encode() * repeat)
     except VppctlError as e:
         print(f"error {e.exit_code} {e}", file=sys.stderr)
         return e.exit_code
@@ -171,7 +171,7 @@ def main(argv: list[str]) -> int:
     elif command == "count-write":
         _count_write(args[0], args[1])
     elif command == "write-stdout":
-        return _write_stdout(args[0], args[1] == "1", args[2])
+        return _write_stdout(args[0], args[1] == "1", args[2], int(args[3]) if args[3:] else 1)
     else:
         raise SystemExit(f"unknown command {command}")
     return 0

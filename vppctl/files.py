@@ -309,7 +309,9 @@ def _write_stdout(data: Data) -> None:
         raise ProgramFileError("cannot write to stdout: it does not take bytes")
     try:
         for piece in _pieces(data):
-            stream.write(piece)
+            view = memoryview(piece).cast("B")
+            while view:  # a large write may return short (a reader leaving), not raise
+                view = view[stream.write(view) :]
         stream.flush()
     except BrokenPipeError:
         raise
