@@ -460,6 +460,22 @@ def test_dash_reads_the_whole_program_from_stdin(tmp_path: Path, text: bool) -> 
     assert r.stdout.split() == [b"stdin", str(len(PROGRAM.msg.blocks[0].ops)).encode()]
 
 
+def test_stdin_redirected_from_a_file_over_2_gib_is_refused_by_its_size(tmp_path: Path) -> None:
+    big = tmp_path / "big.pb"
+    with big.open("wb") as f:
+        f.truncate(2**31)  # sparse
+    start = time.monotonic()
+    with open(big, "rb") as f:
+        r = run_reader(
+            "from vppctl.errors import ProgramFileError\n"
+            "try: read_program('-')\n"
+            "except ProgramFileError as e: print(e)",
+            f,
+        )
+    assert r.stdout.startswith(b"cannot read stdin: it is 2.0 GiB"), r
+    assert time.monotonic() - start < 5
+
+
 def test_stdin_that_is_a_terminal_is_refused() -> None:
     import pty
 

@@ -493,6 +493,10 @@ def _read_stdin(limit: int, check: Check | None) -> Input:
     with contextlib.suppress(AttributeError, ValueError):
         if sys.stdin.isatty():
             raise UsageError(_terminal_input("stdin"))
+    with contextlib.suppress(AttributeError, OSError, ValueError):  # `< file`: its size is known
+        st = os.fstat(sys.stdin.fileno())
+        if stat.S_ISREG(st.st_mode) and st.st_size > limit:
+            raise _too_big("stdin", st.st_size, limit)
     buf = bytearray()
     try:
         while True:
