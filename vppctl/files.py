@@ -14,7 +14,8 @@ typed into an `Output`, refusing what cannot work before any work is done;
     char or block device, FIFO   written straight into (O_WRONLY|O_TRUNC, never created or
                                  replaced), as cp and `>` do: /dev/null stays /dev/null,
                                  /dev/full says "No space left on device"; a FIFO waits
-                                 WAIT_SECONDS for a reader; binary refused on a terminal
+                                 WAIT_SECONDS for a reader; binary onto a terminal is
+                                 refused when it is opened, before any byte is written
     socket, directory, "x/",     refused (ProgramFileError, exit 3)
     a path under a non-directory
     any input of the command     refused (UsageError, exit 2), by any path, symlink or hard
@@ -29,7 +30,8 @@ Inputs. `read_input(spec, limit=...)` returns the whole content of a regular
 file, of stdin ("-"), or of a FIFO or device given by name (`<(cmd)` gives
 /dev/fd/N, a pipe), reading at most `limit` bytes: more is refused, so memory
 stays bounded. A FIFO waits WAIT_SECONDS for a process to open it for writing,
-then reads until the writer closes it. Streams (anything but a regular file)
+then reads until the writer closes it (a stream lasts as long as its writer,
+as with `cat`; only a FIFO nobody opens is given up on). Streams (anything but a regular file)
 are passed to `check` after every piece, so that garbage (/dev/zero,
 /dev/urandom) is refused after its first bytes instead of after `limit` of them.
 A terminal as input is refused (UsageError): nobody types a program.
@@ -95,10 +97,10 @@ class Output:
             elif self.kind == "stdout":
                 _write_stdout(data)
             elif self.kind == "fd":
-                _write_fd(self.fd, data, self, close=False)
+                _write_fd(self.fd, data, close=False)
             else:
                 assert self.target is not None
-                _write_fd(_open_device(self), data, self, close=True)
+                _write_fd(_open_device(self), data, close=True)
         except (BrokenPipeError, ProgramFileError, UsageError):
             raise
         except PermissionError:
@@ -348,7 +350,7 @@ def _open_device(out: Output) -> int:
     return fd
 
 
-def _write_fd(fd: int, data: Data, out: Output, *, close: bool) -> None:
+def _write_fd(fd: int, data: Data, *, close: bool) -> None:
     try:
         for piece in _pieces(data):
             view = memoryview(piece).cast("B")
