@@ -1,8 +1,9 @@
-"""Atomic writes: an interrupted conversion leaves no partial output and spares an earlier OUT.
+"""Atomic writes: an interrupted write leaves no partial output and spares an earlier OUT.
 
-vppctl writes the output into an unnamed file (Linux `O_TMPFILE`) in the target
-directory, or, where that is not available, into a hidden `.OUT.<random>.tmp`
-file there, and renames it over OUT only once complete and synced.
+vppctl writes a regular output into an unnamed file (Linux `O_TMPFILE`) in the
+target directory and links it into place once complete and synced (linkat
+through /proc/self/fd); where that is not available, into a hidden
+`.OUT.PID.RANDOM.tmp` file there, renamed over OUT once complete.
 
 (a) In process: the low-level write fails midway (no space left after half the
     bytes), or a later step fails (fchmod, fsync, link, rename), on both paths.
@@ -10,21 +11,29 @@ file there, and renames it over OUT only once complete and synced.
     bytes (same mtime), and nothing else in the directory.
 
 (b) In a subprocess: a real `vppctl convert` of a large program (200 layers,
-    about 15 MB) is killed with SIGKILL, SIGTERM or SIGINT while it writes. The
-    test needs no hook in vppctl: it watches the child's open files
-    (`/proc/PID/fd`) and sends the signal the moment the output's temporary file
-    is open, so the signal lands inside the write (the size of the temporary file
-    at that moment is recorded to show it). After the child is gone, OUT must
-    hold its earlier bytes and no temporary file may be left, with one exception:
-    SIGKILL on the hidden-file path leaves `.OUT.<random>.tmp` behind (nothing can
-    run after SIGKILL; `O_TMPFILE`, used on Linux, is immune). That leftover is
-    hidden, never has OUT's name, and the test checks exactly that.
+    about 15 MB) is killed with SIGKILL, SIGTERM or SIGINT while it writes, and a
+    slow writer (a producer pausing between pieces, about 1.5 s in all) is killed
+    with SIGKILL at ten points of its write. The tests need no hook in vppctl:
+    they watch the child's open files (`/proc/PID/fd`) and send the signal when
+    the output's temporary file is open (and, for the ten points, has reached
+    k/10 of its size). After the child is gone, OUT must hold its earlier bytes
+    and nothing else may be left, with one exception: SIGKILL on the hidden-file
+    path leaves `.OUT.PID.RANDOM.tmp` (nothing can run after SIGKILL; the unnamed
+    file, used on Linux, has no name to leave). That leftover is hidden, never
+    has OUT's name, and the next write to OUT removes it once it is stale.
+
+(c) The program is written once: a child process counts the bytes it passes to
+    write(2) (`wchar` in /proc/self/io) while writing a program of N bytes and
+    must find N, not 2N, on both paths.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -34,11 +43,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from iohelpers import child, open_files_in
 from programs import layered
 
-from vppctl import save
+from vppctl import atomic
 from vppctl.cli import cli
 from vppctl.errors import ProgramFileError
+from vppctl.files import resolve_output
 
 SRC = layered([0, 0, 1, 1], backward=True, optimizer=True).bytes()
 OLD = b"an earlier output that must survive"
@@ -49,8 +60,12 @@ PATHS = ["unnamed", "named"] if HAS_TMPFILE else ["named"]
 def _force_path(monkeypatch: pytest.MonkeyPatch, path: str) -> None:
     if path == "named":
         monkeypatch.delattr(os, "O_TMPFILE", raising=False)
-    else:  # forget an earlier test's failed link: save stops trying unnamed files after one
-        monkeypatch.setattr(save, "_unnamed_failed", False)
+    else:  # forget an earlier test's failed link: a device that failed once is not retried
+        monkeypatch.setattr(atomic, "_named_only", set())
+
+
+def _write(path: Path, data: bytes) -> None:
+    resolve_output(path, binary=True).write(data)
 
 
 def _setup(tmp_path: Path) -> tuple[Path, Path, int]:
@@ -95,14 +110,15 @@ def test_write_failing_midway_leaves_the_earlier_output(
 ) -> None:
     src, out, stamp = _setup(tmp_path)
     _force_path(monkeypatch, path)
-    monkeypatch.setattr(save.os, "write", _failing_write(len(SRC) // 2))
+    monkeypatch.setattr(atomic.os, "write", _failing_write(len(SRC) // 2))
     r = runner.invoke(cli, ["convert", str(src), "--vpp", "2", "-o", str(out)])
     assert r.exit_code == 3, r.output
     assert r.stderr.strip() == f"Error: cannot write {out}: No space left on device"
     _assert_intact(tmp_path, out, stamp)
 
 
-# Only the unnamed-file path links; the hidden-file path goes straight to replace.
+# Only the unnamed-file path links; the hidden-file path goes straight to replace. OUT exists,
+# so the unnamed file is linked to a hidden name and renamed over OUT.
 FAILING_STEPS = [
     (p, s)
     for p in PATHS
@@ -121,9 +137,9 @@ def test_failure_after_writing_leaves_the_earlier_output(
     def fail(*args: object, **kwargs: object) -> None:
         raise OSError(errno.EIO, os.strerror(errno.EIO))
 
-    monkeypatch.setattr(save.os, step, fail)
+    monkeypatch.setattr(atomic.os, step, fail)
     with pytest.raises(ProgramFileError, match="Input/output error"):
-        save.write_atomic(out, b"new" * 1000)
+        _write(out, b"new" * 1000)
     _assert_intact(tmp_path, out, stamp)
 
 
@@ -139,9 +155,9 @@ def test_interrupt_while_writing_leaves_the_earlier_output(
         real(fd, memoryview(data)[:10])  # type: ignore[arg-type]
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(save.os, "write", write)
+    monkeypatch.setattr(atomic.os, "write", write)
     with pytest.raises(KeyboardInterrupt):
-        save.write_atomic(out, b"new" * 1000)
+        _write(out, b"new" * 1000)
     _assert_intact(tmp_path, out, stamp)
 
 
@@ -155,9 +171,9 @@ def test_interrupt_between_link_and_rename_leaves_nothing(
     def replace(*args: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(save.os, "replace", replace)
+    monkeypatch.setattr(atomic.os, "replace", replace)
     with pytest.raises(KeyboardInterrupt):
-        save.write_atomic(out, b"new" * 1000)
+        _write(out, b"new" * 1000)
     _assert_intact(tmp_path, out, stamp)
 
 
@@ -168,7 +184,7 @@ def test_successful_write_replaces_and_keeps_the_mode(
     _, out, _ = _setup(tmp_path)
     out.chmod(0o640)
     _force_path(monkeypatch, path)
-    save.write_atomic(out, b"new")
+    _write(out, b"new")
     assert out.read_bytes() == b"new"
     assert out.stat().st_mode & 0o777 == 0o640
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.pb", "out.pb"]
@@ -276,3 +292,197 @@ def test_killed_while_writing(tmp_path: Path, big_program: bytes, path: str, sig
         assert "Traceback" not in stderr
     else:
         assert child.returncode == -signal.SIGKILL
+
+
+# -- (b') SIGKILL at ten points of a slow write --------------------------------------------
+
+PIECES, PIECE, DELAY = 30, 1 << 18, 0.05  # 7.5 MiB in about 1.5 s
+TOTAL = PIECES * PIECE
+POINTS = 10
+
+
+def _kill_at_points(base: Path, path: str) -> list[tuple[Path, int, str]]:
+    """Start one slow writer per point, all at once; kill writer k with SIGKILL once its
+    temporary file holds k/10 of the bytes. Returns (directory, size at the kill, the
+    temporary file's name as /proc shows it) per point."""
+    children = []
+    for k in range(POINTS):
+        directory = base / f"point{k}"
+        directory.mkdir()
+        (directory / "out.pb").write_bytes(OLD)
+        args = child("slow-write", str(directory / "out.pb"), str(PIECES), str(PIECE), str(DELAY))
+        proc = subprocess.Popen([*args, *(["named"] if path == "named" else [])])
+        children.append((k, directory, proc))
+    seen: dict[int, tuple[int, str]] = {}
+    deadline = time.monotonic() + 60
+    try:
+        while len(seen) < POINTS and time.monotonic() < deadline:
+            for k, directory, proc in children:
+                if k in seen:
+                    continue
+                assert proc.poll() is None, f"writer {k} finished before its kill point"
+                for fd, target in open_files_in(proc.pid, directory, skip=("out.pb",)):
+                    with contextlib.suppress(OSError):
+                        size = os.stat(fd).st_size
+                        if size >= k * TOTAL // POINTS:
+                            proc.send_signal(signal.SIGKILL)
+                            seen[k] = (size, target)
+            time.sleep(0.002)
+    finally:
+        for _, _, proc in children:
+            if proc.poll() is None and len(seen) < POINTS:
+                proc.kill()
+            proc.wait()
+    assert len(seen) == POINTS, "some writers were never seen writing"
+    for _, _, proc in children:
+        assert proc.returncode == -signal.SIGKILL
+    return [(directory, *seen[k]) for k, directory, _ in children]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc to watch the child")
+@pytest.mark.parametrize("path", PATHS)
+def test_sigkill_at_ten_points_of_a_write_leaves_only_the_previous_output(
+    tmp_path: Path, path: str
+) -> None:
+    results = _kill_at_points(tmp_path, path)
+    sizes = [size for _, size, _ in results]
+    assert sizes == sorted(sizes) and sizes[-1] < TOTAL, sizes  # ten points inside the write
+    for directory, size, target in results:
+        assert (directory / "out.pb").read_bytes() == OLD, (directory, size)
+        left = sorted(p.name for p in directory.iterdir() if p.name != "out.pb")
+        if path == "unnamed":
+            assert target.endswith(" (deleted)"), target  # it had no name while written
+            assert left == [], (directory, size, left)
+        else:
+            assert len(left) == 1 and re.fullmatch(r"\.out\.pb\.\d+\.[0-9a-f]{8}\.tmp", left[0])
+    if path == "named":
+        _next_write_removes_the_leftover(results[0][0])
+
+
+def _next_write_removes_the_leftover(directory: Path) -> None:
+    (leftover,) = (p for p in directory.iterdir() if p.name != "out.pb")
+    old = time.time() - atomic.STALE_SECONDS - 60
+    os.utime(leftover, (old, old))  # its writer is dead (SIGKILL) and it is stale
+    _write(directory / "out.pb", b"new")
+    assert sorted(p.name for p in directory.iterdir()) == ["out.pb"]
+    assert (directory / "out.pb").read_bytes() == b"new"
+
+
+# -- (c) written once ----------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/io"), reason="needs /proc/self/io")
+@pytest.mark.parametrize("existing", [False, True], ids=["new", "replacing"])
+@pytest.mark.parametrize("path", PATHS)
+def test_the_program_is_written_once(
+    tmp_path: Path, big_program: bytes, path: str, existing: bool
+) -> None:
+    src, out = tmp_path / "in.pb", tmp_path / "out.pb"
+    src.write_bytes(big_program)
+    if existing:
+        out.write_bytes(OLD)
+    args = child("count-write", str(src), str(out), *(["named"] if path == "named" else []))
+    r = subprocess.run(args, capture_output=True, text=True, timeout=60, check=True)
+    counts = json.loads(r.stdout)
+    assert counts["written"] == len(big_program)
+    # wchar counts every byte handed to write(2): a second write of the file would double it
+    assert len(big_program) <= counts["wchar"] < len(big_program) + 4096, counts
+    assert out.read_bytes() == big_program
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.pb", "out.pb"]
+
+
+@pytest.mark.skipif(not HAS_TMPFILE, reason="needs O_TMPFILE")
+def test_unnamed_files_are_linked_into_place_on_linux(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No fallback: the unnamed file is linked (linkat through /proc/self/fd), no hidden file
+    is ever created, and the device is not marked as needing one."""
+    _force_path(monkeypatch, "unnamed")
+    created = []
+    real_open = os.open
+
+    def open_(path: object, flags: int, *args: object, **kwargs: object) -> int:
+        if flags & os.O_CREAT:
+            created.append(path)
+        return real_open(path, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(atomic.os, "open", open_)
+    for name in ("new.pb", "new.pb"):  # creating, then replacing
+        _write(tmp_path / name, b"data" * 1000)
+    assert created == []
+    assert atomic._named_only == set()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["new.pb"]
+
+
+@pytest.mark.skipif(not HAS_TMPFILE, reason="needs O_TMPFILE")
+def test_a_device_that_cannot_link_falls_back_once_and_is_remembered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _force_path(monkeypatch, "unnamed")
+    tries = []
+    real_open = os.open
+
+    def open_(path: object, flags: int, *args: object, **kwargs: object) -> int:
+        if flags & os.O_TMPFILE == os.O_TMPFILE:
+            tries.append(path)
+            raise OSError(errno.EOPNOTSUPP, os.strerror(errno.EOPNOTSUPP))
+        return real_open(path, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(atomic.os, "open", open_)
+    _write(tmp_path / "a.pb", b"a")
+    _write(tmp_path / "b.pb", b"b")
+    assert tries == [tmp_path]  # the second write did not try again
+    assert atomic._named_only == {tmp_path.stat().st_dev}
+    assert (tmp_path / "a.pb").read_bytes() == b"a" and (tmp_path / "b.pb").read_bytes() == b"b"
+    other = Path("/dev/shm")
+    if other.is_dir() and other.stat().st_dev != tmp_path.stat().st_dev:
+        target = other / f"vppctl-test-{os.getpid()}.pb"
+        try:
+            _write(target, b"c")  # another device is tried on its own
+            assert tries == [tmp_path, other]
+        finally:
+            target.unlink(missing_ok=True)
+
+
+# -- stale temporary files -----------------------------------------------------------------
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def _leftover(directory: Path, name: str, age: float, uid: int | None = None) -> Path:
+    path = directory / name
+    path.write_bytes(b"partial")
+    then = time.time() - age
+    os.utime(path, (then, then))
+    if uid is not None:
+        os.chown(path, uid, -1)
+    return path
+
+
+def test_stale_temporary_files_of_ours_are_removed_by_the_next_write(tmp_path: Path) -> None:
+    dead, alive = _dead_pid(), os.getppid()
+    stale = atomic.STALE_SECONDS + 60
+    removed = [
+        _leftover(tmp_path, f".out.pb.{dead}.0123abcd.tmp", stale),  # writer dead, old
+        _leftover(tmp_path, f".out.pb.{alive}.0123abce.tmp", atomic.ABANDONED_SECONDS + 60),
+    ]
+    kept = [
+        _leftover(tmp_path, f".out.pb.{dead}.0123abcf.tmp", 5),  # writer dead, but fresh
+        _leftover(tmp_path, f".out.pb.{alive}.0123abd0.tmp", stale),  # writer may be alive
+        _leftover(tmp_path, f".other.pb.{dead}.0123abd1.tmp", stale),  # another output's
+        _leftover(tmp_path, f".out.pb.{dead}.0123abd2.tmp.keep", stale),  # not our pattern
+        _leftover(tmp_path, f".out.pb.{dead}.XYZ.tmp", stale),
+        _leftover(tmp_path, f"out.pb.{dead}.0123abd3.tmp", stale),  # not hidden
+    ]
+    if os.geteuid() == 0:
+        kept.append(_leftover(tmp_path, f".out.pb.{dead}.0123abd4.tmp", stale, uid=12345))
+    (tmp_path / f".out.pb.{dead}.0123abd5.tmp").mkdir()  # not a regular file
+    _write(tmp_path / "out.pb", b"new")
+    assert not any(p.exists() for p in removed)
+    assert all(p.exists() for p in kept)
+    assert (tmp_path / f".out.pb.{dead}.0123abd5.tmp").is_dir()
+    assert (tmp_path / "out.pb").read_bytes() == b"new"

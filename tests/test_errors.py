@@ -115,11 +115,16 @@ def test_directory(runner: CliRunner, tmp_path: Path, command: str) -> None:
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
 @pytest.mark.parametrize("command", READERS)
-def test_fifo_is_refused_without_blocking(runner: CliRunner, tmp_path: Path, command: str) -> None:
+def test_fifo_nobody_writes_to_is_refused_after_the_wait(
+    runner: CliRunner, tmp_path: Path, command: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A FIFO is read (that is what `<(cmd)` gives), but one that no process opens for
+    writing must not block forever: refused after vppctl.files.WAIT_SECONDS."""
+    monkeypatch.setattr("vppctl.files.WAIT_SECONDS", 0.3)
     fifo = tmp_path / "pipe.pb"
     os.mkfifo(fifo)
     start = time.monotonic()
-    refuse(runner, tmp_path, command, fifo, 3, "pipe.pb", "not a regular file")
+    refuse(runner, tmp_path, command, fifo, 3, "pipe.pb", "FIFO", "no process opened it")
     assert time.monotonic() - start < 5
 
 
@@ -140,11 +145,11 @@ def test_unreadable_file_simulated(
 ) -> None:
     """What reading a chmod-000 file does for a user who is not root (runs as root too)."""
 
-    def denied(self: Path) -> bytes:
-        raise PermissionError(13, "Permission denied", str(self))
+    def denied(path: str) -> int:
+        raise PermissionError(13, "Permission denied", path)
 
     src = write(tmp_path, SAMPLE)
-    monkeypatch.setattr(Path, "read_bytes", denied)
+    monkeypatch.setattr("vppctl.files._open_read", denied)
     refuse(runner, tmp_path, command, src, 3, "prog.pb", "permission denied")
 
 
@@ -199,14 +204,14 @@ def test_file_over_2_gib_is_refused_without_reading_it(
     big = tmp_path / "big.pb"
     with big.open("wb") as f:
         f.truncate(2**31)  # sparse: no disk space used
-    monkeypatch.setattr(Path, "read_bytes", _must_not_read)
+    monkeypatch.setattr("vppctl.files._read_regular", _must_not_read)
     start = time.monotonic()
     refuse(runner, tmp_path, command, big, 3, "big.pb", "2.0 GiB", "2 GiB")
     assert time.monotonic() - start < 2
 
 
-def _must_not_read(self: Path) -> bytes:
-    raise AssertionError(f"{self} was read")
+def _must_not_read(fd: int, size: int, *args: object) -> bytes:
+    raise AssertionError(f"{size} bytes were read")
 
 
 def test_block_numbering_is_checked(runner: CliRunner, tmp_path: Path) -> None:
@@ -571,7 +576,7 @@ def _boom(*args: object, **kwargs: object) -> object:
         ("inspect", "vppctl.commands.summarize"),
         ("dump", "vppctl.commands.serialize"),
         ("convert", "vppctl.fields.scan_ops"),
-        ("convert", "vppctl.save.write_atomic"),
+        ("convert", "vppctl.files.atomic_replace"),
     ],
 )
 @pytest.mark.parametrize("debug", [False, True])
@@ -606,7 +611,7 @@ def test_keyboard_interrupt_writes_nothing(
     def interrupt(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("vppctl.save.write_atomic", interrupt)
+    monkeypatch.setattr("vppctl.files.atomic_replace", interrupt)
     src = write(tmp_path, SAMPLE)
     with nothing_written(tmp_path):
         r = runner.invoke(cli, args_for("convert", src))

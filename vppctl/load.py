@@ -8,19 +8,33 @@ protobuf's canonical order. Saving an unchanged program therefore gives back
 the bytes it was loaded from, fields vppctl does not know included, and memory
 stays near the file size.
 
-Binary protobuf by default; protobuf text format when the path ends in
-`.pbtxt`, `.textproto` or `.txtpb`. Anything that is not a program is a
-ProgramFileError (exit 3) with a one-line reason.
+Where the bytes come from (a file, "-" for stdin, a FIFO or device) is
+`vppctl.files`'s job; this module decides the format and parses. Binary
+protobuf by default; protobuf text format when asked (`text=True`), when a
+regular file's name ends in `.pbtxt`, `.textproto` or `.txtpb`, or, for stdin,
+FIFOs and devices, when detected: the bytes are UTF-8 without NUL bytes and
+begin (after blanks) with a field name or a `#` comment. The rule never
+mistakes a binary program for text: block 0's `parent_idx` is -1, whose
+varint holds the byte 0xFF, which UTF-8 never uses (`looks_like_text`).
+
+Anything that is not a program is a ProgramFileError (exit 3) with a one-line
+reason: at most about 200 characters of a text parse error's context are
+quoted, and nesting deeper than protobuf's limit of 100 is said as such. A
+stream is refused as soon as its first bytes cannot begin a program, so
+/dev/zero or /dev/urandom cost a few bytes, not 2 GiB.
 """
 
 from __future__ import annotations
 
-import stat
+import codecs
+import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import ge
 from pathlib import Path
+from typing import Any
 
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError
@@ -28,6 +42,7 @@ from google.protobuf.message import DecodeError
 from vppctl import program_pb2 as pb
 from vppctl import view_pb2 as view
 from vppctl.errors import ProgramFileError
+from vppctl.files import STDIO, read_input
 from vppctl.gcpause import gc_paused
 
 TEXT_SUFFIXES = (".pbtxt", ".textproto", ".txtpb")
@@ -36,6 +51,8 @@ MAX_PROGRAM_BYTES = 2**31 - 1
 # Each block costs vppctl a few KB of side tables whatever its size: a bound keeps a small
 # file of empty blocks from taking seconds and gigabytes.
 MAX_BLOCKS = 1 << 14
+# upb's nesting limit: the program is depth 0, each message or group inside one more.
+MAX_DEPTH = 100
 
 
 # Tags of BlockDesc.vars (3) and BlockDesc.ops (4), length-delimited, and of ProgramDesc.blocks.
@@ -146,45 +163,245 @@ def is_text_path(path: Path) -> bool:
     return path.suffix.lower() in TEXT_SUFFIXES
 
 
+def is_text_name(spec: str | os.PathLike[str]) -> bool:
+    """True when a path's extension says text format (.pbtxt, .textproto, .txtpb); "-" is not."""
+    name = os.fspath(spec)
+    return name != STDIO and is_text_path(Path(name))
+
+
 @gc_paused
-def read_program(path: Path) -> Program:
-    """Load a program file (binary or text by extension); ProgramFileError (exit 3) if not."""
-    data = _read_bytes(path)
-    size = len(data)
-    msg = _parse(data, source=str(path), text=is_text_path(path))
+def read_program(spec: str | os.PathLike[str], *, text: bool | None = None) -> Program:
+    """Load a program from a path, or "-" for stdin; ProgramFileError (exit 3) if it is not one.
+
+    `text`: True for text format, False for binary; None decides by extension for a
+    regular file and detects the format for stdin, FIFOs and devices (module docstring)."""
+    if text is None and is_text_name(spec):
+        text = True
+    check = _StreamCheck("stdin" if os.fspath(spec) == STDIO else os.fspath(spec), text)
+    source = read_input(spec, limit=MAX_PROGRAM_BYTES, check=check)
+    if text is None:
+        text = source.stream and check.is_text()
+    data, shown, size = source.data, source.shown, len(source.data)
+    del source
+    msg = _parse(data, source=shown, text=text)
     del data  # the lazy message holds its own copy; free the file's before splitting it
-    return _split(msg, source=str(path), size=size)
+    return _split(msg, source=shown, size=size)
 
 
-def _read_bytes(path: Path) -> bytes:
+def looks_like_text(data: bytes | bytearray) -> bool:
+    """The format rule for bytes of unknown format: text when UTF-8 without NUL bytes whose
+    first non-blank character starts a field name or a comment, else binary."""
+    check = _StreamCheck("<memory>", None)
+    check.feed_text(bytes(data))
+    return check.is_text()
+
+
+class _StreamCheck:
+    """Called with a stream's bytes so far after each piece: refuses the stream as soon as
+    they cannot begin a program in the format asked (either format, when detecting), and
+    says at the end whether they are text."""
+
+    def __init__(self, shown: str, text: bool | None) -> None:
+        self.shown = shown
+        self.text = text
+        self.seen = 0
+        self.may_be_text = text is not False
+        self.may_be_binary = text is not True
+        self.starts_like_text: bool | None = None
+        self.utf8 = codecs.getincrementaldecoder("utf-8")()
+        self.frames = _Frames()
+
+    def __call__(self, buf: bytearray) -> None:
+        new = bytes(buf[self.seen :])
+        self.seen = len(buf)
+        if self.may_be_text:
+            self.feed_text(new)
+        if self.may_be_binary:
+            self.may_be_binary = self.frames.feed(buf)
+        if self.may_be_text or self.may_be_binary:
+            return
+        if self.text:
+            raise ProgramFileError(f"cannot load {self.shown}: {_TEXT_BYTES}")
+        if self.frames.deep:
+            raise _too_deep(self.shown)
+        raise _not_protobuf(self.shown)
+
+    def feed_text(self, new: bytes) -> None:
+        if self.starts_like_text is None:
+            first = new.lstrip()[:1]
+            if first:
+                self.starts_like_text = bool(_TEXT_START.match(first))
+                if self.text is None and not self.starts_like_text:
+                    self.may_be_text = False
+                    return
+        try:
+            self.utf8.decode(new)
+        except UnicodeDecodeError:
+            self.may_be_text = False
+            return
+        if b"\x00" in new:
+            self.may_be_text = False
+
+    def is_text(self) -> bool:
+        if not (self.may_be_text and self.starts_like_text):
+            return False
+        try:
+            self.utf8.decode(b"", final=True)
+        except UnicodeDecodeError:
+            return False
+        return True
+
+
+_TEXT_START = re.compile(rb"[A-Za-z_#]")
+_TEXT_BYTES = "text format must be UTF-8 without NUL bytes"
+_MAX_FRAMES = 4096  # top-level fields a stream check walks; past them only the limit holds
+
+
+class _Frames:
+    """Walks the top-level fields of a binary message as its bytes arrive: False as soon as
+    they cannot be protobuf (field 0, wire type 6 or 7, an end-group without its start,
+    groups nested deeper than MAX_DEPTH, a varint over 10 bytes, a length over 2 GiB)."""
+
+    def __init__(self) -> None:
+        self.pos = 0
+        self.fields = 0
+        self.groups: list[int] = []
+        self.deep = False
+
+    def feed(self, buf: bytearray) -> bool:
+        try:
+            while self.pos < len(buf) and self.fields < _MAX_FRAMES:
+                end = self._field(buf, self.pos)
+                if end is None:
+                    return True  # the field goes on in the next piece
+                if end < 0:
+                    return False
+                self.pos = end
+                self.fields += 1
+        except ValueError:
+            return False
+        return True
+
+    def _field(self, buf: bytearray, pos: int) -> int | None:
+        """The end of the field at `pos`; None when the bytes end inside its tag or length,
+        -1 when it cannot be protobuf."""
+        got = _varint_at(buf, pos)
+        if got is None:
+            return None
+        tag, pos = got
+        number, wire = tag >> 3, tag & 7
+        if number == 0 or tag > 0xFFFFFFFF or wire > 5:
+            return -1
+        if wire == 0:
+            got = _varint_at(buf, pos)
+            return None if got is None else got[1]
+        if wire in (1, 5):
+            return pos + (8 if wire == 1 else 4)
+        if wire == 2:
+            got = _varint_at(buf, pos)
+            if got is None:
+                return None
+            return -1 if got[0] > MAX_PROGRAM_BYTES else got[1] + got[0]
+        if wire == 3:
+            self.groups.append(number)
+            self.deep = len(self.groups) > MAX_DEPTH
+            return -1 if self.deep else pos
+        if not self.groups or self.groups.pop() != number:  # wire 4: end group
+            return -1
+        return pos
+
+
+def _varint_at(buf: bytes | bytearray, pos: int) -> tuple[int, int] | None:
+    """(value, end) of the varint at `pos`; None when `buf` ends inside it; ValueError when it
+    is longer than 10 bytes."""
+    value = shift = 0
+    for i in range(pos, min(len(buf), pos + 10)):
+        byte = buf[i]
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return value, i + 1
+    if len(buf) >= pos + 10:
+        raise ValueError("varint longer than 10 bytes")
+    return None
+
+
+def nested_too_deeply(data: bytes | bytearray, descriptor: Any) -> bool:
+    """True when `data`, read as the message type `descriptor`, nests messages and groups
+    deeper than MAX_DEPTH (what upb refuses as "corrupt"). False for bytes that are corrupt
+    for another reason. Linear in the bytes; meant for explaining a decode error."""
+    # (message type, or None inside an unknown group; where it ends; its group field or 0)
+    stack: list[tuple[Any, int, int]] = [(descriptor, len(data), 0)]
+    pos = 0
     try:
-        st = path.stat()
-        size = st.st_size
-        if stat.S_ISDIR(st.st_mode):
-            raise ProgramFileError(f"cannot read {path}: it is a directory, not a program file")
-        if not stat.S_ISREG(st.st_mode):
-            # A FIFO or device would block or never end; its size cannot be checked first.
-            raise ProgramFileError(
-                f"cannot read {path}: it is not a regular file (a pipe or device); write the "
-                "program to a file first"
-            )
-        if size > MAX_PROGRAM_BYTES:
-            raise ProgramFileError(
-                f"cannot read {path}: it is {size / 2**30:.1f} GiB and protobuf cannot parse a "
-                "message of 2 GiB or more; strip op_callstack attributes when exporting "
-                "(or split the program)"
-            )
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise ProgramFileError(f"cannot read {path}: no such file") from None
-    except PermissionError:
-        raise ProgramFileError(f"cannot read {path}: permission denied") from None
-    except OSError as e:
-        raise ProgramFileError(f"cannot read {path}: {e.strerror or e}") from None
+        while stack:
+            _, end, group = stack[-1]
+            if pos >= end:
+                if group or pos > end:
+                    return False
+                stack.pop()
+                continue
+            pos = _next_level(data, pos, stack)
+            if pos < 0:
+                return False
+            if len(stack) - 1 > MAX_DEPTH:
+                return True
+    except ValueError:
+        return False
+    return False
+
+
+def _next_level(data: bytes | bytearray, pos: int, stack: list[tuple[Any, int, int]]) -> int:
+    """Step over the field at `pos` inside the message on top of `stack`, entering it when it
+    is a message or group; returns where to go on, -1 when the bytes are corrupt."""
+    desc, end, group = stack[-1]
+    got = _varint_at(data, pos)
+    if got is None:
+        return -1
+    tag, pos = got
+    number, wire = tag >> 3, tag & 7
+    if wire == 0:
+        got = _varint_at(data, pos)
+        return -1 if got is None else got[1]
+    if wire in (1, 5):
+        return pos + (8 if wire == 1 else 4)
+    if wire == 2:
+        got = _varint_at(data, pos)
+        if got is None or got[1] + got[0] > end:
+            return -1
+        size, pos = got
+        field_ = desc.fields_by_number.get(number) if desc is not None else None
+        if field_ is not None and field_.message_type is not None:
+            stack.append((field_.message_type, pos + size, 0))
+            return pos
+        return pos + size
+    if wire == 3:
+        stack.append((None, end, number))
+        return pos
+    if wire == 4 and group == number:
+        stack.pop()
+        return pos
+    return -1
+
+
+def _not_protobuf(source: str) -> ProgramFileError:
+    return ProgramFileError(
+        f"cannot load {source}: not a program (not a valid protobuf message: truncated "
+        "or corrupt bytes); check that it is a serialized ProgramDesc"
+    )
+
+
+def _too_deep(source: str) -> ProgramFileError:
+    return ProgramFileError(
+        f"cannot load {source}: not a program: its messages are nested too deeply (more than "
+        f"{MAX_DEPTH} levels, protobuf's limit)"
+    )
 
 
 @gc_paused
-def parse_program(data: bytes, *, source: str = "<memory>", text: bool = False) -> Program:
+def parse_program(
+    data: bytes | bytearray, *, source: str = "<memory>", text: bool = False
+) -> Program:
     """Parse program bytes; ProgramFileError (exit 3) when they do not hold a program."""
     return _split(_parse(data, source=source, text=text), source=source, size=len(data))
 
@@ -216,32 +433,32 @@ def _split(msg: view.LazyProgram, *, source: str, size: int) -> Program:
     return Program(blocks=blocks, header=header, source=source, size=size)
 
 
-def _parse(data: bytes, *, source: str, text: bool) -> view.LazyProgram:
+def _parse(data: bytes | bytearray, *, source: str, text: bool) -> view.LazyProgram:
     empty = not data.strip() if text else not data
     if empty:
         raise ProgramFileError(f"cannot load {source}: the file is empty, not a program")
     if text:
         data = _text_to_binary(data, source)
     try:
-        msg = view.LazyProgram.FromString(data)
+        msg = view.LazyProgram.FromString(data)  # type: ignore[arg-type]  # any buffer parses
     except DecodeError:
-        raise ProgramFileError(
-            f"cannot load {source}: not a program (not a valid protobuf message: truncated "
-            "or corrupt bytes); check that it is a serialized ProgramDesc"
-        ) from None
+        if nested_too_deeply(data, view.LazyProgram.DESCRIPTOR):
+            raise _too_deep(source) from None
+        raise _not_protobuf(source) from None
     _check_blocks(msg, source)
     return msg
 
 
-def _text_to_binary(data: bytes, source: str) -> bytes:
+def _text_to_binary(data: bytes | bytearray, source: str) -> bytes:
+    if b"\x00" in data:
+        raise ProgramFileError(f"cannot load {source}: {_TEXT_BYTES}")
     try:
         msg = text_format.Parse(data.decode("utf-8"), pb.ProgramDesc())
     except UnicodeDecodeError:
-        raise ProgramFileError(f"cannot load {source}: text format must be UTF-8") from None
+        raise ProgramFileError(f"cannot load {source}: {_TEXT_BYTES}") from None
     except text_format.ParseError as e:
-        reason = " ".join(str(e).split())  # it quotes the offending line, control characters too
         raise ProgramFileError(
-            f"cannot load {source}: not a program in text format: {reason}"
+            f"cannot load {source}: not a program in text format: {_short_reason(str(e))}"
         ) from None
     missing = msg.FindInitializationErrors()  # type: ignore[attr-defined]
     if missing:
@@ -250,6 +467,31 @@ def _text_to_binary(data: bytes, source: str) -> bytes:
             + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
         )
     return msg.SerializeToString()
+
+
+_CONTEXT = 200  # characters of a text parse error's quoted line kept around the error
+
+
+def _short_reason(reason: str) -> str:
+    """A parse error on one line, its quoted context cut to about _CONTEXT characters around
+    the column (a one-line file would otherwise be echoed whole)."""
+    where, sep, message = reason.partition(" : ")
+    if sep and message.startswith("'") and "': " in message:
+        quoted, _, rest = message[1:].rpartition("': ")
+        column_text = where.rpartition(":")[2]
+        column = int(column_text) if column_text.isdigit() else 0
+        if len(quoted) > _CONTEXT:
+            lo = max(0, min(column - _CONTEXT // 2, len(quoted) - _CONTEXT))
+            quoted = (
+                ("..." if lo else "")
+                + quoted[lo : lo + _CONTEXT]
+                + ("..." if lo + _CONTEXT < len(quoted) else "")
+            )
+        reason = f"{where} : '{quoted}': {rest}"
+    reason = " ".join(reason.split())  # it quotes the offending line, control characters too
+    if len(reason) > 2 * _CONTEXT:
+        reason = reason[: _CONTEXT + 50] + " ... " + reason[-(_CONTEXT // 2) :]
+    return reason
 
 
 def _check_blocks(msg: view.LazyProgram, source: str) -> None:
@@ -282,9 +524,12 @@ def _check_blocks(msg: view.LazyProgram, source: str) -> None:
 
 def to_full(program: Program) -> pb.ProgramDesc:
     """The whole program decoded through program.proto (for text output and inspection)."""
+    data = program.to_bytes()
     try:
-        return pb.ProgramDesc.FromString(program.to_bytes())
+        return pb.ProgramDesc.FromString(data)
     except DecodeError:
+        if nested_too_deeply(data, pb.ProgramDesc.DESCRIPTOR):
+            raise _too_deep(program.source) from None
         # The lazy view leaves ops and variables serialized; decoding them all finds the damage.
         raise ProgramFileError(
             f"not a program: {program.source} holds a corrupt op or variable (not a valid "

@@ -1,0 +1,298 @@
+"""Replace one regular file atomically: it holds either its old bytes or all of the new ones.
+
+`replace_file(path, data)` writes `data` once, syncs it once, and only then
+gives it `path`'s name. On Linux the bytes go to an unnamed file (`O_TMPFILE`)
+in `path`'s directory, linked into place through `/proc/self/fd` with
+`linkat(..., AT_SYMLINK_FOLLOW)`: until then it has no name, so even SIGKILL
+leaves nothing behind. Where the file system cannot do that (no `O_TMPFILE`, no
+`/proc`), the bytes go to a hidden `.NAME.PID.RANDOM.tmp` file next to `path`,
+renamed over it when complete; SIGKILL can leave that file, and the next
+write to the same `path` removes such leftovers when they are ours and stale
+(see `remove_stale`). Which file systems cannot is remembered per device, so
+the fallback never costs a second write more than once per device.
+
+The new file gets the old file's permission bits without set-uid, set-gid or
+sticky, and (best effort, as `sed -i` does) its owner and group; a missing file
+gets 0666 minus the umask. After the rename the directory is synced so the new
+name survives a crash.
+
+The caller has resolved symbolic links: `path` is missing or a regular file.
+OSError propagates (the caller names the path in its message); Ctrl-C and
+SIGTERM remove the temporary file before they propagate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import re
+import signal
+import stat
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+# The bytes, or a function giving them in pieces (called again if writing must start over).
+Data = bytes | bytearray | memoryview | Callable[[], Iterable[bytes]]
+
+# A hidden temporary file of ours is left alone while it may still be written by a live
+# process: removed once its writer is gone and it is this old, or when it is this old anyway.
+STALE_SECONDS = 600.0
+ABANDONED_SECONDS = 86400.0
+
+_PIECE = 1 << 26  # bytes per write call
+
+
+def replace_file(path: Path, data: Data) -> None:
+    """Write `data` to the regular (or missing) file `path` atomically; OSError on failure."""
+    directory = path.parent
+    old = _lstat(path)
+    mode = stat.S_IMODE(old.st_mode) & 0o777 if old else 0o666 & ~_umask()
+    owner = (old.st_uid, old.st_gid) if old else None
+    remove_stale(directory, path.name)
+    device = os.stat(directory).st_dev
+    with _terminate_cleanly():
+        written = False
+        if device not in _named_only:
+            try:
+                _write_unnamed(directory, path, data, mode, owner, exists=old is not None)
+                written = True
+            except _NoUnnamedFiles:
+                _named_only.add(device)
+        if not written:
+            _write_named(directory, path, data, mode, owner)
+    _sync_directory(directory)
+
+
+def temp_name(directory: Path, name: str) -> Path:
+    """A fresh hidden temporary name for `name` in `directory` (the pattern remove_stale knows)."""
+    return directory / f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
+
+
+def remove_stale(directory: Path, name: str) -> list[str]:
+    """Remove our leftover temporary files for `name` in `directory`; returns their names.
+
+    A file is removed only when its name has exactly our pattern for `name`, it is a
+    regular file owned by this user, and it is old: older than STALE_SECONDS with its
+    writer's pid no longer running here, or older than ABANDONED_SECONDS whatever the
+    pid (pids are reused, and a writer in another pid namespace looks dead). A live
+    writer updates the file's mtime as it writes, so it is never taken for stale.
+    Errors are ignored: cleaning up is a courtesy, never a reason to fail."""
+    pattern = re.compile(rf"\.{re.escape(name)}\.(\d+)\.[0-9a-f]{{8}}\.tmp\Z")
+    prefix = f".{name}."
+    removed = []
+    now = time.time()
+    me = os.geteuid()
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if not entry.name.startswith(prefix):
+                    continue
+                match = pattern.match(entry.name)
+                if match is None:
+                    continue
+                st = entry.stat(follow_symlinks=False)
+                if not stat.S_ISREG(st.st_mode) or st.st_uid != me:
+                    continue
+                age = now - st.st_mtime
+                if age > ABANDONED_SECONDS or (age > STALE_SECONDS and not _alive(int(match[1]))):
+                    with contextlib.suppress(OSError):
+                        os.unlink(entry.path)
+                        removed.append(entry.name)
+    except OSError:
+        pass
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: it exists, owned by someone else
+        return True
+    return True
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+
+
+def _umask() -> int:
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return umask
+
+
+class _NoUnnamedFiles(Exception):
+    """This file system (or a missing /proc) cannot give an unnamed file a name."""
+
+
+# Devices on which O_TMPFILE or linking it failed: written through a named file from then on.
+_named_only: set[int] = set()
+
+# Errors meaning "this file system or kernel cannot do O_TMPFILE + link": fall back.
+_UNSUPPORTED = frozenset(
+    {
+        errno.EOPNOTSUPP,
+        errno.EISDIR,
+        errno.EINVAL,
+        errno.ENOENT,
+        errno.EXDEV,
+        errno.EPERM,
+        errno.ENOSYS,
+    }
+)
+
+
+def _write_unnamed(
+    directory: Path,
+    path: Path,
+    data: Data,
+    mode: int,
+    owner: tuple[int, int] | None,
+    *,
+    exists: bool,
+) -> None:
+    flag = getattr(os, "O_TMPFILE", 0)
+    if not flag:
+        raise _NoUnnamedFiles
+    try:
+        proc = os.open("/proc/self/fd", os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        raise _NoUnnamedFiles from None
+    try:
+        try:
+            fd = os.open(directory, flag | os.O_WRONLY, mode)
+        except OSError as e:
+            if e.errno in _UNSUPPORTED:
+                raise _NoUnnamedFiles from None
+            raise
+        try:
+            _prepare(fd, mode, owner)
+            _write_all(fd, data)
+            _link_into_place(proc, fd, directory, path, exists=exists)
+        finally:
+            os.close(fd)
+    finally:
+        os.close(proc)
+
+
+def _link_into_place(proc: int, fd: int, directory: Path, path: Path, *, exists: bool) -> None:
+    """Give the unnamed file `fd` the name `path`: directly when `path` is missing (linkat
+    never replaces), else through a hidden name renamed over `path`."""
+    if not exists:
+        try:
+            _link(proc, fd, path)
+            return
+        except FileExistsError:  # created meanwhile: replace it as below
+            pass
+    tmp = temp_name(directory, path.name)
+    _link(proc, fd, tmp)
+    try:
+        os.replace(tmp, path)
+    except BaseException:  # an error, Ctrl-C or SIGTERM between link and rename
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _link(proc: int, fd: int, name: Path) -> None:
+    # linkat(proc, "N", AT_FDCWD, name, AT_SYMLINK_FOLLOW): follows the /proc magic link to
+    # the open file itself (os.link on the string "/proc/self/fd/N" does not: CPython
+    # gh-81793, EXDEV).
+    try:
+        os.link(str(fd), name, src_dir_fd=proc, follow_symlinks=True)
+    except FileExistsError:
+        raise
+    except OSError as e:
+        if e.errno in _UNSUPPORTED:
+            raise _NoUnnamedFiles from None
+        raise
+
+
+def _write_named(
+    directory: Path, path: Path, data: Data, mode: int, owner: tuple[int, int] | None
+) -> None:
+    # The name is chosen before the file exists, so that an interrupt arriving just after
+    # it is created still finds the name to remove (tempfile.mkstemp would not say it).
+    tmp = temp_name(directory, path.name)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    fd = -1
+    opening = True
+    try:
+        fd = os.open(tmp, flags, 0o600)
+        opening = False
+        _prepare(fd, mode, owner)
+        _write_all(fd, data)
+        os.close(fd)
+        fd = -1
+        os.replace(tmp, path)
+    except BaseException as e:
+        if fd >= 0:
+            os.close(fd)
+        if not (opening and isinstance(e, FileExistsError)):  # that file is not ours
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        raise
+
+
+def _prepare(fd: int, mode: int, owner: tuple[int, int] | None) -> None:
+    """The old file's owner (when allowed) and its permission bits, before any byte is written."""
+    if owner is not None and owner != (os.geteuid(), os.getegid()):
+        with contextlib.suppress(PermissionError):
+            os.fchown(fd, *owner)
+    os.fchmod(fd, mode)  # after fchown, which may clear bits
+
+
+def _write_all(fd: int, data: Data) -> None:
+    pieces = data() if callable(data) else (data,)
+    for piece in pieces:
+        view = memoryview(piece).cast("B")
+        while view:
+            n = os.write(fd, view[:_PIECE])
+            view = view[n:]
+    os.fsync(fd)
+
+
+def _sync_directory(directory: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def _terminate_cleanly() -> Iterator[None]:
+    """While a temporary file exists, SIGTERM exits through the cleanup code (as Ctrl-C does)
+    instead of killing the process on the spot and leaving the file behind."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    try:
+        old = signal.getsignal(signal.SIGTERM)
+    except (AttributeError, ValueError):
+        old = None
+    if old is not signal.SIG_DFL:  # someone else handles SIGTERM: leave it to them
+        yield
+        return
+
+    def terminate(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -1,0 +1,556 @@
+"""Where bytes go and come from: output paths, input paths, `-`, links, devices, pipes.
+
+Outputs. `resolve_output(spec, binary=..., inputs=[...])` turns what the user
+typed into an `Output`, refusing what cannot work before any work is done;
+`Output.write(data)` then puts the bytes there:
+
+    "-"                          stdout (sys.stdout.buffer); binary refused on a terminal
+    missing, or a regular file   replaced atomically (vppctl.atomic): old bytes or all new
+    symbolic link (or a chain)   written through to the final target, atomically in the
+                                 target's directory; the links stay links; a dangling link
+                                 creates its target
+    /dev/stdout, /dev/fd/N,      one of vppctl's own open files: written into that file
+    /proc/self/fd/N              descriptor, as shell redirection does (fd 1 is stdout)
+    char or block device, FIFO   written straight into (O_WRONLY|O_TRUNC, never created or
+                                 replaced), as cp and `>` do: /dev/null stays /dev/null,
+                                 /dev/full says "No space left on device"; a FIFO waits
+                                 WAIT_SECONDS for a reader; binary onto a terminal is
+                                 refused when it is opened, before any byte is written
+    socket, directory, "x/",     refused (ProgramFileError, exit 3)
+    a path under a non-directory
+    any input of the command     refused (UsageError, exit 2), by any path, symlink or hard
+                                 link (same st_dev and st_ino), or by the same final path
+
+A new file never gets a set-uid, set-gid or sticky bit. Writing into a device,
+a FIFO or stdout cannot be atomic: what was written before a failure stays.
+A reader that closes a pipe early raises BrokenPipeError unchanged, so that the
+CLI applies its one pipe policy.
+
+Inputs. `read_input(spec, limit=...)` returns the whole content of a regular
+file, of stdin ("-"), or of a FIFO or device given by name (`<(cmd)` gives
+/dev/fd/N, a pipe), reading at most `limit` bytes: more is refused, so memory
+stays bounded. A FIFO waits WAIT_SECONDS for a process to open it for writing,
+then reads until the writer closes it (a stream lasts as long as its writer,
+as with `cat`; only a FIFO nobody opens is given up on). Streams (anything but a regular file)
+are passed to `check` after every piece, so that garbage (/dev/zero,
+/dev/urandom) is refused after its first bytes instead of after `limit` of them.
+A terminal as input is refused (UsageError): nobody types a program.
+
+Every failure is one ProgramFileError (exit 3) or UsageError (exit 2) naming
+the path as the user gave it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import select
+import stat
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, Literal
+
+from vppctl import atomic
+from vppctl.atomic import Data
+from vppctl.errors import ProgramFileError, UsageError
+
+STDIO = "-"
+# How long a FIFO may wait for the process at its other end to open it.
+WAIT_SECONDS = 10.0
+_MAX_LINKS = 40  # as Linux's MAXSYMLINKS
+_PIECE = 1 << 20  # bytes per read of a stream
+
+OutputKind = Literal["file", "device", "fd", "stdout"]
+Check = Callable[[bytearray], None]
+
+
+# -- outputs -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Output:
+    """A resolved output: where `write` puts the bytes."""
+
+    shown: str  # the path as the user gave it ("-" for stdout)
+    kind: OutputKind
+    target: Path | None  # file: the regular file replaced (links followed); device: its path
+    fd: int = -1  # kind "fd": vppctl's own file descriptor
+    binary: bool = True  # what will be written (binary is refused on a terminal)
+
+    @property
+    def is_stdout(self) -> bool:
+        """True when the bytes go to stdout (so the report should go to stderr)."""
+        return self.kind == "stdout"
+
+    def write(self, data: Data) -> None:
+        """Write all of `data` here. ProgramFileError (exit 3) on failure, UsageError (exit 2)
+        for binary onto a terminal; BrokenPipeError when a pipe's reader went away."""
+        try:
+            if self.kind == "file":
+                assert self.target is not None
+                atomic_replace(self.target, data)
+            elif self.kind == "stdout":
+                _write_stdout(data)
+            elif self.kind == "fd":
+                _write_fd(self.fd, data, close=False)
+            else:
+                assert self.target is not None
+                _write_fd(_open_device(self), data, close=True)
+        except (BrokenPipeError, ProgramFileError, UsageError):
+            raise
+        except PermissionError:
+            raise ProgramFileError(f"cannot write {self.name}: permission denied") from None
+        except OSError as e:
+            raise ProgramFileError(f"cannot write {self.name}: {e.strerror or e}") from None
+
+    @property
+    def name(self) -> str:
+        return "stdout" if self.shown == STDIO else self.shown
+
+
+# The atomic replacement of a regular file (a name tests can replace).
+atomic_replace = atomic.replace_file
+
+
+def resolve_output(
+    spec: str | os.PathLike[str],
+    *,
+    binary: bool,
+    inputs: Iterable[str | os.PathLike[str] | None] = (),
+    fix: str = "write to another path",
+) -> Output:
+    """Decide where the output named `spec` goes, refusing what cannot work (see the module
+    docstring): ProgramFileError (exit 3) for a path that cannot be written, UsageError
+    (exit 2) for an output that is one of `inputs` (the message ends with `fix`) or binary
+    onto a terminal. `binary`: whether binary protobuf will be written (False for text,
+    SVG, JSON)."""
+    shown = os.fspath(spec)
+    if shown == STDIO:
+        out = Output(shown, "stdout", None, binary=binary)
+        if binary and _stdout_is_terminal():
+            raise UsageError(
+                "refusing to write a binary program to a terminal; redirect stdout "
+                "(-o - > prog.pb, or | another command), or name a file with -o"
+            )
+    else:
+        out = _resolve_path(shown, binary)
+    check_not_input(out, inputs, fix=fix)
+    return out
+
+
+def _resolve_path(shown: str, binary: bool) -> Output:
+    if not shown:
+        raise ProgramFileError("cannot write to an empty path; name a file")
+    if shown.endswith(("/", os.sep)):
+        raise ProgramFileError(
+            f"cannot write {shown}: the path ends with '/', so it names a directory; name a "
+            "file (drop the '/')"
+        )
+    path = Path(shown)
+    for _ in range(_MAX_LINKS):
+        st = _lstat_for_writing(path, shown)
+        if st is None:
+            return _file_output(shown, path, binary)
+        if stat.S_ISLNK(st.st_mode):
+            own = _own_fd(path)
+            if own is not None:
+                return _fd_output(shown, own, binary)
+            text = os.readlink(path)
+            if text.endswith("/"):
+                raise ProgramFileError(
+                    f"cannot write {shown}: it is a link to {text}, a directory path; name a file"
+                )
+            path = path.parent / text  # an absolute `text` replaces the parent
+            continue
+        if stat.S_ISREG(st.st_mode):
+            return _file_output(shown, path, binary)
+        if stat.S_ISDIR(st.st_mode):
+            raise ProgramFileError(f"cannot write {shown}: it is a directory")
+        if stat.S_ISSOCK(st.st_mode):
+            raise ProgramFileError(
+                f"cannot write {shown}: it is a socket, which cannot be opened as a file"
+            )
+        return Output(shown, "device", path, binary=binary)  # char, block device or FIFO
+    raise ProgramFileError(f"cannot write {shown}: too many levels of symbolic links")
+
+
+def _lstat_for_writing(path: Path, shown: str) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except NotADirectoryError:
+        raise ProgramFileError(
+            f"cannot write {shown}: {_first_non_directory(path)} is not a directory"
+        ) from None
+    except PermissionError:
+        raise ProgramFileError(f"cannot write {shown}: permission denied") from None
+    except OSError as e:
+        raise ProgramFileError(f"cannot write {shown}: {e.strerror or e}") from None
+
+
+def _first_non_directory(path: Path) -> Path:
+    for parent in reversed(path.parents):
+        if parent.exists() and not parent.is_dir():
+            return parent
+    return path.parent
+
+
+def _file_output(shown: str, target: Path, binary: bool) -> Output:
+    directory = target.parent
+    where = f"directory {directory}"
+    if target != Path(shown):
+        where += f" (where the link {shown} points)"
+    try:
+        st = os.stat(directory)
+    except FileNotFoundError:
+        raise ProgramFileError(f"cannot write {shown}: {where} does not exist") from None
+    except NotADirectoryError:
+        raise ProgramFileError(
+            f"cannot write {shown}: {_first_non_directory(target)} is not a directory"
+        ) from None
+    except OSError as e:
+        raise ProgramFileError(f"cannot write {shown}: {e.strerror or e}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise ProgramFileError(f"cannot write {shown}: {directory} is not a directory")
+    return Output(shown, "file", target, binary=binary)
+
+
+def _own_fd(link: Path) -> int | None:
+    """N when `link` is /proc/self/fd/N (or /proc/<our pid>/fd/N, /dev/fd/N, /dev/stdout:
+    the links that lead there): one of this process's open files."""
+    if not link.name.isdigit():
+        return None
+    try:
+        parent = os.path.realpath(link.parent)
+    except OSError:
+        return None
+    if parent not in (f"/proc/{os.getpid()}/fd", "/proc/self/fd"):
+        return None
+    return int(link.name)
+
+
+def _fd_output(shown: str, fd: int, binary: bool) -> Output:
+    try:
+        os.fstat(fd)
+    except OSError:
+        raise ProgramFileError(f"cannot write {shown}: file descriptor {fd} is not open") from None
+    if fd == 1:  # stdout: through sys.stdout, in order with everything else printed there
+        out = Output(shown, "stdout", None, binary=binary)
+        if binary and _stdout_is_terminal():
+            raise UsageError(_terminal_refusal(shown))
+        return out
+    if binary and os.isatty(fd):
+        raise UsageError(_terminal_refusal(shown))
+    return Output(shown, "fd", None, fd=fd, binary=binary)
+
+
+def _terminal_refusal(shown: str) -> str:
+    return (
+        f"refusing to write a binary program to the terminal {shown}; name a file, or "
+        "redirect (-o - > prog.pb)"
+    )
+
+
+def _stdout_is_terminal() -> bool:
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def check_not_input(
+    output: Output, inputs: Iterable[str | os.PathLike[str] | None], *, fix: str
+) -> None:
+    """UsageError (exit 2) when `output` is one of `inputs`: the same file by any path,
+    symbolic link or hard link, or the same final path when it does not exist yet. "-"
+    (stdin) and None in `inputs` are skipped."""
+    identity = _identity(output)
+    real = os.path.realpath(output.target) if output.target is not None else None
+    for spec in inputs:
+        if spec is None or os.fspath(spec) == STDIO:
+            continue
+        same = real is not None and os.path.realpath(spec) == real
+        if not same and identity is not None:
+            try:
+                st = os.stat(spec)
+                same = (st.st_dev, st.st_ino) == identity
+            except (OSError, ValueError):
+                pass
+        if same:
+            raise UsageError(f"the output {output.name} is the input {os.fspath(spec)}; {fix}")
+
+
+def _identity(output: Output) -> tuple[int, int] | None:
+    try:
+        if output.kind == "stdout":
+            st = os.fstat(sys.stdout.fileno())
+        elif output.kind == "fd":
+            st = os.fstat(output.fd)
+        else:
+            assert output.target is not None
+            st = os.stat(output.target)
+    except (OSError, ValueError, AttributeError):  # missing, or a stdout without a descriptor
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _pieces(data: Data) -> Iterable[bytes | bytearray | memoryview]:
+    return data() if callable(data) else (data,)
+
+
+def _write_stdout(data: Data) -> None:
+    sys.stdout.flush()  # what was printed before comes first
+    stream: BinaryIO | None = getattr(sys.stdout, "buffer", None)
+    if stream is None:
+        raise ProgramFileError("cannot write to stdout: it does not take bytes")
+    try:
+        for piece in _pieces(data):
+            view = memoryview(piece).cast("B")
+            while view:  # a large write may return short (a reader leaving), not raise
+                view = view[stream.write(view) :]
+        stream.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        raise ProgramFileError(f"cannot write to stdout: {e.strerror or e}") from None
+
+
+def _open_device(out: Output) -> int:
+    """Open a device or FIFO for writing, never creating or replacing it. A FIFO waits up to
+    WAIT_SECONDS for a reader (opening it blocks until one comes)."""
+    assert out.target is not None
+    flags = os.O_WRONLY | os.O_TRUNC | os.O_NOCTTY
+    if not stat.S_ISFIFO(os.stat(out.target).st_mode):
+        fd = os.open(out.target, flags)
+    else:
+        deadline = time.monotonic() + WAIT_SECONDS
+        while True:
+            try:
+                fd = os.open(out.target, flags | os.O_NONBLOCK)
+                break
+            except OSError as e:
+                if e.errno != errno.ENXIO:  # ENXIO: no reader yet
+                    raise
+                if time.monotonic() >= deadline:
+                    raise ProgramFileError(
+                        f"cannot write {out.name}: it is a FIFO and no process opened it for "
+                        f"reading within {WAIT_SECONDS:g} s; start the reader first"
+                    ) from None
+                time.sleep(0.02)
+        os.set_blocking(fd, True)
+    if out.binary and os.isatty(fd):
+        os.close(fd)
+        raise UsageError(_terminal_refusal(out.name))
+    return fd
+
+
+def _write_fd(fd: int, data: Data, *, close: bool) -> None:
+    try:
+        for piece in _pieces(data):
+            view = memoryview(piece).cast("B")
+            while view:
+                n = os.write(fd, view[: 1 << 26])
+                view = view[n:]
+    finally:
+        if close:
+            os.close(fd)
+
+
+# -- inputs --------------------------------------------------------------------------------
+
+
+@dataclass
+class Input:
+    """An input's whole content, and whether it came from a stream (not a regular file)."""
+
+    shown: str  # the path as the user gave it, or "stdin"
+    data: bytearray
+    stream: bool
+
+
+def read_input(spec: str | os.PathLike[str], *, limit: int, check: Check | None = None) -> Input:
+    """The whole content of `spec` (a path, or "-" for stdin), at most `limit` bytes.
+
+    ProgramFileError (exit 3): missing, unreadable, a directory or socket, more than
+    `limit` bytes, a FIFO nobody opens for writing within WAIT_SECONDS, or whatever
+    `check` raises (it sees the bytes so far after every piece of a stream). UsageError
+    (exit 2): a terminal."""
+    shown = os.fspath(spec)
+    if shown == STDIO:
+        return _read_stdin(limit, check)
+    fd = _open_for_reading(shown)
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise ProgramFileError(f"cannot read {shown}: it is a directory, not a program file")
+        if stat.S_ISREG(st.st_mode):
+            if st.st_size > limit:
+                raise _too_big(shown, st.st_size, limit)
+            return Input(shown, _read_regular(fd, st.st_size, shown, limit), stream=False)
+        if stat.S_ISFIFO(st.st_mode):
+            fd = _wait_for_writer(fd, shown)
+        os.set_blocking(fd, True)
+        if os.isatty(fd):
+            raise UsageError(_terminal_input(shown))
+        return Input(shown, _read_stream(fd, shown, limit, check), stream=True)
+    except PermissionError:
+        raise ProgramFileError(f"cannot read {shown}: permission denied") from None
+    except (ProgramFileError, UsageError):
+        raise
+    except OSError as e:
+        raise ProgramFileError(f"cannot read {shown}: {e.strerror or e}") from None
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def _terminal_input(shown: str) -> str:
+    return f"{shown} is a terminal; pipe a program in (vppctl inspect - < prog.pb) or name a file"
+
+
+def _open_for_reading(shown: str) -> int:
+    # O_NONBLOCK: opening a FIFO must not block before its kind is known (it is waited for
+    # with a time limit); it is cleared before reading.
+    try:
+        return _open_read(shown)
+    except FileNotFoundError:
+        raise ProgramFileError(f"cannot read {shown}: no such file") from None
+    except PermissionError:
+        raise ProgramFileError(f"cannot read {shown}: permission denied") from None
+    except OSError as e:
+        if e.errno == errno.ENXIO and _is_socket(shown):
+            raise ProgramFileError(
+                f"cannot read {shown}: it is a socket, not a program file"
+            ) from None
+        if e.errno == errno.ENOTDIR:
+            raise ProgramFileError(
+                f"cannot read {shown}: {_first_non_directory(Path(shown))} is not a directory"
+            ) from None
+        raise ProgramFileError(f"cannot read {shown}: {e.strerror or e}") from None
+
+
+def _open_read(path: str) -> int:
+    return os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+
+
+def _is_socket(path: str) -> bool:
+    try:
+        return stat.S_ISSOCK(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _too_big(shown: str, size: int | None, limit: int) -> ProgramFileError:
+    amount = f"it is {size / 2**30:.1f} GiB" if size is not None else "it holds more"
+    return ProgramFileError(
+        f"cannot read {shown}: {amount} and protobuf cannot parse a message of "
+        f"{(limit + 1) / 2**30:.0f} GiB or more; strip op_callstack attributes when exporting "
+        "(or split the program)"
+    )
+
+
+def _read_regular(fd: int, size: int, shown: str, limit: int) -> bytearray:
+    os.set_blocking(fd, True)
+    buf = bytearray(size)
+    got = 0
+    with memoryview(buf) as view:
+        while got < size:
+            n = os.readv(fd, [view[got:]])
+            if n == 0:
+                break
+            got += n
+    del buf[got:]  # the file shrank while being read: what is there
+    rest = os.read(fd, _PIECE)
+    while rest:  # it grew: read on, within the limit
+        buf += rest
+        if len(buf) > limit:
+            raise _too_big(shown, None, limit)
+        rest = os.read(fd, _PIECE)
+    return buf
+
+
+def _read_stream(fd: int, shown: str, limit: int, check: Check | None) -> bytearray:
+    buf = bytearray()
+    while True:
+        piece = os.read(fd, _PIECE)
+        if not piece:
+            return buf
+        buf += piece
+        if len(buf) > limit:
+            raise _too_big(shown, None, limit)
+        if check is not None:
+            check(buf)
+
+
+def _read_stdin(limit: int, check: Check | None) -> Input:
+    stream: BinaryIO | None = getattr(sys.stdin, "buffer", None)
+    if stream is None:
+        raise ProgramFileError("cannot read stdin: it is closed")
+    with contextlib.suppress(AttributeError, ValueError):
+        if sys.stdin.isatty():
+            raise UsageError(_terminal_input("stdin"))
+    with contextlib.suppress(AttributeError, OSError, ValueError):  # `< file`: its size is known
+        st = os.fstat(sys.stdin.fileno())
+        if stat.S_ISREG(st.st_mode) and st.st_size > limit:
+            raise _too_big("stdin", st.st_size, limit)
+    buf = bytearray()
+    try:
+        while True:
+            piece = stream.read(_PIECE)
+            if not piece:
+                break
+            buf += piece
+            if len(buf) > limit:
+                raise _too_big("stdin", None, limit)
+            if check is not None:
+                check(buf)
+    except OSError as e:
+        raise ProgramFileError(f"cannot read stdin: {e.strerror or e}") from None
+    return Input("stdin", buf, stream=True)
+
+
+def _wait_for_writer(fd: int, shown: str) -> int:
+    """The FIFO opened (non-blocking) as `fd`, opened again so that reading waits for data:
+    a blocking open returns once a writer has opened it, which may take WAIT_SECONDS at
+    most. (Polling cannot tell a quiet writer from none.)"""
+    opened: list[int] = []
+    errors: list[OSError] = []
+
+    def open_blocking() -> None:
+        try:
+            opened.append(os.open(shown, os.O_RDONLY | os.O_NOCTTY))
+        except OSError as e:
+            errors.append(e)
+
+    if _has_data(fd):  # the writer is there already (process substitution, a shell pipe)
+        return fd
+    opener = threading.Thread(target=open_blocking, daemon=True)
+    opener.start()
+    opener.join(WAIT_SECONDS)
+    if opener.is_alive():
+        # Nobody came: unblock our own opener by playing the writer for a moment.
+        with contextlib.suppress(OSError):
+            os.close(os.open(shown, os.O_WRONLY | os.O_NONBLOCK))
+        opener.join(1.0)
+        for extra in opened:
+            os.close(extra)
+        raise ProgramFileError(
+            f"cannot read {shown}: it is a FIFO and no process opened it for writing within "
+            f"{WAIT_SECONDS:g} s; start the writer first"
+        )
+    if errors:
+        raise errors[0]
+    os.close(fd)
+    return opened[0]
+
+
+def _has_data(fd: int) -> bool:
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(0))
