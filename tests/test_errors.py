@@ -574,7 +574,7 @@ def _boom(*args: object, **kwargs: object) -> object:
         ("convert", "vppctl.commands.convert_program"),
         ("verify", "vppctl.commands.verify_program"),
         ("inspect", "vppctl.commands.summarize"),
-        ("dump", "vppctl.commands.serialize"),
+        ("dump", "vppctl.save.serialize"),
         ("convert", "vppctl.fields.scan_ops"),
         ("convert", "vppctl.files.atomic_replace"),
     ],

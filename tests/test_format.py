@@ -682,8 +682,8 @@ def test_text_format_round_trip_is_identical_without_unknown_fields(runner, tmp_
     src.write_bytes(data)
     for suffix in (".pbtxt", ".textproto", ".txtpb"):
         text, back = tmp_path / f"prog{suffix}", tmp_path / f"back{suffix}.pb"
-        first = runner.invoke(cli, ["dump", str(src), "-o", str(text)])
-        second = runner.invoke(cli, ["dump", str(text), "-o", str(back)])
+        first = runner.invoke(cli, ["dump", str(src), "-o", str(text), "-q"])
+        second = runner.invoke(cli, ["dump", str(text), "-o", str(back), "-q"])
         assert (first.exit_code, second.exit_code) == (0, 0), first.output + second.output
         assert first.stderr == second.stderr == ""
         parsed = text_format.Parse(text.read_text(encoding="utf-8"), pb.ProgramDesc())

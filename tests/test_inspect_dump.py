@@ -28,6 +28,7 @@ from programs import Prog
 
 from vppctl import program_pb2 as pb
 from vppctl.cli import cli
+from vppctl.report import human_bytes
 from vppctl.roles import is_forward
 
 SMALL = ("--hidden", "64", "--vocab", "1000")
@@ -325,9 +326,10 @@ def test_dump_converts_binary_to_text_and_back_by_extension(
     src = programs["no-backward"]
     text, back = tmp_path / f"prog{suffix}", tmp_path / "back.pb"
     first = invoke("dump", src, "-o", text)
-    assert (first.exit_code, first.stdout, first.stderr) == (0, "", "")
+    assert (first.exit_code, first.stdout) == (0, "")
+    assert first.stderr.startswith(f"wrote {text} (")
     assert text_format.Parse(text.read_text(), pb.ProgramDesc()) == _program(src)
-    second = invoke("dump", text, "-o", back)
+    second = invoke("dump", text, "-o", back, "-q")
     assert (second.exit_code, second.stdout, second.stderr) == (0, "", "")
     assert back.read_bytes() == src.read_bytes()
 
@@ -438,7 +440,8 @@ def test_inspect_and_dump_work_on_every_checked_in_sample(path: Path, tmp_path: 
     assert text.stdout.count("\n  ops {\n") == sum(want.ops.values())
     binary = tmp_path / "prog.pb"
     result = invoke("dump", path, "-o", binary)
-    assert (result.exit_code, result.stderr) == (0, "")
+    wrote = f"wrote {binary} ({human_bytes(binary.stat().st_size)})\n"
+    assert (result.exit_code, result.stderr) == (0, wrote)
     if path.suffix == ".pb":
         assert binary.read_bytes() == path.read_bytes()
     else:

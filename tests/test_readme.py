@@ -79,7 +79,8 @@ def test_readme_tour_shows_what_convert_prints(tmp_path: Path, monkeypatch) -> N
         cli, ["convert", "prog.pb", "--vpp", "2", "--micro-batches", "8"], env={"COLUMNS": "80"}
     )
     assert result.exit_code == 0, result.output
-    assert [line.rstrip() for line in result.stdout.splitlines()] == [
+    # What a terminal shows: the report (stdout), then the `wrote` line (stderr).
+    assert [line.rstrip() for line in result.output.splitlines()] == [
         line.rstrip() for line in shown.splitlines()
     ]
 

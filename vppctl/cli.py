@@ -1,15 +1,21 @@
-"""The command line: thin click commands over the library.
+"""The command line: thin click commands over the library (`vppctl.commands`).
 
 Each command parses its options, calls one library function and renders the
-result: tables and JSON on stdout; warnings, progress and errors on stderr.
+outcome: tables and JSON on stdout (on stderr when the program itself goes to
+stdout, `-o -`); warnings, progress and `wrote PATH (size)` lines on stderr.
 Errors are turned into one `Error: ...` line and the documented exit code in
-one place, `_Group.invoke`. Heavy modules are imported inside the commands so
-that `vppctl --help` starts fast.
+one place, `_Group.invoke`, which also holds the pipe policy: a reader that
+closes the pipe early (`| head`) is not an error (exit 0). Output that an
+encoding cannot show (`…`, `─`, `×` under PYTHONIOENCODING=ascii) falls back
+to ASCII instead of failing after the work is done. Heavy modules are imported
+inside the commands so that `vppctl --help` starts fast.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
+import os
 import sys
 import traceback
 from collections.abc import Callable, Iterator
@@ -20,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import click
 
 from vppctl import __version__
-from vppctl.errors import EXIT_INTERNAL, VppctlError
+from vppctl.errors import EXIT_INTERNAL, EXIT_OK, VppctlError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -36,12 +42,22 @@ EXIT_CODES_HELP = """Exit codes: 0 success, 1 verification found problems, 2 usa
 asked, 70 internal error (a bug: please report it)."""
 
 
+BUG_REPORT = (
+    "this is a bug in vppctl; please report it with the command line and the input program "
+    "(README: Reporting a bug)"
+)
+
+
 class _Group(click.Group):
     """Turns vppctl's exceptions into one clean stderr line and the class's exit code."""
 
     def invoke(self, ctx: click.Context) -> Any:
+        _ascii_fallback()
         try:
             return super().invoke(ctx)
+        except BrokenPipeError:
+            _silence_stdout()  # the reader left: say nothing, and nothing at exit either
+            ctx.exit(EXIT_OK)
         except VppctlError as e:
             click.echo(f"Error: {e}", err=True)
             ctx.exit(e.exit_code)
@@ -54,11 +70,44 @@ class _Group(click.Group):
             if ctx.obj and ctx.obj.get("debug"):
                 traceback.print_exc()
             click.echo(
-                f"Error: internal error ({type(e).__name__}: {e}); this is a bug in vppctl, "
-                "please report it (run with --debug for the traceback)",
+                f"Error: internal error ({type(e).__name__}: {e}); {BUG_REPORT}; --debug "
+                "shows the traceback",
                 err=True,
             )
             ctx.exit(EXIT_INTERNAL)
+
+
+def _silence_stdout() -> None:
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):
+        pass
+
+
+_ASCII = {"…": "...", "─": "-", "━": "-", "×": "x", "–": "-", "—": "-", "→": "->", "│": "|"}
+
+
+def _to_ascii(e: UnicodeError) -> tuple[str, int]:
+    if not isinstance(e, UnicodeEncodeError):
+        raise e
+    bad = e.object[e.start : e.end]
+    return "".join(_ASCII.get(ch, "?") for ch in bad), e.end
+
+
+def _ascii_fallback() -> None:
+    """Streams whose encoding cannot show vppctl's few non-ASCII characters get ASCII
+    stand-ins for them, so that nothing fails after the work is done."""
+    codecs.register_error("vppctl-ascii", _to_ascii)
+    for stream in (sys.stdout, sys.stderr):
+        encoding = getattr(stream, "encoding", None) or "ascii"
+        try:
+            "…─×".encode(encoding)
+        except (UnicodeEncodeError, LookupError):
+            reconfigure = getattr(stream, "reconfigure", None)
+            if reconfigure is not None:
+                reconfigure(errors="vppctl-ascii")
 
 
 @click.group(
@@ -107,23 +156,56 @@ def _seg_method_option(f: F) -> F:
 
 def _program_argument(name: str) -> Callable[[F], F]:
     # Existence is checked by the loader, so a missing file is exit 3, not a usage error.
-    return click.argument(name, type=click.Path(dir_okay=True, path_type=Path))
+    return click.argument(name, type=_PATH)
+
+
+# Paths stay strings: "-" is stdin or stdout, and a trailing "/" must reach the checks.
+_PATH = click.Path(path_type=str, allow_dash=True)
+
+
+def _output_option(help_text: str, required: bool = False) -> Callable[[F], F]:
+    return click.option(
+        "-o", "--output", type=_PATH, required=required, metavar="OUT", help=help_text
+    )
+
+
+def _quiet_option(f: F) -> F:
+    return click.option("-q", "--quiet", is_flag=True, help="No warnings or progress.")(f)
+
+
+def _wrote(console: Console, output: str, size: int) -> None:
+    from rich.text import Text
+
+    from vppctl.report import human_bytes
+
+    where = "stdout" if output == "-" else output
+    console.print(Text(f"wrote {where} ({human_bytes(size)})"))
+
+
+def _console(**kwargs: Any) -> Console:
+    from rich.console import Console
+
+    class PipeConsole(Console):
+        def on_broken_pipe(self) -> None:
+            raise BrokenPipeError  # rich would exit 1: leave it to the one pipe policy
+
+    return PipeConsole(**kwargs)
 
 
 def _stdout() -> Console:
-    from rich.console import Console
-
-    return Console(soft_wrap=False)
+    return _console(soft_wrap=False)
 
 
 def _stderr(quiet: bool = False) -> Console:
-    from rich.console import Console
-
-    return Console(stderr=True, quiet=quiet, highlight=False, soft_wrap=True)
+    return _console(stderr=True, quiet=quiet, highlight=False, soft_wrap=True)
 
 
-def _print_json(data: dict[str, Any]) -> None:
-    click.echo(json.dumps(data, indent=2, sort_keys=False))
+def _print_json(data: dict[str, Any], console: Console | None = None) -> None:
+    text = json.dumps(data, indent=2, sort_keys=False)
+    if console is None:
+        click.echo(text)
+    else:
+        console.out(text, highlight=False)
 
 
 def _warn(console: Console, warnings: Iterator[str] | list[str] | tuple[str, ...]) -> None:
@@ -157,16 +239,16 @@ def _parse_counts(value: str | None) -> tuple[int, ...]:
         ) from None
 
 
-@cli.command(epilog=EXIT_CODES_HELP)
+@cli.command(epilog=EXIT_CODES_HELP, short_help="Convert a plain-PP program to VPP.")
 @_program_argument("src")
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(path_type=Path),
-    help="Where to write the converted program. Default: SRC with .vpp before the "
-    "extension (prog.pb -> prog.vpp.pb).",
+@_output_option(
+    "Where to write the converted program (- for stdout; text format by the .pbtxt, "
+    ".textproto or .txtpb extension). Default: SRC with .vpp before the extension "
+    "(prog.pb -> prog.vpp.pb), stdout when SRC is -."
 )
-@click.option("--in-place", is_flag=True, help="Overwrite SRC (atomically); takes no -o.")
+@click.option(
+    "--in-place", is_flag=True, help="Overwrite SRC (atomically, through a link); takes no -o."
+)
 @click.option(
     "--pp",
     type=click.IntRange(1, 4096),
@@ -220,8 +302,8 @@ def _parse_counts(value: str | None) -> tuple[int, ...]:
 @_json_option
 @click.option("-q", "--quiet", is_flag=True, help="No table, warnings or progress.")
 def convert(
-    src: Path,
-    output: Path | None,
+    src: str,
+    output: str | None,
     in_place: bool,
     pp: int | None,
     vpp: int,
@@ -236,10 +318,14 @@ def convert(
     as_json: bool,
     quiet: bool,
 ) -> None:
-    """Convert a plain-PP program SRC to VPP with --vpp chunks per stage.
+    """Convert a plain-PP program to VPP (--vpp chunks per stage).
+
+    SRC is a program file, or - for stdin (binary, or protobuf text, detected).
+    The table (or --json) goes to stdout, or to stderr when the program does.
 
     \b
     vppctl convert prog.pb --vpp 2
+    vppctl convert - --vpp 2 -o - < prog.pb > prog.vpp.pb
     vppctl convert prog.pb --vpp 2 --seg-method DecoderLayer -o out.pb --json
     vppctl convert prog.pb --vpp 2 --split balanced --cost flops
     """
@@ -264,17 +350,19 @@ def convert(
         outcome = convert_file(src, output, opts, in_place=in_place, micro_batches=micro_batches)
     from vppctl import report
 
+    to = _stderr() if outcome.to_stdout else _stdout()
     if as_json:
-        _print_json(report.convert_json(outcome))
+        _print_json(report.convert_json(outcome), to)
     elif not quiet:
-        report.render_convert(_stdout(), outcome)
+        report.render_convert(to, outcome)
+    _wrote(err, outcome.output, outcome.bytes_written)
     _warn(err, outcome.warnings)
 
 
 # -- verify ----------------------------------------------------------------------
 
 
-@cli.command(epilog=EXIT_CODES_HELP)
+@cli.command(epilog=EXIT_CODES_HELP, short_help="Check a VPP program against the numbered rules.")
 @_program_argument("prog")
 @click.option("--pp", type=click.IntRange(1, 4096), help="Expected number of stages.")
 @click.option(
@@ -291,7 +379,7 @@ def convert(
 @_json_option
 @click.option("--rules", "list_rules", is_flag=True, help="List the rules and exit.")
 def verify(
-    prog: Path,
+    prog: str,
     pp: int | None,
     vpp: int | None,
     seg_method: str | None,
@@ -330,11 +418,11 @@ def verify(
 # -- inspect ---------------------------------------------------------------------
 
 
-@cli.command(epilog=EXIT_CODES_HELP)
+@cli.command(epilog=EXIT_CODES_HELP, short_help="Summarise a program: stages, layers, layout.")
 @_program_argument("prog")
 @_seg_method_option
 @_json_option
-def inspect(prog: Path, seg_method: str | None, as_json: bool) -> None:
+def inspect(prog: str, seg_method: str | None, as_json: bool) -> None:
     """Summarise a program: blocks, ops by role, meshes, stages, layers, layout.
 
     \b
@@ -354,20 +442,18 @@ def inspect(prog: Path, seg_method: str | None, as_json: bool) -> None:
 # -- dump ------------------------------------------------------------------------
 
 
-@cli.command(epilog=EXIT_CODES_HELP)
+@cli.command(epilog=EXIT_CODES_HELP, short_help="Print a program as text, or convert its format.")
 @_program_argument("prog")
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(path_type=Path),
-    help="Write here instead of stdout; binary or text by extension (.pbtxt, "
-    ".textproto, .txtpb are text).",
+@_output_option(
+    "Write here instead of stdout; binary or text by extension (.pbtxt, .textproto, "
+    ".txtpb are text; - is binary on stdout)."
 )
 @click.option("--strip-callstack", is_flag=True, help="Drop op_callstack attributes.")
 @click.option(
     "--json", "as_json", is_flag=True, help="With -o: print what was written as one JSON object."
 )
-def dump(prog: Path, output: Path | None, strip_callstack: bool, as_json: bool) -> None:
+@_quiet_option
+def dump(prog: str, output: str | None, strip_callstack: bool, as_json: bool, quiet: bool) -> None:
     """Print a program as protobuf text, or convert between binary and text.
 
     \b
@@ -379,26 +465,26 @@ def dump(prog: Path, output: Path | None, strip_callstack: bool, as_json: bool) 
     from vppctl.commands import dump_file
     from vppctl.errors import UsageError
 
-    if as_json and output is None:
-        raise UsageError("--json describes the file written, so it needs -o OUT")
+    if as_json and (output is None or output == "-"):
+        raise UsageError("--json describes the file written, so it needs -o OUT (not stdout)")
     outcome = dump_file(prog, output, strip_callstack=strip_callstack)
-    if outcome.text is not None:
-        sys.stdout.write(outcome.text.decode("utf-8"))
-    elif as_json:
+    if as_json:
         _print_json(report.dump_json(outcome))
-    err = _stderr()
+    err = _stderr(quiet)
     if outcome.callstack_bytes_saved is not None:
         saved = report.human_bytes(outcome.callstack_bytes_saved)
         err.print(f"stripped op_callstack: {saved} saved")
+    if output is not None and output != "-":
+        _wrote(err, outcome.output, outcome.bytes_written)
     _warn(err, outcome.warnings)
 
 
 # -- sample ----------------------------------------------------------------------
 
 
-@cli.command(epilog=EXIT_CODES_HELP)
-@click.option("--layers", type=int, required=True, help="Decoder layers.")
-@click.option("--pp", type=int, required=True, help="Pipeline stages.")
+@cli.command(epilog=EXIT_CODES_HELP, short_help="Write a GPT-like plain-PP sample program.")
+@click.option("--layers", type=click.IntRange(1), required=True, help="Decoder layers.")
+@click.option("--pp", type=click.IntRange(1, 4096), required=True, help="Pipeline stages.")
 @click.option(
     "--ranks-per-stage", type=int, default=1, show_default=True, help="Ranks in each stage mesh."
 )
@@ -439,14 +525,9 @@ def dump(prog: Path, output: Path | None, strip_callstack: bool, as_json: bool) 
     is_flag=True,
     help="Add Paddle-like op_callstack attributes (most of a real program's bytes).",
 )
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(path_type=Path),
-    required=True,
-    help="Where to write; binary or text by extension.",
-)
+@_output_option("Where to write; binary or text by extension (- for stdout).", required=True)
 @_json_option
+@_quiet_option
 def sample(
     layers: int,
     pp: int,
@@ -459,8 +540,9 @@ def sample(
     hidden: int,
     vocab: int,
     callstack: bool,
-    output: Path,
+    output: str,
     as_json: bool,
+    quiet: bool,
 ) -> None:
     """Write a GPT-like training program annotated for plain PP.
 
@@ -485,16 +567,20 @@ def sample(
         vocab=vocab,
         callstack=callstack,
     )
-    with _status(_stderr(), False, "building"):
+    err = _stderr(quiet)
+    with _status(err, quiet, "building"):
         outcome = sample_file(opts, output)
     if as_json:
-        _print_json(report.sample_json(outcome))
+        _print_json(report.sample_json(outcome), _stderr() if output == "-" else None)
+    _wrote(err, outcome.output, outcome.bytes_written)
 
 
 # -- simulate --------------------------------------------------------------------
 
 
-@cli.command(epilog=EXIT_CODES_HELP)
+@cli.command(
+    epilog=EXIT_CODES_HELP, short_help="Simulate pipeline schedules: bubble, memory, timeline."
+)
 @click.argument("prog", required=False, type=click.Path(path_type=Path))
 @click.option("--pp", type=click.IntRange(1, 4096), help="Stages (default: the program's).")
 @click.option("--vpp", type=click.IntRange(1, 4096), required=True, help="Chunks per stage.")

@@ -1,10 +1,14 @@
 """Commands: one library call per CLI command, each returning one outcome.
 
-Each function takes paths (`str` or `Path`) and options, does the whole job of
-its command (read, run the pipeline, write) and returns a frozen outcome that
-`vppctl.report` renders as a table or JSON. The CLI parses options, calls one
-of these and renders; a training script can call them directly (they are in
-`vppctl.__all__`). Errors are `vppctl.errors` exceptions, each with its exit code.
+Each function takes paths (`str` or `Path`; "-" is stdin or stdout) and
+options, does the whole job of its command (resolve the outputs, read, run the
+pipeline, write) and returns a frozen outcome that `vppctl.report` renders as
+a table or JSON. Outputs are resolved before any work (`vppctl.files`): an
+output that is an input, a trailing "/" or a missing directory is refused
+before the program is read, and nothing is written on failure. The CLI parses
+options, calls one of these and renders; a training script can call them
+directly (they are in `vppctl.__all__`). Errors are `vppctl.errors` exceptions,
+each with its exit code.
 """
 
 from __future__ import annotations
@@ -17,10 +21,11 @@ from pathlib import Path
 from vppctl.convert import ConvertOptions, ConvertResult, convert_program
 from vppctl.errors import UsageError
 from vppctl.expectation import VerifyReport, verify_program
-from vppctl.load import Program, parse_program, read_program
+from vppctl.files import STDIO, Output, resolve_output
+from vppctl.load import Program, is_text_name, parse_program, read_program
 from vppctl.plan import Placement
-from vppctl.sample import SampleOptions, build_sample
-from vppctl.save import serialize, write_atomic, write_program
+from vppctl.sample import SampleOptions, build_sample, estimate_size
+from vppctl.save import check_size, write_atomic, write_program
 from vppctl.schedule.simulate import Schedule, SimResult, compare, simulate
 from vppctl.summary import Summary, summarize
 
@@ -31,24 +36,26 @@ def _path(p: PathLike) -> Path:
     return p if isinstance(p, Path) else Path(p)
 
 
-def default_output(src: PathLike) -> Path:
-    """`prog.pb` -> `prog.vpp.pb` (`.vpp` before the extension)."""
-    src = _path(src)
-    if src.suffix:
-        return src.with_name(f"{src.stem}.vpp{src.suffix}")
-    return src.with_name(f"{src.name}.vpp")
+def default_output(src: PathLike) -> str:
+    """`prog.pb` -> `prog.vpp.pb` (`.vpp` before the extension); stdin -> stdout."""
+    if str(src) == STDIO:
+        return STDIO
+    path = _path(src)
+    if path.suffix:
+        return str(path.with_name(f"{path.stem}.vpp{path.suffix}"))
+    return str(path.with_name(f"{path.name}.vpp"))
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return a.resolve() == b.resolve() or (b.exists() and a.samefile(b))
-    except OSError:
-        return False
+def program_output(
+    spec: PathLike, inputs: tuple[PathLike, ...] = (), fix: str = "write to another path"
+) -> Output:
+    """Where a program goes: protobuf text when the name ends in .pbtxt, .textproto or
+    .txtpb, else binary (stdout included)."""
+    return resolve_output(spec, binary=not is_text_name(spec), inputs=inputs, fix=fix)
 
 
 def _refuse_input_as_output(src: Path, out: Path, fix: str) -> None:
-    if _same_file(src, out):
-        raise UsageError(f"the output {out} is the input; {fix}")
+    resolve_output(out, binary=False, inputs=(src,), fix=fix)
 
 
 # -- convert ---------------------------------------------------------------------
@@ -65,10 +72,14 @@ class Bubble:
 @dataclass(frozen=True)
 class ConvertOutcome:
     result: ConvertResult
-    output: str
+    output: str  # as the user gave it ("-": stdout)
     bytes_written: int
     bubble: Bubble | None
     warnings: tuple[str, ...]  # the conversion's, the simulator's and the writer's
+
+    @property
+    def to_stdout(self) -> bool:
+        return self.output == STDIO
 
 
 def convert_file(
@@ -79,21 +90,25 @@ def convert_file(
     in_place: bool = False,
     micro_batches: int | None = None,
 ) -> ConvertOutcome:
-    """Convert the program in `src` and write it to `out` (default: `src` with `.vpp`
-    before the extension; `in_place`: over `src`, atomically)."""
-    src = _path(src)
+    """Convert the program in `src` ("-": stdin) and write it to `out` (default: `src`
+    with `.vpp` before the extension, stdout for stdin; `in_place`: over `src`,
+    atomically, through a symbolic link to its target). Nothing is written on failure."""
     if in_place and out is not None:
         raise UsageError("--in-place writes over the input, so it takes no -o; drop one of them")
-    target = src if in_place else _path(out) if out is not None else default_output(src)
-    if not in_place:
-        _refuse_input_as_output(src, target, "pass --in-place to overwrite it, or -o another path")
+    if in_place and str(src) == STDIO:
+        raise UsageError("--in-place needs a file to write over, not stdin; pass -o OUT")
     opts.plan.check()
+    if in_place:
+        output = program_output(src)
+    else:
+        fix = "pass --in-place to overwrite it, or -o another path"
+        output = program_output(default_output(src) if out is None else out, (src,), fix)
     program = read_program(src)
     result = convert_program(program, opts)
     bubble, sim_warnings = (None, ()) if micro_batches is None else _bubble(result, micro_batches)
-    written, save_warnings = write_program(program, target)
+    written, save_warnings = write_program(program, output)
     warnings = (*result.warnings, *sim_warnings, *save_warnings)
-    return ConvertOutcome(result, str(target), written, bubble, warnings)
+    return ConvertOutcome(result, output.shown, written, bubble, warnings)
 
 
 def _bubble(result: ConvertResult, micro_batches: int) -> tuple[Bubble, tuple[str, ...]]:
@@ -114,13 +129,13 @@ def verify_file(
     placement: Placement | None = None,
 ) -> VerifyReport:
     """Check an annotated program against the numbered rules (`report.valid`)."""
-    program = read_program(_path(path))
+    program = read_program(path)
     return verify_program(program, pp=pp, vpp=vpp, seg_method=seg_method, placement=placement)
 
 
 def inspect_file(path: PathLike, *, seg_method: str | None = None) -> Summary:
     """What a program holds: blocks, ops by role, meshes, stages, layers, layout."""
-    return summarize(read_program(_path(path)), seg_method)
+    return summarize(read_program(path), seg_method)
 
 
 # -- dump, sample ----------------------------------------------------------------
@@ -128,8 +143,7 @@ def inspect_file(path: PathLike, *, seg_method: str | None = None) -> Summary:
 
 @dataclass(frozen=True)
 class DumpOutcome:
-    output: str | None  # None: `text` is for stdout
-    text: bytes | None  # the program as protobuf text, when there is no output file
+    output: str  # as the user gave it ("-": stdout)
     bytes_written: int
     callstack_bytes_saved: int | None
     warnings: tuple[str, ...]
@@ -138,18 +152,16 @@ class DumpOutcome:
 def dump_file(
     src: PathLike, out: PathLike | None = None, *, strip_callstack: bool = False
 ) -> DumpOutcome:
-    """The program in `src` as protobuf text (no `out`), or written to `out` in the
-    format its extension names."""
-    src = _path(src)
-    if out is not None:
-        _refuse_input_as_output(src, _path(out), "write to another path")
+    """The program in `src` as protobuf text on stdout (no `out`), or written to `out`
+    in the format its extension names (binary for `-o -`)."""
+    if out is None:
+        output = resolve_output(STDIO, binary=False, inputs=(src,))
+    else:
+        output = program_output(out, (src,))
     program = read_program(src)
     saved = _strip(program) if strip_callstack else None
-    if out is None:
-        data, warnings = serialize(program, Path("<stdout>.pbtxt"))
-        return DumpOutcome(None, data, len(data), saved, tuple(warnings))
-    written, warnings = write_program(program, _path(out))
-    return DumpOutcome(str(out), None, written, saved, tuple(warnings))
+    written, warnings = write_program(program, output)
+    return DumpOutcome(output.shown, written, saved, tuple(warnings))
 
 
 def _strip(program: Program) -> int:
@@ -165,14 +177,19 @@ class SampleOutcome:
 
 
 def sample_file(opts: SampleOptions, out: PathLike) -> SampleOutcome:
-    """Write the GPT-like plain-PP program `opts` describes to `out`."""
-    out = _path(out)
+    """Write the GPT-like plain-PP program `opts` describes to `out` ("-": stdout).
+    A program that would be 2 GiB or more is refused from its options, before it is built."""
+    opts.check()
+    output = program_output(out)
+    fix = "use fewer --layers" + (" or drop --callstack" if opts.callstack else "")
+    check_size(estimate_size(opts), fix=fix)
     data = build_sample(opts)
-    if out.suffix.lower() in (".pbtxt", ".textproto", ".txtpb"):
-        written, _ = write_program(parse_program(data, source="sample"), out)
-        return SampleOutcome(str(out), written)
-    write_atomic(out, data)  # already canonical bytes: written as they are
-    return SampleOutcome(str(out), len(data))
+    if not output.binary:
+        written, _ = write_program(parse_program(data, source="sample"), output)
+        return SampleOutcome(output.shown, written)
+    check_size(len(data), fix=fix)
+    output.write(data)  # already canonical bytes: written as they are
+    return SampleOutcome(output.shown, len(data))
 
 
 # -- simulate --------------------------------------------------------------------

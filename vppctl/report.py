@@ -127,7 +127,6 @@ def convert_notes(o: ConvertOutcome) -> list[str]:
         )
     if r.callstack_bytes_saved is not None:
         notes.append(f"stripped op_callstack: {human_bytes(r.callstack_bytes_saved)} saved")
-    notes.append(f"wrote {o.output} ({human_bytes(o.bytes_written)})")
     return notes
 
 

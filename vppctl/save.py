@@ -37,7 +37,10 @@ UNKNOWN_FIELDS_WARNING = (
 )
 
 
-def check_size(size: int, *, text: bool = False) -> None:
+STRIP_FIX = "drop op_callstack attributes (--strip-callstack) or use fewer layers"
+
+
+def check_size(size: int, *, text: bool = False, fix: str = STRIP_FIX) -> None:
     """ConversionError (exit 4) when a program of `size` bytes could not be read back:
     protobuf parses no message of 2 GiB or more (and vppctl reads no file that large)."""
     if size <= MAX_PROGRAM_BYTES:
@@ -45,8 +48,7 @@ def check_size(size: int, *, text: bool = False) -> None:
     what = "its text" if text else "it"
     raise ConversionError(
         f"the program cannot be written: {what} would be {size / 2**30:.2f} GiB and protobuf "
-        "cannot read a message of 2 GiB or more; drop op_callstack attributes "
-        "(--strip-callstack) or use fewer layers"
+        f"cannot read a message of 2 GiB or more; {fix}"
     )
 
 

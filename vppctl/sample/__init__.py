@@ -35,5 +35,6 @@ formatted from templates), `sections` (the program, section by section).
 
 from vppctl.sample.model import Layout, Optimizer, SampleOptions
 from vppctl.sample.sections import build_sample
+from vppctl.sample.size import estimate_size
 
-__all__ = ["Layout", "Optimizer", "SampleOptions", "build_sample"]
+__all__ = ["Layout", "Optimizer", "SampleOptions", "build_sample", "estimate_size"]

@@ -23,6 +23,13 @@ Layout = Literal["blocked", "interleaved"]
 Optimizer = Literal["adamw", "sgd", "none"]
 
 SEQ_LEN = 1024
+# Bounds far past any real model that keep every size an int64 and every process id an
+# int32 (a 2 GiB program, which protobuf cannot read back, is refused from its size).
+MAX_LAYERS = 10_000_000
+MAX_PP = 4096
+MAX_RANKS = 1 << 20  # ranks in all stages
+MAX_HIDDEN = 1 << 20
+MAX_VOCAB = 1 << 31
 HEAD_DIM = 64
 FP32, INT64 = pb.VarType.FP32, pb.VarType.INT64
 
@@ -137,6 +144,15 @@ class SampleOptions:
             )
         if self.vocab < 1:
             raise UsageError(f"--vocab must be at least 1, got {self.vocab}")
+        for flag, value, most in (
+            ("--layers", self.layers, MAX_LAYERS),
+            ("--pp", self.pp, MAX_PP),
+            ("--ranks-per-stage", self.ranks_per_stage, MAX_RANKS // self.pp),
+            ("--hidden", self.hidden, MAX_HIDDEN),
+            ("--vocab", self.vocab, MAX_VOCAB),
+        ):
+            if value > most:
+                raise UsageError(f"{flag} must be at most {most:,}, got {value:,}")
         if self.layout == "blocked" and self.layers < self.pp:
             raise UsageError(
                 f"--layers {self.layers} is fewer than --pp {self.pp}: every stage needs a layer"
