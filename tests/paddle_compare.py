@@ -291,3 +291,27 @@ def report(diffs: list[str], limit: int = 300) -> str:
     shown = diffs[:limit]
     more = f"\n... and {len(diffs) - limit} more" if len(diffs) > limit else ""
     return f"{len(diffs)} differences:\n" + "\n".join(shown) + more
+
+
+def transplant(expected: pb.ProgramDesc, onto: pb.ProgramDesc) -> pb.ProgramDesc:
+    """`onto` (a plain export) carrying `expected`'s dist attrs (Paddle's answer) on every op
+    and variable the two share (aligned as `compare_programs` aligns them; blocks no op
+    reaches and nops only `onto` has keep their own).
+
+    This is how Paddle's own answer is applied to a plain build when the two programs
+    differ by the recompute pass's dependency nops."""
+    out = pb.ProgramDesc()
+    out.CopyFrom(onto)
+    reach = reachable_blocks(expected)
+    for eb, ob in zip(expected.blocks, out.blocks, strict=False):
+        if eb.idx not in reach:
+            continue
+        for i, j in _align(eb, ob):
+            if i is not None and j is not None and eb.ops[i].type == ob.ops[j].type:
+                ob.ops[j].dist_attr.CopyFrom(eb.ops[i].dist_attr)
+        e_vars = {v.name: v for v in eb.vars}
+        for v in ob.vars:
+            e = e_vars.get(v.name)
+            if e is not None and e.HasField("dist_attr"):
+                v.dist_attr.CopyFrom(e.dist_attr)
+    return out

@@ -31,6 +31,10 @@ Paddle 3.3.1 facts these builds work around:
   group is reset in place; the DataLoader's queue lives in the global `Scope`, so every
   build gets a fresh one; the recompute pass creates a scratch block and leaves it current,
   so `current_block_idx` is reset to 0 after it.
+* The CPU wheel has no fp16 GPU kernels, so the AMP lists would keep every op in fp32
+  (`fp16_lists._get_sys_unsupported_list` asks for GPU kernels); `_gpu_kernels` makes them
+  see what a GPU build sees (no op unsupported), so AMP programs hold the casts they hold
+  on a GPU machine.
 * `auto.recompute`, the DataLoader and the layer-path tree number their names with
   process-global counters; every build resets them so that the plain and the VPP build of a
   case hold the same op and variable names.
@@ -61,11 +65,12 @@ class Case:
     #: layers wrapped in `auto.recompute` (None: no recompute)
     recompute: tuple[int, ...] | None = None
     amp: str | None = None  # "o1" or "o2"
-    mp: int = 1  # tensor-parallel degree: stage meshes [[dp=1] x mp], weights sharded
+    mp: int = 1  # tensor-parallel degree: stage meshes [dp=2, mp], weights and batch sharded
     tied: bool = False  # the LM head reads the embedding weight
     reader: bool = False  # DataLoader.from_generator(iterable=False) feeds the inputs
     leftover: bool = False  # an earlier program in the process left ranks 0..3 in the world
     reshard: bool = False  # dist.reshard of the hidden state between consecutive layers
+    clip: bool = False  # ClipGradByGlobalNorm (its ops run on the world mesh)
     seg_method: str = LLAMA_LAYER
     hidden: int = 16
     heads: int = 2
@@ -74,8 +79,8 @@ class Case:
     seq: int = 4
 
     @property
-    def ranks(self) -> int:
-        return self.pp * self.mp
+    def dp(self) -> int:
+        return 2 if self.mp > 1 else 1
 
 
 CASES: tuple[Case, ...] = (
@@ -88,6 +93,7 @@ CASES: tuple[Case, ...] = (
     Case("llama_tp2_pp2_v2", pp=2, vpp=2, mp=2),
     Case("llama_tied_pp2_v2", pp=2, vpp=2, tied=True),
     Case("llama_leftover_pp2_v2", pp=2, vpp=2, leftover=True),
+    Case("llama_leftover_clip_pp2_v2", pp=2, vpp=2, leftover=True, clip=True),
     Case("llama_reshard_pp2_v2", pp=2, vpp=2, reshard=True),
 )
 
@@ -114,8 +120,9 @@ class Built:
 def reset_paddle_globals() -> None:
     """A fresh default dist context, world group, layer-path tree and name counters.
 
-    The world process group is emptied in place: `auto_parallel_amp` holds the object it
-    found at import time. The other groups are dropped.
+    Process group 0 (the "world") is emptied in place and is the one object that the
+    pass modules bound when they were imported (`auto_parallel_amp` and others keep
+    `world_process_group = get_world_process_group()`); the other groups are dropped.
     """
     import paddle.base.framework as framework
     import paddle.base.reader as reader
@@ -126,13 +133,27 @@ def reset_paddle_globals() -> None:
         DistributedContext,
         set_default_distributed_context,
     )
+    from paddle.distributed.auto_parallel.static.operators import (
+        dist_check_finite_and_unscale,
+    )
+    from paddle.distributed.passes import (
+        auto_parallel_amp,
+        auto_parallel_fp16,
+        auto_parallel_gradient_merge,
+    )
 
     set_default_distributed_context(DistributedContext())
+    binders = (
+        auto_parallel_amp,
+        auto_parallel_fp16,
+        auto_parallel_gradient_merge,
+        dist_check_finite_and_unscale,
+    )
+    world = auto_parallel_amp.world_process_group
+    for module in binders:
+        module.world_process_group = world
     groups = process_group._g_process_group_map
-    world = groups.get(0)
     groups.clear()
-    if world is None:
-        world = process_group.ProcessGroup(0, [])
     world._ranks = []
     groups[0] = world
     framework._name_struct = framework.NameStruct()
@@ -163,6 +184,24 @@ def _legacy_ops() -> Iterator[None]:
     finally:
         for n, f in saved.items():
             setattr(paddle, n, f)
+
+
+@contextlib.contextmanager
+def _gpu_kernels() -> Iterator[None]:
+    """The AMP lists as a GPU build computes them: no op lacks a low-precision kernel."""
+    from paddle.static.amp import fp16_lists
+
+    saved = fp16_lists._get_sys_unsupported_list
+
+    def none_unsupported(dtype: Any) -> tuple[str, set[str], set[str]]:
+        device, _, all_ops = saved(dtype)
+        return device, set(), all_ops
+
+    fp16_lists._get_sys_unsupported_list = none_unsupported
+    try:
+        yield
+    finally:
+        fp16_lists._get_sys_unsupported_list = saved
 
 
 def _dtype_of(x: Any, op_type: str) -> Any:
@@ -204,7 +243,7 @@ def _model_classes() -> dict[str, Any]:
     from paddle import nn
 
     class LlamaRMSNorm(nn.Layer):
-        """PaddleNLP's fallback: x * rsqrt(mean(x^2) + eps) * weight."""
+        """PaddleNLP's fallback: x * rsqrt(mean(float32(x)^2) + eps) * weight."""
 
         def __init__(self, hidden: int) -> None:
             super().__init__()
@@ -213,7 +252,7 @@ def _model_classes() -> dict[str, Any]:
             )
 
         def forward(self, x: Any) -> Any:
-            variance = x.pow(2).mean(-1, keepdim=True)
+            variance = x.astype("float32").pow(2).mean(-1, keepdim=True)
             scale = _append("rsqrt", {"X": [variance + 1e-6]}, ["Out"])["Out"]
             return x * scale * self.weight
 
@@ -369,8 +408,15 @@ def _stage_meshes(case: Case) -> list[Any]:
 
     if case.mp == 1:
         return [ProcessMesh([s], dim_names=["pp"]) for s in range(case.pp)]
+    per_stage = case.dp * case.mp
     return [
-        ProcessMesh([list(range(s * case.mp, (s + 1) * case.mp))], dim_names=["dp", "mp"])
+        ProcessMesh(
+            [
+                list(range(s * per_stage + d * case.mp, s * per_stage + (d + 1) * case.mp))
+                for d in range(case.dp)
+            ],
+            dim_names=["dp", "mp"],
+        )
         for s in range(case.pp)
     ]
 
@@ -395,7 +441,7 @@ def build_case(case: Case, vpp: int = 1) -> Built:
     import paddle
 
     paddle.enable_static()
-    with paddle.pir_utils.OldIrGuard(), _legacy_ops():
+    with paddle.pir_utils.OldIrGuard(), _legacy_ops(), _gpu_kernels():
         reset_paddle_globals()
         if case.leftover:
             _earlier_program()
@@ -417,6 +463,7 @@ def _reset_keeping_world() -> None:
 
 def _build(case: Case, vpp: int) -> Built:
     import paddle
+    import paddle.distributed as dist
     from paddle.distributed.auto_parallel.static.completion import Completer
     from paddle.distributed.auto_parallel.static.dist_context import DistributedContext
 
@@ -430,13 +477,17 @@ def _build(case: Case, vpp: int) -> Built:
             from paddle.base.reader import DataLoader
 
             DataLoader.from_generator(feed_list=[ids, labels], capacity=4, iterable=False)
+        if case.mp > 1:  # the batch split over dp on the first and the last stage
+            dist.shard_tensor(ids, meshes[0], [dist.Shard(0), dist.Replicate()])
+            dist.shard_tensor(labels, meshes[-1], [dist.Shard(0), dist.Replicate()])
         model = _model_classes()["LlamaForCausalLM"](case, meshes)
         logits = model(ids)
         with meshes[-1]:
             loss = paddle.nn.functional.cross_entropy(logits, labels)
 
         strategy = _strategy(case, vpp)
-        optimizer = paddle.optimizer.AdamW(1e-3)
+        clip = paddle.nn.ClipGradByGlobalNorm(1.0) if case.clip else None
+        optimizer = paddle.optimizer.AdamW(1e-3, grad_clip=clip)
         dist_context = DistributedContext(
             main,
             startup,
@@ -475,6 +526,14 @@ def _strategy(case: Case, vpp: int) -> Any:
         strategy.amp.enable = True
         strategy.amp.dtype = "float16"
         strategy.amp.level = case.amp
+        if case.amp == "o2":  # PaddleNLP's Llama lists (softmax_with_cross_entropy: ours)
+            # (reduce_mean in the black list makes the fp16 pass fail on scale's grad)
+            strategy.amp.custom_black_list = [
+                "reduce_sum",
+                "softmax_with_cross_entropy",
+                "elementwise_div",
+            ]
+            strategy.amp.custom_white_list = ["lookup_table_v2", "matmul_v2"]
     if case.recompute is not None:
         strategy.recompute.enable = True
     return strategy
