@@ -46,7 +46,7 @@ from vppctl import program_pb2 as pb
 pytestmark = pytest.mark.paddle
 
 RECOMPUTE = "issue 11: engine fix pending (recompute copies follow their first input, the "
-#: Why vppctl 0.1.0 does not give Paddle's answer, per case (see /work/wt/notes/11-findings.md).
+#: Why vppctl 0.1.0 does not give Paddle's answer, per case.
 PENDING = {
     "llama_rc_pp2_v2": RECOMPUTE + "previous layer's stage, not their forward op's)",
     "llama_rc_pp4_v2": RECOMPUTE + "previous layer's stage, not their forward op's)",
