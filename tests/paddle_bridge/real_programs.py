@@ -35,8 +35,8 @@ Paddle 3.3.1 facts these builds work around:
   (`fp16_lists._get_sys_unsupported_list` asks for GPU kernels); `_gpu_kernels` makes them
   see what a GPU build sees (no op unsupported), so AMP programs hold the casts they hold
   on a GPU machine.
-* `auto.recompute`, the DataLoader and the layer-path tree number their names with
-  process-global counters; every build resets them so that the plain and the VPP build of a
+* `auto.recompute`, the DataLoader, name scopes and the layer-path tree number their names
+  with process-global counters; every build resets them so that the plain and the VPP build of a
   case hold the same op and variable names.
 """
 
@@ -157,6 +157,7 @@ def reset_paddle_globals() -> None:
     world._ranks = []
     groups[0] = world
     framework._name_struct = framework.NameStruct()
+    framework._name_scope = framework.NameScope()  # op_namescope: /auto_parallel/rc_K/, ...
     interface._g_recompute_idx = -1
     reader.data_loader_unique_name_generator = UniqueNameGenerator()
 
