@@ -317,13 +317,15 @@ def apply_annotations(main_program: Any, dist_context: Any, annotated: bytes) ->
             plan_vars.append((var, pb_var))
 
     executed = _executed_blocks(py_blocks)
+    run_ops = [op for block in py_blocks if block.idx in executed for op in block.ops]
+    run_vars = [v for block in py_blocks if block.idx in executed for v in block.vars.values()]
     plan_ops = _once_per_shared_attr(
-        plan_ops, dist_context.get_op_dist_attr_for_program, executed, _op_values, _op_label
+        plan_ops, dist_context.get_op_dist_attr_for_program, run_ops, _op_values, _op_label
     )
     plan_vars = _once_per_shared_attr(
         plan_vars,
         dist_context.get_tensor_dist_attr_for_program,
-        executed,
+        run_vars,
         _var_values,
         _var_label,
     )
@@ -338,27 +340,29 @@ def apply_annotations(main_program: Any, dist_context: Any, annotated: bytes) ->
 def _once_per_shared_attr(
     items: list[tuple[Any, Any]],
     attr_of: Any,
-    executed: set[int],
+    executed: list[Any],
     values: Any,
     label: Any,
 ) -> list[tuple[Any, Any]]:
     """`items` (Paddle op or variable, its vppctl message) with one item per dist-attr
-    object: of the items sharing one, the first in an executed block (any, if none is);
-    refuses when the candidates (the executed sharers, else all) disagree."""
+    object: of the items sharing one, the first of an executed block, or any if none is
+    and no executed op or variable (`executed`) holds the object either (an executed holder
+    the vppctl program leaves unannotated keeps its attr). Refuses when the candidates
+    (the executed sharers, else all) disagree."""
+    # The context keeps every attr object alive, so id() is a stable identity here.
+    run_keys = {id(a) for a in map(attr_of, executed) if a is not None}
+    run_objs = {id(obj) for obj in executed}
     groups: dict[Any, list[int]] = {}
-    held = []  # keeps the attr objects alive, so that their id()s stay unique
     for position, (obj, _) in enumerate(items):
         attr = attr_of(obj)
-        held.append(attr)
         # An op or variable without a dist attr gets a new one keyed by its original id.
         key = id(attr) if attr is not None else ("new", int(obj.desc.original_id()))
         groups.setdefault(key, []).append(position)
     chosen: list[int] = []
-    for members in groups.values():
-        if len(members) == 1:
-            chosen.append(members[0])
+    for key, members in groups.items():
+        run = [m for m in members if id(items[m][0]) in run_objs]
+        if not run and key in run_keys:
             continue
-        run = [m for m in members if items[m][0].block.idx in executed]
         candidates = run or members
         first = candidates[0]
         for other in candidates[1:]:
@@ -370,7 +374,6 @@ def _once_per_shared_attr(
                     "hold both, so give them the same placement"
                 )
         chosen.append(first)
-    del held
     return [items[i] for i in sorted(chosen)]
 
 

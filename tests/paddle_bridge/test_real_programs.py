@@ -224,22 +224,26 @@ def test_export_keeps_the_forward_link_of_every_grad_op(
         assert scratch_ids and not scratch_ids & set(by_id)
 
 
-def _sharing_pair(built: Any) -> tuple[Any, Any]:
-    """A forward op of block 0 and the scratch-block op sharing its dist attr object."""
+def _sharing_pairs(built: Any) -> list[tuple[Any, Any]]:
+    """(forward op of block 0, scratch-block op) pairs sharing one dist attr object."""
     ctx = built.dist_context
     forward = {id(ctx.get_op_dist_attr_for_program(op)): op for op in built.main.global_block().ops}
+    pairs = []
     for op in built.main.blocks[1].ops:
         other = forward.get(id(ctx.get_op_dist_attr_for_program(op)))
         if other is not None:
-            return other, op
-    raise AssertionError("no shared dist attr")
+            pairs.append((other, op))
+    assert pairs, "no shared dist attr"
+    return pairs
 
 
 def test_apply_writes_a_shared_dist_attr_once_from_the_executed_op(
     real_case: Callable[[str], Any],
 ) -> None:
     """The scratch block says stage 0, chunk 1 for every op; one forward op sharing a dist
-    attr with a scratch op says chunk 1 on its own stage: only the forward ops' values land."""
+    attr with a scratch op says chunk 1 on its own stage, another one carries no dist attr
+    at all in the vppctl program: only the forward ops' values land, and the unannotated
+    forward op keeps its attr."""
     found = real_case("llama_rc_pp2_v2")
     built = found.target()
     program = _parse(found.plain)
@@ -247,19 +251,21 @@ def test_apply_writes_a_shared_dist_attr_once_from_the_executed_op(
     for op in program.blocks[1].ops:
         op.dist_attr.process_mesh.CopyFrom(stage0)
         op.dist_attr.chunk_id = 1
-    forward, scratch = _sharing_pair(built)
-    index = list(built.main.global_block().ops).index(forward)
+    pairs = _sharing_pairs(built)
+    ops = list(built.main.global_block().ops)
+    (forward, scratch), (bare, _) = pairs[0], pairs[1]
+    index, bare_index = ops.index(forward), ops.index(bare)
     program.blocks[0].ops[index].dist_attr.chunk_id = 1
     plain = [_place(op) for op in program.blocks[0].ops]
+    program.blocks[0].ops[bare_index].ClearField("dist_attr")
     bridge.apply_annotations(built.main, built.dist_context, program.SerializeToString())
     ctx = built.dist_context
-    for i, op in enumerate(built.main.global_block().ops):
+    for i, op in enumerate(ops):
         attr = ctx.get_op_dist_attr_for_program(op)
         assert (tuple(attr.process_mesh.process_ids), attr.chunk_id) == plain[i], (i, op.type)
     shared = ctx.get_op_dist_attr_for_program(scratch)
     assert shared is ctx.get_op_dist_attr_for_program(forward)
     assert (tuple(shared.process_mesh.process_ids), shared.chunk_id) == plain[index]
-    assert plain[index][0] != tuple(stage0.process_ids)  # the scratch op's value was not used
 
 
 def test_apply_refuses_executed_ops_sharing_a_dist_attr_with_different_values(
