@@ -32,6 +32,11 @@ Paddle facts this module relies on (Paddle 3.3.1, legacy static mode):
   ``append_backward(..., distop_context=...)``.
 * Setting ``OperatorDistAttr.process_mesh`` also sets the mesh of every
   input/output tensor dist attr held by the op dist attr.
+* Several ops can share one dist-attr object: the recompute pass
+  (``auto_parallel_recompute``) leaves a scratch block, named by no ``sub_block``
+  attribute and so never executed, whose ops keep the original ids of the forward ops
+  they copy, so the context hands out the forward ops' own dist attrs for them. Only
+  blocks reachable from block 0 through ``sub_block`` attributes are executed.
 """
 
 from __future__ import annotations
@@ -116,7 +121,8 @@ def export_program(main_program: Any, dist_context: Any = None) -> bytes:
         )
 
     all_ops = [op for block in py_blocks for op in block.ops]
-    ids, original_to_id = _op_ids(all_ops)
+    executed = _executed_blocks(py_blocks)
+    ids, original_to_id = _op_ids(all_ops, [op.block.idx in executed for op in all_ops])
     grad_to_forward: dict[int, int] = {}
     if dist_context is not None:
         grad_to_forward = dict(dist_context.dist_op_context.grad_op_id_to_op_id)
@@ -162,22 +168,66 @@ def export_program(main_program: Any, dist_context: Any = None) -> bytes:
     return bytes(program.SerializeToString())
 
 
-def _op_ids(ops: list[Any]) -> tuple[list[int], dict[int, int]]:
+def _op_ids(ops: list[Any], executed: list[bool]) -> tuple[list[int], dict[int, int]]:
     """Program-unique op ids and the map from Paddle's ``original_id()`` to them.
 
-    ``original_id()`` is used when it is unique in the program (it is what the
-    dist context and ``grad_op_id_to_op_id`` speak); a program holding copies of
-    one op (same original id) falls back to the desc's own ``id()``.
+    An op keeps its ``original_id()`` (what the dist context and ``grad_op_id_to_op_id``
+    speak) unless another op holds the same one: then the op of an executed block keeps
+    it when it is the only executed holder, so the links of grad ops to it survive; the
+    others (the recompute pass's scratch copies) get their desc's own ``id()``, or, if
+    that is taken, the next id above every id in use.
     """
     originals = [int(op.desc.original_id()) for op in ops]
-    if len(set(originals)) == len(originals):
-        return originals, {o: o for o in originals}
-    ids = [int(op.desc.id()) for op in ops]
-    counts: dict[int, int] = {}
-    for o in originals:
-        counts[o] = counts.get(o, 0) + 1
-    mapping = {o: i for o, i in zip(originals, ids, strict=True) if counts[o] == 1}
+    holders: dict[int, int] = {}
+    executed_holders: dict[int, int] = {}
+    for o, run in zip(originals, executed, strict=True):
+        holders[o] = holders.get(o, 0) + 1
+        if run:
+            executed_holders[o] = executed_holders.get(o, 0) + 1
+    keeps = [
+        holders[o] == 1 or (run and executed_holders[o] == 1)
+        for o, run in zip(originals, executed, strict=True)
+    ]
+    used = {o for o, keep in zip(originals, keeps, strict=True) if keep}
+    fresh = max([*originals, *(int(op.desc.id()) for op in ops), 0]) + 1
+    ids: list[int] = []
+    mapping: dict[int, int] = {}
+    for op, o, keep in zip(ops, originals, keeps, strict=True):
+        if keep:
+            ids.append(o)
+            mapping[o] = o
+            continue
+        own = int(op.desc.id())
+        if own in used:
+            own, fresh = fresh, fresh + 1
+        used.add(own)
+        ids.append(own)
     return ids, mapping
+
+
+def _executed_blocks(py_blocks: list[Any]) -> set[int]:
+    """Block 0 and every block an op of an executed block names in a block attribute."""
+    from paddle.base import core
+
+    block_kinds = (core.AttrType.BLOCK, core.AttrType.BLOCKS)
+    seen = {0}
+    stack = [0]
+    while stack:
+        for op in py_blocks[stack.pop()].ops:
+            for name in op.attr_names:
+                kind = op.desc.attr_type(name)
+                if kind not in block_kinds:
+                    continue
+                subs = (
+                    [op._block_attr_id(name)]
+                    if kind == core.AttrType.BLOCK
+                    else list(op._blocks_attr_ids(name))
+                )
+                for sub in subs:
+                    if sub not in seen and 0 <= sub < len(py_blocks):
+                        seen.add(sub)
+                        stack.append(sub)
+    return seen
 
 
 def _mesh_to_pb(mesh: Any, out: pb.ProcessMesh) -> None:
@@ -224,6 +274,12 @@ def apply_annotations(main_program: Any, dist_context: Any, annotated: bytes) ->
     dist attr, its tensor dist attr's mesh and chunk id. Fields absent from the
     vppctl program are left as they are. Nothing is changed when the programs do
     not match.
+
+    A dist attr that several ops (or variables) share in Paddle's context is written
+    once, from the op of an executed block (see the module docstring): the ops of a
+    never-executed block, such as the recompute pass's scratch block, do not overwrite
+    the forward ops they share it with. When the executed sharers (or, if none is
+    executed, all of them) are given different values, the call refuses.
     """
     _import_paddle()
     if dist_context is None:
@@ -260,12 +316,99 @@ def apply_annotations(main_program: Any, dist_context: Any, annotated: bytes) ->
                 meshes.get(pb_var.dist_attr.process_mesh)
             plan_vars.append((var, pb_var))
 
+    executed = _executed_blocks(py_blocks)
+    run_ops = [op for block in py_blocks if block.idx in executed for op in block.ops]
+    run_vars = [v for block in py_blocks if block.idx in executed for v in block.vars.values()]
+    plan_ops = _once_per_shared_attr(
+        plan_ops, dist_context.get_op_dist_attr_for_program, run_ops, _op_values, _op_label
+    )
+    plan_vars = _once_per_shared_attr(
+        plan_vars,
+        dist_context.get_tensor_dist_attr_for_program,
+        run_vars,
+        _var_values,
+        _var_label,
+    )
     for mesh in program.process_meshes:
         meshes.register(mesh)
     for op, pb_op in plan_ops:
         _apply_op(dist_context, op, pb_op.dist_attr, meshes)
     for var, pb_var in plan_vars:
         _apply_var(dist_context, var, pb_var.dist_attr, meshes)
+
+
+def _once_per_shared_attr(
+    items: list[tuple[Any, Any]],
+    attr_of: Any,
+    executed: list[Any],
+    values: Any,
+    label: Any,
+) -> list[tuple[Any, Any]]:
+    """`items` (Paddle op or variable, its vppctl message) with one item per dist-attr
+    object: of the items sharing one, the first of an executed block, or any if none is
+    and no executed op or variable (`executed`) holds the object either (an executed holder
+    the vppctl program leaves unannotated keeps its attr). Refuses when the candidates
+    (the executed sharers, else all) disagree."""
+    # The context keeps every attr object alive, so id() is a stable identity here.
+    run_keys = {id(a) for a in map(attr_of, executed) if a is not None}
+    run_objs = {id(obj) for obj in executed}
+    groups: dict[Any, list[int]] = {}
+    for position, (obj, _) in enumerate(items):
+        attr = attr_of(obj)
+        # An op or variable without a dist attr gets a new one keyed by its original id.
+        key = id(attr) if attr is not None else ("new", int(obj.desc.original_id()))
+        groups.setdefault(key, []).append(position)
+    chosen: list[int] = []
+    for key, members in groups.items():
+        run = [m for m in members if id(items[m][0]) in run_objs]
+        if not run and key in run_keys:
+            continue
+        candidates = run or members
+        first = candidates[0]
+        for other in candidates[1:]:
+            if values(items[other][1]) != values(items[first][1]):
+                raise AnnotationError(
+                    f"{label(items[first][0])} and {label(items[other][0])} share one dist "
+                    "attribute in Paddle's DistributedContext (the same original id), but the "
+                    "vppctl program gives them different meshes or chunk ids; Paddle cannot "
+                    "hold both, so give them the same placement"
+                )
+        chosen.append(first)
+    return [items[i] for i in sorted(chosen)]
+
+
+def _op_values(pb_op: pb.OpDesc) -> tuple[Any, ...]:
+    """What `_apply_op` writes from an op's vppctl dist attr."""
+    attr = pb_op.dist_attr
+    return (
+        _pb_mesh_key(attr.process_mesh) if attr.HasField("process_mesh") else None,
+        int(attr.chunk_id) if attr.HasField("chunk_id") else None,
+        tuple(
+            (side, entry.name, _pb_mesh_key(entry.tensor_dist_attr.process_mesh))
+            for side, entry in _entries(attr)
+            if entry.tensor_dist_attr.HasField("process_mesh")
+        ),
+    )
+
+
+def _var_values(pb_var: pb.VarDesc) -> tuple[Any, ...]:
+    attr = pb_var.dist_attr
+    return (
+        _pb_mesh_key(attr.process_mesh) if attr.HasField("process_mesh") else None,
+        int(attr.chunk_id) if attr.HasField("chunk_id") else None,
+    )
+
+
+def _pb_mesh_key(mesh: pb.ProcessMesh) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    return (tuple(mesh.shape), tuple(mesh.process_ids))
+
+
+def _op_label(op: Any) -> str:
+    return f"block {op.block.idx} op {op.idx} ({op.type})"
+
+
+def _var_label(var: Any) -> str:
+    return f"block {var.block.idx} variable {var.name!r}"
 
 
 def _check_same_ops(program: pb.ProgramDesc, py_blocks: list[Any]) -> None:
@@ -369,7 +512,7 @@ def _resolve_op_meshes(attr: pb.OperatorDistAttr, meshes: _MeshCache) -> None:
 def _apply_op(dist_context: Any, op: Any, attr: pb.OperatorDistAttr, meshes: _MeshCache) -> None:
     op_attr = dist_context.get_op_dist_attr_for_program(op)
     if op_attr is None:
-        from paddle.distributed.auto_parallel.static.dist_attribute import OperatorDistAttr
+        from paddle.base.core import OperatorDistAttr
 
         dist_context.set_op_dist_attr_for_program(op, OperatorDistAttr())
         op_attr = dist_context.get_op_dist_attr_for_program(op)
@@ -394,7 +537,7 @@ def _apply_op(dist_context: Any, op: Any, attr: pb.OperatorDistAttr, meshes: _Me
 def _apply_var(dist_context: Any, var: Any, attr: pb.TensorDistAttr, meshes: _MeshCache) -> None:
     tensor_attr = dist_context.get_tensor_dist_attr_for_program(var)
     if tensor_attr is None:
-        from paddle.distributed.auto_parallel.static.dist_attribute import TensorDistAttr
+        from paddle.base.core import TensorDistAttr
 
         new_attr = TensorDistAttr()
         if attr.dims_mapping:

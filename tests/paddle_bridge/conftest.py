@@ -23,7 +23,8 @@ Paddle 3.3.1 facts this file works around (see the test module's docstring for m
   ``DistributedContext`` copies the default context's meshes when it initializes,
   and ``ClipGradByGlobalNorm`` completion uses process group 0's ranks as the
   "world" mesh. Every build therefore starts from a fresh default context and
-  fresh process groups.
+  fresh process groups (`real_programs.reset_paddle_globals`: the world group is emptied
+  in place, since the AMP pass holds it).
 """
 
 from __future__ import annotations
@@ -60,16 +61,9 @@ class Built:
 
 
 def _reset_paddle_globals() -> None:
-    import paddle.base.framework as framework
-    from paddle.distributed.auto_parallel.static import process_group
-    from paddle.distributed.auto_parallel.static.dist_context import (
-        DistributedContext,
-        set_default_distributed_context,
-    )
+    from real_programs import reset_paddle_globals
 
-    set_default_distributed_context(DistributedContext())
-    process_group.clear_all_process_groups()
-    framework._name_struct = framework.NameStruct()
+    reset_paddle_globals()
 
 
 def _model_classes() -> dict[str, Any]:
@@ -359,5 +353,91 @@ def paddle_reference() -> Callable[[int, int, bool], Reference]:
             (PROGS_DIR / f"{tag}_paddlevpp.pb").write_bytes(ref.paddle_vpp)
             cache[key] = ref
         return cache[key]
+
+    return get
+
+
+# ----------------------------------------------------------------------------
+# Real training programs (issue 11): tests/paddle_bridge/real_programs.py
+
+
+@dataclass
+class RealCase:
+    """One real program: Paddle's plain-PP export (vppctl's input), Paddle's own VPP
+    answer, and plain builds to apply annotations to."""
+
+    case: Any  # real_programs.Case
+    plain: bytes
+    paddle_vpp: bytes
+    pristine: Any  # the plain build `plain` was exported from, until a test takes it
+    converted: bytes | None = None  # vppctl's conversion of `plain`
+    roundtrip: bytes | None = None  # `converted` applied onto a plain build, exported
+    failure: Exception | None = None  # why vppctl could not convert `plain`
+
+    def target(self) -> Any:
+        """A plain build that nothing was applied to: the exported one first (exporting
+        does not change it), then fresh builds."""
+        from real_programs import build_case
+
+        if self.pristine is not None:
+            built, self.pristine = self.pristine, None
+            return built
+        return build_case(self.case, 1)
+
+    def vppctl_roundtrip(self) -> bytes:
+        """`plain` converted by vppctl (`--vpp V --seg-method <layer class>`), applied
+        onto a plain build with the bridge and exported again; computed once."""
+        if self.roundtrip is None and self.failure is None:
+            from vppctl.convert import ConvertOptions, convert_program
+            from vppctl.errors import VppctlError
+            from vppctl.load import parse_program
+            from vppctl.paddle import apply_annotations, export_program
+            from vppctl.plan import PlanOptions
+
+            program = parse_program(self.plain)
+            opts = ConvertOptions(
+                plan=PlanOptions(vpp=self.case.vpp), seg_method=self.case.seg_method
+            )
+            try:
+                convert_program(program, opts)
+            except VppctlError as exc:
+                self.failure = exc
+            else:
+                self.converted = program.to_bytes()
+                built = self.target()
+                apply_annotations(built.main, built.dist_context, self.converted)
+                self.roundtrip = export_program(built.main, built.dist_context)
+        if self.failure is not None:
+            raise self.failure
+        assert self.roundtrip is not None
+        return self.roundtrip
+
+
+@pytest.fixture(scope="session")
+def real_case() -> Callable[[str], RealCase]:
+    """Real programs by case name, built once per session (plain and Paddle's VPP), their
+    exports written to ``PROGS_DIR`` as ``{name}_plain.pb`` and ``{name}_paddlevpp.pb``."""
+    from real_programs import CASES_BY_NAME, build_case
+
+    from vppctl.paddle import export_program
+
+    cache: dict[str, RealCase] = {}
+
+    def get(name: str) -> RealCase:
+        if name not in cache:
+            case = CASES_BY_NAME[name]
+            plain = build_case(case, 1)
+            paddle_vpp = build_case(case, case.vpp)
+            found = RealCase(
+                case,
+                export_program(plain.main, plain.dist_context),
+                export_program(paddle_vpp.main, paddle_vpp.dist_context),
+                plain,
+            )
+            PROGS_DIR.mkdir(parents=True, exist_ok=True)
+            (PROGS_DIR / f"{name}_plain.pb").write_bytes(found.plain)
+            (PROGS_DIR / f"{name}_paddlevpp.pb").write_bytes(found.paddle_vpp)
+            cache[name] = found
+        return cache[name]
 
     return get
