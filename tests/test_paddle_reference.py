@@ -7,9 +7,10 @@ their chunk id at 0, vppctl gives them their parameter's chunk. Blocks no op rea
 recompute pass's scratch block) and the recompute pass's dependency nops that only the
 plain build has are not compared (see tests/paddle_compare.py).
 
-The real training programs of issue 11 (`llama_*`, built by
-tests/paddle_bridge/real_programs.py) that vppctl 0.1.0 converts wrongly or refuses are
-marked ``xfail(strict=True)``: the marker flips to XPASS when the engine is fixed.
+The real training programs (`llama_*`, built by tests/paddle_bridge/real_programs.py):
+recompute on some or all layers, the DataLoader reader, AMP O1/O2, TP x PP, tied
+embeddings, leftover meshes, reshard between layers. A case still waiting for a fix is
+marked ``xfail(strict=True)``: the marker flips to XPASS when the fix lands.
 """
 
 from __future__ import annotations
@@ -35,24 +36,13 @@ CASES = sorted(
 LLAMA = [c for c in CASES if c.startswith("llama_")]
 RECOMPUTE = [c for c in LLAMA if c.startswith(("llama_rc_", "llama_rcall_"))]
 
-_RC = "issue 11: engine fix pending (recompute copies follow their first input, the previous "
-_RC += "layer's stage, not their forward op's)"
-#: Why vppctl 0.1.0 does not give Paddle's answer (see tests/paddle_bridge/test_real_programs.py).
+#: Conversions that wait for a fix (see tests/paddle_bridge/test_real_programs.py).
 PENDING = {
-    "llama_rc_pp2_v2": _RC,
-    "llama_rc_pp4_v2": _RC,
-    "llama_rcall_pp2_v2": _RC,
-    "llama_reader_pp2_v2": "issue 11: engine fix pending (refused: the reader's "
-    "lod_tensor_blocking_queue_0 is declared in no block)",
-    "llama_leftover_pp2_v2": "issue 11: engine fix pending (refused: learning_rate_0 is on "
-    "a mesh an earlier program left)",
-    "llama_leftover_clip_pp2_v2": "issue 11: engine fix pending (refused: clipping ops on a "
-    "mesh an earlier program left; if the fix refuses such ops, test the refusal instead)",
+    "llama_leftover_clip_pp2_v2": "issue 11: verifier fix pending (convert's self-check "
+    "rejects the clipping ops it keeps on a mesh an earlier program left, as Paddle does)",
 }
 #: Paddle's own answers that `vppctl verify` rejects today.
 VERIFY_PENDING = {
-    "llama_reader_pp2_v2": "issue 11: verifier fix pending (V013: the reader's queue is "
-    "declared in no block, as Paddle leaves it)",
     "llama_leftover_clip_pp2_v2": "issue 11: verifier fix pending (V003: clipping ops on a "
     "mesh an earlier program left, which Paddle keeps)",
 }
@@ -163,47 +153,19 @@ def test_paddles_own_answer_passes_verify(case: str) -> None:
     assert found.violations == ()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 11: engine fix pending (--strict refuses the reshard_api assigns, which "
-    "Paddle accepts inside the layer region)",
-)
 def test_strict_accepts_reshard_assigns() -> None:
     ours = pb.ProgramDesc.FromString(converted("llama_reshard_pp2_v2", strict=True)[0])
     diffs = compare_annotations(paddle_answer("llama_reshard_pp2_v2"), ours)
     assert not diffs, report(diffs)
 
 
-@pytest.mark.parametrize(
-    "case",
-    [
-        pytest.param(
-            c,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="issue 11: engine fix pending (per-op warnings name the AMP pass's casts "
-                "as stray forward ops and as backward ops without a forward op)",
-            ),
-        )
-        for c in ("llama_amp_o1_pp2_v2", "llama_amp_o2_pp2_v2")
-    ],
-)
+@pytest.mark.parametrize("case", ["llama_amp_o1_pp2_v2", "llama_amp_o2_pp2_v2"])
 def test_amp_casts_are_not_reported_op_by_op(case: str) -> None:
     _, result = converted(case)
     assert not [w for w in result.warnings if "(cast)" in w], result.warnings
 
 
-@pytest.mark.parametrize(
-    "case",
-    _marked(
-        ["llama_tp2_pp2_v2", "llama_tied_pp2_v2", "llama_amp_o2_pp2_v2"],
-        dict.fromkeys(
-            ["llama_tp2_pp2_v2", "llama_tied_pp2_v2", "llama_amp_o2_pp2_v2"],
-            "issue 11: engine fix pending (without op ids, scale, cast, concat (split's "
-            "grad) and the loss-scaling grad warn 'no forward op' although placed right)",
-        ),
-    ),
-)
+@pytest.mark.parametrize("case", ["llama_tp2_pp2_v2", "llama_tied_pp2_v2", "llama_amp_o2_pp2_v2"])
 def test_no_ids_conversion_has_no_backward_noise(case: str) -> None:
     """Every op of these programs lands where Paddle puts it, so without op ids no backward
     op should be reported as possibly misplaced."""

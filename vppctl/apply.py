@@ -18,9 +18,10 @@ from itertools import compress
 from operator import ne, or_
 
 from vppctl import fields
+from vppctl.backward import NOP, ForwardOps
 from vppctl.errors import ConversionError
 from vppctl.fields import NO_CHUNK_NAME
-from vppctl.index import ForwardOps, ProgramIndex, loss_op
+from vppctl.index import ProgramIndex, loss_op
 from vppctl.layers import NO_LAYER, LayerSet
 from vppctl.mesh import NO_MESH
 from vppctl.plan import Plan
@@ -109,15 +110,35 @@ class ApplyResult:
     warnings: tuple[str, ...]
 
 
-def assign(index: ProgramIndex, plan: Plan, layers: LayerSet) -> Assignment:
+def assign(index: ProgramIndex, plan: Plan, layers: LayerSet, forward: ForwardOps) -> Assignment:
     """Run the rule passes in order; returns the assignment (nothing written yet)."""
     a = Assignment.start(index, plan.vpp)
     walker = _SubBlocks(index, a)
     AssignForward(index, plan, layers, a, walker).run()
-    AssignBackward(index, a, walker).run()
+    AssignBackward(index, a, walker, forward).run()
     AssignOptimizer(index, a, walker).run()
     _chunk_unreached(index, a, walker.done)
+    _report_odd_meshes(index, a)
     return a
+
+
+def _report_odd_meshes(index: ProgramIndex, a: Assignment) -> None:
+    """One warning line for variables and (optimizer) ops left on meshes that are neither a
+    stage mesh nor this program's world: precheck let them through, the rules kept them."""
+    stages, globals_ = index.stage_mesh_ids()
+    usual = {*stages, *globals_, NO_MESH}
+    known = usual.__contains__  # counted with map: the loops run in C
+    odd_vars = len(a.var_mesh) - sum(map(known, a.var_mesh))
+    odd_ops = len(a.op_mesh[0]) - sum(map(known, a.op_mesh[0]))
+    if not odd_vars and not odd_ops:
+        return
+    odd = sorted({m for m in (*a.var_mesh, *a.op_mesh[0]) if m not in usual})
+    meshes = " ".join(str(index.meshes[m]) for m in odd[:3]) + (" ..." if len(odd) > 3 else "")
+    a.warnings.append(
+        f"{odd_vars} variable(s) and {odd_ops} optimizer op(s) are on {meshes}, neither a "
+        "stage mesh nor this program's world (a mesh an earlier program in the same process "
+        "left?); they keep it, with chunk 0, as Paddle does"
+    )
 
 
 def _chunk_unreached(index: ProgramIndex, a: Assignment, reached: set[int]) -> None:
@@ -242,23 +263,27 @@ class AssignForward:
 
 
 class AssignBackward:
-    """Rule 9: backward ops follow the forward ops they differentiate.
+    """Rule 9: backward ops follow the forward ops they belong to.
 
-    The loss-grad op takes the loss op's mesh and chunk id; a grad op takes its
-    forward op's (from `forward_op_id`, else inferred: `T_grad` reads `o@GRAD`
-    of an output `o` of a forward op of type `T`); `sum`/`grad_add` take the
-    nearest earlier backward op that writes one of their inputs (Paddle skips the
-    first grad op after the loss-grad op; vppctl does not); any other backward op
-    takes its first input variable that has a mesh. Outputs take the op's mesh
-    and chunk id, except a `sum`/`grad_add` output, which takes its forward
-    variable's (the name before `@GRAD`).
+    The loss-grad op takes the loss op's mesh and chunk id; a grad op, a recompute
+    copy or another op the data flow ties to a forward op takes that op's
+    (`vppctl.backward.ForwardOps`); `sum`/`grad_add` take the nearest earlier
+    backward op that writes one of their inputs (Paddle skips the first grad op
+    after the loss-grad op; vppctl does not). Any other backward op (the recompute
+    pass's dependency `nop`s among them) takes the op that wrote its first input,
+    else the first input variable that has a mesh. Outputs take the op's mesh and
+    chunk id, except a `sum`/`grad_add` output, which takes its forward variable's
+    (the name before `@GRAD`).
     """
 
-    def __init__(self, index: ProgramIndex, a: Assignment, walker: _SubBlocks) -> None:
+    def __init__(
+        self, index: ProgramIndex, a: Assignment, walker: _SubBlocks, forward: ForwardOps
+    ) -> None:
         self.index, self.a, self.walker = index, a, walker
         self.block = index.global_block
-        self.forward = ForwardOps(index)
+        self.forward = forward
         self.unmapped: list[int] = []
+        self.nops: list[int] = []
 
     def run(self) -> None:
         block, a = self.block, self.a
@@ -276,7 +301,7 @@ class AssignBackward:
             elif is_sum:
                 mesh, chunk = self._sum_source(i, last_writer)
             else:
-                mesh, chunk = self._grad_source(i)
+                mesh, chunk = self._grad_source(i, last_writer)
             a.place_op(0, i, mesh if mesh != NO_MESH else None, chunk)
             for v in block.outputs(i):
                 if is_sum and v >= 0:
@@ -288,12 +313,28 @@ class AssignBackward:
                 last_writer[v] = i
             if i in block.ops.sub_blocks:
                 self.walker.enter(0, i, mesh if mesh != NO_MESH else None, chunk)
+        self._warn()
+
+    def _warn(self) -> None:
+        a, index = self.a, self.index
         if self.unmapped:
-            shown = ", ".join(self.index.op_label(0, i) for i in self.unmapped[:3])
-            more = f" and {len(self.unmapped) - 3} more" if len(self.unmapped) > 3 else ""
             a.warnings.append(
-                f"{len(self.unmapped)} backward op(s) have no forward op vppctl can find and "
-                f"follow their first input instead: {shown}{more}"
+                f"{_count_ops(index, self.unmapped, 'backward op')} belong to no forward op "
+                "vppctl can find (no forward_op_id, and the data flow names none), so they "
+                "follow the op that wrote their first input; check that they belong there"
+            )
+        here = (a.op_mesh[0], a.op_chunk[0])
+        apart = [
+            i
+            for i in self.nops
+            if i + 1 < self.block.n_ops
+            and (here[0][i], here[1][i]) != (here[0][i + 1], here[1][i + 1])
+        ]
+        if apart:
+            a.warnings.append(
+                f"{_count_ops(index, apart, 'dependency nop')} of the recompute pass now "
+                "order ops on different stages or chunks; each stays with the op it waits "
+                "for (the writer of its input), and the order it enforced is kept"
             )
 
     def _sum_source(self, i: int, last_writer: dict[int, int]) -> tuple[int, int]:
@@ -305,16 +346,26 @@ class AssignBackward:
             )
         return self.a.op_mesh[0][j], self.a.op_chunk[0][j]
 
-    def _grad_source(self, i: int) -> tuple[int, int]:
+    def _grad_source(self, i: int, last_writer: dict[int, int]) -> tuple[int, int]:
         a = self.a
         f = self.forward.of(i)
         if f is not None:
             return a.op_mesh[0][f], a.op_chunk[0][f]
-        self.unmapped.append(i)
+        (self.nops if self.block.ops.type[i] == NOP else self.unmapped).append(i)
         for v in self.block.inputs(i):
+            j = last_writer.get(v, -1) if v >= 0 else -1
+            if j >= 0:
+                return a.op_mesh[0][j], a.op_chunk[0][j]
             if v >= 0 and a.var_mesh[v] != NO_MESH:
                 return a.var_mesh[v], a.copied_chunk(self.index, v)
         return a.op_mesh[0][i], 0
+
+
+def _count_ops(index: ProgramIndex, ops: list[int], what: str) -> str:
+    """`3 backward op(s) (op #12 (cast), ...)`: the count and the first few, for warnings."""
+    shown = ", ".join(index.op_label(0, i) for i in ops[:3])
+    more = f" and {len(ops) - 3} more" if len(ops) > 3 else ""
+    return f"{len(ops)} {what}(s) ({shown}{more})"
 
 
 class AssignOptimizer:

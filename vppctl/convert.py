@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from vppctl import fields, precheck
 from vppctl.apply import assign, write
+from vppctl.backward import ForwardOps
 from vppctl.cost import LayerCosts, layer_costs, param_elements
 from vppctl.detect import resolve_layers
 from vppctl.errors import ConversionError, SelfCheckError
@@ -62,6 +63,7 @@ class Planned:
     """A program's index, layers and plan: everything decided, nothing written yet."""
 
     index: ProgramIndex
+    forward: ForwardOps
     layers: LayerSet
     facts: LayerFacts
     plan: Plan
@@ -77,12 +79,14 @@ def plan_program(program: Program, opts: ConvertOptions) -> Planned:
     stages, globals_ = index.stage_mesh_ids()
     precheck.check_pp(stages, opts.plan)
     precheck.check_meshes(index, stages, globals_)
+    forward = ForwardOps(index)
+    precheck.check_forward_links(index, forward)
     layers = resolve_layers(
         index, opts.seg_method, fields.read_plan(program.header), strict=opts.strict
     )
     facts = _facts(index, layers, stages, layer_costs(index, layers, opts.plan.cost))
     plan = _plan(index, layers, facts, stages, opts.plan)
-    return Planned(index, layers, facts, plan, tuple(stages), tuple(globals_))
+    return Planned(index, forward, layers, facts, plan, tuple(stages), tuple(globals_))
 
 
 def replan(planned: Planned, opts: PlanOptions) -> Planned:
@@ -114,7 +118,7 @@ def convert_program(program: Program, opts: ConvertOptions) -> ConvertResult:
     planned = plan_program(program, opts)
     index, layers, plan, stages = planned.index, planned.layers, planned.plan, planned.stages
     edges_before = cross_stage_edges(index, stages)
-    applied = write(index, assign(index, plan, layers))
+    applied = write(index, assign(index, plan, layers, planned.forward))
     violations = verify(index, expectation(planned))
     precheck.refuse_input_problems(index, violations)
     if violations:

@@ -36,6 +36,10 @@ from vppctl.roles import FORWARD_ROLES, OPTIMIZE, is_backward
 
 NO_VAR = -1  # an argument naming no declared variable
 EMPTY_VAR = -2  # "" or Paddle's @EMPTY@: no variable, by design
+# A reader queue (a name containing NO_CHUNK_NAME) that no block declares: it lives in
+# Paddle's Scope (`DataLoader.from_generator` puts it there), and Paddle's chunk step skips
+# it on purpose. Accepted; every other undeclared name is NO_VAR.
+SCOPE_VAR = -3
 EMPTY_NAMES = (b"", b"@EMPTY@")
 
 _ATTRS_READ = re.compile(rb"\n\x07op_role|\n\tsub_block").match

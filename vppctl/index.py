@@ -8,10 +8,19 @@ block's offset plus their position in the block); meshes by a mesh-class id
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_right
 from dataclasses import dataclass, field
 
 from vppctl import fields
-from vppctl.fields import EMPTY_NAMES, EMPTY_VAR, NO_VAR, OpColumns, VarColumns
+from vppctl.fields import (
+    EMPTY_NAMES,
+    EMPTY_VAR,
+    NO_CHUNK_NAME,
+    NO_VAR,
+    SCOPE_VAR,
+    OpColumns,
+    VarColumns,
+)
 from vppctl.load import Program
 from vppctl.mesh import NO_MESH, Mesh, MeshId, stages_and_globals
 from vppctl.roles import FORWARD_ROLES, LOSS, LOSS_GRAD
@@ -101,7 +110,9 @@ class ProgramIndex:
             if v is not None:
                 return v
             b = bi.parent
-        return EMPTY_VAR if name in EMPTY_NAMES else NO_VAR
+        if name in EMPTY_NAMES:
+            return EMPTY_VAR
+        return SCOPE_VAR if NO_CHUNK_NAME in name else NO_VAR
 
     def forward_var(self, v: int) -> int | None:
         """The forward variable whose gradient `v` is (`x` for `x@GRAD...`), if declared."""
@@ -184,10 +195,26 @@ def build_index(program: Program) -> ProgramIndex:
     for bi in index.blocks:
         index.var_chunks.extend(bi.vars.chunk)
     _scan_ops_in_scope(index, program)
+    _accept_reader_queues(index)
     for bi in index.blocks:  # block order: mesh class ids follow first appearance in it
         bi.op_mesh = _classes(index, bi.ops.mesh)
         bi.forward_ops = [i for i, r in enumerate(bi.ops.role) if r in FORWARD_ROLES]
     return index
+
+
+def _accept_reader_queues(index: ProgramIndex) -> None:
+    """Undeclared reader-queue names (see fields.SCOPE_VAR) name no variable; they are
+    looked for only in the rare blocks that name an undeclared variable at all."""
+    for bi, block in zip(index.blocks, index.program.blocks):
+        o = bi.ops
+        for column, offsets, outputs in ((o.in_var, o.in_off, False), (o.out_var, o.out_off, True)):
+            if NO_VAR not in column:
+                continue
+            for at in [k for k, v in enumerate(column) if v == NO_VAR]:
+                op = bisect_right(offsets, at) - 1
+                names = fields.op_arguments(block, op)[outputs]
+                if NO_CHUNK_NAME in names[at - offsets[op]]:
+                    column[at] = SCOPE_VAR
 
 
 def _scan_ops_in_scope(index: ProgramIndex, program: Program) -> None:
@@ -240,52 +267,6 @@ def _classes(index: ProgramIndex, raws: list[bytes]) -> array[int]:
         if raw not in cache:
             cache[raw] = index.add_mesh(fields.decode_mesh(raw), raw)
     return array("q", map(cache.__getitem__, raws))
-
-
-class ForwardOps:
-    """Which forward op each backward op of the global block differentiates.
-
-    From `forward_op_id` when it names a forward op's `id`; otherwise inferred
-    from the program: a `T_grad` op reads `o@GRAD` for an output `o` of a
-    forward op of type `T`.
-    """
-
-    def __init__(self, index: ProgramIndex) -> None:
-        self.index = index
-        block = self.block = index.global_block
-        ids = block.ops.op_id
-        self.by_id = {ids[i]: i for i in block.forward_ops if ids[i] >= 0}
-        self._by_output: dict[tuple[bytes, bytes], int] | None = None
-
-    def of(self, op: int) -> int | None:
-        f = self.by_id.get(self.block.ops.forward_op_id[op])
-        return f if f is not None else self._infer(op)
-
-    def _infer(self, op: int) -> int | None:
-        block = self.block
-        t = block.ops.type[op]
-        if not t.endswith(b"_grad"):
-            return None
-        if self._by_output is None:
-            self._by_output = self._forward_outputs()
-        fwd_type = t[:-5]
-        for v in block.inputs(op):
-            name = self.index.var_name_bytes(v) if v >= 0 else b""
-            if name.endswith(b"@GRAD"):
-                f = self._by_output.get((fwd_type, name[:-5]))
-                if f is not None:
-                    return f
-        return None
-
-    def _forward_outputs(self) -> dict[tuple[bytes, bytes], int]:
-        block, index = self.block, self.index
-        out: dict[tuple[bytes, bytes], int] = {}
-        for i in block.forward_ops:
-            t = block.ops.type[i]
-            for v in block.outputs(i):
-                if v >= 0:
-                    out.setdefault((t, index.var_name_bytes(v)), i)
-        return out
 
 
 def loss_op(index: ProgramIndex) -> int | None:

@@ -164,7 +164,8 @@ def _collect(
         Layer(name=layer_names[k], first=firsts[k], last=lasts[k], mesh=meshes[k])
         for k in range(len(layer_names))
     )
-    warnings = (_stray_warning(index, strays, op_layer, layer_names),) if strays else ()
+    unexpected = tuple(i for i in strays if not inserted_by_paddle(index, i))
+    warnings = (_stray_warning(index, unexpected, op_layer, layer_names),) if unexpected else ()
     return LayerSet(
         seg_method=pattern,
         layer_class=layer_class or _class_of(layer_names[0]),
@@ -235,14 +236,37 @@ def _join_strays(
             strays.append(i)
             op_layer[i] = next_layer
     strays.reverse()
-    if strays and strict:
-        i = strays[0]
+    unexpected = [i for i in strays if not inserted_by_paddle(index, i)]
+    if unexpected and strict:
+        i = unexpected[0]
         raise ConversionError(
             f"{index.op_label(0, i)} lies inside the layer region but matches no layer "
             f"(struct name {index.global_block.ops.struct[i].decode(errors='replace')!r}); "
             f"drop --strict to let it join the next layer, {layer_names[op_layer[i]]}"
         )
     return tuple(strays)
+
+
+_AMP_CAST = re.compile(rb"\.cast_(?:fp16|fp32|bf16)(?:_\d+)?")
+
+
+def inserted_by_paddle(index: ProgramIndex, op: int) -> bool:
+    """A forward op that one of Paddle's own passes puts inside the layer region, so it is
+    expected there: a `dist.reshard` `assign` (output `reshard_api.tmp_N`, which Paddle's
+    chunk step accepts there, and only those), or a cast the AMP pass inserted before its
+    consumer (struct name `/`, `X` -> `X.cast_fp16`/`fp32`/`bf16`, maybe with `_N`)."""
+    block = index.global_block
+    t, outs = block.ops.type[op], block.outputs(op)
+    if not len(outs) or outs[0] < 0:
+        return False
+    out = index.var_name_bytes(outs[0])
+    if t == b"assign":
+        return b"reshard_api" in out
+    ins = block.inputs(op)
+    if t != b"cast" or block.ops.struct[op] != b"/" or len(ins) != 1 or len(outs) != 1:
+        return False
+    x = index.var_name_bytes(ins[0]) if ins[0] >= 0 else b""
+    return out.startswith(x) and _AMP_CAST.fullmatch(out, len(x)) is not None
 
 
 def _mesh_of(index: ProgramIndex, name: str, op: int) -> int:

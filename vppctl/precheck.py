@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from vppctl import fields
+from vppctl.backward import ForwardOps
 from vppctl.errors import ConversionError
 from vppctl.fields import NO_VAR
 from vppctl.index import ProgramIndex
@@ -51,25 +52,44 @@ def check_structure(index: ProgramIndex) -> None:
 
 
 def check_meshes(index: ProgramIndex, stages: Sequence[int], globals_: Sequence[int]) -> None:
-    """Every op and variable is on a stage mesh, a global mesh, or none (V003's premise)."""
+    """Forward and backward ops run on a stage mesh (a global one, or none: V003's premise).
+
+    Optimizer and other ops and variables may also be on another mesh: a process that
+    built an earlier program can leave some (`learning_rate_0` and gradient clipping on
+    the earlier world's mesh). Paddle converts such programs and keeps those meshes, and
+    so does vppctl (apply keeps them, with chunk 0, and says how many)."""
     allowed = {*stages, *globals_, NO_MESH}
     for bi in index.blocks:
         odd = set(bi.op_mesh) - allowed
-        if odd:
-            op = next(i for i, m in enumerate(bi.op_mesh) if m in odd)
+        if not odd:
+            continue
+        roles = bi.ops.role
+        for op, m in enumerate(bi.op_mesh):
+            if m in odd and (is_forward(roles[op]) or is_backward(roles[op])):
+                raise ConversionError(
+                    f"{index.op_label(bi.idx, op)} is on {_mesh_text(index, m)}, which is "
+                    f"neither a stage mesh ({_stage_list(index, stages)}) nor a global mesh; "
+                    "annotate every forward and backward op with its stage's mesh"
+                )
+
+
+def check_forward_links(index: ProgramIndex, forward: ForwardOps) -> None:
+    """A `forward_op_id` must name a forward op the grad op shares a variable with: one the
+    data flow contradicts (a layer-0 grad claiming a last-layer op) would send the gradient
+    to the other end of the pipeline."""
+    block = index.global_block
+    ids = block.ops.forward_op_id
+    for op in range(block.n_ops):
+        if ids[op] < 0 or not is_backward(block.ops.role[op]):
+            continue
+        f = forward.claimed(op)
+        if f is not None and not forward.shares_a_variable(op, f):
             raise ConversionError(
-                f"{index.op_label(bi.idx, op)} is on {_mesh_text(index, bi.op_mesh[op])}, "
-                f"which is neither a stage mesh ({_stage_list(index, stages)}) nor a global "
-                "mesh; annotate every op with its stage's mesh"
+                f"{index.op_label(0, op)} has forward_op_id {ids[op]}, which names "
+                f"{index.op_label(0, f)}, but the two share no variable (neither the forward "
+                "op's inputs and outputs nor their gradients): the link contradicts the data "
+                "flow; export the program again (vppctl.paddle.export_program writes the links)"
             )
-    odd = set(index.var_mesh) - allowed
-    if odd:
-        v = next(i for i, m in enumerate(index.var_mesh) if m in odd)
-        raise ConversionError(
-            f"variable {index.var_name(v)} is on {_mesh_text(index, index.var_mesh[v])}, which "
-            f"is neither a stage mesh ({_stage_list(index, stages)}) nor a global mesh; "
-            "annotate every variable with its stage's mesh"
-        )
 
 
 def _mesh_text(index: ProgramIndex, mesh: int) -> str:

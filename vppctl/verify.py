@@ -16,9 +16,10 @@ from itertools import chain, repeat
 from operator import sub as minus
 
 from vppctl import fields
+from vppctl.backward import ForwardOps
 from vppctl.fields import NO_VAR
 from vppctl.flow import first_forward_writers
-from vppctl.index import ForwardOps, ProgramIndex, loss_op
+from vppctl.index import ProgramIndex, loss_op
 from vppctl.layers import LayerSet
 from vppctl.mesh import NO_MESH, MeshId
 from vppctl.plan import Placement, place, virtual_stage

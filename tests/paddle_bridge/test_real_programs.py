@@ -14,8 +14,8 @@ answer). These tests pin down:
   forward op ends as Paddle's VPP completion has it;
 * the export keeps the forward link of every grad op (recompute programs repeat original ids).
 
-Cases vppctl 0.1.0 gets wrong or refuses are marked ``xfail(strict=True)``: the marker flips
-to XPASS (and fails the run) when the engine is fixed, so remove it then.
+A case still waiting for a fix is marked ``xfail(strict=True)``: the marker flips
+to XPASS (and fails the run) when the fix lands, so remove it then.
 """
 
 from __future__ import annotations
@@ -45,19 +45,10 @@ from vppctl import program_pb2 as pb
 
 pytestmark = pytest.mark.paddle
 
-RECOMPUTE = "issue 11: engine fix pending (recompute copies follow their first input, the "
-#: Why vppctl 0.1.0 does not give Paddle's answer, per case.
+#: Cases that wait for a fix, and why.
 PENDING = {
-    "llama_rc_pp2_v2": RECOMPUTE + "previous layer's stage, not their forward op's)",
-    "llama_rc_pp4_v2": RECOMPUTE + "previous layer's stage, not their forward op's)",
-    "llama_rcall_pp2_v2": RECOMPUTE + "previous layer's stage, not their forward op's)",
-    "llama_reader_pp2_v2": "issue 11: engine fix pending (refused: the reader's "
-    "lod_tensor_blocking_queue_0 is declared in no block)",
-    "llama_leftover_pp2_v2": "issue 11: engine fix pending (refused: learning_rate_0 is on "
-    "a mesh an earlier program left, neither a stage nor this program's world)",
-    "llama_leftover_clip_pp2_v2": "issue 11: engine fix pending (refused: the clipping ops "
-    "run on a mesh an earlier program left; if the fix refuses ops on such meshes, replace "
-    "this test by one of the refusal)",
+    "llama_leftover_clip_pp2_v2": "issue 11: verifier fix pending (convert's self-check "
+    "rejects the clipping ops it keeps on a mesh an earlier program left, as Paddle does)",
 }
 RECOMPUTE_CASES = [c.name for c in CASES if c.recompute is not None]
 #: Cases whose bridge round trip meets something the GPT tests do not: shared dist attrs and
