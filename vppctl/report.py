@@ -19,6 +19,7 @@ from rich.text import Text
 from vppctl.commands import Bubble, ConvertOutcome, DumpOutcome, SampleOutcome
 from vppctl.convert import ConvertResult
 from vppctl.expectation import VerifyReport
+from vppctl.fields import RecordedPlan
 from vppctl.layers import LayerSet
 from vppctl.plan import Plan
 from vppctl.schedule.simulate import SimResult, Step
@@ -229,17 +230,48 @@ def verify_line(report: VerifyReport) -> str:
     """The one line `verify` prints for a valid program."""
     layers = report.layers
     found = f"{len(layers)} layers ({layers.layer_class})" if layers else "no layers"
-    return (
+    line = (
         f"valid: pp {report.pp} x vpp {report.vpp}, {report.placement} placement, {found}; "
         f"cross-stage edges per micro-batch: {report.cross_stage_edges}"
     )
+    if report.recorded is None:
+        line += f"; {NO_PLAN}"
+    return line
+
+
+# Said whenever a program carries no plan: its vpp then comes from --vpp or its chunk
+# ids, and its placement from --placement or loop, not from what convert decided.
+NO_PLAN = "no pipeline plan recorded"
 
 
 def render_verify(console: Console, report: VerifyReport) -> None:
     if report.valid:
         console.print(Text(verify_line(report)), soft_wrap=True)
-    else:
-        console.print(violations_table(report.violations))
+        return
+    console.print(violations_table(report.violations))
+    if report.recorded is None:
+        console.print(
+            Text(
+                f"{NO_PLAN}: checked as pp {report.pp} x vpp {report.vpp} (vpp from --vpp or "
+                f"the chunk ids), {report.placement} placement; a program not yet converted "
+                "needs `vppctl convert` first"
+            ),
+            soft_wrap=True,
+        )
+
+
+def plan_json(plan: RecordedPlan | None) -> dict[str, Any] | None:
+    """The one shape of a recorded plan in `verify` and `inspect` JSON (null: none)."""
+    if plan is None:
+        return None
+    return {
+        "pp": plan.pp,
+        "vpp": plan.vpp,
+        "placement": plan.placement,
+        "mode": plan.mode,
+        "split": plan.split,
+        "vppctl_version": plan.vppctl_version,
+    }
 
 
 def verify_json(report: VerifyReport) -> dict[str, Any]:
@@ -261,6 +293,7 @@ def verify_json(report: VerifyReport) -> dict[str, Any]:
         "placement": report.placement,
         "layers": layers_json(report.layers),
         "cross_stage_edges": report.cross_stage_edges,
+        "plan": plan_json(report.recorded),
     }
 
 
@@ -296,16 +329,7 @@ def summary_json(s: Summary) -> dict[str, Any]:
         "chunks": list(s.chunks),
         "layout": s.layout,
         "layers": {**layers_json(s.layers), "note": s.layers_note},
-        "plan": None
-        if s.plan is None
-        else {
-            "pp": s.plan.pp,
-            "vpp": s.plan.vpp,
-            "placement": s.plan.placement,
-            "mode": s.plan.mode,
-            "split": s.plan.split,
-            "vppctl_version": s.plan.vppctl_version,
-        },
+        "plan": plan_json(s.plan),
         "ops_with_callstack": s.callstack_ops,
         "ops_without_mesh": s.unplaced_ops,
     }
