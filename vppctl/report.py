@@ -8,6 +8,7 @@ pictures of a schedule (terminal timeline, SVG, trace) are in
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,11 +44,24 @@ def human_bytes(n: int) -> str:
     return f"{n} B"
 
 
+_NUMBERED = re.compile(r"(.*)_(\d+)")
+
+
 def compact_layers(names: Sequence[str]) -> str:
-    """`DecoderLayer_4 … DecoderLayer_7 (4)`, or the names when there are one or two."""
-    if len(names) <= 2:
-        return ", ".join(names)
-    return f"{names[0]} … {names[-1]} ({len(names)})"
+    """A run of layers in one short cell: `DecoderLayer_103…111 (9)`, `DecoderLayer…_4 (5)`
+    (Paddle's first instance has no suffix), else `first … last (n)`; one layer: its name."""
+    if len(names) <= 1:
+        return "".join(names)
+    first, last = names[0], names[-1]
+    numbered = _NUMBERED.fullmatch(last)
+    if numbered is not None:
+        prefix, number = numbered.groups()
+        if first == prefix:
+            return f"{first}…_{number} ({len(names)})"
+        head = _NUMBERED.fullmatch(first)
+        if head is not None and head[1] == prefix:
+            return f"{first}…{number} ({len(names)})"
+    return f"{first} … {last} ({len(names)})"
 
 
 def layers_line(plan: Plan) -> str:
