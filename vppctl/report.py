@@ -25,7 +25,7 @@ from vppctl.layers import LayerSet
 from vppctl.plan import Plan
 from vppctl.schedule.simulate import SimResult, Step
 from vppctl.schedule.timeline import number, percent, render_timeline, rounded, stage_units, title
-from vppctl.summary import Summary
+from vppctl.summary import ChunkLayers, Summary
 from vppctl.verify import RULES, Violation
 
 
@@ -337,16 +337,49 @@ def summary_json(s: Summary) -> dict[str, Any]:
                 "layers": list(s.layers),
                 "ops": s.ops,
                 "chunks": list(s.chunks),
+                "layers_by_chunk": [
+                    {"chunk": c.chunk, "layers": list(c.names), "numbers": list(c.numbers)}
+                    for c in s.layers_by_chunk
+                ],
             }
             for s in s.stages
         ],
         "chunks": list(s.chunks),
         "layout": s.layout,
-        "layers": {**layers_json(s.layers), "note": s.layers_note},
+        "layers": {
+            **layers_json(s.layers),
+            "note": s.layers_note,
+            "names": list(s.layers.names) if s.layers else [],
+        },
         "plan": plan_json(s.plan),
         "ops_with_callstack": s.callstack_ops,
         "ops_without_mesh": s.unplaced_ops,
     }
+
+
+def number_runs(numbers: Sequence[int]) -> str:
+    """Layer numbers as runs: `0–7`, `3`, `0–3,8`."""
+    runs: list[str] = []
+    start = 0
+    for i in range(1, len(numbers) + 1):
+        if i == len(numbers) or numbers[i] != numbers[i - 1] + 1:
+            a, b = numbers[start], numbers[i - 1]
+            runs.append(str(a) if a == b else f"{a}–{b}")
+            start = i
+    return ",".join(runs)
+
+
+def chunk_ranges(chunks: Sequence[ChunkLayers]) -> str:
+    """A stage's layers, chunk by chunk in chunk order: `0–7 | 64–71`."""
+    return " | ".join(number_runs(c.numbers) for c in chunks)
+
+
+def layer_numbers_line(names: Sequence[str]) -> str:
+    """What the stage table's layer numbers stand for, first and last few."""
+    shown = [f"{k} = {n}" for k, n in enumerate(names)]
+    if len(shown) > 3:
+        shown = [*shown[:2], "…", shown[-1]]
+    return "layer numbers: " + ", ".join(shown)
 
 
 def render_summary(console: Console, s: Summary) -> None:
@@ -361,6 +394,8 @@ def render_summary(console: Console, s: Summary) -> None:
         if s.layers
         else f"layers: not found ({s.layers_note})",
     ]
+    if s.layers:
+        lines.append(layer_numbers_line(s.layers.names))
     if s.global_meshes:
         lines.append("global meshes (not stages): " + " ".join(str(m) for m in s.global_meshes))
     if s.plan is not None:
@@ -389,7 +424,7 @@ def render_summary(console: Console, s: Summary) -> None:
         cells = (
             str(st.stage),
             str(st.mesh),
-            compact_layers(st.layers) or "-",
+            chunk_ranges(st.layers_by_chunk) or "-",
             str(st.ops["forward"]),
             str(st.ops["backward"]),
             str(st.ops["optimizer"]),
