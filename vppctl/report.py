@@ -24,7 +24,14 @@ from vppctl.fields import RecordedPlan
 from vppctl.layers import LayerSet
 from vppctl.plan import Plan
 from vppctl.schedule.simulate import SimResult, Step
-from vppctl.schedule.timeline import number, percent, render_timeline, rounded, stage_units, title
+from vppctl.schedule.timeline import (
+    number,
+    percent,
+    render_timelines,
+    rounded,
+    stage_units,
+    title,
+)
 from vppctl.summary import ChunkLayers, Summary
 from vppctl.verify import RULES, Violation
 
@@ -513,18 +520,22 @@ def simulation_warnings(results: Sequence[SimResult]) -> list[str]:
 
 
 def render_simulation(
-    console: Console, results: Sequence[SimResult], *, timeline: bool = True
+    console: Console,
+    results: Sequence[SimResult],
+    *,
+    timeline: bool = True,
+    suggest_files: bool = True,
 ) -> None:
     """Summary and per-stage tables side by side, the gain and the timelines (warnings are
-    the caller's, for stderr)."""
+    the caller's, for stderr). `suggest_files`: a scaled timeline points to --svg and
+    --trace (off when they are being written)."""
     console.print(summary_table(results))
     console.print(stage_table(results))
     gain = gain_line(results)
     if gain is not None:
         console.print(Text(gain, style="bold"))
     if timeline:
-        for result in results:
-            render_timeline(result, console)
+        render_timelines(results, console, suggest_files=suggest_files)
 
 
 # -- simulate: JSON
