@@ -284,5 +284,5 @@ def test_an_ascii_terminal_gets_ascii_and_exit_0(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     r.stdout.decode("ascii")  # every byte is ASCII, on both streams
     r.stderr.decode("ascii")
-    assert b"DecoderLayer ... DecoderLayer_2 (3)" in r.stdout
+    assert b"DecoderLayer..._2 (3)" in r.stdout
     assert pb.ProgramDesc.FromString(out.read_bytes()).pipeline_plan.vpp == 2

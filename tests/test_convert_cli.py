@@ -360,7 +360,7 @@ def test_table_shows_layers_compactly(runner: CliRunner, tmp_path: Path) -> None
     src = write(tmp_path, layered([0] * 8 + [1] * 8).bytes())
     r = run(runner, str(src), "--vpp", "2", "--seg-method", "DecoderLayer", env={"COLUMNS": "80"})
     assert r.exit_code == 0, r.output
-    assert "DecoderLayer_4 … DecoderLayer_7 (4)" in r.stdout
+    assert "DecoderLayer_4…7 (4)" in r.stdout
 
 
 @pytest.mark.parametrize(

@@ -265,9 +265,77 @@ def test_inspect_table_shows_the_summary(programs: dict[str, Path], name: str) -
     for row, mesh, layers, ops in zip(rows, want.stage_meshes, want.stage_layers, want.stage_ops):
         text = " ".join(row)
         assert row[1] == _mesh_text(mesh)
-        assert layers[0] in text and layers[-1] in text
+        # The layers by their numbers (DecoderLayer_k is layer k, DecoderLayer layer 0).
+        assert _expand(row[2]) == [_layer_number(n) for n in layers]
         counts = f"{ops['forward']} {ops['backward']} {ops['optimizer']}"
         assert counts in text, text
+    assert "layer numbers: 0 = DecoderLayer, 1 = DecoderLayer_1" in out
+
+
+def _layer_number(name: str) -> int:
+    return int(name.rpartition("_")[2]) if "_" in name else 0
+
+
+def _expand(cell: str) -> list[int]:
+    """`0–1,4–5` -> [0, 1, 4, 5]."""
+    out: list[int] = []
+    for run in cell.split(","):
+        a, _, b = run.partition("–")
+        out += range(int(a), int(b or a) + 1)
+    return out
+
+
+def test_inspect_table_of_a_converted_program_shows_each_chunks_layers(
+    programs: dict[str, Path],
+) -> None:
+    """4 layers, pp 2, vpp 2: stage 0 holds layer 0 (chunk 0) and layer 2 (chunk 1)."""
+    out = invoke("inspect", programs["converted"]).stdout
+    rows = [ln.split() for ln in out.splitlines() if re.match(r"^\s*\d+\s+\[", ln)]
+    assert [r[2:5] for r in rows] == [["0", "|", "2"], ["1", "|", "3"]]
+
+
+def test_inspect_json_of_a_converted_program_lists_each_chunks_layers(
+    programs: dict[str, Path],
+) -> None:
+    got = inspect_json(programs["converted"])
+    assert [s["layers_by_chunk"] for s in got["stages"]] == [
+        [
+            {"chunk": 0, "layers": ["DecoderLayer"], "numbers": [0]},
+            {"chunk": 1, "layers": ["DecoderLayer_2"], "numbers": [2]},
+        ],
+        [
+            {"chunk": 0, "layers": ["DecoderLayer_1"], "numbers": [1]},
+            {"chunk": 1, "layers": ["DecoderLayer_3"], "numbers": [3]},
+        ],
+    ]
+    assert got["layers"]["names"] == [
+        "DecoderLayer",
+        "DecoderLayer_1",
+        "DecoderLayer_2",
+        "DecoderLayer_3",
+    ]
+
+
+def test_inspect_of_an_interleaved_layout_without_chunk_ids_lists_one_chunk_per_stage(
+    programs: dict[str, Path],
+) -> None:
+    """Chunk ids still 0: the stage's layers are one chunk in two runs."""
+    got = inspect_json(programs["interleaved"])
+    assert [[c["numbers"] for c in s["layers_by_chunk"]] for s in got["stages"]] == [
+        [[0, 1, 4, 5]],
+        [[2, 3, 6, 7]],
+    ]
+    rows = [ln.split() for ln in invoke("inspect", programs["interleaved"]).stdout.splitlines()]
+    assert ["0", "[0]", "0–1,4–5"] in [r[:3] for r in rows]
+
+
+def test_inspect_names_the_layers_a_regex_matched(programs: dict[str, Path]) -> None:
+    """`Layer` also matches the final LayerNorm: the numbers line shows it."""
+    out = invoke("inspect", programs["blocked"], "--seg-method", "Layer").stdout
+    assert "layers: Layer x 5" in out
+    assert "layer numbers: 0 = Layer, 1 = Layer_1, …, 4 = LayerNorm" in out
+    got = inspect_json(programs["blocked"], "--seg-method", "Layer")
+    assert got["layers"]["names"] == ["Layer", "Layer_1", "Layer_2", "Layer_3", "LayerNorm"]
 
 
 def test_inspect_table_of_a_converted_program(programs: dict[str, Path]) -> None:

@@ -130,3 +130,132 @@ def test_readme_use_from_python_example_runs_as_written() -> None:
     assert lines[-1] == "valid"
     assert lines[0].startswith("0 0 0 ")  # segment 0: stage 0, chunk 0
     assert len(lines) == 1 + 8  # pp 4 x vpp 2 segments
+
+
+# -- the Paddle section, shell completion, reporting a bug ---------------------------
+
+# `model_loss` for the README's Paddle block: the small GPT of the bridge tests.
+_MODEL_LOSS = """
+import importlib.util, sys
+def model_loss(ids, labels, meshes):
+    path = {conftest!r}
+    spec = importlib.util.spec_from_file_location("bridge_conftest", path)
+    bridge = importlib.util.module_from_spec(spec)
+    sys.modules["bridge_conftest"] = bridge
+    spec.loader.exec_module(bridge)
+    classes = bridge._model_classes()
+    logits = classes["GPTModel"](32, 8, 8, meshes)(ids)
+    with meshes[-1]:
+        return classes["Criterion"]()(logits, labels)
+"""
+
+# What the README says of the result, measured after the block has run.
+_FACTS = """
+import json
+from paddle.distributed.passes.pipeline_scheduler_pass import apply_pass
+ops = dist_main.global_block().ops
+attrs = [dist_context.get_op_dist_attr_for_program(op) for op in ops]
+facts = {
+    "chunks": sorted({a.chunk_id for a in attrs}),
+    "meshes": sorted({tuple(a.process_mesh.process_ids) for a in attrs}),
+    "send_v2": sum(op.type == "send_v2" for op in ops),
+    "recv_v2": sum(op.type == "recv_v2" for op in ops),
+    "adamw": sum(op.type == "adamw" for op in ops),
+    "rank_params": sum(1 for p in dist_main.all_parameters()),
+}
+opt = {"schedule_mode": "VPP", "num_micro_batches": 8, "pp_degree": pp, "pp_stage": 0,
+       "vpp_degree": vpp, "dist_context": dist_context, "enable_send_recv_overlap": False}
+try:
+    apply_pass(dist_main, dist_startup, "VPP", opt)
+    facts["scheduler"] = "applied"
+except NotImplementedError as e:
+    facts["scheduler"] = str(e)
+print("FACTS " + json.dumps(facts))
+"""
+
+
+def _section(title: str) -> str:
+    return README.split(f"\n## {title}\n")[1].split("\n## ")[0]
+
+
+def test_readme_paddle_script_runs_and_gives_what_it_says(tmp_path: Path) -> None:
+    import importlib.util
+    import json
+    import os
+    import subprocess
+    import sys
+
+    if importlib.util.find_spec("paddle") is None:  # pragma: no cover - CI installs paddle
+        raise AssertionError("the README's Paddle section is tested with paddlepaddle installed")
+    section = _section("From and back to Paddle").split("### A training script, end to end")[1]
+    block = section.split("```python\n")[1].split("```")[0]
+    conftest = ROOT / "tests" / "paddle_bridge" / "conftest.py"
+    script = _MODEL_LOSS.format(conftest=str(conftest)) + block + _FACTS
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    run = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    line = next(x for x in run.stdout.splitlines() if x.startswith("FACTS "))
+    facts = json.loads(line.removeprefix("FACTS "))
+    assert facts["chunks"] == [0, 1] and facts["meshes"] == [[0]]
+    assert facts["send_v2"] == facts["recv_v2"] == 3
+    assert facts["adamw"] == facts["rank_params"] > 0
+    assert facts["scheduler"] == "Not support for old IR"
+    for said in (
+        "chunks 0 and 1 on mesh [0], three `send_v2`",
+        "three `recv_v2`, and one `adamw` per parameter of the rank",
+        'NotImplementedError("Not support for old IR")',
+    ):
+        assert said in " ".join(section.split()), said
+    assert (tmp_path / "prog.vpp.pb").stat().st_size > 0
+
+
+def test_readme_shell_completion_commands_work() -> None:
+    import os
+    import subprocess
+    import sys
+
+    section = _section("Shell completion")
+    shells = re.findall(r"_VPPCTL_COMPLETE=(\w+_source) vppctl", section)
+    assert shells == ["bash_source", "zsh_source", "fish_source"]
+    vppctl = [sys.executable, "-m", "vppctl"]
+    for shell in shells:
+        env = {**os.environ, "_VPPCTL_COMPLETE": shell}
+        run = subprocess.run(vppctl, env=env, capture_output=True, text=True, timeout=60)
+        assert run.returncode == 0 and "_VPPCTL_COMPLETE" in run.stdout, (shell, run.stderr)
+    # What bash asks for when the user presses tab after `vppctl con` and `--placement`.
+    asked = {"_VPPCTL_COMPLETE": "bash_complete", "COMP_WORDS": "vppctl con", "COMP_CWORD": "1"}
+    run = subprocess.run(
+        vppctl, env={**os.environ, **asked}, capture_output=True, text=True, timeout=60
+    )
+    assert run.stdout.splitlines() == ["plain,convert"]
+    asked.update(COMP_WORDS="vppctl convert x.pb --placement ", COMP_CWORD="4")
+    run = subprocess.run(
+        vppctl, env={**os.environ, **asked}, capture_output=True, text=True, timeout=60
+    )
+    assert run.stdout.splitlines() == ["plain,loop", "plain,v"]
+
+
+def test_readme_bug_report_names_options_that_exist() -> None:
+    section = _section("Reporting a bug")
+    assert "Exit code 70" in section and errors.EXIT_INTERNAL == 70
+    assert "`vppctl --version`" in section and "vppctl --debug" in section
+    top = {o for p in cli.params for o in getattr(p, "opts", ())}
+    assert {"--version", "--debug"} <= top
+    assert "--json" in _options("inspect")
+    assert {"--strip-callstack", "-o"} <= _options("dump")
+
+
+def test_license_file_is_the_apache_license_pyproject_names() -> None:
+    assert 'license = "Apache-2.0"' in (ROOT / "pyproject.toml").read_text()
+    text = (ROOT / "LICENSE").read_text()
+    assert text.split()[:4] == ["Apache", "License", "Version", "2.0,"]
+    assert "END OF TERMS AND CONDITIONS" in text

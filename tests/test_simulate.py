@@ -386,7 +386,7 @@ def test_hand_written_orders_that_can_progress_are_timed() -> None:
 def test_svg_parses_and_has_one_cell_per_step() -> None:
     p, v, m = 4, 2, 8
     root = ET.fromstring(to_svg(simulate(p, v, m, "interleaved")))
-    cells = [r for r in root.iter(f"{SVG}rect") if r.get("class", "").startswith("step")]
+    cells = [g for g in root.iter(f"{SVG}g") if g.get("class", "").startswith("step")]
     assert len(cells) == p * v * m * 2
     assert sum("forward" in (c.get("class") or "") for c in cells) == p * v * m
     assert {c.get("data-stage") for c in cells} == {str(s) for s in range(p)}
@@ -398,10 +398,16 @@ def test_chrome_trace_has_one_complete_event_per_step() -> None:
     trace = json.loads(json.dumps(to_chrome_trace(result)))
     events = [e for e in trace["traceEvents"] if e["ph"] == "X"]
     assert len(events) == p * v * m * 2
-    assert all(re.fullmatch(r"[FB]\d+\.c\d+", e["name"]) for e in events)
+    assert all(re.fullmatch(r"\d+[FB]\d+", e["name"]) for e in events)
     assert {e["tid"] for e in events} == set(range(p))
-    first = next(e for e in events if e["name"] == "F3.c1" and e["tid"] == 0)
-    assert first["args"] == {"stage": 0, "chunk": 1, "virtual_stage": 4, "micro_batch": 3}
+    first = next(e for e in events if e["name"] == "4F3" and e["tid"] == 0)
+    assert first["args"] == {
+        "stage": 0,
+        "chunk": 1,
+        "virtual_stage": 4,
+        "micro_batch": 3,
+        "kind": "F",
+    }
 
 
 def test_terminal_timeline_draws_one_row_per_stage_when_it_fits() -> None:
@@ -418,12 +424,22 @@ def test_terminal_timeline_draws_one_row_per_stage_when_it_fits() -> None:
         assert sum(ch.islower() for ch in row) == 2 * 8 * 2
     assert cells[0].startswith("AAAABBBB")  # two groups of p forwards: chunk 0, chunk 1
     assert cells[3].startswith("...A")
+    assert "one column = 1 time unit(s)" in printed(out)
+    assert "scaled" not in printed(out)
 
 
-def test_terminal_timeline_says_so_when_it_does_not_fit() -> None:
+def test_terminal_timeline_is_scaled_to_fit_when_it_is_long() -> None:
     out = console()
     render_simulation(out, compare(8, 2, 32))
-    assert "timeline does not fit" in printed(out)
+    text = printed(out)
+    rows = [line for line in text.splitlines() if line.startswith("stage ")]
+    assert len(rows) == 2 * 8
+    assert all(len(row) <= 100 for row in rows)
+    # 1F1B takes 234 units in 92 columns: 2.54 a column, rounded up to 3, for both.
+    flat = " ".join(text.split())
+    assert flat.count("one column = 3 time units, scaled to fit") == 2
+    assert [len(r) for r in rows] == [len("stage 0 ") + 78] * 8 + [len("stage 0 ") + 71] * 8
+    assert "--svg or --trace draw every step" in flat
 
 
 def test_render_shows_both_schedules_side_by_side_and_the_gain() -> None:

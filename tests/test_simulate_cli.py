@@ -31,12 +31,13 @@ def test_svg_and_trace_files(runner, tmp_path: Path) -> None:
     args = ["simulate", "--pp", "4", "--vpp", "2", "-m", "8", "--svg", str(svg)]
     result = runner.invoke(cli, [*args, "--trace", str(trace)])
     assert result.exit_code == 0, result.output
+    # Both schedules: 1F1B over merged chunks (4 x 8 x 2 steps) and interleaved (x 2 chunks).
     cells = [
-        e for e in ET.parse(svg).iter() if e.tag.endswith("rect") and "step" in e.get("class", "")
+        e for e in ET.parse(svg).iter() if e.tag.endswith("}g") and "step" in e.get("class", "")
     ]
-    assert len(cells) == 4 * 2 * 8 * 2
+    assert len(cells) == 4 * 8 * 2 + 4 * 2 * 8 * 2
     events = [e for e in json.loads(trace.read_text())["traceEvents"] if e["ph"] == "X"]
-    assert len(events) == 4 * 2 * 8 * 2
+    assert len(events) == 4 * 8 * 2 + 4 * 2 * 8 * 2
 
 
 def test_costs_from_a_program(runner, tmp_path: Path) -> None:

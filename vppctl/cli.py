@@ -649,5 +649,5 @@ def simulate(
     if as_json:
         _print_json(report.simulation_json(outcome.results))
     else:
-        report.render_simulation(_stdout(), outcome.results)
+        report.render_simulation(_stdout(), outcome.results, suggest_files=not outcome.written)
     _warn(_stderr(), report.simulation_warnings(outcome.results))

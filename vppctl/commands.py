@@ -243,11 +243,11 @@ def _pictures(
 
     out = []
     if svg is not None:
-        data = timeline.to_svg(runs[-1]).encode()
+        data = timeline.to_svg(runs).encode()
         write_atomic(_path(svg), data)
         out.append((str(svg), len(data)))
     if trace is not None:
-        data = json.dumps(timeline.to_chrome_trace(runs[-1])).encode()
+        data = json.dumps(timeline.to_chrome_trace(runs)).encode()
         write_atomic(_path(trace), data)
         out.append((str(trace), len(data)))
     return out

@@ -20,7 +20,7 @@ from vppctl.errors import ConversionError, SelfCheckError
 from vppctl.flow import cross_stage_edges
 from vppctl.gcpause import gc_paused
 from vppctl.index import ProgramIndex, build_index
-from vppctl.layers import LayerSet
+from vppctl.layers import LayerSet, with_matches
 from vppctl.load import Program
 from vppctl.mesh import NO_MESH, MeshId
 from vppctl.plan import LayerFacts, Plan, PlanOptions, make_plan, virtual_stages
@@ -107,7 +107,10 @@ def _plan(
     stages: Sequence[MeshId],
     opts: PlanOptions,
 ) -> Plan:
-    plan = make_plan(facts, [index.meshes[m] for m in stages], opts, warnings=layers.warnings)
+    try:
+        plan = make_plan(facts, [index.meshes[m] for m in stages], opts, warnings=layers.warnings)
+    except ConversionError as e:
+        raise with_matches(layers, e) from None
     precheck.check_strays(index, layers, plan)
     return plan
 

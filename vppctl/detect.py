@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from vppctl.errors import ConversionError, UsageError
 from vppctl.fields import RecordedPlan
 from vppctl.index import ProgramIndex
-from vppctl.layers import LayerSet, find_layers
+from vppctl.layers import LayerSet, compile_seg_method, find_layers
 from vppctl.roles import is_forward
 
 _SUFFIX = re.compile(r"_\d+$")
@@ -46,6 +46,17 @@ class Candidate:
 
     def __str__(self) -> str:
         return f"{self.layer_class} x {self.instances} under {self.parent or '/'} ({self.ops} ops)"
+
+
+# Paddle keeps an op's layer path in Python (the static graph's name scopes), not in
+# its OpDesc, so `main_program.desc.serialize_to_string()` drops them all; the bridge
+# writes them into field 1001.
+NO_STRUCT_NAMES = (
+    "no op carries a struct name (the layer path, OpDesc field 1001), so no layer can be "
+    "found: a program saved with main_program.desc.serialize_to_string() loses them, since "
+    "Paddle keeps them in Python; export it with "
+    "vppctl.paddle.export_program(main_program, dist_context) instead"
+)
 
 
 def candidates(index: ProgramIndex) -> list[Candidate]:
@@ -109,6 +120,10 @@ def resolve_layers(
     """The layer set: `seg_method` (the user's regex) if given, else the recorded plan's
     regex, else detection. Raises UsageError for a bad --seg-method and ConversionError
     when the layers cannot be found (a bad recorded regex included: the program's fault)."""
+    if seg_method:
+        compile_seg_method(seg_method)  # a bad regex is a usage error, whatever the program
+    if not any(index.global_block.ops.struct):
+        raise ConversionError(NO_STRUCT_NAMES)
     if seg_method:
         return find_layers(index, seg_method, strict=strict)
     if recorded is not None and recorded.seg_method:

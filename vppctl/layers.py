@@ -13,7 +13,7 @@ import re
 import signal
 import threading
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -48,6 +48,11 @@ class LayerSet:
 
     def __len__(self) -> int:
         return len(self.layers)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The layer names in program order."""
+        return tuple(layer.name for layer in self.layers)
 
 
 # A layer regex is the user's (or a recorded plan's): Python's engine can take
@@ -115,7 +120,48 @@ def find_layers(
     """Rule 2 and 3: the layers named by `pattern` in the global block's forward ops."""
     regex = compile_seg_method(pattern)
     names = _layer_names(index, regex.search, pattern)
-    return _collect(index, names, pattern, strict, detected, layer_class)
+    try:
+        return _collect(index, names, pattern, strict, detected, layer_class)
+    except ConversionError as e:
+        if detected or not names:  # detection names its own candidate; no match says so
+            raise
+        matched = _matched_in_order(index, names)
+        what = "layer" if len(matched) == 1 else "layers"
+        raise ConversionError(
+            f"--seg-method {pattern!r} matches {what} {few(matched)}: {e}"
+        ) from None
+
+
+def with_matches(layers: LayerSet, error: ConversionError) -> ConversionError:
+    """`error` (e.g. a layer count that does not divide) preceded by the layers a given
+    regex matched, first and last few: the likeliest cause is a regex that matched too
+    much (`Layer` also matches `LayerNorm`) or too little. Detected layers: as is."""
+    if layers.detected:
+        return error
+    what = "layer" if len(layers) == 1 else "layers"
+    return ConversionError(
+        f"--seg-method {layers.seg_method!r} matches {what} {few(layers.names)}: {error}"
+    )
+
+
+def few(names: Sequence[str], head: int = 3, tail: int = 2) -> str:
+    """The first and last few names and how many: `A, B, C, …, Y, Z (26)`."""
+    if len(names) <= head + tail + 1:
+        return ", ".join(names)
+    return f"{', '.join(names[:head])}, …, {', '.join(names[-tail:])} ({len(names)})"
+
+
+def _matched_in_order(index: ProgramIndex, names: dict[bytes, str]) -> list[str]:
+    """The distinct layer names `names` gives, in order of their first forward op (for
+    messages only: one pass over the forward ops)."""
+    block = index.global_block
+    struct = block.ops.struct
+    seen: dict[str, None] = {}
+    for i in block.forward_ops:
+        name = names.get(struct[i])
+        if name is not None:
+            seen.setdefault(name, None)
+    return list(seen)
 
 
 def _collect(
@@ -309,7 +355,8 @@ def _no_match_message(index: ProgramIndex, pattern: str) -> str:
     hint = (
         f"; struct names look like {_shown(example)}"
         if example
-        else "; the forward ops carry no struct names (export them with the Paddle bridge)"
+        else "; the forward ops carry no struct names beyond '/' (Paddle records a layer "
+        "path only for ops made inside a paddle.nn.Layer call)"
     )
     return (
         f"no forward op's struct name matches --seg-method {_shown(pattern)}{hint}; pass the "

@@ -8,6 +8,7 @@ pictures of a schedule (terminal timeline, SVG, trace) are in
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,11 +20,19 @@ from rich.text import Text
 from vppctl.commands import Bubble, ConvertOutcome, DumpOutcome, SampleOutcome
 from vppctl.convert import ConvertResult
 from vppctl.expectation import VerifyReport
+from vppctl.fields import RecordedPlan
 from vppctl.layers import LayerSet
 from vppctl.plan import Plan
 from vppctl.schedule.simulate import SimResult, Step
-from vppctl.schedule.timeline import number, percent, render_timeline, rounded, stage_units, title
-from vppctl.summary import Summary
+from vppctl.schedule.timeline import (
+    number,
+    percent,
+    render_timelines,
+    rounded,
+    stage_units,
+    title,
+)
+from vppctl.summary import ChunkLayers, Summary
 from vppctl.verify import RULES, Violation
 
 
@@ -42,11 +51,24 @@ def human_bytes(n: int) -> str:
     return f"{n} B"
 
 
+_NUMBERED = re.compile(r"(.*)_(\d+)")
+
+
 def compact_layers(names: Sequence[str]) -> str:
-    """`DecoderLayer_4 … DecoderLayer_7 (4)`, or the names when there are one or two."""
-    if len(names) <= 2:
-        return ", ".join(names)
-    return f"{names[0]} … {names[-1]} ({len(names)})"
+    """A run of layers in one short cell: `DecoderLayer_103…111 (9)`, `DecoderLayer…_4 (5)`
+    (Paddle's first instance has no suffix), else `first … last (n)`; one layer: its name."""
+    if len(names) <= 1:
+        return "".join(names)
+    first, last = names[0], names[-1]
+    numbered = _NUMBERED.fullmatch(last)
+    if numbered is not None:
+        prefix, number = numbered.groups()
+        if first == prefix:
+            return f"{first}…_{number} ({len(names)})"
+        head = _NUMBERED.fullmatch(first)
+        if head is not None and head[1] == prefix:
+            return f"{first}…{number} ({len(names)})"
+    return f"{first} … {last} ({len(names)})"
 
 
 def layers_line(plan: Plan) -> str:
@@ -233,20 +255,51 @@ def verify_line(report: VerifyReport) -> str:
     """The one line `verify` prints for a valid program."""
     layers = report.layers
     found = f"{len(layers)} layers ({layers.layer_class})" if layers else "no layers"
-    return (
+    line = (
         f"valid: pp {report.pp} x vpp {report.vpp}, {report.placement} placement, {found}; "
         f"cross-stage edges per micro-batch: {report.cross_stage_edges}"
     )
+    if report.recorded is None:
+        line += f"; {NO_PLAN}"
+    return line
+
+
+# Said whenever a program carries no plan: its vpp then comes from --vpp or its chunk
+# ids, and its placement from --placement or loop, not from what convert decided.
+NO_PLAN = "no pipeline plan recorded"
 
 
 def render_verify(console: Console, report: VerifyReport) -> None:
     if report.valid:
         console.print(Text(verify_line(report)), soft_wrap=True)
-    else:
-        console.print(violations_table(report.violations))
-        hidden = len(report.violations) - TABLE_ROWS
-        if hidden > 0:
-            console.print(Text(f"... and {hidden} more violation(s); --json lists them all"))
+        return
+    console.print(violations_table(report.violations))
+    hidden = len(report.violations) - TABLE_ROWS
+    if hidden > 0:
+        console.print(Text(f"... and {hidden} more violation(s); --json lists them all"))
+    if report.recorded is None:
+        console.print(
+            Text(
+                f"{NO_PLAN}: checked as pp {report.pp} x vpp {report.vpp} (vpp from --vpp or "
+                f"the chunk ids), {report.placement} placement; a program not yet converted "
+                "needs `vppctl convert` first"
+            ),
+            soft_wrap=True,
+        )
+
+
+def plan_json(plan: RecordedPlan | None) -> dict[str, Any] | None:
+    """The one shape of a recorded plan in `verify` and `inspect` JSON (null: none)."""
+    if plan is None:
+        return None
+    return {
+        "pp": plan.pp,
+        "vpp": plan.vpp,
+        "placement": plan.placement,
+        "mode": plan.mode,
+        "split": plan.split,
+        "vppctl_version": plan.vppctl_version,
+    }
 
 
 def verify_json(report: VerifyReport) -> dict[str, Any]:
@@ -268,6 +321,7 @@ def verify_json(report: VerifyReport) -> dict[str, Any]:
         "placement": report.placement,
         "layers": layers_json(report.layers),
         "cross_stage_edges": report.cross_stage_edges,
+        "plan": plan_json(report.recorded),
     }
 
 
@@ -297,25 +351,49 @@ def summary_json(s: Summary) -> dict[str, Any]:
                 "layers": list(s.layers),
                 "ops": s.ops,
                 "chunks": list(s.chunks),
+                "layers_by_chunk": [
+                    {"chunk": c.chunk, "layers": list(c.names), "numbers": list(c.numbers)}
+                    for c in s.layers_by_chunk
+                ],
             }
             for s in s.stages
         ],
         "chunks": list(s.chunks),
         "layout": s.layout,
-        "layers": {**layers_json(s.layers), "note": s.layers_note},
-        "plan": None
-        if s.plan is None
-        else {
-            "pp": s.plan.pp,
-            "vpp": s.plan.vpp,
-            "placement": s.plan.placement,
-            "mode": s.plan.mode,
-            "split": s.plan.split,
-            "vppctl_version": s.plan.vppctl_version,
+        "layers": {
+            **layers_json(s.layers),
+            "note": s.layers_note,
+            "names": list(s.layers.names) if s.layers else [],
         },
+        "plan": plan_json(s.plan),
         "ops_with_callstack": s.callstack_ops,
         "ops_without_mesh": s.unplaced_ops,
     }
+
+
+def number_runs(numbers: Sequence[int]) -> str:
+    """Layer numbers as runs: `0–7`, `3`, `0–3,8`."""
+    runs: list[str] = []
+    start = 0
+    for i in range(1, len(numbers) + 1):
+        if i == len(numbers) or numbers[i] != numbers[i - 1] + 1:
+            a, b = numbers[start], numbers[i - 1]
+            runs.append(str(a) if a == b else f"{a}–{b}")
+            start = i
+    return ",".join(runs)
+
+
+def chunk_ranges(chunks: Sequence[ChunkLayers]) -> str:
+    """A stage's layers, chunk by chunk in chunk order: `0–7 | 64–71`."""
+    return " | ".join(number_runs(c.numbers) for c in chunks)
+
+
+def layer_numbers_line(names: Sequence[str]) -> str:
+    """What the stage table's layer numbers stand for, first and last few."""
+    shown = [f"{k} = {n}" for k, n in enumerate(names)]
+    if len(shown) > 3:
+        shown = [*shown[:2], "…", shown[-1]]
+    return "layer numbers: " + ", ".join(shown)
 
 
 def render_summary(console: Console, s: Summary) -> None:
@@ -330,6 +408,8 @@ def render_summary(console: Console, s: Summary) -> None:
         if s.layers
         else f"layers: not found ({s.layers_note})",
     ]
+    if s.layers:
+        lines.append(layer_numbers_line(s.layers.names))
     if s.global_meshes:
         lines.append("global meshes (not stages): " + " ".join(str(m) for m in s.global_meshes))
     if s.plan is not None:
@@ -358,7 +438,7 @@ def render_summary(console: Console, s: Summary) -> None:
         cells = (
             str(st.stage),
             str(st.mesh),
-            compact_layers(st.layers) or "-",
+            chunk_ranges(st.layers_by_chunk) or "-",
             str(st.ops["forward"]),
             str(st.ops["backward"]),
             str(st.ops["optimizer"]),
@@ -447,18 +527,22 @@ def simulation_warnings(results: Sequence[SimResult]) -> list[str]:
 
 
 def render_simulation(
-    console: Console, results: Sequence[SimResult], *, timeline: bool = True
+    console: Console,
+    results: Sequence[SimResult],
+    *,
+    timeline: bool = True,
+    suggest_files: bool = True,
 ) -> None:
     """Summary and per-stage tables side by side, the gain and the timelines (warnings are
-    the caller's, for stderr)."""
+    the caller's, for stderr). `suggest_files`: a scaled timeline points to --svg and
+    --trace (off when they are being written)."""
     console.print(summary_table(results))
     console.print(stage_table(results))
     gain = gain_line(results)
     if gain is not None:
         console.print(Text(gain, style="bold"))
     if timeline:
-        for result in results:
-            render_timeline(result, console)
+        render_timelines(results, console, suggest_files=suggest_files)
 
 
 # -- simulate: JSON

@@ -22,12 +22,23 @@ from vppctl.roles import KINDS, Kind, kind
 
 
 @dataclass(frozen=True)
+class ChunkLayers:
+    """The layers one stage holds in one chunk: their program-order numbers (indices
+    into `Summary.layers`) and names."""
+
+    chunk: int  # -1: the layers' ops carry no chunk id
+    numbers: tuple[int, ...]
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class StageSummary:
     stage: int
     mesh: Mesh
     layers: tuple[str, ...]
     ops: dict[Kind, int]
-    chunks: tuple[int, ...]
+    chunks: tuple[int, ...]  # the chunk ids of the stage's ops
+    layers_by_chunk: tuple[ChunkLayers, ...] = ()  # in chunk order
 
 
 @dataclass(frozen=True)
@@ -111,18 +122,23 @@ def _stages(index: ProgramIndex, stages: list[int], layers: LayerSet | None) -> 
         if s is not None:
             counts[s][kind(block.ops.role[op])] += 1
             chunks[s].add(block.ops.chunk[op])
-    names: list[list[str]] = [[] for _ in stages]
-    for layer in layers.layers if layers else ():
+    held: list[dict[int, list[int]]] = [{} for _ in stages]  # stage -> chunk -> layers
+    for k, layer in enumerate(layers.layers if layers else ()):
         s = stage_of.get(layer.mesh)
         if s is not None:
-            names[s].append(layer.name)
+            held[s].setdefault(block.ops.chunk[layer.first], []).append(k)
+    names = layers.names if layers else ()
     return [
         StageSummary(
             s,
             index.meshes[m],
-            tuple(names[s]),
+            tuple(names[k] for k in sorted(k for ks in held[s].values() for k in ks)),
             counts[s],
             tuple(sorted(c for c in chunks[s] if c >= 0)),
+            tuple(
+                ChunkLayers(c, tuple(held[s][c]), tuple(names[k] for k in held[s][c]))
+                for c in sorted(held[s])
+            ),
         )
         for s, m in enumerate(stages)
     ]

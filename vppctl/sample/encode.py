@@ -162,8 +162,15 @@ class Writer:
             pb.ProcessMesh(shape=[k], process_ids=range(s * k, s * k + k), dim_names=["dp"])
             for s in range(opts.pp)
         ]
-        self.global_mesh = pb.ProcessMesh(
-            shape=[opts.pp, k], process_ids=range(opts.pp * k), dim_names=["pp", "dp"]
+        # With one stage its mesh is every rank already: a second mesh of the same
+        # ranks (shape [1, k]) would read as a second stage (rule 1 keeps meshes
+        # that all cover every rank).
+        self.global_mesh = (
+            self.meshes[0]
+            if opts.pp == 1
+            else pb.ProcessMesh(
+                shape=[opts.pp, k], process_ids=range(opts.pp * k), dim_names=["pp", "dp"]
+            )
         )
         self.uses_global = False
         self.var_stage = model.var_stage  # grows with backward and optimizer variables; -1 = global
@@ -370,7 +377,8 @@ class Writer:
         self.flush()
         head = block_head(0, -1)
         block_size = len(head) + self.vars_out.size + self.ops_out.size
-        meshes = [*self.meshes, self.global_mesh] if self.uses_global else self.meshes
+        separate = self.uses_global and self.opts.pp > 1
+        meshes = [*self.meshes, self.global_mesh] if separate else self.meshes
         rest = view.LazyProgram(
             version=pb.Version(version=0).SerializeToString(),
             process_meshes=[m.SerializeToString() for m in meshes],

@@ -312,7 +312,9 @@ class Model:
         h = self._unit(self.embedding)
         for i in range(o.layers):
             root = "DecoderLayer" if i == 0 else f"DecoderLayer_{i}"
-            key = (o.layer_stage(i), blank_numbers(root), blank_numbers(h))
+            # The input's stage is in the key: a layer that starts a stage has a
+            # boundary gradient on the previous stage (see sections._Backward).
+            key = (o.layer_stage(i), self.var_stage[h], blank_numbers(root), blank_numbers(h))
             h = self._unit(partial(self.decoder_layer, i, h, root), key)
         self._unit(partial(self.head, h))
 

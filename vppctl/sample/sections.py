@@ -118,6 +118,10 @@ class _Backward:
             role_var=role_var,
         )
         for n in complete:
+            # Paddle's backward completion (complete_backward_annotation) puts a sum's
+            # output on its forward variable's mesh, while the sum op itself runs where
+            # the last contribution was written: across a stage boundary they differ.
+            self.w.var_stage[_grad_name(n)] = self.w.var_stage[n]
             self.w.emit(
                 "sum",
                 (("X", tuple(self.contributions.pop(n))),),

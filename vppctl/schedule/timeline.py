@@ -5,14 +5,28 @@ computes nothing about schedules itself (the tables and JSON are in `vppctl.repo
 Every function here is pure except :func:`render_timeline`, which writes to the rich
 console it is given.
 
-Picture conventions (terminal and SVG alike): one row per stage, time to the right.
-A forward step of chunk ``c`` is drawn with the upper-case letter ``A + c``, a backward
-step with the lower-case letter; the colour is the micro-batch's; ``.`` is idle time.
+One naming scheme everywhere (SVG labels and tooltips, trace events): a step is
+``{virtual stage}{kind}{micro-batch}``, torch.distributed.pipelining's notation, e.g.
+``5F3`` is the forward of micro-batch 3 through virtual stage 5. Kinds: ``F`` forward,
+``B`` backward, ``I`` input gradient and ``W`` weight gradient (zero-bubble schedules
+split ``B`` into the two). The virtual stage of a (stage, chunk) comes from the
+result's placement (`vppctl.plan.virtual_stages`; loop when a result names none).
+
+Terminal: one row per stage, time to the right, scaled to the console width when the
+exact picture does not fit. A forward of chunk ``c`` is the upper-case letter
+``A + c``, a backward (or input gradient) the lower-case letter, a weight gradient the
+lower-case letter underlined; the colour is the micro-batch's; ``.`` is idle time.
+
+SVG: every result given, stacked on one time axis (same scale, so a shorter schedule
+is a shorter picture), each with its own axis; fill colour = kind, its shade = chunk;
+a strip on top of each box in the micro-batch's colour; a legend; the width grows with
+the number of steps so that the shortest step keeps a readable box.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 from xml.sax.saxutils import escape
@@ -20,13 +34,15 @@ from xml.sax.saxutils import escape
 from rich.console import Console
 from rich.text import Text
 
+from vppctl.plan import Placement, virtual_stages
 from vppctl.schedule.simulate import SimResult, Step
 
 SCHEDULE_TITLES = {"fthenb": "F-then-B", "1f1b": "1F1B", "interleaved": "interleaved 1F1B"}
+KIND_NAMES = {"F": "forward", "B": "backward", "I": "input gradient", "W": "weight gradient"}
+KIND_ORDER = "FBIW"
 
-# Colours cycle over micro-batches; eight is enough to tell neighbours apart.
+# Terminal colours cycle over micro-batches; eight is enough to tell neighbours apart.
 TERMINAL_COLOURS = ("red", "green", "yellow", "blue", "magenta", "cyan", "bright_red", "white")
-SVG_COLOURS = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1")
 
 IDLE = "."
 ROUND_DIGITS = 6
@@ -41,7 +57,7 @@ TRACE_US_PER_UNIT = 1000
 
 def title(result: SimResult) -> str:
     """Human name of a result, e.g. ``interleaved 1F1B (v=2)``."""
-    return f"{SCHEDULE_TITLES[result.schedule]} (v={result.vpp})"
+    return f"{SCHEDULE_TITLES.get(result.schedule, result.schedule)} (v={result.vpp})"
 
 
 def number(value: Fraction) -> str:
@@ -58,14 +74,44 @@ def rounded(value: Fraction) -> float:
     return round(float(value), ROUND_DIGITS)
 
 
-def glyph(step: Step) -> str:
-    """Upper-case chunk letter for a forward, lower-case for a backward."""
-    letter = chr(ord("A") + step.chunk % 26)
-    return letter if step.kind == "F" else letter.lower()
-
-
 def stage_units(result: SimResult, stage: int) -> str:
     return number(result.peak_in_flight_stage_units[stage])
+
+
+# ---------------------------------------------------------------------------
+# Naming: one scheme for labels, tooltips and trace events
+
+
+def placement_of(result: SimResult) -> Placement:
+    """The placement the result was simulated with (loop when it records none)."""
+    value = getattr(result, "placement", "loop")
+    return "v" if value == "v" else "loop"
+
+
+def virtual_stage_of(result: SimResult) -> dict[tuple[int, int], int]:
+    """(stage, chunk) -> virtual stage, for the result's placement."""
+    return virtual_stages(result.pp, result.vpp, placement_of(result))
+
+
+def step_name(step: Step, virtual_stage: int) -> str:
+    """``5F3``: virtual stage, kind, micro-batch (torch.distributed.pipelining notation)."""
+    return f"{virtual_stage}{step.kind}{step.micro_batch}"
+
+
+def step_description(step: Step, virtual_stage: int) -> str:
+    """The name, then what it means: the SVG tooltip."""
+    kind = KIND_NAMES.get(step.kind, step.kind)
+    return (
+        f"{step_name(step, virtual_stage)}: {kind} of micro-batch {step.micro_batch}, "
+        f"virtual stage {virtual_stage} (stage {step.stage}, chunk {step.chunk}), "
+        f"time {number(step.start)} to {number(step.end)}"
+    )
+
+
+def glyph(step: Step) -> str:
+    """Upper-case chunk letter for a forward, lower-case for the backward kinds."""
+    letter = chr(ord("A") + step.chunk % 26)
+    return letter if step.kind == "F" else letter.lower()
 
 
 # ---------------------------------------------------------------------------
@@ -73,177 +119,407 @@ def stage_units(result: SimResult, stage: int) -> str:
 
 
 def time_cell(result: SimResult) -> Fraction:
-    """Largest time span that divides every step boundary: one terminal or SVG cell."""
+    """Largest time span that divides every step boundary: one exact terminal cell."""
     times = [t for step in result.steps for t in (step.start, step.end)]
     scale = math.lcm(*(t.denominator for t in times))
     return Fraction(math.gcd(*(int(t * scale) for t in times)), scale)
 
 
 def cell_count(result: SimResult) -> int:
-    """How many cells wide the timeline is."""
+    """How many cells wide the exact timeline is."""
     return int(result.makespan / time_cell(result))
+
+
+def nice_span(at_least: Fraction) -> Fraction:
+    """The smallest round value (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8 x 10^k) that is at
+    least `at_least` (> 0): a scale people can read that wastes at most a fifth."""
+    power = Fraction(10) ** math.floor(math.log10(at_least))
+    steps = (1, Fraction(6, 5), Fraction(3, 2), 2, Fraction(5, 2), 3, 4, 5, 6, 8, 10)
+    return next(step * power for step in steps if step * power >= at_least)
+
+
+def shared_cell(results: Sequence[SimResult]) -> Fraction:
+    """The largest span dividing every step boundary of every result."""
+    cells = [time_cell(r) for r in results]
+    scale = math.lcm(*(c.denominator for c in cells))
+    return Fraction(math.gcd(*(int(c * scale) for c in cells)), scale)
+
+
+def column_span(results: SimResult | Sequence[SimResult], columns: int) -> Fraction:
+    """Time per terminal column, one for all `results`: the exact shared cell when the
+    longest picture fits `columns`, else a round span that fits it."""
+    runs = (results,) if isinstance(results, SimResult) else tuple(results)
+    cell = shared_cell(runs)
+    makespan = max(r.makespan for r in runs)
+    if makespan / cell <= columns:
+        return cell
+    return nice_span(makespan / max(columns, 1))
 
 
 def _stage_label(stage: int, pp: int) -> str:
     return f"stage {stage:>{len(str(pp - 1))}} "
 
 
-def timeline_rows(result: SimResult) -> list[Text]:
-    """One styled row per stage, one character per time cell."""
-    unit = time_cell(result)
-    width = cell_count(result)
+def _style(step: Step) -> str:
+    colour = TERMINAL_COLOURS[step.micro_batch % len(TERMINAL_COLOURS)]
+    # Backwards get a filled background so direction shows even to colour-blind eyes.
+    if step.kind == "F":
+        return f"bold {colour}"
+    kind: str = step.kind  # "I" and "W" come with the zero-bubble schedules
+    return f"black on {colour}" + (" underline" if kind == "W" else "")
+
+
+def timeline_rows(result: SimResult, span: Fraction | None = None) -> list[Text]:
+    """One styled row per stage, one character per `span` of time (default: the exact
+    cell). A column shows the step running at its midpoint."""
+    span = time_cell(result) if span is None else span
+    width = math.ceil(result.makespan / span)
     rows = [[Text(IDLE, style="dim") for _ in range(width)] for _ in range(result.pp)]
     for step in result.steps:
-        colour = TERMINAL_COLOURS[step.micro_batch % len(TERMINAL_COLOURS)]
-        # Backwards get a filled background so direction shows even to colour-blind eyes.
-        style = f"bold {colour}" if step.kind == "F" else f"black on {colour}"
-        for cell in range(int(step.start / unit), int(step.end / unit)):
-            rows[step.stage][cell] = Text(glyph(step), style=style)
+        cell = Text(glyph(step), style=_style(step))
+        # Columns whose midpoint (k + 1/2) * span lies in [start, end).
+        first = math.ceil(step.start / span - Fraction(1, 2))
+        last = math.ceil(step.end / span - Fraction(1, 2))
+        for k in range(max(first, 0), min(last, width)):
+            rows[step.stage][k] = cell
     return [
         Text(_stage_label(stage, result.pp)).append_text(Text("").join(cells))
         for stage, cells in enumerate(rows)
     ]
 
 
-def _legend(result: SimResult) -> str:
-    letters = [chr(ord("A") + c % 26) for c in range(result.vpp)]
-    chunks = "/".join(letters)
+def _legend(result: SimResult, span: Fraction, exact: bool) -> str:
+    letters = "/".join(chr(ord("A") + c % 26) for c in range(result.vpp))
+    kinds = {step.kind for step in result.steps}
+    backward = "backward" if "I" not in kinds else "backward (input gradient; W underlined)"
+    scale = (
+        f"one column = {number(span)} time unit(s)"
+        if exact
+        else f"one column = {number(span)} time units, scaled to fit (a column shows the "
+        "step running at its middle)"
+    )
     return (
-        f"{chunks} forward of chunk {'/'.join(map(str, range(result.vpp)))}, "
-        f"{chunks.lower()} backward; colour = micro-batch; {IDLE} idle; "
-        f"one cell = {number(time_cell(result))} time unit(s)"
+        f"{letters} forward of chunk {'/'.join(map(str, range(result.vpp)))}, "
+        f"{letters.lower()} {backward}; colour = micro-batch; {IDLE} idle; {scale}"
     )
 
 
-def render_timeline(result: SimResult, console: Console) -> None:
-    """Print the timeline if it fits the console width, else say why it is not shown."""
+def render_timeline(
+    result: SimResult,
+    console: Console,
+    *,
+    suggest_files: bool = True,
+    span: Fraction | None = None,
+) -> None:
+    """Print the timeline scaled to the console's width (or to `span` per column), with
+    its legend. `suggest_files`: when the picture had to be scaled, point to --svg and
+    --trace for every step (off when the caller writes them already)."""
     label = len(_stage_label(0, result.pp))
-    needed = label + cell_count(result)
+    if span is None:
+        span = column_span(result, max(console.width - label, 1))
+    exact = (result.makespan / span).denominator == 1 and all(
+        (t / span).denominator == 1 for step in result.steps for t in (step.start, step.end)
+    )
     console.print(Text(f"{title(result)} timeline", style="bold"))
-    if needed > console.width:
-        console.print(
-            Text(
-                f"timeline does not fit: {needed} columns needed, {console.width} available; "
-                "write it with --svg or --trace instead"
-            )
-        )
-        return
-    for row in timeline_rows(result):
+    for row in timeline_rows(result, span):
         console.print(row, no_wrap=True, overflow="ignore", crop=False)
-    console.print(Text(_legend(result), style="dim"))
+    legend = _legend(result, span, exact)
+    if not exact and suggest_files:
+        legend += "; --svg or --trace draw every step"
+    console.print(Text(legend, style="dim"))
+
+
+def render_timelines(
+    results: Sequence[SimResult], console: Console, *, suggest_files: bool = True
+) -> None:
+    """Every result's timeline on one time scale, so that they compare column by column."""
+    label = max(len(_stage_label(0, r.pp)) for r in results)
+    span = column_span(results, max(console.width - label, 1))
+    for result in results:
+        render_timeline(result, console, suggest_files=suggest_files, span=span)
 
 
 # ---------------------------------------------------------------------------
 # SVG (hand-built XML text; stdlib only)
 
-SVG_WIDTH = 1000
-ROW_HEIGHT = 24
-LABEL_WIDTH = 70
-TOP = 28
+# px for the shortest step: enough for its label, within bounds (a box stays clickable,
+# and a huge micro-batch count does not make every box wide)
+MIN_BOX, MAX_BOX, LABEL_PAD = 24, 48, 6
+MIN_PLOT, MAX_PLOT = 880, 24000  # px of time axis: never tiny, never unbounded
+LABEL_WIDTH = 64
+ROW_HEIGHT, BOX_HEIGHT, STRIP = 24, 21, 3
+FONT, CHAR_WIDTH = 10, 6.1  # monospace at 10 px: width of one character
+AXIS_HEIGHT, PANEL_GAP, HEADING = 24, 18, 22
+TICK_SPACING = 90  # px between time-axis ticks, at least
+
+# Fill colour by kind, darkest for chunk 0 and lightest for the last chunk.
+KIND_SHADES = {
+    "F": ("#1f4e99", "#a9c8ef"),
+    "B": ("#1d7436", "#acdcb8"),
+    "I": ("#a34f00", "#f6c894"),
+    "W": ("#5e3591", "#d3bff0"),
+}
+OTHER_SHADES = ("#555555", "#cccccc")
+# Micro-batch strip colours (Tableau 10), repeating every ten micro-batches.
+MICRO_BATCH_COLOURS = (
+    "#4e79a7",
+    "#f28e2b",
+    "#e15759",
+    "#76b7b2",
+    "#59a14f",
+    "#edc948",
+    "#b07aa1",
+    "#ff9da7",
+    "#9c755f",
+    "#bab0ac",
+)
 
 
-def _svg_rect(step: Step, x: float, width: float, y: float) -> str:
-    colour = SVG_COLOURS[step.micro_batch % len(SVG_COLOURS)]
-    kind = "forward" if step.kind == "F" else "backward"
-    # Backwards are paler so the two directions separate at a glance.
-    opacity = "1" if step.kind == "F" else "0.55"
-    attributes = (
-        f'class="step {kind}" x="{x:.2f}" y="{y:.2f}" width="{width:.2f}" '
-        f'height="{ROW_HEIGHT - 4}" fill="{colour}" fill-opacity="{opacity}" stroke="#333" '
-        f'stroke-width="0.5" data-stage="{step.stage}" data-chunk="{step.chunk}" '
+def _mix(dark: str, light: str, t: float) -> str:
+    a = [int(dark[i : i + 2], 16) for i in (1, 3, 5)]
+    b = [int(light[i : i + 2], 16) for i in (1, 3, 5)]
+    return "#" + "".join(f"{round(x + (y - x) * t):02x}" for x, y in zip(a, b))
+
+
+def _shade(kind: str, chunk: int, vpp: int) -> tuple[str, float]:
+    """Fill colour of `kind` for `chunk`, and how light it is (0 dark .. 1 light)."""
+    dark, light = KIND_SHADES.get(kind, OTHER_SHADES)
+    t = 0.0 if vpp < 2 else (chunk % vpp) / (vpp - 1)
+    return _mix(dark, light, t), t
+
+
+def pixels_per_unit(results: Sequence[SimResult]) -> float:
+    """One scale for every panel: the shortest step gets a box its longest possible name
+    fits in (at least `MIN_BOX`, at most `MAX_BOX` px), within the plot's bounds."""
+    span = max(float(r.makespan) for r in results)
+    durations = (float(s.duration) for r in results for s in r.steps if s.duration > 0)
+    shortest = min(durations, default=1.0)
+    longest = max(len(f"{r.pp * r.vpp - 1}F{r.micro_batches - 1}") for r in results)
+    box = min(max(MIN_BOX, longest * CHAR_WIDTH + LABEL_PAD), MAX_BOX)
+    return min(max(box / shortest, MIN_PLOT / span), MAX_PLOT / span)
+
+
+def _tick_step(ppu: float) -> Fraction:
+    """1, 2 or 5 x 10^k time units, at least `TICK_SPACING` px apart."""
+    at_least = Fraction(TICK_SPACING / ppu).limit_denominator(1000)
+    power = Fraction(10) ** math.floor(math.log10(at_least))
+    return next(step * power for step in (1, 2, 5, 10) if step * power >= at_least)
+
+
+def _svg_step(step: Step, virtual_stage: int, vpp: int, x0: float, y: float, ppu: float) -> str:
+    x = x0 + float(step.start) * ppu
+    width = float(step.duration) * ppu
+    fill, light = _shade(step.kind, step.chunk, vpp)
+    strip = MICRO_BATCH_COLOURS[step.micro_batch % len(MICRO_BATCH_COLOURS)]
+    kind = KIND_NAMES.get(step.kind, step.kind).replace(" ", "-")
+    data = (
+        f'data-stage="{step.stage}" data-chunk="{step.chunk}" data-virtual-stage="{virtual_stage}" '
         f'data-micro-batch="{step.micro_batch}" data-kind="{step.kind}"'
     )
-    hover = f"{step.label} [{number(step.start)}, {number(step.end)})"
-    return f"<rect {attributes}><title>{escape(hover)}</title></rect>"
-
-
-def _svg_step(step: Step, pixels_per_unit: float) -> list[str]:
-    x = LABEL_WIDTH + float(step.start) * pixels_per_unit
-    width = float(step.duration) * pixels_per_unit
-    y = TOP + step.stage * ROW_HEIGHT + 2
-    parts = [_svg_rect(step, x, width, y)]
-    text = glyph(step) + str(step.micro_batch)
-    if width >= 7 * len(text):
+    parts = [
+        f'<g class="step {kind}" {data}><title>{escape(step_description(step, virtual_stage))}'
+        "</title>",
+        # The strip sits above the box, apart from it, so that it shows on any fill.
+        f'<rect x="{x:.2f}" y="{y:.2f}" width="{width:.2f}" height="{STRIP}" fill="{strip}"/>',
+        f'<rect x="{x:.2f}" y="{y + STRIP + 1:.2f}" width="{width:.2f}" '
+        f'height="{BOX_HEIGHT - STRIP - 1}" fill="{fill}" stroke="#ffffff" stroke-width="0.6"/>',
+    ]
+    name = step_name(step, virtual_stage)
+    if width >= len(name) * CHAR_WIDTH + LABEL_PAD:
+        colour = "#ffffff" if light < 0.5 else "#111111"
         parts.append(
-            f'<text class="cell-label" x="{x + width / 2:.2f}" y="{y + ROW_HEIGHT / 2 + 2:.2f}" '
-            f'text-anchor="middle" font-size="10">{escape(text)}</text>'
+            f'<text x="{x + width / 2:.2f}" y="{y + BOX_HEIGHT / 2 + 6.5:.2f}" fill="{colour}" '
+            f'text-anchor="middle" font-size="{FONT}">{escape(name)}</text>'
         )
+    parts.append("</g>")
+    return "".join(parts)
+
+
+def _svg_axis(y: float, x0: float, ppu: float, span: Fraction, rows_top: float) -> list[str]:
+    """A time axis under a panel, with light grid lines up through its rows."""
+    step = _tick_step(ppu)
+    end = x0 + float(span) * ppu
+    parts = [f'<line x1="{x0}" y1="{y:.2f}" x2="{end:.2f}" y2="{y:.2f}" stroke="#333"/>']
+    tick = Fraction(0)
+    while tick <= span:
+        x = x0 + float(tick) * ppu
+        parts.append(
+            f'<line x1="{x:.2f}" y1="{rows_top:.2f}" x2="{x:.2f}" y2="{y:.2f}" '
+            'stroke="#000" stroke-opacity="0.12"/>'
+            f'<line x1="{x:.2f}" y1="{y:.2f}" x2="{x:.2f}" y2="{y + 4:.2f}" stroke="#333"/>'
+            f'<text class="tick" x="{x:.2f}" y="{y + 15:.2f}" text-anchor="middle" '
+            f'font-size="{FONT}">{number(tick)}</text>'
+        )
+        tick += step
+    parts.append(
+        f'<text x="{end + 6:.2f}" y="{y + 15:.2f}" font-size="{FONT}" fill="#555">time</text>'
+    )
     return parts
 
 
-def to_svg(result: SimResult) -> str:
-    """The timeline as an SVG document: one ``<rect class="step ...">`` per step."""
-    pixels_per_unit = SVG_WIDTH / float(result.makespan)
-    width = LABEL_WIDTH + SVG_WIDTH + 10
-    height = TOP + result.pp * ROW_HEIGHT + 10
+def _svg_panel(
+    result: SimResult, top: float, ppu: float, span: Fraction
+) -> tuple[list[str], float]:
+    """One result: heading, one row per stage, the axis; returns its parts and height."""
     heading = (
-        f"{title(result)}: pp={result.pp} m={result.micro_batches} "
-        f"makespan {number(result.makespan)}, bubble {percent(result.bubble)}"
+        f"{title(result)}: pp {result.pp}, m {result.micro_batches}, makespan "
+        f"{number(result.makespan)}, bubble {percent(result.bubble)} of the step"
     )
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" font-family="monospace">',
-        f"<title>{escape(heading)}</title>",
-        f'<text x="4" y="16" font-size="12">{escape(heading)}</text>',
+        f'<g class="schedule" data-schedule="{escape(result.schedule)}">',
+        f'<text class="heading" x="4" y="{top + 15:.2f}" font-size="12" '
+        f'font-weight="bold">{escape(heading)}</text>',
     ]
+    rows_top = top + HEADING
     for stage in range(result.pp):
-        y = TOP + stage * ROW_HEIGHT + ROW_HEIGHT / 2 + 4
+        y = rows_top + stage * ROW_HEIGHT
         parts.append(
-            f'<text class="stage-label" x="4" y="{y:.2f}" font-size="11">stage {stage}</text>'
+            f'<rect class="idle" x="{LABEL_WIDTH}" y="{y + 1:.2f}" '
+            f'width="{float(result.makespan) * ppu:.2f}" '
+            f'height="{BOX_HEIGHT}" fill="#f1f1f1"/>'
+            f'<text class="stage-label" x="4" y="{y + 14:.2f}" font-size="11">stage {stage}</text>'
         )
+    axis_y = rows_top + result.pp * ROW_HEIGHT + 2
+    parts += _svg_axis(axis_y, LABEL_WIDTH, ppu, span, rows_top)
+    places = virtual_stage_of(result)
     for step in result.steps:
-        parts += _svg_step(step, pixels_per_unit)
-    parts.append("</svg>")
-    return "\n".join(parts) + "\n"
+        y = rows_top + step.stage * ROW_HEIGHT + 1
+        vs = places.get((step.stage, step.chunk), step.stage)
+        parts.append(_svg_step(step, vs, result.vpp, LABEL_WIDTH, y, ppu))
+    parts.append("</g>")
+    return parts, HEADING + result.pp * ROW_HEIGHT + AXIS_HEIGHT
+
+
+def _svg_legend(results: Sequence[SimResult], top: float) -> tuple[list[str], float, float]:
+    """Kinds by chunk, micro-batch strip colours, the naming scheme; returns the parts,
+    the height and the width they need."""
+    kinds = [k for k in KIND_ORDER if any(s.kind == k for r in results for s in r.steps)]
+    kinds += sorted({s.kind for r in results for s in r.steps} - set(KIND_ORDER))
+    vpp = max(r.vpp for r in results)
+    parts = ['<g class="legend">']
+    x, y = 4.0, top
+    for kind in kinds:
+        name = KIND_NAMES.get(kind, kind)
+        parts.append(f'<text x="{x:.1f}" y="{y + 12:.1f}" font-size="11">{escape(name)}</text>')
+        x += len(name) * 6.6 + 6
+        for chunk in range(vpp):
+            fill, light = _shade(kind, chunk, vpp)
+            ink = "#ffffff" if light < 0.5 else "#111111"
+            parts.append(
+                f'<rect class="legend-chunk" data-kind="{kind}" data-chunk="{chunk}" '
+                f'x="{x:.1f}" y="{y:.1f}" width="22" height="16" fill="{fill}"/>'
+                f'<text x="{x + 11:.1f}" y="{y + 12:.1f}" text-anchor="middle" font-size="9" '
+                f'fill="{ink}">c{chunk}</text>'
+            )
+            x += 24
+        x += 14
+    width = x
+    x, y = 4.0, y + 22
+    text = "micro-batch (strip on top of a box; colours repeat every 10):"
+    parts.append(f'<text x="{x}" y="{y + 12:.1f}" font-size="11">{text}</text>')
+    x += len(text) * 6.6 + 6
+    for mb, colour in enumerate(MICRO_BATCH_COLOURS):
+        parts.append(
+            f'<rect class="legend-micro-batch" x="{x:.1f}" y="{y:.1f}" width="18" height="16" '
+            f'fill="{colour}"/><text x="{x + 9:.1f}" y="{y + 12:.1f}" text-anchor="middle" '
+            f'font-size="9">{mb}</text>'
+        )
+        x += 20
+    width = max(width, x)
+    y += 22
+    example = "label: virtual stage, kind, micro-batch (5F3: forward of micro-batch 3 on "
+    example += "virtual stage 5); cN = chunk N; hover a box for its details"
+    parts.append(f'<text x="4" y="{y + 12:.1f}" font-size="11">{escape(example)}</text>')
+    parts.append("</g>")
+    return parts, y + 22 - top, max(width, 4 + len(example) * 6.6)
+
+
+def to_svg(results: SimResult | Sequence[SimResult]) -> str:
+    """Every result as one SVG document, stacked on one time scale: one
+    ``<g class="step ...">`` per step (a box, its micro-batch strip, its label where it
+    fits, its tooltip), a legend and a time axis per schedule."""
+    runs = (results,) if isinstance(results, SimResult) else tuple(results)
+    ppu = pixels_per_unit(runs)
+    span = max(r.makespan for r in runs)
+    first = runs[0]
+    heading = f"vppctl simulate: pp {first.pp}, m {first.micro_batches}"
+    if first.p2p_cost:
+        heading += f", p2p cost {number(first.p2p_cost)} per hop"
+    legend, legend_height, legend_width = _svg_legend(runs, 28)
+    parts = [f'<text x="4" y="17" font-size="13" font-weight="bold">{escape(heading)}</text>']
+    parts += legend
+    top = 28 + legend_height + 6
+    for result in runs:
+        panel, height = _svg_panel(result, top, ppu, span)
+        parts += panel
+        top += height + PANEL_GAP
+    width = math.ceil(max(LABEL_WIDTH + float(span) * ppu + 40, legend_width + 8))
+    height = math.ceil(top)
+    head = (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="monospace">'
+        f"<title>{escape(heading)}</title>"
+        f'<rect width="{width}" height="{height}" fill="#ffffff"/>'
+    )
+    return "\n".join([head, *parts, "</svg>"]) + "\n"
 
 
 # ---------------------------------------------------------------------------
 # Chrome trace (opens in Perfetto and chrome://tracing)
 
-TRACE_PID = 0
 
-
-def _trace_event(step: Step, pp: int) -> dict[str, Any]:
+def _trace_event(step: Step, virtual_stage: int, pid: int) -> dict[str, Any]:
     return {
-        "name": step.label,
-        "cat": "forward" if step.kind == "F" else "backward",
+        "name": step_name(step, virtual_stage),
+        "cat": KIND_NAMES.get(step.kind, step.kind),
         "ph": "X",
-        "pid": TRACE_PID,
+        "pid": pid,
         "tid": step.stage,
         "ts": rounded(step.start * TRACE_US_PER_UNIT),
         "dur": rounded(step.duration * TRACE_US_PER_UNIT),
         "args": {
             "stage": step.stage,
             "chunk": step.chunk,
-            "virtual_stage": step.chunk * pp + step.stage,
+            "virtual_stage": virtual_stage,
             "micro_batch": step.micro_batch,
+            "kind": step.kind,
         },
     }
 
 
-def _metadata(name: str, args: dict[str, Any], tid: int | None = None) -> dict[str, Any]:
-    event: dict[str, Any] = {"name": name, "ph": "M", "pid": TRACE_PID, "args": args}
+def _metadata(name: str, pid: int, args: dict[str, Any], tid: int | None = None) -> dict[str, Any]:
+    event: dict[str, Any] = {"name": name, "ph": "M", "pid": pid, "args": args}
     if tid is not None:
         event["tid"] = tid
     return event
 
 
-def _trace_names(result: SimResult) -> list[dict[str, Any]]:
+def _trace_names(result: SimResult, pid: int) -> list[dict[str, Any]]:
     """Metadata events so the viewer labels the process and one track per stage."""
     process = f"vppctl simulate: {title(result)} pp={result.pp} m={result.micro_batches}"
-    events = [_metadata("process_name", {"name": process})]
+    events = [
+        _metadata("process_name", pid, {"name": process}),
+        _metadata("process_sort_index", pid, {"sort_index": pid}),
+    ]
     for stage in range(result.pp):
-        events.append(_metadata("thread_name", {"name": f"stage {stage}"}, stage))
-        events.append(_metadata("thread_sort_index", {"sort_index": stage}, stage))
+        events.append(_metadata("thread_name", pid, {"name": f"stage {stage}"}, stage))
+        events.append(_metadata("thread_sort_index", pid, {"sort_index": stage}, stage))
     return events
 
 
-def to_chrome_trace(result: SimResult) -> dict[str, Any]:
+def to_chrome_trace(results: SimResult | Sequence[SimResult]) -> dict[str, Any]:
     """``{"traceEvents": [...]}`` with one complete ("X") event per step.
 
-    All stages share one process (pid 0) with one thread per stage (tid = stage), so a
-    viewer stacks the stages like the terminal picture. One simulated time unit is one
-    millisecond in the trace. Metadata ("M") events name the tracks.
+    Each result is one process (pid = its position), its stages one thread each (tid =
+    stage), so a viewer stacks the schedules like the SVG. One simulated time unit is
+    one millisecond in the trace. Metadata ("M") events name the tracks.
     """
-    events = _trace_names(result) + [_trace_event(s, result.pp) for s in result.steps]
+    runs = (results,) if isinstance(results, SimResult) else tuple(results)
+    events: list[dict[str, Any]] = []
+    for pid, result in enumerate(runs):
+        places = virtual_stage_of(result)
+        events += _trace_names(result, pid)
+        events += [
+            _trace_event(s, places.get((s.stage, s.chunk), s.stage), pid) for s in result.steps
+        ]
     return {"traceEvents": events, "displayTimeUnit": "ms"}
