@@ -8,7 +8,7 @@ between layers are meaningful).
 
 from __future__ import annotations
 
-import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from vppctl import fields
@@ -17,6 +17,21 @@ from vppctl.layers import NO_LAYER, LayerSet
 from vppctl.plan import CostKind
 
 MATMULS = (b"matmul_v2", b"matmul", b"mul", b"fused_gemm_epilogue")
+
+
+# Element counts and FLOPs saturate here: a larger one comes from dims no real tensor has
+# (a hostile or broken program), and unbounded integers would reach the reports.
+MAX_COUNT = 2**63 - 1
+
+
+def capped_product(factors: Iterable[int]) -> int:
+    """The product of non-negative ints, saturating at MAX_COUNT (never a huge int)."""
+    n = 1
+    for f in factors:
+        n *= f
+        if n > MAX_COUNT:
+            return MAX_COUNT
+    return n
 
 
 @dataclass(frozen=True)
@@ -32,7 +47,7 @@ def param_elements(index: ProgramIndex, v: int) -> int:
     if n is None:
         b = index.blocks[index.var_block[v]]
         dims = fields.var_dims(index.program.blocks[b.idx], v - b.var_base)
-        n = index.elements[v] = math.prod(abs(d) for d in dims) if dims else 0
+        n = index.elements[v] = capped_product(abs(d) for d in dims) if dims else 0
     return n
 
 
@@ -76,7 +91,7 @@ def matmul_flops(index: ProgramIndex, op: int) -> int:
         return 0
     k = x[-1]
     n = y[-1] if y[-2] == k or y[-1] != k else y[-2]
-    return 2 * math.prod(x) * n
+    return capped_product((2, *x, n))
 
 
 def _dims(index: ProgramIndex, names: list[bytes] | None) -> tuple[int, ...]:

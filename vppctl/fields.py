@@ -46,7 +46,7 @@ _ATTRS_READ = re.compile(rb"\n\x07op_role|\n\tsub_block").match
 _ROLE_PREFIX = b"\n\x07op_role\x10\x00\x18"  # name "op_role", type INT, then field i
 NO_CHUNK_NAME = b"lod_tensor_blocking_queue"  # reader-queue variables never get a chunk id
 _MINUS_ONES = repeat(NO_VAR)  # the default of `lookup` in map(lookup, names, _MINUS_ONES)
-_CALLSTACK = b"\n\x0cop_callstack"
+_CALLSTACK_NAME = b"op_callstack"
 
 
 @dataclass
@@ -399,31 +399,44 @@ class _Rewriter:
         return new
 
 
+def _is_callstack(attr: bytes) -> bool:
+    """Whether a serialized OpDesc.Attr is `op_callstack`, however it is encoded (fields
+    out of order, a long length, the name given twice: the last one counts, as protobuf
+    reads it)."""
+    if _CALLSTACK_NAME not in attr:
+        return False
+    try:
+        return pb.OpDesc.Attr.FromString(attr).name == "op_callstack"
+    except DecodeError:
+        return False
+
+
 def callstack_ops(block: Block) -> int:
     """Ops of `block` that carry an `op_callstack` attr (for reports; not on the hot path)."""
     n = 0
     for i, blob in enumerate(block.ops):
-        if _CALLSTACK in blob:  # cheap filter; the parse makes it exact
+        if _CALLSTACK_NAME in blob:  # cheap filter; the parse makes it exact
             try:
                 attrs = view.EditOp.FromString(blob).attrs
             except DecodeError:
                 raise _corrupt_op(block.idx, i) from None
-            n += any(a.startswith(_CALLSTACK) for a in attrs)
+            n += any(map(_is_callstack, attrs))
     return n
 
 
 def strip_callstack(block: Block) -> int:
-    """Drop `op_callstack` attrs from every op of `block`; returns the bytes saved."""
+    """Drop `op_callstack` attrs from every op of `block`, however they are encoded;
+    returns the bytes saved."""
     ops = block.ops
     saved = 0
     for i, blob in enumerate(ops):
-        if _CALLSTACK not in blob:
+        if _CALLSTACK_NAME not in blob:
             continue
         try:
             op = view.EditOp.FromString(blob)
         except DecodeError:
             raise _corrupt_op(block.idx, i) from None
-        kept = [a for a in op.attrs if not a.startswith(_CALLSTACK)]
+        kept = [a for a in op.attrs if not _is_callstack(a)]
         if len(kept) == len(op.attrs):
             continue
         del op.attrs[:]

@@ -434,7 +434,7 @@ def render_summary(console: Console, s: Summary) -> None:
         ("Chunks", "left"),
     ):
         table.add_column(name, justify=justify, no_wrap=name != "Layers")  # type: ignore[arg-type]
-    for st in s.stages:
+    for st in s.stages[:TABLE_ROWS]:
         cells = (
             str(st.stage),
             str(st.mesh),
@@ -446,6 +446,9 @@ def render_summary(console: Console, s: Summary) -> None:
         )
         table.add_row(*map(Text, cells))
     console.print(table)
+    if len(s.stages) > TABLE_ROWS:
+        more = len(s.stages) - TABLE_ROWS
+        console.print(Text(f"... and {more} more stage(s); --json lists them all"))
 
 
 # -- simulate: comparison between 1F1B and the interleaved schedule

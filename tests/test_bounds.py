@@ -1,0 +1,244 @@
+"""Small or hostile inputs finish in bounded time and memory, or are refused (README: Bounds).
+
+Each case runs `python -m vppctl ...` in a child process with its address space and CPU
+time capped (resource.setrlimit), and checks the exit code, the wall time and the peak
+resident memory (from wait4) against an explicit budget. Every case once took minutes or
+gigabytes (tests/hostile.py says which); the budgets leave room for a slow CI machine.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import hostile
+import pytest
+from click.testing import CliRunner
+
+from vppctl.cli import cli
+from vppctl.layers import REGEX_SECONDS
+from vppctl.sample import SampleOptions, build_sample
+
+SLOW = pytest.mark.slow
+
+CAP_BYTES = 3 << 30  # the address space a child may map at all (a runaway becomes an error)
+CAP_SECONDS = 120  # CPU seconds a child may use at all
+
+
+@dataclass
+class Run:
+    code: int
+    seconds: float
+    peak_mb: float
+    stderr: str
+
+
+# The child reports its own peak resident memory when it exits (ru_maxrss, in KB).
+_CHILD = (
+    "import atexit, os, resource, sys; "
+    "atexit.register(lambda: open(os.environ['VPPCTL_PEAK_FILE'], 'w').write("
+    "str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))); "
+    "sys.argv[0] = 'vppctl'; from vppctl.cli import main; main()"
+)
+
+
+def run(*args: str | Path, stdin: bytes | None = None) -> Run:
+    def limits() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (CAP_BYTES, CAP_BYTES))
+        resource.setrlimit(resource.RLIMIT_CPU, (CAP_SECONDS, CAP_SECONDS))
+
+    peak_file = Path(tempfile.gettempdir()) / f"vppctl-peak-{os.getpid()}"
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, *map(str, args)],
+        input=stdin,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=limits,
+        env={**os.environ, "VPPCTL_PEAK_FILE": str(peak_file)},
+        timeout=CAP_SECONDS * 2,
+        check=False,
+    )
+    seconds = time.perf_counter() - start
+    peak = int(peak_file.read_text()) / 1024 if peak_file.exists() else float("inf")
+    peak_file.unlink(missing_ok=True)
+    return Run(done.returncode, seconds, peak, done.stderr.decode(errors="replace"))
+
+
+def within(r: Run, code: int | tuple[int, ...], seconds: float, mb: float) -> None:
+    codes = (code,) if isinstance(code, int) else code
+    assert r.code in codes, r.stderr
+    assert "Traceback" not in r.stderr
+    assert r.seconds < seconds, f"took {r.seconds:.1f} s (budget {seconds} s)"
+    assert r.peak_mb < mb, f"peak {r.peak_mb:.0f} MB (budget {mb} MB)"
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("bounds")
+
+
+def write(work: Path, name: str, data: bytes) -> Path:
+    path = work / name
+    path.write_bytes(data)
+    return path
+
+
+# -- stage meshes and chunk ids ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["verify", "inspect", "convert"])
+def test_20000_stage_meshes_and_a_chunk_id_of_4095(work: Path, command: str) -> None:
+    """Was: verify past 8 GB (a pp*vpp table of 20,000 x 4,096)."""
+    src = write(work, "meshes20k.pb", hostile.many_stage_meshes(20_000, chunk=4095))
+    args = ["--vpp", "2", "-o", work / "out.pb"] if command == "convert" else []
+    within(run(command, src, *args), (1, 0, 4), seconds=30, mb=400)
+
+
+@pytest.mark.parametrize(
+    ("n", "seconds", "mb"), [(30_000, 20, 400), pytest.param(100_000, 45, 900, marks=SLOW)]
+)
+@pytest.mark.parametrize("command", ["verify", "inspect", "convert"])
+def test_many_one_rank_meshes(work: Path, command: str, n: int, seconds: int, mb: int) -> None:
+    """Was at 100,000: 34 s for convert and verify, 69 s for inspect (quadratic lookups)."""
+    src = write(work, f"meshes{n}.pb", hostile.many_stage_meshes(n, chunk=0))
+    args = ["--vpp", "2", "-o", work / "out.pb"] if command == "convert" else []
+    within(run(command, src, *args), (0, 1, 4), seconds=seconds, mb=mb)
+
+
+# -- blocks ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["verify", pytest.param("inspect", marks=SLOW), pytest.param("convert", marks=SLOW)],
+)
+def test_a_10000_deep_sub_block_chain_naming_a_global_100_times_each(
+    work: Path, command: str
+) -> None:
+    """Was: over 120 s (an ancestor walk per reference)."""
+    src = write(work, "deep.pb", hostile.deep_sub_blocks(10_000, 100))
+    args = ["--vpp", "2", "-o", work / "out.pb"] if command == "convert" else []
+    within(run(command, src, *args), (0, 1, 4), seconds=30, mb=400)
+
+
+@pytest.mark.parametrize("command", ["verify", "inspect", "convert", "dump"])
+def test_a_million_empty_blocks_are_refused_at_once(work: Path, command: str) -> None:
+    """Was: 42 s and 2.76 GB for an 8.6 MB file."""
+    src = write(work, "empty.pb", hostile.empty_blocks(1_000_000))
+    args = ["--vpp", "2"] if command == "convert" else []
+    r = run(command, src, *args)
+    within(r, 3, seconds=15, mb=3 * src.stat().st_size / 2**20 + 200)
+    assert "blocks" in r.stderr
+
+
+# -- regexes --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def converted(work: Path) -> bytes:
+    src = write(work, "plain.pb", build_sample(SampleOptions(layers=8, pp=4, hidden=64)))
+    out = work / "converted.pb"
+    assert run("convert", src, "--vpp", "2", "-o", out).code == 0
+    return out.read_bytes()
+
+
+def test_a_user_regex_that_backtracks_is_refused_in_seconds(work: Path, converted: bytes) -> None:
+    """Was: convert and inspect hang on `--seg-method '(.|.)*!'`."""
+    src = write(work, "prog.pb", converted)
+    r = run("convert", src, "--vpp", "2", "-o", work / "out.pb", "--seg-method", "(.|.)*!")
+    within(r, 2, seconds=5 + REGEX_SECONDS, mb=400)
+    assert "takes over" in r.stderr
+
+
+@pytest.fixture
+def quick_regex_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same bound, at 0.3 s, for the in-process cases below."""
+    monkeypatch.setattr("vppctl.layers.REGEX_SECONDS", 0.3)
+
+
+@pytest.mark.usefixtures("quick_regex_budget")
+@pytest.mark.parametrize("pattern", hostile.EVIL_REGEXES)
+@pytest.mark.parametrize(
+    ("command", "code"), [("convert", (2, 4)), ("inspect", (0, 2)), ("verify", (1, 2))]
+)
+def test_each_regex_that_backtracks_is_stopped(
+    runner: CliRunner, work: Path, converted: bytes, pattern: str, command: str, code: tuple
+) -> None:
+    src = write(work, "prog.pb", converted)
+    args = ["--vpp", "2", "-o", str(work / "out.pb")] if command == "convert" else []
+    start = time.perf_counter()
+    r = runner.invoke(cli, [command, str(src), "--seg-method", pattern, *args])
+    assert r.exit_code in code, r.output
+    assert time.perf_counter() - start < 5
+
+
+@pytest.mark.usefixtures("quick_regex_budget")
+@pytest.mark.parametrize("command", ["verify", "simulate", "inspect"])
+def test_a_recorded_regex_that_backtracks_does_not_hang(
+    runner: CliRunner, work: Path, converted: bytes, command: str
+) -> None:
+    """Was: verify and simulate hang with no option given."""
+    src = write(work, "evil-plan.pb", hostile.recorded_regex(converted, "(.|.)*!"))
+    args = ["--vpp", "2", "-m", "8"] if command == "simulate" else ["--json"]
+    start = time.perf_counter()
+    r = runner.invoke(cli, [command, str(src), *args])
+    assert time.perf_counter() - start < 5
+    assert r.exit_code == {"verify": 1, "simulate": 4, "inspect": 0}[command], r.output
+    if command == "verify":
+        assert "takes over" in r.stdout
+
+
+# -- numbers that do not fit ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args", [("inspect",), ("inspect", "--json"), ("convert", "--vpp", "2", "--json")]
+)
+def test_parameters_with_300_dims_of_2_62(work: Path, args: tuple[str, ...]) -> None:
+    """Was: exit 70, OverflowError and the int-to-str limit."""
+    plain = build_sample(SampleOptions(layers=8, pp=4, hidden=64))
+    src = write(work, "dims.pb", hostile.huge_dims(plain))
+    extra = ["-o", work / "out.pb"] if args[0] == "convert" else []
+    within(run(args[0], src, *args[1:], *extra), 0, seconds=15, mb=400)
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (("--layers", "8", "--pp", "4", "--hidden", str(2**62)), 2),
+        (("--layers", "100000000", "--pp", "8"), 2),  # was: MemoryError, then a segfault
+        (("--layers", "11900", "--pp", "8", "--callstack"), 4),  # would be over 2 GiB
+    ],
+)
+def test_sample_options_that_cannot_work_are_refused_before_building(
+    work: Path, args: tuple[str, ...], code: int
+) -> None:
+    r = run("sample", *args, "-o", work / "big.pb")
+    within(r, code, seconds=15, mb=400)
+    assert not (work / "big.pb").exists()
+
+
+# -- text -----------------------------------------------------------------------------------------
+
+
+def test_a_broken_one_line_text_program_is_quoted_briefly(work: Path) -> None:
+    """Was: the whole line (19.5 MB) echoed to stderr. (Protobuf's text parser is Python
+    and reads about 1 MB/s, so the file is kept at 2 MB.)"""
+    src = write(work, "long.pbtxt", hostile.long_text_line(2_000_000))
+    r = run("inspect", src)
+    within(r, 3, seconds=30, mb=3 * src.stat().st_size / 2**20 + 200)
+    assert len(r.stderr) < 1000
+
+
+def test_nesting_over_100_deep_is_said_so(work: Path) -> None:
+    src = write(work, "nested.pb", hostile.deep_nesting(150))
+    r = run("dump", src)
+    within(r, 3, seconds=10, mb=300)
+    assert "nested too deeply" in r.stderr
