@@ -56,6 +56,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import hostile
 import pytest
 from click.testing import CliRunner
 from programs import Prog, layered
@@ -606,9 +607,35 @@ def bases() -> list[Base]:
     return _BASES
 
 
+# One class of input per generator of tests/hostile.py, at sizes where the old unbounded
+# code took tens of seconds or gigabytes and the bounded code takes about a second.
+HOSTILE: dict[str, Callable[[random.Random], bytes]] = {
+    "stage_meshes": lambda rng: hostile.many_stage_meshes(
+        rng.randrange(2_000, 6_000), chunk=rng.choice((0, 4095, 2**31 - 1))
+    ),
+    "deep_sub_blocks": lambda rng: hostile.deep_sub_blocks(rng.randrange(500, 3000), 100),
+    "empty_blocks": lambda rng: hostile.empty_blocks(rng.choice((20_000, 200_000))),
+    "recorded_regex": lambda rng: hostile.recorded_regex(
+        _named("converted_sample"), rng.choice(hostile.EVIL_REGEXES)
+    ),
+    "huge_dims": lambda rng: hostile.huge_dims(_named("sample"), rng.randrange(1, 400)),
+    "odd_callstacks": lambda rng: hostile.odd_callstacks(_named("layered")),
+    "deep_nesting": lambda rng: hostile.deep_nesting(rng.randrange(95, 400)),
+}
+HOSTILE_SHARE = 0.01  # of the inputs; each class is drawn about 3 times in the CI round
+
+
+def _named(name: str) -> bytes:
+    return next(b.data for b in bases() if b.name == name)
+
+
 def mutant(seed: int, n: int) -> tuple[Base, bytes, list[str]]:
-    """Input n of round `seed`: a base program with 1-3 mutations, and what they were."""
+    """Input n of round `seed`: a base program with 1-3 mutations, and what they were (or,
+    now and then, an input of one of the hostile classes, as it is)."""
     rng = random.Random(f"{seed}:{n}")
+    if rng.random() < HOSTILE_SHARE:
+        kind = rng.choice(sorted(HOSTILE))
+        return Base(f"hostile:{kind}", b""), HOSTILE[kind](rng), [f"hostile {kind}"]
     all_ = bases()
     base = rng.choices(all_, weights=[b.weight for b in all_])[0]
     data = base.data
@@ -639,7 +666,9 @@ CRASH = "crash"  # exit 70, a traceback, a messy error, bad JSON
 FILES = "files"  # output left after a failure, input changed, stray files
 UNVERIFIED = "unverified"  # verify rejects a program convert wrote
 SELF_CHECK = "self-check"  # convert refused its own result (SelfCheckError: a bug)
-KINDS = (CRASH, FILES, UNVERIFIED, SELF_CHECK)
+SLOW = "slow"  # one input took longer than SLOW_SECONDS in all (unbounded work)
+KINDS = (CRASH, FILES, UNVERIFIED, SELF_CHECK, SLOW)
+SLOW_SECONDS = 30.0
 
 
 @dataclass
@@ -679,6 +708,7 @@ class Round:
         self.outcome = Outcome()
 
     def run(self, n: int) -> None:
+        start = time.perf_counter()
         base, data, what = mutant(self.seed, n)
         suffix = ".pbtxt" if base.text else ".pb"
         src = self.work / f"in{suffix}"
@@ -717,6 +747,9 @@ class Round:
             for p in self.work.iterdir():
                 p.unlink()
         self.outcome.inputs += 1
+        took = time.perf_counter() - start
+        if took > SLOW_SECONDS:
+            problems.append((SLOW, f"took {took:.1f} s (budget {SLOW_SECONDS:g} s)"))
         if problems:
             saved = self.saved / f"fuzz-{self.seed}-{n}{suffix}"
             saved.write_bytes(data)
@@ -776,6 +809,9 @@ def run_round(tmp: Path, seed: int, inputs: int) -> Outcome:
     with pytest.MonkeyPatch.context() as mp, _memory_cap():
         # Durability is not under test here; syncing every output would dominate the round.
         mp.setattr(os, "fsync", lambda fd: None)
+        # The same bound on regexes, at a fraction of the time (tests/test_bounds.py runs
+        # the real one).
+        mp.setattr("vppctl.layers.REGEX_SECONDS", 0.3)
         for n in range(inputs):
             rnd.run(n)
             if inputs > CI_INPUTS and (n + 1) % 5000 == 0:  # progress of a long round (-s)
@@ -850,6 +886,15 @@ def test_ci_round_loses_nothing(ci_round: Outcome) -> None:
 
 def test_ci_round_convert_output_verifies(ci_round: Outcome) -> None:
     assert not ci_round.failures[UNVERIFIED], ci_round.report(UNVERIFIED)
+
+
+def test_ci_round_finishes_every_input_in_bounded_time(ci_round: Outcome) -> None:
+    assert not ci_round.failures[SLOW], ci_round.report(SLOW)
+
+
+def test_ci_round_meets_every_hostile_class(ci_round: Outcome) -> None:
+    met = {mutant(CI_SEED, n)[0].name for n in range(CI_INPUTS)}
+    assert {f"hostile:{kind}" for kind in HOSTILE} <= met
 
 
 def test_ci_round_convert_never_fails_its_self_check(ci_round: Outcome) -> None:
