@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import click
 
 from vppctl import __version__
-from vppctl.errors import EXIT_INTERNAL, EXIT_OK, VppctlError
+from vppctl.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, VppctlError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -39,7 +39,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_CODES_HELP = """Exit codes: 0 success, 1 verification found problems, 2 usage error,
 3 file cannot be read or written (or is not a program), 4 program cannot be converted as
-asked, 70 internal error (a bug: please report it)."""
+asked, 70 internal error (a bug: please report it), 130 interrupted."""
 
 
 BUG_REPORT = (
@@ -65,7 +65,7 @@ class _Group(click.Group):
             raise
         except KeyboardInterrupt:
             click.echo("Error: interrupted; nothing was written", err=True)
-            ctx.exit(130)
+            ctx.exit(EXIT_INTERRUPTED)
         except Exception as e:  # a bug: say so, traceback only under --debug
             if ctx.obj and ctx.obj.get("debug"):
                 traceback.print_exc()

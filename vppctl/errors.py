@@ -11,6 +11,7 @@ Exit codes (kept in sync with the README table):
     3   a file cannot be read or written, or is not a program
     4   the program cannot be converted as asked
     70  internal error (a bug in vppctl; please report it)
+    130 interrupted (Ctrl-C); a reader that closes a pipe early is exit 0
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ EXIT_USAGE = 2
 EXIT_FILE = 3
 EXIT_CONVERT = 4
 EXIT_INTERNAL = 70
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 
 class VppctlError(Exception):
