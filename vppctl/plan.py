@@ -98,6 +98,16 @@ class Plan:
         mean = sum(costs) / len(costs) if costs else 0
         return max(costs) / mean if mean else 1.0
 
+    @property
+    def stage_loads(self) -> list[int]:
+        """Each stage's load: the sum of its segments' costs (what a schedule sees)."""
+        return stage_loads([s.cost for s in self.segments], self.pp, self.placement)
+
+    @property
+    def stage_imbalance(self) -> float:
+        """Busiest stage's load over the mean stage load (1.0 = perfectly even)."""
+        return stage_imbalance([s.cost for s in self.segments], self.pp, self.placement)
+
 
 def place(k: int, pp: int, placement: Placement) -> tuple[int, int]:
     """(stage, chunk) of segment k."""
@@ -676,4 +686,6 @@ def _sizes(facts: LayerFacts, pp: int, opts: PlanOptions) -> list[int]:
         )
     if opts.split == "keep":
         return keep_sizes(facts.stages, pp, vpp, opts.placement)
-    return balanced_sizes(facts.costs, pp * vpp, facts.pre_cost, facts.post_cost)
+    return stage_balanced_sizes(
+        facts.costs, pp, vpp, opts.placement, facts.pre_cost, facts.post_cost
+    )
