@@ -210,7 +210,8 @@ def _parse_counts(value: str | None) -> tuple[int, ...]:
     "-m",
     type=click.IntRange(1, 1 << 16),
     metavar="M",
-    help="Also show the simulated bubble before and after (unit costs).",
+    help="Also simulate the converted plan's bubble at M micro-batches: the idle share of "
+    "the step with the program's FLOP costs, as vppctl simulate OUT -m M prints it.",
 )
 @click.option(
     "--strip-callstack",
@@ -491,13 +492,96 @@ def sample(
         _print_json(report.sample_json(outcome))
 
 
+# -- simulate and plan: shared options ---------------------------------------------
+
+
+def _placement_option(f: F) -> F:
+    return click.option(
+        "--placement",
+        type=click.Choice(["loop", "v"]),
+        help="loop: segment k on stage k % pp; v: stages 0..pp-1 then pp-1..0 (ZB-V). "
+        "Default: the recorded plan's, else loop.",
+    )(f)
+
+
+def _split_options(f: F) -> F:
+    f = click.option(
+        "--cost",
+        type=click.Choice(["params", "ops", "flops"]),
+        help="Cost measure for --split balanced (default params, as convert).",
+    )(f)
+    f = click.option(
+        "--layers-per-chunk",
+        metavar="N,N,...",
+        help="Explicit layer counts per segment, in virtual-stage order (implies --split "
+        "explicit).",
+    )(f)
+    return click.option(
+        "--split",
+        type=click.Choice(["uniform", "keep", "balanced", "explicit"]),
+        help="As convert: uniform, keep, balanced (the busiest stage's load minimised) or "
+        "explicit. Default: the recorded plan's, else uniform when the layers divide, else "
+        "balanced (with a warning).",
+    )(f)
+
+
+def _memory_options(f: F) -> F:
+    f = click.option(
+        "--memory-limit",
+        metavar="SIZE",
+        callback=_parse_size,
+        help="Bytes per stage, e.g. 80GiB or 80GB: stages whose peak exceeds it are flagged.",
+    )(f)
+    f = click.option(
+        "--seq-len",
+        type=click.IntRange(1, 1 << 24),
+        help="Size of an activation's later unknown (-1) dimensions. Default: counted as 1 "
+        "(with a warning when there are any).",
+    )(f)
+    return click.option(
+        "--micro-batch-size",
+        type=click.IntRange(1, 1 << 24),
+        help="Size of an activation's first unknown (-1) dimension. Default 1.",
+    )(f)
+
+
+def _parse_size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    if value is None:
+        return None
+    from vppctl.memory import parse_size
+
+    size = parse_size(value)
+    if size is None or size <= 0:
+        raise click.BadParameter(
+            f"{value!r} is not a size: give bytes with a unit, e.g. 80GiB, 80GB, 512MiB"
+        )
+    return size
+
+
+def _memory(micro_batch_size: int | None, seq_len: int | None, memory_limit: int | None) -> Any:
+    from vppctl.memory import MemoryOptions
+
+    if micro_batch_size is None and seq_len is None and memory_limit is None:
+        return None
+    return MemoryOptions(micro_batch_size or 1, seq_len, memory_limit)
+
+
+def _schedule_names() -> list[str]:
+    # The schedule names without importing the simulator (vppctl --help stays fast).
+    return ["fthenb", "1f1b", "eager1f1b", "interleaved", "zbh1", "zbv"]
+
+
 # -- simulate --------------------------------------------------------------------
 
 
 @cli.command(epilog=EXIT_CODES_HELP)
 @click.argument("prog", required=False, type=click.Path(path_type=Path))
 @click.option("--pp", type=click.IntRange(1, 4096), help="Stages (default: the program's).")
-@click.option("--vpp", type=click.IntRange(1, 4096), required=True, help="Chunks per stage.")
+@click.option(
+    "--vpp",
+    type=click.IntRange(1, 4096),
+    help="Chunks per stage. Default: a converted program's recorded plan; needed otherwise.",
+)
 @click.option(
     "--micro-batches",
     "-m",
@@ -507,9 +591,25 @@ def sample(
 )
 @click.option(
     "--schedule",
-    type=click.Choice(["fthenb", "1f1b", "interleaved"]),
-    help="One schedule; default: 1F1B and interleaved side by side.",
+    type=click.Choice(_schedule_names()),
+    help="One schedule; default: 1F1B and the plan's interleaving schedule (interleaved "
+    "1F1B, or ZB-V for a V plan with vpp 2) side by side.",
 )
+@click.option(
+    "--group-size",
+    type=click.IntRange(1, 1 << 16),
+    metavar="N",
+    help="Megatron's micro-batch group size of the interleaved schedule (default pp).",
+)
+@click.option(
+    "--costs",
+    metavar="F,B,W",
+    help="Forward, input-gradient and weight-gradient cost of a chunk (default 1,1,1; "
+    "schedules without the I/W split run B+W). With PROG, per unit of each segment's "
+    "FLOP share.",
+)
+@_placement_option
+@_split_options
 @_seg_method_option
 @click.option(
     "--p2p-cost",
@@ -518,6 +618,7 @@ def sample(
     show_default=True,
     help="Time per point-to-point hop between stages.",
 )
+@_memory_options
 @_json_option
 @click.option("--svg", type=click.Path(path_type=Path), help="Write the timeline as SVG.")
 @click.option(
@@ -525,43 +626,72 @@ def sample(
     type=click.Path(path_type=Path),
     help="Write a Chrome trace JSON (Perfetto, chrome://tracing).",
 )
+@click.option(
+    "--csv",
+    "csv_path",
+    type=click.Path(path_type=Path),
+    help="Write the last schedule's orders as torch.distributed.pipelining's schedule CSV.",
+)
 def simulate(
     prog: Path | None,
     pp: int | None,
-    vpp: int,
+    vpp: int | None,
     micro_batches: int,
     schedule: str | None,
+    group_size: int | None,
+    costs: str | None,
+    placement: str | None,
+    split: str | None,
+    layers_per_chunk: str | None,
+    cost: str | None,
     seg_method: str | None,
     p2p_cost: float,
+    micro_batch_size: int | None,
+    seq_len: int | None,
+    memory_limit: int | None,
     as_json: bool,
     svg: Path | None,
     trace: Path | None,
+    csv_path: Path | None,
 ) -> None:
-    """Simulate the pipeline schedule: bubble, in-flight micro-batches, timeline.
+    """Simulate the pipeline schedule: bubble, in-flight micro-batches, memory, timeline.
 
-    Costs come from PROG (forward FLOPs of each segment, else op counts;
-    backward = 2x forward); without PROG every chunk costs 1 forward, 2 backward.
+    With PROG, the plan is the one convert makes with the same options (a converted
+    program is simulated as converted: no --vpp needed), costs are each segment's
+    forward FLOPs (backward I = W = F), and memory per stage comes from its variables.
+    Without PROG every chunk costs --costs. The bubble is the idle time of all stages
+    over pp x makespan: the idle share of the step.
 
     \b
     vppctl simulate --pp 8 --vpp 2 -m 32
-    vppctl simulate prog.pb --vpp 2 -m 16 --svg timeline.svg
+    vppctl simulate prog.vpp.pb -m 16 --svg timeline.svg
+    vppctl simulate prog.pb --vpp 2 -m 16 --schedule zbv --placement v --csv zbv.csv
+    vppctl simulate prog.pb --vpp 2 -m 16 --micro-batch-size 4 --memory-limit 80GiB
     """
     from vppctl import report
     from vppctl.commands import simulate_run
 
     outcome = simulate_run(
         prog,
+        micro_batches=micro_batches,
         pp=pp,
         vpp=vpp,
-        micro_batches=micro_batches,
         schedule=cast("Schedule | None", schedule),
+        group_size=group_size,
+        costs=costs,
+        placement=cast("Placement | None", placement),
+        split=cast("Split | None", split),
+        layers_per_chunk=_parse_counts(layers_per_chunk),
+        cost=cast("CostKind | None", cost),
         seg_method=seg_method,
         p2p_cost=p2p_cost,
+        memory=_memory(micro_batch_size, seq_len, memory_limit),
         svg=svg,
         trace=trace,
+        csv=csv_path,
     )
     if as_json:
-        _print_json(report.simulation_json(outcome.results))
+        _print_json(report.simulation_json(outcome))
     else:
-        report.render_simulation(_stdout(), outcome.results)
-    _warn(_stderr(), report.simulation_warnings(outcome.results))
+        report.render_simulation(_stdout(), outcome)
+    _warn(_stderr(), outcome.warnings)

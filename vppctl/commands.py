@@ -11,17 +11,29 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 
 from vppctl.convert import ConvertOptions, ConvertResult, convert_program
-from vppctl.errors import UsageError
+from vppctl.errors import UsageError, VppctlError
 from vppctl.expectation import VerifyReport, verify_program
 from vppctl.load import Program, parse_program, read_program
-from vppctl.plan import Placement
+from vppctl.memory import MemoryOptions, StageMemory
+from vppctl.plan import CostKind, Placement, Plan, Split
 from vppctl.sample import SampleOptions, build_sample
 from vppctl.save import serialize, write_atomic, write_program
-from vppctl.schedule.simulate import Schedule, SimResult, compare, simulate
+from vppctl.schedule.costs import PlanRequest
+from vppctl.schedule.simulate import (
+    Schedule,
+    SimResult,
+    check_size,
+    compare,
+    held_peak,
+    parse_unit_costs,
+    simulate,
+)
 from vppctl.summary import Summary, summarize
 
 PathLike = str | os.PathLike[str]
@@ -56,10 +68,14 @@ def _refuse_input_as_output(src: Path, out: Path, fix: str) -> None:
 
 @dataclass(frozen=True)
 class Bubble:
-    """Simulated idle share of the step, 1F1B and interleaved 1F1B (unit costs)."""
+    """The simulated bubble of the converted plan at `micro_batches`: per schedule (1F1B,
+    then the interleaving schedule of the placement) the idle share of the step, with
+    the program's costs (`measure`: FLOPs, or op counts without matmul shapes). The
+    same figure `vppctl simulate OUT -m M` prints."""
 
-    one_f_one_b: float
-    interleaved: float
+    micro_batches: int
+    measure: str
+    schedules: tuple[tuple[Schedule, Fraction], ...]
 
 
 @dataclass(frozen=True)
@@ -80,7 +96,9 @@ def convert_file(
     micro_batches: int | None = None,
 ) -> ConvertOutcome:
     """Convert the program in `src` and write it to `out` (default: `src` with `.vpp`
-    before the extension; `in_place`: over `src`, atomically)."""
+    before the extension; `in_place`: over `src`, atomically). With `micro_batches`,
+    also simulate the converted plan's bubble (`outcome.bubble`); a micro-batch count a
+    schedule refuses leaves that schedule out with a warning, never the conversion."""
     src = _path(src)
     if in_place and out is not None:
         raise UsageError("--in-place writes over the input, so it takes no -o; drop one of them")
@@ -90,16 +108,50 @@ def convert_file(
     opts.plan.check()
     program = read_program(src)
     result = convert_program(program, opts)
-    bubble, sim_warnings = (None, ()) if micro_batches is None else _bubble(result, micro_batches)
+    bubble, sim_warnings = (None, ()) if micro_batches is None else _bubble(program, micro_batches)
     written, save_warnings = write_program(program, target)
     warnings = (*result.warnings, *sim_warnings, *save_warnings)
     return ConvertOutcome(result, str(target), written, bubble, warnings)
 
 
-def _bubble(result: ConvertResult, micro_batches: int) -> tuple[Bubble, tuple[str, ...]]:
-    runs = compare(result.plan.pp, result.plan.vpp, micro_batches)
-    warnings = tuple(dict.fromkeys(w for r in runs for w in r.warnings))
-    return Bubble(float(runs[0].bubble), float(runs[-1].bubble)), warnings
+def _bubble(program: Program, micro_batches: int) -> tuple[Bubble | None, tuple[str, ...]]:
+    """The converted program simulated as `simulate` does it: its recorded plan, its
+    costs, 1F1B and the placement's interleaving schedule."""
+    from vppctl.schedule.costs import CostModel, resolve_plan
+
+    try:
+        resolved = resolve_plan(program, PlanRequest())
+    except VppctlError as e:
+        return None, (f"no bubble line: {e} (the conversion is unaffected)",)
+    plan = resolved.plan
+    model = CostModel(resolved.planned)
+    forward = model.forward(plan)
+    shown: list[tuple[Schedule, Fraction]] = []
+    warnings: list[str] = []
+    for schedule in ("1f1b", *_interleaving(plan.placement, plan.vpp)):
+        try:
+            run = simulate(
+                plan.pp, plan.vpp, micro_batches, schedule, forward, placement=plan.placement
+            )
+        except VppctlError as e:
+            warnings.append(
+                f"no {schedule} bubble at --micro-batches {micro_batches}: {e} (the "
+                "conversion is unaffected)"
+            )
+            continue
+        shown.append((schedule, run.bubble))
+        warnings += run.warnings
+    return Bubble(micro_batches, model.measure, tuple(shown)), tuple(dict.fromkeys(warnings))
+
+
+def _interleaving(placement: Placement, vpp: int) -> tuple[Schedule, ...]:
+    """The interleaving schedule a plan runs (as `compare`): interleaved 1F1B for loop
+    placement, ZB-V for V with two chunks, none otherwise."""
+    if vpp > 1 and placement == "loop":
+        return ("interleaved",)
+    if vpp == 2 and placement == "v":
+        return ("zbv",)
+    return ()
 
 
 # -- verify, inspect -------------------------------------------------------------
@@ -179,58 +231,244 @@ def sample_file(opts: SampleOptions, out: PathLike) -> SampleOutcome:
 
 
 @dataclass(frozen=True)
+class SimulatedPlan:
+    """The plan a program was simulated with, and its costs."""
+
+    plan: Plan
+    recorded: bool  # the program's recorded plan (a converted program)
+    split: str  # the split's name, as converted or asked
+    measure: str  # "flops", or "ops" when the program has no matmul shapes
+    segment_costs: tuple[int, ...]  # each segment's forward FLOPs (or ops)
+    costs: tuple[Fraction, Fraction, Fraction]  # F,B,W per unit of a segment's cost
+
+
+@dataclass(frozen=True)
 class SimulateOutcome:
     results: tuple[SimResult, ...]
     costs_from: str | None  # the program the costs came from
-    written: tuple[tuple[str, int], ...]  # (path, bytes) of the SVG and trace files
+    written: tuple[tuple[str, int], ...]  # (path, bytes) of the SVG, trace and CSV files
+    plan: SimulatedPlan | None = None  # with a program
+    memory: tuple[tuple[StageMemory, ...], ...] = ()  # per result, with a program
+    memory_options: MemoryOptions | None = None
+    warnings: tuple[str, ...] = ()  # the plan's, the memory model's and the simulator's
 
 
 def simulate_run(
     prog: PathLike | None,
     *,
-    pp: int | None,
-    vpp: int,
     micro_batches: int,
+    pp: int | None = None,
+    vpp: int | None = None,
     schedule: Schedule | None = None,
+    group_size: int | None = None,
+    costs: str | tuple[Fraction, Fraction, Fraction] | None = None,
+    placement: Placement | None = None,
+    split: Split | None = None,
+    layers_per_chunk: Sequence[int] = (),
+    cost: CostKind | None = None,
     seg_method: str | None = None,
     p2p_cost: float = 0.0,
+    memory: MemoryOptions | None = None,
     svg: PathLike | None = None,
     trace: PathLike | None = None,
+    csv: PathLike | None = None,
 ) -> SimulateOutcome:
-    """Simulate one training step (costs from `prog` when given) and write the pictures."""
-    forward = None
-    if prog is not None:
-        from vppctl.schedule.costs import program_costs
+    """Simulate one training step and write the pictures.
 
-        for picture in (svg, trace):
-            if picture is not None:
-                _refuse_input_as_output(_path(prog), _path(picture), "write to another path")
-        costs = program_costs(read_program(_path(prog)), pp=pp, vpp=vpp, seg_method=seg_method)
-        pp, forward = costs.plan.pp, list(costs.forward)
+    With `prog`, the plan is the one `convert` makes with the same options (a converted
+    program: its recorded plan, so `vpp` is not needed), costs are its segments'
+    forward FLOPs, and `outcome.memory` holds each stage's bytes. Without it, `pp` and
+    `vpp` are required and every chunk costs `costs` (F,B,W; default 1,1,1). `schedule`
+    None compares 1F1B with the plan's interleaving schedule."""
+    outputs = [
+        (flag, _path(p))
+        for flag, p in (("--svg", svg), ("--trace", trace), ("--csv", csv))
+        if p is not None
+    ]
+    _refuse_clashes(None if prog is None else _path(prog), outputs)
+    ratios = parse_unit_costs(costs) if isinstance(costs, str) else costs or _UNIT_COSTS
+    if schedule is not None and group_size is not None and schedule != "interleaved":
+        raise UsageError(
+            f"--group-size is Megatron's interleaved schedule's; --schedule {schedule} takes "
+            "none: drop --group-size"
+        )
+    if prog is None:
+        runs = _simulate_without_program(
+            micro_batches,
+            pp,
+            vpp,
+            schedule,
+            group_size,
+            costs,
+            ratios,
+            placement,
+            (split, layers_per_chunk, cost, seg_method, memory),
+            p2p_cost,
+        )
+        written = tuple(_pictures(runs, svg, trace, csv))
+        return SimulateOutcome(runs, None, written, warnings=_run_warnings(runs))
+    from vppctl.memory import MemoryModel, stage_memory
+    from vppctl.schedule.costs import CostModel, resolve_plan
+
+    program = read_program(_path(prog))
+    request = PlanRequest(vpp, pp, placement, split, tuple(layers_per_chunk), cost, seg_method)
+    resolved = resolve_plan(program, request)
+    plan = resolved.plan
+    model = CostModel(resolved.planned)
+    forward = model.forward(plan)
+    f, b, w = ratios
+    runs = _runs(
+        plan.pp,
+        plan.vpp,
+        micro_batches,
+        schedule,
+        group_size,
+        ([c * f for c in forward], [c * b for c in forward], [c * w for c in forward]),
+        plan.placement,
+        p2p_cost,
+    )
+    opts = memory or MemoryOptions()
+    memory_model = MemoryModel(resolved.planned, opts)
+    segments = memory_model.segments(plan)
+    sizes = [s.activations for s in segments]
+    stages = tuple(
+        stage_memory(plan, segments, r.peak_in_flight_per_chunk, held_peak(r, sizes), opts.limit)
+        for r in runs
+    )
+    written = tuple(_pictures(runs, svg, trace, csv))
+    simulated = SimulatedPlan(
+        plan, resolved.recorded, resolved.split, model.measure, model.segments(plan), ratios
+    )
+    warnings = (*resolved.warnings, *memory_model.warnings, *_run_warnings(runs))
+    return SimulateOutcome(runs, str(prog), written, simulated, stages, opts, warnings)
+
+
+_UNIT_COSTS = (Fraction(1), Fraction(1), Fraction(1))
+_PLAN_ONLY = ("--split", "--layers-per-chunk", "--cost", "--seg-method", "memory options")
+
+
+def _simulate_without_program(
+    micro_batches: int,
+    pp: int | None,
+    vpp: int | None,
+    schedule: Schedule | None,
+    group_size: int | None,
+    costs: object,
+    ratios: tuple[Fraction, Fraction, Fraction],
+    placement: Placement | None,
+    program_only: tuple[object, ...],
+    p2p_cost: float,
+) -> tuple[SimResult, ...]:
+    given = [flag for flag, value in zip(_PLAN_ONLY, program_only) if value]
+    if given:
+        raise UsageError(
+            f"{', '.join(given)} describe a program's plan or memory: pass the program, or "
+            "drop them"
+        )
     if pp is None:
         raise UsageError("--pp is required without a program")
-    if schedule:
-        runs: tuple[SimResult, ...] = (
-            simulate(pp, vpp, micro_batches, schedule, forward=forward, p2p_cost=p2p_cost),
+    if vpp is None:
+        raise UsageError("--vpp is required without a program")
+    check_size(pp, vpp, micro_batches)  # before cost lists of pp * vpp entries
+    n = pp * vpp
+    f, b, w = ratios
+    unit = None if costs is None else ([f] * n, [b] * n, [w] * n)
+    return _runs(pp, vpp, micro_batches, schedule, group_size, unit, placement, p2p_cost)
+
+
+def _runs(
+    pp: int,
+    vpp: int,
+    micro_batches: int,
+    schedule: Schedule | None,
+    group_size: int | None,
+    costs: tuple[Sequence[Fraction], Sequence[Fraction], Sequence[Fraction]] | None,
+    placement: Placement | None,
+    p2p_cost: float,
+) -> tuple[SimResult, ...]:
+    """One schedule, or 1F1B and the placement's interleaving schedule side by side."""
+    forward, backward, weight = costs if costs is not None else (None, None, None)
+    if schedule is not None:
+        one = simulate(
+            pp,
+            vpp,
+            micro_batches,
+            schedule,
+            forward,
+            backward,
+            p2p_cost,
+            weight=weight,
+            placement=placement,
+            group_size=group_size,
         )
-    else:
-        runs = compare(pp, vpp, micro_batches, forward=forward, p2p_cost=p2p_cost)
-    written = tuple(_pictures(runs, svg, trace))
-    return SimulateOutcome(runs, None if prog is None else str(prog), written)
+        return (one,)
+    if group_size is not None and _interleaving(placement or "loop", vpp) != ("interleaved",):
+        raise UsageError(
+            "--group-size is Megatron's interleaved schedule's, and this plan runs none "
+            "(it needs vpp > 1 and loop placement): drop --group-size"
+        )
+    return compare(
+        pp,
+        vpp,
+        micro_batches,
+        forward,
+        backward,
+        p2p_cost,
+        weight=weight,
+        group_size=group_size,
+        placement=placement or "loop",
+    )
+
+
+def _run_warnings(runs: Sequence[SimResult]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(w for r in runs for w in r.warnings))
+
+
+def _refuse_clashes(prog: Path | None, outputs: Sequence[tuple[str, Path]]) -> None:
+    """No output file may be the input program, nor another output."""
+    for i, (flag, path) in enumerate(outputs):
+        if prog is not None and _same_file(prog, path):
+            raise UsageError(f"{flag} {path} is the input program; write to another path")
+        for other, earlier in outputs[:i]:
+            if _same_file(earlier, path):
+                raise UsageError(f"{flag} and {other} name the same file {path}; give each its own")
 
 
 def _pictures(
-    runs: tuple[SimResult, ...], svg: PathLike | None, trace: PathLike | None
+    runs: tuple[SimResult, ...],
+    svg: PathLike | None,
+    trace: PathLike | None,
+    csv: PathLike | None,
 ) -> list[tuple[str, int]]:
-    from vppctl.schedule import timeline
-
+    """The last schedule simulated as SVG, Chrome trace and torch schedule CSV."""
     out = []
+    last = runs[-1]
+    if svg is not None or trace is not None:
+        from vppctl.schedule import timeline
+
+        _check_drawable(last, timeline.SCHEDULE_TITLES)
     if svg is not None:
-        data = timeline.to_svg(runs[-1]).encode()
+        data = timeline.to_svg(last).encode()
         write_atomic(_path(svg), data)
         out.append((str(svg), len(data)))
     if trace is not None:
-        data = json.dumps(timeline.to_chrome_trace(runs[-1])).encode()
+        data = json.dumps(timeline.to_chrome_trace(last)).encode()
         write_atomic(_path(trace), data)
         out.append((str(trace), len(data)))
+    if csv is not None:
+        from vppctl.schedule.torchcsv import to_csv
+
+        data = to_csv(last.orders).encode()
+        write_atomic(_path(csv), data)
+        out.append((str(csv), len(data)))
     return out
+
+
+def _check_drawable(result: SimResult, titles: Mapping[str, str]) -> None:
+    # Until the timeline module names every schedule (being redrawn on another
+    # branch), refuse cleanly instead of failing inside it.
+    if result.schedule not in titles:
+        raise UsageError(
+            f"--svg and --trace do not draw {result.schedule} yet; write --csv, or draw "
+            "1f1b, fthenb or interleaved"
+        )

@@ -184,6 +184,14 @@ class SimResult:
         return order_names(self.ops, self.vpp, self.placement)
 
     @property
+    def stage_imbalance(self) -> Fraction:
+        """The busiest stage's compute over the mean stage's (1 = even): the share of the
+        bubble that no schedule can remove."""
+        busy = [self.makespan - idle for idle in self.per_stage_idle]
+        mean = Fraction(sum(busy), len(busy)) if busy else Fraction(0)
+        return self.ideal / mean if mean else Fraction(1)
+
+    @property
     def peak_in_flight_stage_units(self) -> tuple[Fraction, ...]:
         """Peak in-flight activations in units of one full stage's activations.
 
@@ -806,6 +814,7 @@ def simulate(
     :class:`DeadlockError` if the orders cannot make progress.
     """
     _check_counts(pp, vpp, micro_batches, schedule)
+    check_size(pp, vpp, micro_batches)  # before anything grows with pp * vpp
     _check_placement(schedule, vpp, placement)
     costs = _resolve_costs(pp * vpp, forward, backward, weight)
     hop = _exact(p2p_cost, "p2p cost")
