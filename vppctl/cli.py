@@ -695,3 +695,150 @@ def simulate(
     else:
         report.render_simulation(_stdout(), outcome)
     _warn(_stderr(), outcome.warnings)
+
+
+# -- plan ------------------------------------------------------------------------
+
+
+def _ints(flag: str) -> Callable[[click.Context, click.Parameter, str | None], tuple[int, ...]]:
+    def parse(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, ...]:
+        if value is None:
+            return ()
+        try:
+            values = tuple(int(x) for x in value.replace(" ", "").split(","))
+        except ValueError:
+            raise click.BadParameter(
+                f"{value!r} is not a comma-separated list of integers, e.g. 16,32,64"
+            ) from None
+        if any(v < 1 for v in values):
+            raise click.BadParameter(f"{flag} values must be positive, got {value!r}")
+        return values
+
+    return parse
+
+
+def _names(
+    choices: list[str],
+) -> Callable[[click.Context, click.Parameter, str | None], tuple[str, ...]]:
+    def parse(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[str, ...]:
+        if value is None:
+            return ()
+        values = tuple(x for x in value.replace(" ", "").split(",") if x)
+        unknown = [v for v in values if v not in choices]
+        if unknown or not values:
+            raise click.BadParameter(
+                f"{value!r}: choose from {', '.join(choices)} (comma-separated)"
+            )
+        return values
+
+    return parse
+
+
+@cli.command(epilog=EXIT_CODES_HELP)
+@_program_argument("prog")
+@click.option(
+    "--micro-batches",
+    "-m",
+    required=True,
+    metavar="M[,M...]",
+    callback=_ints("--micro-batches"),
+    help="Micro-batches per step: one count or a list, e.g. 16,32,64.",
+)
+@click.option("--pp", type=click.IntRange(1, 4096), help="Expected number of stages.")
+@click.option(
+    "--vpp",
+    metavar="V[,V...]",
+    callback=_ints("--vpp"),
+    help="Chunks per stage to try. Default: every value a split can serve.",
+)
+@click.option(
+    "--placement",
+    metavar="loop,v",
+    callback=_names(["loop", "v"]),
+    help="Placements to try (default both; V runs ZB-V with vpp 2).",
+)
+@click.option(
+    "--split",
+    metavar="uniform,keep,balanced",
+    callback=_names(["uniform", "keep", "balanced"]),
+    help="Splits to try (default all three; uniform only where the layers divide).",
+)
+@click.option(
+    "--schedule",
+    metavar="NAME[,NAME...]",
+    callback=_names(_schedule_names()),
+    help="Schedules to try (default all: " + ", ".join(_schedule_names()) + ").",
+)
+@click.option(
+    "--cost",
+    type=click.Choice(["params", "ops", "flops"]),
+    default="flops",
+    show_default=True,
+    help="Cost measure of the balanced split (the schedule's costs are always FLOPs).",
+)
+@_seg_method_option
+@click.option(
+    "--p2p-cost",
+    type=click.FloatRange(0),
+    default=0.0,
+    show_default=True,
+    help="Time per point-to-point hop, in units of the mean stage's forward.",
+)
+@_memory_options
+@click.option(
+    "--top",
+    type=click.IntRange(1, 1000),
+    default=10,
+    show_default=True,
+    help="Candidates shown in the table (--json lists all).",
+)
+@_json_option
+def plan(
+    prog: Path,
+    micro_batches: tuple[int, ...],
+    pp: int | None,
+    vpp: tuple[int, ...],
+    placement: tuple[str, ...],
+    split: tuple[str, ...],
+    schedule: tuple[str, ...],
+    cost: str,
+    seg_method: str | None,
+    p2p_cost: float,
+    micro_batch_size: int | None,
+    seq_len: int | None,
+    memory_limit: int | None,
+    top: int,
+    as_json: bool,
+) -> None:
+    """Find the best conversion of PROG: vpp, placement, split, schedule, micro-batches.
+
+    Simulates every candidate with the program's FLOP costs and memory per stage,
+    leaves out what a runtime would refuse and what exceeds --memory-limit (exit 4 if
+    nothing fits), and prints the best with the vppctl convert command for each.
+
+    \b
+    vppctl plan prog.pb -m 16
+    vppctl plan prog.pb -m 16,32,64 --memory-limit 80GiB --micro-batch-size 2
+    vppctl plan prog.pb -m 32 --schedule interleaved,zbv --json | jq '.candidates[0]'
+    """
+    from vppctl import report
+    from vppctl.commands import plan_run
+
+    outcome = plan_run(
+        prog,
+        micro_batches=micro_batches,
+        pp=pp,
+        vpp=vpp,
+        placements=cast("tuple[Placement, ...]", placement),
+        splits=cast("tuple[Split, ...]", split),
+        schedules=cast("tuple[Schedule, ...]", schedule),
+        cost=cast("CostKind", cost),
+        seg_method=seg_method,
+        p2p_cost=p2p_cost,
+        memory=_memory(micro_batch_size, seq_len, memory_limit),
+    )
+    if as_json:
+        _print_json(report.plan_json(outcome))
+    else:
+        report.render_plan(_stdout(), outcome, top)
+    _warn(_stderr(), outcome.result.warnings)

@@ -22,6 +22,7 @@ from vppctl.expectation import VerifyReport, verify_program
 from vppctl.load import Program, parse_program, read_program
 from vppctl.memory import MemoryOptions, StageMemory
 from vppctl.plan import CostKind, Placement, Plan, Split
+from vppctl.planner import PlanResult, PlanSearch
 from vppctl.sample import SampleOptions, build_sample
 from vppctl.save import serialize, write_atomic, write_program
 from vppctl.schedule.costs import PlanRequest
@@ -472,3 +473,56 @@ def _check_drawable(result: SimResult, titles: Mapping[str, str]) -> None:
             f"--svg and --trace do not draw {result.schedule} yet; write --csv, or draw "
             "1f1b, fthenb or interleaved"
         )
+
+
+# -- plan ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlanOutcome:
+    source: str
+    search: PlanSearch
+    result: PlanResult
+
+
+def plan_run(
+    prog: PathLike,
+    *,
+    micro_batches: Sequence[int],
+    pp: int | None = None,
+    vpp: Sequence[int] = (),
+    placements: Sequence[Placement] = (),
+    splits: Sequence[Split] = (),
+    schedules: Sequence[Schedule] = (),
+    cost: CostKind = "flops",
+    seg_method: str | None = None,
+    p2p_cost: float = 0.0,
+    memory: MemoryOptions | None = None,
+) -> PlanOutcome:
+    """Search the conversions of `prog` (vpp, placement, split, schedule, micro-batches)
+    for the fastest step that fits `memory.limit`; candidates best first, each with the
+    `vppctl convert` command that makes it. Raises ConversionError (exit 4) when none
+    fits, naming the smallest peak found."""
+    from vppctl.planner import PLACEMENTS, SPLITS, search
+    from vppctl.schedule.orders import SCHEDULES
+
+    opts = PlanSearch(
+        micro_batches=tuple(micro_batches),
+        pp=pp,
+        vpp=tuple(vpp),
+        placements=tuple(placements) or PLACEMENTS,
+        splits=tuple(splits) or SPLITS,
+        schedules=tuple(schedules) or SCHEDULES,
+        cost=cost,
+        seg_method=seg_method,
+        p2p_cost=_exact_cost(p2p_cost),
+        memory=memory or MemoryOptions(),
+    )
+    program = read_program(_path(prog))
+    return PlanOutcome(str(prog), opts, search(program, str(prog), opts))
+
+
+def _exact_cost(value: float) -> Fraction:
+    if value < 0 or value != value or value == float("inf"):
+        raise UsageError(f"--p2p-cost must be a finite number >= 0, got {value}")
+    return Fraction(repr(value)) if isinstance(value, float) else Fraction(value)

@@ -22,6 +22,7 @@ from array import array
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import repeat
+from typing import NamedTuple
 
 from google.protobuf.message import DecodeError
 
@@ -296,9 +297,9 @@ _DTYPE_BYTES = {
 }
 
 
-@dataclass(frozen=True)
-class VarTensor:
-    """What the memory model needs of one tensor variable."""
+class VarTensor(NamedTuple):
+    """What the memory model needs of one tensor variable (a tuple: one per variable
+    read, so it must be cheap)."""
 
     dtype_bytes: int  # bytes per element; 0 when the data type is not a known one
     dims: tuple[int, ...]  # -1 for a dimension unknown until run time

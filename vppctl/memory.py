@@ -107,6 +107,7 @@ class MemoryModel:
         self.activations: dict[tuple[int, ...], int] = {}
         self._unknown_later = 0
         self._sizes: dict[int, int | None] = {}
+        self._tensors: dict[int, fields.VarTensor | None] = {}
         index = planned.index
         self.index = index
         self.is_param = _param_flags(index)
@@ -130,13 +131,20 @@ class MemoryModel:
 
     # -- reading the program
 
+    def _tensor(self, v: int) -> fields.VarTensor | None:
+        """Variable `v`'s element size, dims and persistable flag, read once."""
+        if v in self._tensors:
+            return self._tensors[v]
+        index = self.index
+        b = index.blocks[index.var_block[v]]
+        tensor = self._tensors[v] = fields.var_tensor(index.program.blocks[b.idx], v - b.var_base)
+        return tensor
+
     def nbytes(self, v: int) -> int | None:
         """Bytes of variable `v` with the -1 rule, or None when it is not a tensor."""
         if v in self._sizes:
             return self._sizes[v]
-        index = self.index
-        b = index.blocks[index.var_block[v]]
-        tensor = fields.var_tensor(index.program.blocks[b.idx], v - b.var_base)
+        tensor = self._tensor(v)
         size = None if tensor is None else self._size(tensor)
         self._sizes[v] = size
         return size
@@ -157,9 +165,7 @@ class MemoryModel:
         return elements * tensor.dtype_bytes
 
     def _persistable(self, v: int) -> bool:
-        index = self.index
-        b = index.blocks[index.var_block[v]]
-        tensor = fields.var_tensor(index.program.blocks[b.idx], v - b.var_base)
+        tensor = self._tensor(v)
         return tensor is not None and tensor.persistable
 
     def _params(self, index: ProgramIndex, slot_of_op: array[int]) -> dict[int, int]:

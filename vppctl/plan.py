@@ -516,41 +516,50 @@ class _Search:
 
     def run(self) -> None:
         s = self.split
-        n, parts, prefix, pre, post = s.n, s.parts, s.prefix, s.pre, s.post
+        n, parts, prefix = s.n, s.parts, s.prefix
         stage_of, open_, closes, bounds = s.stage, self.open, self.closes, self.bounds
         loads = [0] * s.pp
         bounds[parts] = n
-        # Per level k: the end tried last, the cost applied, and what the levels above
-        # hand down (busiest stage, costliest segment, total and closed load so far).
+        # Per level k: the last end it may take, the ops outside the layers it carries
+        # (pre in segment 0, post in the last), the end tried last, the cost applied, and
+        # what the levels above hand down (busiest stage, costliest segment, total and
+        # closed load so far).
+        last_end = [n - (parts - 1 - k) for k in range(parts)]
+        extra = [0] * parts
+        extra[0] += s.pre
+        extra[-1] += s.post
         end = [0] * parts
         cost = [0] * parts
         top_in, worst_in = [0] * (parts + 1), [0] * (parts + 1)
         total_in, closed_in = [0] * (parts + 1), [0] * (parts + 1)
-        remaining = prefix[n] + post
+        remaining = prefix[n] + s.post
+        final = parts - 1
         best_top, best_worst, budget = self.top, self.worst, self.budget
         k = 0
         end[0] = (n if parts == 1 else 1) - 1
         while k >= 0:
             e = end[k] + 1
-            if e > (n if k == parts - 1 else n - (parts - 1 - k)):
-                k = self._leave(k, loads, cost)
+            if e > last_end[k]:  # level k is done: back to k - 1, undoing its segment
+                k -= 1
+                if k >= 0:
+                    loads[stage_of[k]] -= cost[k]
                 continue
             budget -= 1
             if budget < 0:
                 self.exhausted = True
                 break
             end[k] = e
-            c = prefix[e] - prefix[bounds[k]] + (pre if k == 0 else 0)
-            if k == parts - 1:
-                c += post
+            c = prefix[e] - prefix[bounds[k]] + extra[k]
             load = loads[stage_of[k]] + c
             top = top_in[k] if top_in[k] > load else load
             worst = worst_in[k] if worst_in[k] > c else c
             # No completion can beat the bound; ends further right only cost more.
             if top > best_top or (top == best_top and worst >= best_worst):
-                k = self._leave(k, loads, cost)
+                k -= 1
+                if k >= 0:
+                    loads[stage_of[k]] -= cost[k]
                 continue
-            if k == parts - 1:
+            if k == final:
                 best_top, best_worst = top, worst
                 self.found = list(bounds)
                 continue
@@ -565,15 +574,8 @@ class _Search:
                 top_in[k + 1], worst_in[k + 1] = top, worst
                 total_in[k + 1], closed_in[k + 1] = total, closed
                 k += 1
-                end[k] = (n if k == parts - 1 else e + 1) - 1
+                end[k] = (n if k == final else e + 1) - 1
         self.top, self.worst, self.budget = best_top, best_worst, budget
-
-    def _leave(self, k: int, loads: list[int], cost: list[int]) -> int:
-        """Back to level k - 1, undoing the segment it applied."""
-        k -= 1
-        if k >= 0:
-            loads[self.split.stage[k]] -= cost[k]
-        return k
 
 
 def choose_mode(layer_stages: Sequence[int]) -> Mode:

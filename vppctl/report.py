@@ -20,6 +20,7 @@ from vppctl.commands import (
     Bubble,
     ConvertOutcome,
     DumpOutcome,
+    PlanOutcome,
     SampleOutcome,
     SimulatedPlan,
     SimulateOutcome,
@@ -29,6 +30,7 @@ from vppctl.expectation import VerifyReport
 from vppctl.layers import LayerSet
 from vppctl.memory import MemoryOptions, StageMemory, iec, worst_stage
 from vppctl.plan import Plan
+from vppctl.planner import Candidate, shell
 from vppctl.schedule.simulate import SimResult, Step
 from vppctl.schedule.timeline import (
     SCHEDULE_TITLES,
@@ -778,6 +780,135 @@ def simulation_json(
         data["written"] = [{"path": path, "bytes": size} for path, size in outcome.written]
         data["warnings"] = list(outcome.warnings)
     return data
+
+
+# -- plan ------------------------------------------------------------------------
+
+
+def plan_heading(o: PlanOutcome) -> list[str]:
+    r, opts = o.result, o.search
+    measure = "forward FLOPs" if r.measure == "flops" else "forward op counts"
+    seq = "" if opts.memory.seq_len is None else f", seq len {opts.memory.seq_len}"
+    limit = "" if opts.memory.limit is None else f", limit {iec(opts.memory.limit)}"
+    return [
+        f"plan {o.source}: {r.n_layers} layers ({r.layer_class}) on pp {r.pp}; costs: {measure}",
+        f"memory at micro-batch size {opts.memory.micro_batch_size}{seq}{limit}",
+    ]
+
+
+def plan_table(candidates: Sequence[Candidate], best: Candidate) -> Table:
+    table = _table()
+    for name, justify in (
+        ("#", "right"),
+        ("vpp", "right"),
+        ("place", "left"),
+        ("split", "left"),
+        ("schedule", "left"),
+        ("m", "right"),
+        ("time", "right"),
+        ("bubble", "right"),
+        ("p2p", "right"),
+        ("peak", "right"),
+        ("Stg", "right"),
+    ):
+        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    for i, c in enumerate(candidates, start=1):
+        worst = c.worst
+        cells = (
+            str(i),
+            str(c.vpp),
+            c.placement,
+            c.split,
+            c.schedule,
+            str(c.micro_batches),
+            f"{float(c.time_per_micro_batch / best.time_per_micro_batch):.3f}x",
+            percent(c.bubble),
+            str(c.p2p_messages),
+            iec_short(worst.peak_bytes),
+            str(worst.stage),
+        )
+        table.add_row(*map(Text, cells))
+    return table
+
+
+def plan_notes(o: PlanOutcome, shown: int) -> list[str]:
+    r = o.result
+    notes = [
+        "time: one micro-batch's share of the step (makespan / m) relative to #1; "
+        "bubble: idle share of the step; peak: the worst stage's bytes",
+        f"{len(r.candidates)} candidates, {shown} shown",
+    ]
+    if r.over_limit:
+        notes.append(f"{r.over_limit} over --memory-limit left out")
+    refused = sum(n for _, n in r.refused)
+    if refused:
+        reasons = ", ".join(reason for reason, _ in r.refused[:3])
+        more = ", ..." if len(r.refused) > 3 else ""
+        notes.append(
+            f"{refused} left out as a runtime or convert would refuse them ({reasons}{more})"
+        )
+    return notes
+
+
+def render_plan(console: Console, o: PlanOutcome, top: int) -> None:
+    candidates = o.result.candidates[:top]
+    for line in plan_heading(o):
+        console.print(Text(line))
+    console.print(plan_table(candidates, o.result.candidates[0]))
+    console.print(Text("to convert:"))
+    for i, c in enumerate(candidates, start=1):
+        console.print(Text(f"{i:>2}  {shell(c.command)}"), soft_wrap=True)
+    for line in plan_notes(o, len(candidates)):
+        console.print(Text(line))
+
+
+def candidate_json(c: Candidate, best: Candidate) -> dict[str, Any]:
+    worst = c.worst
+    return {
+        "command": shell(c.command),
+        "argv": list(c.command),
+        "vpp": c.vpp,
+        "placement": c.placement,
+        "split": c.split,
+        "schedule": c.schedule,
+        "group_size": c.group_size,
+        "micro_batches": c.micro_batches,
+        "makespan": rounded(c.makespan),
+        "time_per_micro_batch": rounded(c.time_per_micro_batch),
+        "relative": rounded(c.time_per_micro_batch / best.time_per_micro_batch),
+        "bubble": rounded(c.bubble),
+        "p2p_messages": c.p2p_messages,
+        "layers_per_segment": list(c.layers_per_segment),
+        "megatron_layout": c.megatron_layout,
+        "peak_bytes": worst.peak_bytes,
+        "worst_stage": worst.stage,
+        "per_stage": [{"stage": s.stage, **stage_memory_json(s)} for s in c.memory],
+        "exact": {"makespan": str(c.makespan), "bubble": str(c.bubble)},
+    }
+
+
+def plan_json(o: PlanOutcome) -> dict[str, Any]:
+    r, opts = o.result, o.search
+    best = r.candidates[0]
+    return {
+        "source": o.source,
+        "pp": r.pp,
+        "layers": {"count": r.n_layers, "class": r.layer_class},
+        "costs": r.measure,
+        "time_unit": "the mean stage's forward of one micro-batch",
+        "bubble_definition": BUBBLE_DEFINITION,
+        "order": "time per micro-batch (makespan / micro_batches), then the worst stage's "
+        "peak bytes, then p2p messages",
+        "memory": {
+            "micro_batch_size": opts.memory.micro_batch_size,
+            "seq_len": opts.memory.seq_len,
+            "limit_bytes": opts.memory.limit,
+        },
+        "candidates": [candidate_json(c, best) for c in r.candidates],
+        "over_limit": r.over_limit,
+        "refused": [{"reason": reason, "count": n} for reason, n in r.refused],
+        "warnings": list(r.warnings),
+    }
 
 
 # -- dump, sample ----------------------------------------------------------------

@@ -394,37 +394,27 @@ class _Stage:
     fills: list[int]
 
 
-def _encode(
-    stage: int, order: Sequence[Op], vs: dict[tuple[int, int], int], owner: list[int]
-) -> _Stage:
-    """The columns of one stage's order (the dependency rules of every schedule)."""
+def _encode(stage: int, order: Sequence[Op], vmap: Sequence[int], owner: Sequence[int]) -> _Stage:
+    """The columns of one stage's order (the dependency rules of every schedule);
+    `vmap[chunk]` is the chunk's virtual stage on this stage."""
     n_virtual = len(owner)
     last = n_virtual - 1
-    cols = _Stage([], [], [], [], [], [], [], [])
-    for op in order:
-        v = vs[stage, op.chunk]
-        here = 2 * (op.micro_batch * n_virtual + v)
-        code = _KIND_CODE[op.kind]
-        a = b = _NONE
-        if code == 0:  # F needs the forward of the virtual stage before
-            if v > 0:
-                a = here - 2
-            fills = here
-        elif code == 3:  # W needs its own input gradient
-            a, fills = here + 1, _NONE
-        else:  # B and I need their forward and the gradient from downstream
-            a, fills = here, here + 1
-            if v < last:
-                b = here + 3
-        cols.kinds.append(code)
-        cols.virtual.append(v)
-        cols.chunks.append(op.chunk)
-        cols.wait_a.append(a)
-        cols.cross_a.append(int(a >= 0 and owner[(a >> 1) % n_virtual] != stage))
-        cols.wait_b.append(b)
-        cols.cross_b.append(int(b >= 0 and owner[(b >> 1) % n_virtual] != stage))
-        cols.fills.append(fills)
-    return cols
+    code = _KIND_CODE
+    kinds = [code[op.kind] for op in order]
+    chunks = [op.chunk for op in order]
+    virtual = [vmap[c] for c in chunks]
+    here = [2 * (op.micro_batch * n_virtual + v) for op, v in zip(order, virtual)]
+    # F waits for the forward of the virtual stage before; W for its own input
+    # gradient; B and I for their forward, and the gradient from downstream.
+    wait_a = [
+        (h - 2 if v > 0 else _NONE) if k == 0 else h + 1 if k == 3 else h
+        for k, v, h in zip(kinds, virtual, here)
+    ]
+    wait_b = [h + 3 if k in (1, 2) and v < last else _NONE for k, v, h in zip(kinds, virtual, here)]
+    fills = [h if k == 0 else _NONE if k == 3 else h + 1 for k, h in zip(kinds, here)]
+    cross_a = [int(a >= 0 and owner[(a >> 1) % n_virtual] != stage) for a in wait_a]
+    cross_b = [int(b >= 0 and owner[(b >> 1) % n_virtual] != stage) for b in wait_b]
+    return _Stage(kinds, virtual, chunks, wait_a, cross_a, wait_b, cross_b, fills)
 
 
 @dataclass
@@ -508,6 +498,53 @@ def _time(
     return _Run(max(free_at, default=0), starts, ends, work, position, parked)
 
 
+def _makespan(stages: Sequence[_Stage], durations: Sequence[Sequence[int]]) -> _Run:
+    """`_time` without hops and without recording times: the planner's inner loop."""
+    pp = len(stages)
+    size = 2 + max((max(s.wait_a + s.wait_b + s.fills, default=0) for s in stages), default=0)
+    done = [_NONE] * size
+    position = [0] * pp
+    free_at = [0] * pp
+    parked: dict[int, list[int]] = {}
+    runnable = list(range(pp - 1, -1, -1))
+    work = 0
+    while runnable:
+        stage = runnable.pop()
+        cols, dur = stages[stage], durations[stage]
+        wait_a, wait_b, fills = cols.wait_a, cols.wait_b, cols.fills
+        p, free, n = position[stage], free_at[stage], len(dur)
+        begin = p
+        while p < n:
+            slot = wait_a[p]
+            start = free
+            if slot >= 0:
+                t = done[slot]
+                if t < 0:
+                    parked.setdefault(slot, []).append(stage)
+                    break
+                if t > start:
+                    start = t
+            slot = wait_b[p]
+            if slot >= 0:
+                t = done[slot]
+                if t < 0:
+                    parked.setdefault(slot, []).append(stage)
+                    break
+                if t > start:
+                    start = t
+            free = start + dur[p]
+            slot = fills[p]
+            if slot >= 0:
+                done[slot] = free
+                woken = parked.pop(slot, None)
+                if woken:
+                    runnable += woken
+            p += 1
+        work += p - begin + (p < n)
+        position[stage], free_at[stage] = p, free
+    return _Run(max(free_at, default=0), [], [], work, position, parked)
+
+
 def _raise_if_stuck(pipe: Pipeline, run: _Run) -> None:
     """Every unfinished stage is parked on a missing slot; name the lowest such stage."""
     if not run.parked:
@@ -527,32 +564,30 @@ def _raise_if_stuck(pipe: Pipeline, run: _Run) -> None:
     raise DeadlockError(stage, op.label, f"{kind}{micro_batch}.c{chunk}", producer)
 
 
-def _releases(order: Sequence[Op]) -> frozenset[str]:
-    """The kinds that end a micro-batch's stay: W when the backward is split, else B."""
-    return frozenset("W") if any(op.kind == "W" for op in order) else frozenset("B")
-
-
 def _in_flight_peaks(
-    orders: Sequence[Sequence[Op]], vpp: int, weights: Sequence[Sequence[int]] | None = None
+    stages: Sequence[_Stage], vpp: int, weights: Sequence[Sequence[int]] | None = None
 ) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]:
     """Per stage: the peak of in-flight units (weighted by chunk if ``weights``), and
-    each chunk's own peak count. F adds a unit; B, or W when split, removes it."""
+    each chunk's own peak count. F adds a unit; B removes it, or W when the stage's
+    backward is split (a W still reads the stash)."""
     totals: list[int] = []
     per_chunk: list[tuple[int, ...]] = []
-    for stage, order in enumerate(orders):
-        release = _releases(order)
+    for stage, cols in enumerate(stages):
+        release = 3 if 3 in cols.kinds else 1
+        w = weights[stage] if weights is not None else [1] * vpp
         live, peak = [0] * vpp, [0] * vpp
         load = top = 0
-        for op in order:
-            weight = weights[stage][op.chunk] if weights is not None else 1
-            if op.kind == "F":
-                live[op.chunk] += 1
-                peak[op.chunk] = max(peak[op.chunk], live[op.chunk])
-                load += weight
-                top = max(top, load)
-            elif op.kind in release:
-                live[op.chunk] -= 1
-                load -= weight
+        for k, c in zip(cols.kinds, cols.chunks):
+            if k == 0:
+                live[c] += 1
+                if live[c] > peak[c]:
+                    peak[c] = live[c]
+                load += w[c]
+                if load > top:
+                    top = load
+            elif k == release:
+                live[c] -= 1
+                load -= w[c]
         totals.append(top)
         per_chunk.append(tuple(peak))
     return tuple(totals), tuple(per_chunk)
@@ -585,7 +620,8 @@ def held_peak(result: SimResult, per_virtual_stage: Sequence[int]) -> tuple[int,
     weights = _chunk_weights(
         result.pp, result.vpp, result.plan_vpp, result.placement, per_virtual_stage
     )
-    return _in_flight_peaks(result.ops, result.vpp, weights)[0]
+    pipe = Pipeline(result.ops, result.vpp, result.placement, plan_vpp=result.plan_vpp)
+    return _in_flight_peaks(pipe.stages, result.vpp, weights)[0]
 
 
 def _fractions(ticks: Sequence[int], scale: int, memo: dict[int, Fraction]) -> list[Fraction]:
@@ -633,13 +669,15 @@ class Pipeline:
         self.plan_vpp = vpp if plan_vpp is None else plan_vpp
         vs = virtual_stages(self.pp, vpp, placement)
         self.owner = [0] * (self.pp * vpp)
-        for (stage, _), k in vs.items():
+        vmaps = [[0] * vpp for _ in range(self.pp)]
+        for (stage, chunk), k in vs.items():
             self.owner[k] = stage
+            vmaps[stage][chunk] = k
         self.stages = tuple(
-            _encode(s, order, vs, self.owner) for s, order in enumerate(self.orders)
+            _encode(s, order, vmaps[s], self.owner) for s, order in enumerate(self.orders)
         )
         self.messages = sum(sum(c.cross_a) + sum(c.cross_b) for c in self.stages)
-        self.peaks, self.peaks_per_chunk = _in_flight_peaks(self.orders, vpp)
+        self.peaks, self.peaks_per_chunk = _in_flight_peaks(self.stages, vpp)
 
     @classmethod
     def of(
@@ -694,7 +732,10 @@ class Pipeline:
         durations = self.durations(
             self.merged(forward), self.merged(input_grad), self.merged(weight_grad)
         )
-        run = _time(self.stages, durations, hop, record=False)
+        if hop:
+            run = _time(self.stages, durations, hop, record=False)
+        else:
+            run = _makespan(self.stages, durations)
         _raise_if_stuck(self, run)
         return run.makespan, [sum(d) for d in durations]
 
@@ -703,7 +744,7 @@ class Pipeline:
         weights = _chunk_weights(
             self.pp, self.vpp, self.plan_vpp, self.placement, per_virtual_stage
         )
-        return _in_flight_peaks(self.orders, self.vpp, weights)[0]
+        return _in_flight_peaks(self.stages, self.vpp, weights)[0]
 
     def steps(self, run: _Run, scale: int) -> tuple[Step, ...]:
         """Public steps in time order, ticks turned back into exact fractions."""
