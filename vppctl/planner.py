@@ -191,7 +191,7 @@ def _plans(base: Planned, opts: PlanSearch, refused: Counter[str]) -> list[tuple
             try:
                 plan = replan(base, options).plan
             except ConversionError:
-                refused[f"split {split} refused by convert (layers, stages and vpp)"] += 1
+                refused[f"split {split} refused by convert"] += 1
                 continue
             sizes = tuple(len(s.layers) for s in plan.segments)
             if sizes not in seen:

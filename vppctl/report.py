@@ -842,11 +842,9 @@ def plan_notes(o: PlanOutcome, shown: int) -> list[str]:
         notes.append(f"{r.over_limit} over --memory-limit left out")
     refused = sum(n for _, n in r.refused)
     if refused:
-        reasons = ", ".join(reason for reason, _ in r.refused[:3])
-        more = ", ..." if len(r.refused) > 3 else ""
-        notes.append(
-            f"{refused} left out as a runtime or convert would refuse them ({reasons}{more})"
-        )
+        reasons = "; ".join(f"{reason}: {n}" for reason, n in r.refused[:3])
+        more = "; ..." if len(r.refused) > 3 else ""
+        notes.append(f"{refused} refused as a runtime or convert would ({reasons}{more})")
     return notes
 
 
