@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import time
 from pathlib import Path
 
 import pytest
@@ -222,3 +223,20 @@ def test_the_readme_plan_example_prints_what_the_readme_shows(
     assert [x.rstrip() for x in result.stdout.splitlines()] == [
         x.rstrip() for x in shown.splitlines()
     ]
+
+
+def test_a_search_too_large_is_refused_at_once(runner, src: Path) -> None:
+    began = time.perf_counter()
+    result = runner.invoke(cli, ["plan", str(src), "-m", "65536,65535"])
+    assert time.perf_counter() - began < 10
+    assert result.exit_code == 2 and "over the simulator's limit" in result.stderr
+
+
+def test_candidates_over_the_simulator_limit_are_left_out_with_the_reason(runner, src) -> None:
+    # pp 4 x vpp 2 x 20000 is over 131,072 units; vpp 1 is not.
+    data = plan_json(
+        runner, [str(src), "-m", "20000", "--vpp", "1,2", "--schedule", "1f1b,interleaved"]
+    )
+    assert {c["vpp"] for c in data["candidates"]} == {1}
+    reasons = {r["reason"] for r in data["refused"]}
+    assert "pp x vpp x m over the simulator's limit of 131,072" in reasons

@@ -51,10 +51,14 @@ from vppctl.memory import (
 from vppctl.plan import CostKind, Placement, Plan, PlanOptions, Split
 from vppctl.schedule.costs import CostModel
 from vppctl.schedule.orders import MERGED, SCHEDULES, Schedule
-from vppctl.schedule.simulate import Pipeline
+from vppctl.schedule.simulate import MAX_UNITS, Pipeline
 
 SPLITS: tuple[Split, ...] = ("uniform", "keep", "balanced")
 PLACEMENTS: tuple[Placement, ...] = ("loop", "v")
+# The most (micro-batch, chunk) units one search may time, summed over its candidates:
+# the 126-layer sample at pp 8 with m 16, 32 and 64 needs about 220,000; this bounds a
+# search to about a minute whatever the options.
+MAX_SEARCH_UNITS = 1 << 23
 
 
 @dataclass(frozen=True)
@@ -181,6 +185,13 @@ def _plans(base: Planned, opts: PlanSearch, refused: Counter[str]) -> list[tuple
         for placement in opts.placements:
             if any(_runs(s, vpp, placement) for s in opts.schedules):
                 wanted.append((vpp, placement))
+    units = sum(pp * vpp * m for vpp, _ in wanted for m in opts.micro_batches) * len(opts.splits)
+    if units > MAX_SEARCH_UNITS:
+        raise UsageError(
+            f"this search would time {units:,} (micro-batch, chunk) units, more than plan's "
+            f"limit of {MAX_SEARCH_UNITS:,}: narrow it with --vpp, fewer or smaller "
+            "--micro-batches, or --schedule"
+        )
     plans: list[tuple[Plan, Split]] = []
     for vpp, placement in wanted:
         seen: set[tuple[int, ...]] = set()
@@ -226,23 +237,25 @@ def _pipeline(
     if key in cache:
         pipe = cache[key]
         if pipe is None:
-            refused[_refusal(schedule, plan.pp, m)] += 1
+            refused[_refusal(schedule, plan.pp, plan.vpp, m)] += 1
         return pipe
     pipe = None
-    if m >= plan.pp:
+    if m >= plan.pp and plan.pp * plan.vpp * m <= MAX_UNITS:
         try:
             pipe = Pipeline.of(schedule, plan.pp, plan.vpp, m, placement=plan.placement)[0]
         except VppctlError:
             pipe = None
     cache[key] = pipe
     if pipe is None:
-        refused[_refusal(schedule, plan.pp, m)] += 1
+        refused[_refusal(schedule, plan.pp, plan.vpp, m)] += 1
     return pipe
 
 
-def _refusal(schedule: Schedule, pp: int, m: int) -> str:
+def _refusal(schedule: Schedule, pp: int, vpp: int, m: int) -> str:
     if m < pp:
         return f"m {m} < pp {pp}"
+    if pp * vpp * m > MAX_UNITS:
+        return f"pp x vpp x m over the simulator's limit of {MAX_UNITS:,}"
     if schedule == "interleaved":
         return f"interleaved at m {m}: the default group size pp {pp} is not legal"
     if schedule == "eager1f1b":
@@ -305,7 +318,7 @@ def _rank(c: Candidate) -> tuple[Fraction, int, int, int, int, int, int, int]:
 
 def _nothing_fits(
     over: Sequence[Candidate], refused: Counter[str], opts: PlanSearch
-) -> ConversionError:
+) -> VppctlError:
     if over and opts.memory.limit is not None:
         best = min(over, key=lambda c: (c.worst.peak_bytes, _rank(c)))
         worst = best.worst
@@ -314,6 +327,14 @@ def _nothing_fits(
             f"is {iec(worst.peak_bytes)} on stage {worst.stage} (vpp {best.vpp}, "
             f"{best.placement}, split {best.split}, {best.schedule}, m {best.micro_batches}); "
             "raise the limit, lower --micro-batch-size, or add stages"
+        )
+    size = f"pp x vpp x m over the simulator's limit of {MAX_UNITS:,}"
+    others = {r for r in refused if r != size and not r.startswith("split ")}
+    if size in refused and not others:  # only sizes too large to simulate: a usage error
+        return UsageError(
+            f"every candidate is over the simulator's limit of {MAX_UNITS:,} units "
+            "(pp*vpp*m): lower --micro-batches (the bubble depends on m relative to pp) "
+            "or --vpp"
         )
     reasons = "; ".join(f"{reason} ({n}x)" for reason, n in sorted(refused.items())[:4])
     return ConversionError(
