@@ -326,7 +326,7 @@ def _nothing_fits(
             f"no candidate fits --memory-limit {iec(opts.memory.limit)}: the smallest peak "
             f"is {iec(worst.peak_bytes)} on stage {worst.stage} (vpp {best.vpp}, "
             f"{best.placement}, split {best.split}, {best.schedule}, m {best.micro_batches}); "
-            "raise the limit, lower --micro-batch-size, or add stages"
+            "raise the limit, lower --micro-batch-size, or plan a program with more stages"
         )
     size = f"pp x vpp x m over the simulator's limit of {MAX_UNITS:,}"
     others = {r for r in refused if r != size and not r.startswith("split ")}
