@@ -349,3 +349,28 @@ def test_memory_limit_flags_the_stages_over_it(runner, tmp_path: Path) -> None:
     assert "over the limit: stage" in table.stdout
     bad = runner.invoke(cli, [*base, "--memory-limit", "lots"])
     assert bad.exit_code == 2 and "is not a size" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        ["--split", "balanced", "--cost", "flops"],
+        ["--split", "keep"],
+        ["--split", "balanced", "--placement", "v"],
+        ["--layers-per-chunk", "2,1,1,1,1,1,1,2"],
+    ],
+)
+def test_simulate_plans_as_convert_does_with_the_same_options(
+    runner, tmp_path: Path, options: list[str]
+) -> None:
+    src, out = sample(tmp_path, layers=10), tmp_path / "o.pb"
+    converted = run_json(runner, ["convert", str(src), "--vpp", "2", *options, "-o", str(out)])
+    simulated = run_json(runner, ["simulate", str(src), "--vpp", "2", "-m", "8", *options])
+    as_converted = run_json(runner, ["simulate", str(out), "-m", "8"])
+    counts = [len(s["layers"]) for s in converted["segments"]]
+    assert simulated["plan"]["layers_per_segment"] == counts
+    assert as_converted["plan"]["layers_per_segment"] == counts
+    assert simulated["plan"]["placement"] == converted["placement"]
+    assert [r["bubble"] for r in simulated["results"]] == [
+        r["bubble"] for r in as_converted["results"]
+    ]

@@ -190,7 +190,7 @@ def _parse_counts(value: str | None) -> tuple[int, ...]:
     "--split",
     type=click.Choice(["uniform", "keep", "balanced", "explicit"]),
     help="uniform (default): equal layer counts (must divide); keep: each stage keeps its "
-    "layer count; balanced: minimise the costliest segment; explicit: the counts of "
+    "layer count; balanced: minimise the busiest stage's load; explicit: the counts of "
     "--layers-per-chunk.",
 )
 @click.option(
