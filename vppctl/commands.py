@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
 
@@ -293,74 +293,20 @@ def simulate_run(
             f"--group-size is Megatron's interleaved schedule's; --schedule {schedule} takes "
             "none: drop --group-size"
         )
-    if prog is None:
-        runs = _simulate_without_program(
-            micro_batches,
-            pp,
-            vpp,
-            schedule,
-            group_size,
-            costs,
-            ratios,
-            placement,
-            (split, layers_per_chunk, cost, seg_method, memory),
-            p2p_cost,
-        )
-        written = tuple(_pictures(runs, svg, trace, csv))
-        return SimulateOutcome(runs, None, written, warnings=_run_warnings(runs))
-    from vppctl.memory import MemoryModel, stage_memory
-    from vppctl.schedule.costs import CostModel, resolve_plan
-
-    program = read_program(_path(prog))
-    request = PlanRequest(vpp, pp, placement, split, tuple(layers_per_chunk), cost, seg_method)
-    resolved = resolve_plan(program, request)
-    plan = resolved.plan
-    model = CostModel(resolved.planned)
-    forward = model.forward(plan)
-    f, b, w = ratios
-    runs = _runs(
-        plan.pp,
-        plan.vpp,
-        micro_batches,
-        schedule,
-        group_size,
-        ([c * f for c in forward], [c * b for c in forward], [c * w for c in forward]),
-        plan.placement,
-        p2p_cost,
-    )
-    opts = memory or MemoryOptions()
-    memory_model = MemoryModel(resolved.planned, opts)
-    segments = memory_model.segments(plan)
-    sizes = [s.activations for s in segments]
-    stages = tuple(
-        stage_memory(plan, segments, r.peak_in_flight_per_chunk, held_peak(r, sizes), opts.limit)
-        for r in runs
-    )
-    written = tuple(_pictures(runs, svg, trace, csv))
-    simulated = SimulatedPlan(
-        plan, resolved.recorded, resolved.split, model.measure, model.segments(plan), ratios
-    )
-    warnings = (*resolved.warnings, *memory_model.warnings, *_run_warnings(runs))
-    return SimulateOutcome(runs, str(prog), written, simulated, stages, opts, warnings)
-
-
-_UNIT_COSTS = (Fraction(1), Fraction(1), Fraction(1))
-_PLAN_ONLY = ("--split", "--layers-per-chunk", "--cost", "--seg-method", "memory options")
-
-
-def _simulate_without_program(
-    micro_batches: int,
-    pp: int | None,
-    vpp: int | None,
-    schedule: Schedule | None,
-    group_size: int | None,
-    costs: object,
-    ratios: tuple[Fraction, Fraction, Fraction],
-    placement: Placement | None,
-    program_only: tuple[object, ...],
-    p2p_cost: float,
-) -> tuple[SimResult, ...]:
-    given = [flag for flag, value in zip(_PLAN_ONLY, program_only) if value]
+    run = _StepOptions(micro_batches, schedule, group_size, ratios, p2p_cost)
+    if prog is not None:
+        request = PlanRequest(vpp, pp, placement, split, tuple(layers_per_chunk), cost, seg_method)
+        outcome = _simulate_program(_path(prog), request, run, memory or MemoryOptions())
+        written = tuple(_pictures(outcome.results, svg, trace, csv))
+        return replace(outcome, written=written)
+    program_only = {
+        "--split": split,
+        "--layers-per-chunk": layers_per_chunk,
+        "--cost": cost,
+        "--seg-method": seg_method,
+        "memory options": memory,
+    }
+    given = [flag for flag, value in program_only.items() if value]
     if given:
         raise UsageError(
             f"{', '.join(given)} describe a program's plan or memory: pass the program, or "
@@ -371,54 +317,82 @@ def _simulate_without_program(
     if vpp is None:
         raise UsageError("--vpp is required without a program")
     check_size(pp, vpp, micro_batches)  # before cost lists of pp * vpp entries
-    n = pp * vpp
     f, b, w = ratios
+    n = pp * vpp
     unit = None if costs is None else ([f] * n, [b] * n, [w] * n)
-    return _runs(pp, vpp, micro_batches, schedule, group_size, unit, placement, p2p_cost)
+    runs = _runs(pp, vpp, placement, unit, run)
+    written = tuple(_pictures(runs, svg, trace, csv))
+    return SimulateOutcome(runs, None, written, warnings=_run_warnings(runs))
+
+
+_UNIT_COSTS = (Fraction(1), Fraction(1), Fraction(1))
+
+
+@dataclass(frozen=True)
+class _StepOptions:
+    """What to simulate on a plan: the step and the schedule options."""
+
+    micro_batches: int
+    schedule: Schedule | None
+    group_size: int | None
+    ratios: tuple[Fraction, Fraction, Fraction]  # F,B,W
+    p2p_cost: float
+
+
+def _simulate_program(
+    prog: Path, request: PlanRequest, run: _StepOptions, opts: MemoryOptions
+) -> SimulateOutcome:
+    """A program simulated with the plan `convert` would make (or made), its FLOP costs
+    and its bytes per stage."""
+    from vppctl.memory import MemoryModel, stage_memory
+    from vppctl.schedule.costs import CostModel, resolve_plan
+
+    resolved = resolve_plan(read_program(prog), request)
+    plan = resolved.plan
+    model = CostModel(resolved.planned)
+    forward = model.forward(plan)
+    f, b, w = run.ratios
+    costs = ([c * f for c in forward], [c * b for c in forward], [c * w for c in forward])
+    runs = _runs(plan.pp, plan.vpp, plan.placement, costs, run)
+    memory_model = MemoryModel(resolved.planned, opts)
+    segments = memory_model.segments(plan)
+    sizes = [s.activations for s in segments]
+    stages = tuple(
+        stage_memory(plan, segments, r.peak_in_flight_per_chunk, held_peak(r, sizes), opts.limit)
+        for r in runs
+    )
+    simulated = SimulatedPlan(
+        plan, resolved.recorded, resolved.split, model.measure, model.segments(plan), run.ratios
+    )
+    warnings = (*resolved.warnings, *memory_model.warnings, *_run_warnings(runs))
+    return SimulateOutcome(runs, str(prog), (), simulated, stages, opts, warnings)
 
 
 def _runs(
     pp: int,
     vpp: int,
-    micro_batches: int,
-    schedule: Schedule | None,
-    group_size: int | None,
-    costs: tuple[Sequence[Fraction], Sequence[Fraction], Sequence[Fraction]] | None,
     placement: Placement | None,
-    p2p_cost: float,
+    costs: tuple[Sequence[Fraction], Sequence[Fraction], Sequence[Fraction]] | None,
+    run: _StepOptions,
 ) -> tuple[SimResult, ...]:
     """One schedule, or 1F1B and the placement's interleaving schedule side by side."""
     forward, backward, weight = costs if costs is not None else (None, None, None)
-    if schedule is not None:
+    m, hop, group = run.micro_batches, run.p2p_cost, run.group_size
+    if run.schedule is not None:
         one = simulate(
-            pp,
-            vpp,
-            micro_batches,
-            schedule,
-            forward,
-            backward,
-            p2p_cost,
-            weight=weight,
-            placement=placement,
-            group_size=group_size,
-        )
+            pp, vpp, m, run.schedule, forward, backward, hop,
+            weight=weight, placement=placement, group_size=group,
+        )  # fmt: skip
         return (one,)
-    if group_size is not None and _interleaving(placement or "loop", vpp) != ("interleaved",):
+    if group is not None and _interleaving(placement or "loop", vpp) != ("interleaved",):
         raise UsageError(
             "--group-size is Megatron's interleaved schedule's, and this plan runs none "
             "(it needs vpp > 1 and loop placement): drop --group-size"
         )
     return compare(
-        pp,
-        vpp,
-        micro_batches,
-        forward,
-        backward,
-        p2p_cost,
-        weight=weight,
-        group_size=group_size,
-        placement=placement or "loop",
-    )
+        pp, vpp, m, forward, backward, hop,
+        weight=weight, group_size=group, placement=placement or "loop",
+    )  # fmt: skip
 
 
 def _run_warnings(runs: Sequence[SimResult]) -> tuple[str, ...]:
