@@ -374,3 +374,15 @@ def test_simulate_plans_as_convert_does_with_the_same_options(
     assert [r["bubble"] for r in simulated["results"]] == [
         r["bubble"] for r in as_converted["results"]
     ]
+
+
+def test_the_cli_offers_every_schedule_without_importing_the_simulator() -> None:
+    import subprocess
+    import sys
+
+    from vppctl import cli as cli_module
+
+    assert cli_module._schedule_names() == list(SCHEDULES)
+    code = "import sys, vppctl.cli; print('vppctl.schedule.simulate' in sys.modules)"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert run.stdout.strip() == "False"
