@@ -128,6 +128,12 @@ def test_convert_and_simulate_give_the_same_bubble(runner, tmp_path: Path, place
         r["bubble"] for r in from_output["results"]
     ]
     assert convert_json["definition"] == from_output["bubble_definition"]
+    # and the same bytes per stage (micro-batch size 1)
+    memory = run_json(runner, [*args, "-o", str(tmp_path / "o3.pb")])["memory"]
+    for schedule, result in zip(("1f1b", second), from_output["results"]):
+        assert [s["peak_bytes"] for s in memory["per_schedule"][schedule]] == [
+            s["peak_bytes"] for s in result["per_stage"]
+        ]
 
 
 def test_convert_with_a_micro_batch_count_interleaving_refuses_still_converts(

@@ -77,6 +77,8 @@ class Bubble:
     micro_batches: int
     measure: str
     schedules: tuple[tuple[Schedule, Fraction], ...]
+    # Per schedule shown, each stage's bytes at micro-batch size 1 (`vppctl.memory`).
+    memory: tuple[tuple[StageMemory, ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,7 @@ def convert_file(
 def _bubble(program: Program, micro_batches: int) -> tuple[Bubble | None, tuple[str, ...]]:
     """The converted program simulated as `simulate` does it: its recorded plan, its
     costs, 1F1B and the placement's interleaving schedule."""
+    from vppctl.memory import MemoryModel, stage_memory
     from vppctl.schedule.costs import CostModel, resolve_plan
 
     try:
@@ -127,8 +130,12 @@ def _bubble(program: Program, micro_batches: int) -> tuple[Bubble | None, tuple[
     plan = resolved.plan
     model = CostModel(resolved.planned)
     forward = model.forward(plan)
+    memory_model = MemoryModel(resolved.planned, MemoryOptions())
+    segments = memory_model.segments(plan)
+    sizes = [s.activations for s in segments]
     shown: list[tuple[Schedule, Fraction]] = []
-    warnings: list[str] = []
+    memory: list[tuple[StageMemory, ...]] = []
+    warnings: list[str] = list(memory_model.warnings)
     for schedule in ("1f1b", *_interleaving(plan.placement, plan.vpp)):
         try:
             run = simulate(
@@ -141,8 +148,11 @@ def _bubble(program: Program, micro_batches: int) -> tuple[Bubble | None, tuple[
             )
             continue
         shown.append((schedule, run.bubble))
+        held = held_peak(run, sizes)
+        memory.append(stage_memory(plan, segments, run.peak_in_flight_per_chunk, held, None))
         warnings += run.warnings
-    return Bubble(micro_batches, model.measure, tuple(shown)), tuple(dict.fromkeys(warnings))
+    bubble = Bubble(micro_batches, model.measure, tuple(shown), tuple(memory))
+    return bubble, tuple(dict.fromkeys(warnings))
 
 
 def _interleaving(placement: Placement, vpp: int) -> tuple[Schedule, ...]:

@@ -140,6 +140,8 @@ def convert_notes(o: ConvertOutcome) -> list[str]:
     notes.append(f"stage imbalance: {p.stage_imbalance:.2f} (busiest/mean stage {p.cost_kind})")
     if bubble is not None:
         notes.append(bubble_line(bubble))
+        if bubble.memory:
+            notes.append(peak_memory_line(bubble))
     if r.callstack_bytes_saved is not None:
         notes.append(f"stripped op_callstack: {human_bytes(r.callstack_bytes_saved)} saved")
     notes.append(f"wrote {o.output} ({human_bytes(o.bytes_written)})")
@@ -209,6 +211,7 @@ def convert_json(o: ConvertOutcome) -> dict[str, Any]:
     out["stage_imbalance"] = round(p.stage_imbalance, 4)
     if bubble is not None:
         out["bubble"] = _bubble_json(bubble)
+        out["memory"] = _convert_memory_json(bubble)
     if r.callstack_bytes_saved is not None:
         out["callstack_bytes_saved"] = r.callstack_bytes_saved
     return out
@@ -253,12 +256,35 @@ def bubble_line(bubble: Bubble) -> str:
     return f"bubble at m={bubble.micro_batches} ({measure} costs): {shown} of the step"
 
 
+def peak_memory_line(bubble: Bubble) -> str:
+    """`worst stage's peak: 1F1B 3.99 GiB -> interleaved 1F1B 5.08 GiB (stage 0)`, at
+    micro-batch size 1 (`vppctl simulate --micro-batch-size` sizes others)."""
+    shown, stages = [], []
+    for (schedule, _), memory in zip(bubble.schedules, bubble.memory):
+        worst = worst_stage(memory)
+        shown.append(f"{SCHEDULE_NAMES[schedule]} {iec_short(worst.peak_bytes)}")
+        stages.append(str(worst.stage))
+    where = f"stage {stages[0]}" if len(set(stages)) == 1 else f"stages {', '.join(stages)}"
+    return f"worst stage's peak: {' -> '.join(shown)} ({where})"
+
+
 def _bubble_json(bubble: Bubble) -> dict[str, Any]:
     return {
         "definition": BUBBLE_DEFINITION,
         "micro_batches": bubble.micro_batches,
         "costs": bubble.measure,
         **{schedule: rounded(share) for schedule, share in bubble.schedules},
+    }
+
+
+def _convert_memory_json(bubble: Bubble) -> dict[str, Any]:
+    return {
+        "micro_batch_size": 1,
+        "seq_len": None,
+        "per_schedule": {
+            schedule: [{"stage": s.stage, **stage_memory_json(s)} for s in stages]
+            for (schedule, _), stages in zip(bubble.schedules, bubble.memory)
+        },
     }
 
 
