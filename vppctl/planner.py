@@ -172,7 +172,10 @@ def _base(program: Program, opts: PlanSearch) -> Planned:
             f"{recorded.placement} placement); plan the plain-PP program it came from"
         )
     base = PlanOptions(vpp=1, pp=opts.pp, split="balanced", cost=opts.cost)
-    return plan_program(program, ConvertOptions(plan=base, seg_method=opts.seg_method))
+    try:
+        return plan_program(program, ConvertOptions(plan=base, seg_method=opts.seg_method))
+    except ConversionError as e:
+        raise ConversionError(f"plan searches the conversions of a plain-PP program: {e}") from None
 
 
 def _plans(base: Planned, opts: PlanSearch, refused: Counter[str]) -> list[tuple[Plan, Split]]:

@@ -817,8 +817,8 @@ def plan_heading(o: PlanOutcome) -> list[str]:
     seq = "" if opts.memory.seq_len is None else f", seq len {opts.memory.seq_len}"
     limit = "" if opts.memory.limit is None else f", limit {iec(opts.memory.limit)}"
     return [
-        f"plan {o.source}: {r.n_layers} layers ({r.layer_class}) on pp {r.pp}; costs: {measure}",
-        f"memory at micro-batch size {opts.memory.micro_batch_size}{seq}{limit}",
+        f"plan {o.source}: {r.n_layers} layers ({r.layer_class}) on pp {r.pp}",
+        f"costs: {measure}; memory at micro-batch size {opts.memory.micro_batch_size}{seq}{limit}",
     ]
 
 

@@ -185,8 +185,9 @@ class SimResult:
 
     @property
     def stage_imbalance(self) -> Fraction:
-        """The busiest stage's compute over the mean stage's (1 = even): the share of the
-        bubble that no schedule can remove."""
+        """The busiest stage's compute over the mean stage's (1 = even). The other stages
+        idle for the difference whatever the schedule: the part of the bubble that only a
+        better split removes."""
         busy = [self.makespan - idle for idle in self.per_stage_idle]
         mean = Fraction(sum(busy), len(busy)) if busy else Fraction(0)
         return self.ideal / mean if mean else Fraction(1)
