@@ -302,6 +302,10 @@ def _candidate(
     )
 
 
+_NONE_ASKED = (
+    "no schedule runs the vpp and placements asked for (zbv: V with vpp 2; interleaved: "
+    "loop with vpp > 1; fthenb, 1f1b, eager1f1b, zbh1: vpp 1)"
+)
 _SPLIT_ORDER = {s: i for i, s in enumerate(SPLITS)}
 _SCHEDULE_ORDER = {s: i for i, s in enumerate(SCHEDULES)}
 
@@ -341,7 +345,7 @@ def _nothing_fits(
         )
     reasons = "; ".join(f"{reason} ({n}x)" for reason, n in sorted(refused.items())[:4])
     return ConversionError(
-        f"no candidate to simulate: {reasons or 'nothing asked for'}; ask for other "
+        f"no candidate to simulate: {reasons or _NONE_ASKED}; ask for other "
         "--micro-batches, --vpp, --schedule or --split values"
     )
 
