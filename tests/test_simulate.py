@@ -467,12 +467,18 @@ def test_to_json_is_serialisable_and_carries_the_figures() -> None:
     assert baseline["bubble_vs_ideal"] == 0.21875
     assert interleaved["exact"]["bubble_vs_ideal"] == "7/64"
     assert Fraction(interleaved["exact"]["makespan"]) == 213
-    assert interleaved["per_stage"][0] == {
+    stage0 = interleaved["per_stage"][0]
+    assert {
+        k: stage0[k] for k in ("stage", "bubble", "peak_in_flight", "peak_in_flight_stages")
+    } == {
         "stage": 0,
         "bubble": round(float(Fraction(21, 213)), 6),
         "peak_in_flight": 23,
         "peak_in_flight_stages": 11.5,
     }
+    assert stage0["idle"] == 21 and stage0["peak_in_flight_per_chunk"] == [16, 8]
+    assert stage0["order"][:3] == ["0F0", "0F1", "0F2"] and len(stage0["order"]) == 2 * 2 * 32
+    assert interleaved["placement"] == "loop" and interleaved["group_size"] == 8
     assert interleaved["p2p_messages"] == 2 * 32 * 15
     assert data["comparison"]["stage0_activation_ratio"] == round(23 / 16, 6)
     assert "steps" not in baseline

@@ -1,29 +1,56 @@
-"""`vppctl simulate` and `convert --micro-batches` on the command line."""
+"""`vppctl simulate` and `convert --micro-batches` on the command line.
+
+One bubble: convert's line, simulate's table and both JSONs give the same idle share
+of the step for the same program and options. A converted program is simulated as
+it was converted (no --vpp, its placement, its split). Schedules, group sizes, unit
+costs, torch CSV and the size limit are reachable from the command line.
+"""
 
 from __future__ import annotations
 
 import json
+import re
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
+
 from vppctl.cli import cli
 from vppctl.sample import SampleOptions, build_sample
+from vppctl.schedule.orders import SCHEDULES
+from vppctl.schedule.simulate import simulate
+from vppctl.schedule.torchcsv import parse_csv, to_ops
+
+
+def sample(tmp_path: Path, layers: int = 8, pp: int = 4, name: str = "p.pb") -> Path:
+    src = tmp_path / name
+    src.write_bytes(build_sample(SampleOptions(layers=layers, pp=pp, hidden=64, vocab=1000)))
+    return src
+
+
+def run_json(runner, args: list[str]) -> dict:  # type: ignore[type-arg]
+    result = runner.invoke(cli, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)  # type: ignore[no-any-return]
 
 
 def test_unit_cost_simulation_prints_both_schedules(runner) -> None:
     result = runner.invoke(cli, ["simulate", "--pp", "8", "--vpp", "2", "-m", "32"])
     assert result.exit_code == 0, result.output
     assert "1F1B" in result.stdout and "interleaved" in result.stdout
+    assert "idle share of the step" in result.stdout
     assert result.stderr == ""
 
 
 def test_json_has_the_closed_form_bubbles(runner) -> None:
-    result = runner.invoke(cli, ["simulate", "--pp", "8", "--vpp", "4", "-m", "32", "--json"])
-    assert result.exit_code == 0, result.output
-    data = json.loads(result.stdout)
+    data = run_json(runner, ["simulate", "--pp", "8", "--vpp", "4", "-m", "32"])
     text = json.dumps(data)
     # (p-1)/m = 7/32 for 1F1B and (p-1)/(v*m) = 7/128 for interleaved, relative to ideal.
     assert "7/32" in text and "7/128" in text
+    # The bubble itself is the idle share: (p-1)/(m+p-1) and (p-1)/(v*m+p-1).
+    assert [r["exact"]["bubble"] for r in data["results"]] == ["7/39", "7/135"]
+    assert data["bubble_definition"].startswith("idle time of all stages over pp x makespan")
 
 
 def test_svg_and_trace_files(runner, tmp_path: Path) -> None:
@@ -41,28 +68,328 @@ def test_svg_and_trace_files(runner, tmp_path: Path) -> None:
 
 
 def test_costs_from_a_program(runner, tmp_path: Path) -> None:
-    src = tmp_path / "p.pb"
-    src.write_bytes(build_sample(SampleOptions(layers=8, pp=4, hidden=64, vocab=1000)))
-    result = runner.invoke(cli, ["simulate", str(src), "--vpp", "2", "-m", "8", "--json"])
-    assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)
+    src = sample(tmp_path)
+    data = run_json(runner, ["simulate", str(src), "--vpp", "2", "-m", "8"])
+    assert data["plan"]["costs"]["measure"] == "flops"
+    assert data["plan"]["layers_per_segment"] == [1] * 8
     mismatch = runner.invoke(cli, ["simulate", str(src), "--pp", "2", "--vpp", "2", "-m", "8"])
     assert mismatch.exit_code == 4 and "--pp 2" in mismatch.stderr
 
 
-def test_simulate_needs_pp_without_a_program(runner) -> None:
+def test_simulate_needs_pp_and_vpp_without_a_program(runner) -> None:
     result = runner.invoke(cli, ["simulate", "--vpp", "2", "-m", "8"])
     assert result.exit_code == 2 and "--pp is required" in result.stderr
+    result = runner.invoke(cli, ["simulate", "--pp", "2", "-m", "8"])
+    assert result.exit_code == 2 and "--vpp is required" in result.stderr
 
 
-def test_convert_adds_the_bubble_line(runner, tmp_path: Path) -> None:
-    src = tmp_path / "p.pb"
-    src.write_bytes(build_sample(SampleOptions(layers=8, pp=4, hidden=64, vocab=1000)))
-    result = runner.invoke(cli, ["convert", str(src), "--vpp", "2", "--micro-batches", "8"])
+def test_plan_and_memory_options_need_a_program(runner) -> None:
+    for extra in (["--split", "balanced"], ["--memory-limit", "1GiB"], ["--seg-method", "x"]):
+        result = runner.invoke(cli, ["simulate", "--pp", "2", "--vpp", "2", "-m", "4", *extra])
+        assert result.exit_code == 2 and "pass the program" in result.stderr, extra
+
+
+def test_an_unconverted_program_needs_vpp(runner, tmp_path: Path) -> None:
+    result = runner.invoke(cli, ["simulate", str(sample(tmp_path)), "-m", "8"])
+    assert result.exit_code == 2
+    assert "--vpp is required" in result.stderr and "no recorded plan" in result.stderr
+
+
+# -- one bubble --------------------------------------------------------------------
+
+
+def percents(line: str) -> list[str]:
+    return re.findall(r"\d+\.\d%", line)
+
+
+@pytest.mark.parametrize("placement", ["loop", "v"])
+def test_convert_and_simulate_give_the_same_bubble(runner, tmp_path: Path, placement) -> None:
+    src, out = sample(tmp_path), tmp_path / "o.pb"
+    args = ["convert", str(src), "--vpp", "2", "--placement", placement, "-m", "8"]
+    converted = runner.invoke(cli, [*args, "-o", str(out)], env={"COLUMNS": "80"})
+    assert converted.exit_code == 0, converted.output
+    line = next(x for x in converted.stdout.splitlines() if x.startswith("bubble at m=8"))
+    assert "(FLOP costs)" in line and line.endswith("of the step")
+    shown = percents(line)
+    assert len(shown) == 2
+    # simulate of the converted program and of the input with the same options
+    from_output = run_json(runner, ["simulate", str(out), "-m", "8"])
+    from_input = run_json(
+        runner, ["simulate", str(src), "--vpp", "2", "--placement", placement, "-m", "8"]
+    )
+    for data in (from_output, from_input):
+        assert [f"{r['bubble']:.1%}" for r in data["results"]] == shown
+    table = runner.invoke(cli, ["simulate", str(out), "-m", "8"]).stdout
+    row = next(x for x in table.splitlines() if x.startswith("bubble (idle share of the step)"))
+    assert percents(row) == shown
+    convert_json = run_json(runner, [*args, "-o", str(tmp_path / "o2.pb")])["bubble"]
+    second = "interleaved" if placement == "loop" else "zbv"
+    assert set(convert_json) == {"definition", "micro_batches", "costs", "1f1b", second}
+    assert [convert_json["1f1b"], convert_json[second]] == [
+        r["bubble"] for r in from_output["results"]
+    ]
+    assert convert_json["definition"] == from_output["bubble_definition"]
+    # and the same bytes per stage (micro-batch size 1)
+    memory = run_json(runner, [*args, "-o", str(tmp_path / "o3.pb")])["memory"]
+    for schedule, result in zip(("1f1b", second), from_output["results"]):
+        assert [s["peak_bytes"] for s in memory["per_schedule"][schedule]] == [
+            s["peak_bytes"] for s in result["per_stage"]
+        ]
+
+
+def test_convert_with_a_micro_batch_count_interleaving_refuses_still_converts(
+    runner, tmp_path: Path
+) -> None:
+    src, out = sample(tmp_path), tmp_path / "o.pb"
+    # m = 6 at pp 4: Megatron's default group size 4 leaves a last group of 2 < pp.
+    result = runner.invoke(cli, ["convert", str(src), "--vpp", "2", "-m", "6", "-o", str(out)])
     assert result.exit_code == 0, result.output
-    # 1F1B: (p-1)/(m+p-1) = 3/11; interleaved: (p-1)/(v*m+p-1) = 3/19 of the step.
-    assert "27.3% -> 15.8%" in result.stdout
-    out = tmp_path / "o.pb"
-    args = ["convert", str(src), "--vpp", "2", "--micro-batches", "8", "--json", "-o", str(out)]
-    data = json.loads(runner.invoke(cli, args).stdout)
-    assert data["bubble"] == {"1f1b": round(3 / 11, 6), "interleaved": round(3 / 19, 6)}
+    assert out.stat().st_size > 0
+    line = next(x for x in result.stdout.splitlines() if x.startswith("bubble at m=6"))
+    assert "1F1B" in line and "interleaved" not in line
+    assert "no interleaved bubble at --micro-batches 6" in result.stderr
+    assert "legal --group-size values: 6" in result.stderr
+    assert "the conversion is unaffected" in result.stderr
+    data = run_json(runner, ["convert", str(src), "--vpp", "2", "-m", "6", "-o", str(out)])
+    assert set(data["bubble"]) == {"definition", "micro_batches", "costs", "1f1b"}
+
+
+def test_fewer_micro_batches_than_stages_warn_in_convert(runner, tmp_path: Path) -> None:
+    src = sample(tmp_path)
+    result = runner.invoke(
+        cli, ["convert", str(src), "--vpp", "2", "-m", "2", "-o", str(tmp_path / "o.pb")]
+    )
+    assert result.exit_code == 0, result.output
+    assert "micro-batches (2) < pp (4)" in result.stderr
+    assert "no interleaved bubble" in result.stderr
+
+
+# -- a converted program is simulated as converted ---------------------------------
+
+
+def test_a_converted_program_needs_no_vpp_and_prints_its_plan(runner, tmp_path: Path) -> None:
+    src, out = sample(tmp_path, layers=10), tmp_path / "o.pb"
+    convert = ["convert", str(src), "--vpp", "2", "--split", "balanced", "-o", str(out)]
+    assert runner.invoke(cli, convert).exit_code == 0
+    result = runner.invoke(cli, ["simulate", str(out), "-m", "8"])
+    assert result.exit_code == 0, result.output
+    first = result.stdout.splitlines()[0]
+    assert first.startswith("plan: pp 4 x vpp 2, loop placement, as converted (layers ")
+    data = run_json(runner, ["simulate", str(out), "-m", "8"])
+    assert data["plan"]["recorded"] is True and data["plan"]["split"] == "balanced"
+    assert sum(data["plan"]["layers_per_segment"]) == 10
+    conflict = runner.invoke(cli, ["simulate", str(out), "-m", "8", "--vpp", "4"])
+    assert conflict.exit_code == 2
+    assert "simulated as converted" in conflict.stderr and "drop --vpp 4" in conflict.stderr
+
+
+def test_a_v_placed_program_runs_the_v_order(runner, tmp_path: Path) -> None:
+    src, out = sample(tmp_path), tmp_path / "o.pb"
+    args = ["convert", str(src), "--vpp", "2", "--placement", "v", "-o", str(out)]
+    assert runner.invoke(cli, args).exit_code == 0
+    data = run_json(runner, ["simulate", str(out), "-m", "8"])
+    assert [r["schedule"] for r in data["results"]] == ["1f1b", "zbv"]
+    zbv = data["results"][1]
+    assert zbv["placement"] == "v"
+    # stage 0 holds virtual stages 0 and 2pp-1 = 7; stage 3 holds 3 and 4
+    stage0 = {a[: a.index(next(c for c in a if c.isalpha()))] for a in zbv["per_stage"][0]["order"]}
+    stage3 = {a[: a.index(next(c for c in a if c.isalpha()))] for a in zbv["per_stage"][3]["order"]}
+    assert stage0 == {"0", "7"} and stage3 == {"3", "4"}
+    interleaved = runner.invoke(cli, ["simulate", str(out), "-m", "8", "--schedule", "interleaved"])
+    assert interleaved.exit_code == 2 and "V-placed" in interleaved.stderr
+
+
+def test_uniform_impossible_falls_back_to_balanced_with_a_warning(runner, tmp_path: Path) -> None:
+    src = sample(tmp_path, layers=10)
+    result = runner.invoke(cli, ["simulate", str(src), "--vpp", "2", "-m", "8"])
+    assert result.exit_code == 0, result.output
+    assert "10 layers do not divide" in result.stderr and "--split balanced" in result.stderr
+    assert "split balanced (layers " in result.stdout.splitlines()[0]
+    assert "warning" not in result.stdout
+    explicit = run_json(
+        runner,
+        ["simulate", str(src), "--vpp", "2", "-m", "8", "--layers-per-chunk", "1,1,1,1,1,1,2,2"],
+    )
+    assert explicit["plan"]["layers_per_segment"] == [1, 1, 1, 1, 1, 1, 2, 2]
+    assert explicit["plan"]["split"] == "explicit" and explicit["warnings"] == []
+
+
+# -- schedules, group sizes, costs, CSV ---------------------------------------------
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_every_schedule_runs_from_the_command_line(runner, schedule: str) -> None:
+    extra = ["--placement", "v"] if schedule == "zbv" else []
+    vpp = "2" if schedule in ("interleaved", "zbv") else "1"
+    data = run_json(
+        runner, ["simulate", "--pp", "4", "--vpp", vpp, "-m", "8", "--schedule", schedule, *extra]
+    )
+    (result,) = data["results"]
+    assert result["schedule"] == schedule
+    per_stage = result["per_stage"]
+    assert len(per_stage) == 4
+    for stage in per_stage:
+        assert stage["order"] and re.fullmatch(r"\d+[FBIW]\d+", stage["order"][0])
+        assert stage["idle"] >= 0 and stage["peak_in_flight_per_chunk"]
+    kinds = {
+        a[-2] if a[-2].isalpha() else re.sub(r"\d", "", a) for s in per_stage for a in s["order"]
+    }
+    assert kinds <= {"F", "B", "I", "W"}
+
+
+def test_group_size_is_checked_and_recorded(runner) -> None:
+    args = ["simulate", "--pp", "4", "--vpp", "2", "-m", "10", "--schedule", "interleaved"]
+    data = run_json(runner, [*args, "--group-size", "5"])
+    assert data["results"][0]["group_size"] == 5
+    bad = runner.invoke(cli, [*args, "--group-size", "4"])
+    assert bad.exit_code == 2 and "legal --group-size values: 5, 6, 10" in bad.stderr
+    wrong = runner.invoke(
+        cli,
+        [
+            "simulate",
+            "--pp",
+            "4",
+            "--vpp",
+            "1",
+            "-m",
+            "8",
+            "--schedule",
+            "1f1b",
+            "--group-size",
+            "4",
+        ],
+    )
+    assert wrong.exit_code == 2 and "drop --group-size" in wrong.stderr
+
+
+def test_unit_costs_reproduce_the_published_makespans(runner) -> None:
+    base = ["simulate", "--pp", "4", "--vpp", "1", "-m", "8", "--costs", "1,1,1"]
+    one_f_one_b = run_json(runner, [*base, "--schedule", "1f1b"])["results"][0]
+    zbh1 = run_json(runner, [*base, "--schedule", "zbh1"])["results"][0]
+    assert one_f_one_b["makespan"] == 33 and zbh1["makespan"] == 27
+    assert [s["idle"] for s in one_f_one_b["per_stage"]] == [9] * 4
+    assert [s["idle"] for s in zbh1["per_stage"]] == [3] * 4
+    bad = runner.invoke(cli, [*base, "--costs", "1,x,1"])
+    assert bad.exit_code == 2 and "--costs takes three" in bad.stderr
+
+
+def test_csv_is_torch_notation_and_parses_back(runner, tmp_path: Path) -> None:
+    path = tmp_path / "s.csv"
+    args = ["simulate", "--pp", "4", "--vpp", "2", "-m", "8", "--schedule", "zbv"]
+    data = run_json(runner, [*args, "--csv", str(path)])
+    rows = parse_csv(path.read_text())
+    orders = [list(s["order"]) for s in data["results"][0]["per_stage"]]
+    assert [[f"{v}{k}{m}" for v, k, m in row] for row in rows] == orders
+    expected = simulate(4, 2, 8, "zbv").ops
+    assert to_ops(rows, 2, "v") == expected
+    assert data["written"] == [{"path": str(path), "bytes": path.stat().st_size}]
+
+
+def test_outputs_never_overwrite_the_input_or_each_other(runner, tmp_path: Path) -> None:
+    src = sample(tmp_path)
+    before = src.read_bytes()
+    for flag in ("--csv", "--svg", "--trace"):
+        result = runner.invoke(cli, ["simulate", str(src), "--vpp", "2", "-m", "8", flag, str(src)])
+        assert result.exit_code == 2 and "is the input" in result.stderr
+    same = tmp_path / "x"
+    args = [
+        "simulate",
+        "--pp",
+        "2",
+        "--vpp",
+        "2",
+        "-m",
+        "4",
+        "--svg",
+        str(same),
+        "--csv",
+        str(same),
+    ]
+    result = runner.invoke(cli, args)
+    assert result.exit_code == 2 and "name the same file" in result.stderr
+    assert src.read_bytes() == before and not same.exists()
+
+
+def test_an_absurd_simulation_is_refused_at_once(runner) -> None:
+    began = time.perf_counter()
+    args = ["simulate", "--pp", "4096", "--vpp", "4096", "-m", "65536"]
+    result = runner.invoke(cli, args)
+    assert time.perf_counter() - began < 5
+    assert result.exit_code == 2
+    assert "more than the simulator's limit of 131,072" in result.stderr
+    assert "lower --micro-batches" in result.stderr
+
+
+def test_memory_per_stage_is_in_the_table_and_the_json(runner, tmp_path: Path) -> None:
+    src = sample(tmp_path)
+    base = ["simulate", str(src), "--vpp", "2", "-m", "8", "--micro-batch-size", "2"]
+    table = runner.invoke(cli, base, env={"COLUMNS": "80"})
+    assert table.exit_code == 0, table.output
+    assert "memory per stage (micro-batch size 2)" in table.stdout
+    assert all(len(line) <= 80 for line in table.stdout.splitlines()[:40])
+    data = run_json(runner, base)
+    stage = data["results"][1]["per_stage"][0]
+    for key in ("params_bytes", "grads_bytes", "optimizer_bytes", "peak_activation_bytes"):
+        assert stage[key] > 0, key
+    assert stage["peak_bytes"] == (
+        stage["params_bytes"]
+        + stage["grads_bytes"]
+        + stage["optimizer_bytes"]
+        + stage["peak_activation_bytes"]
+    )
+    for chunk in stage["chunks"]:
+        assert chunk["activation_bytes"] == (
+            chunk["activation_bytes_per_micro_batch"] * chunk["peak_in_flight"]
+        )
+    assert stage["peak_activation_bytes"] <= sum(c["activation_bytes"] for c in stage["chunks"])
+
+
+def test_memory_limit_flags_the_stages_over_it(runner, tmp_path: Path) -> None:
+    src = sample(tmp_path)
+    base = ["simulate", str(src), "--vpp", "2", "-m", "8", "--schedule", "interleaved"]
+    peaks = [s["peak_bytes"] for s in run_json(runner, base)["results"][0]["per_stage"]]
+    limit = sorted(peaks)[1]  # between the lowest and the highest peak
+    data = run_json(runner, [*base, "--memory-limit", str(limit)])
+    flags = [s["over_limit"] for s in data["results"][0]["per_stage"]]
+    assert flags == [p > limit for p in peaks] and any(flags) and not all(flags)
+    table = runner.invoke(cli, [*base, "--memory-limit", str(limit)])
+    assert "over the limit: stage" in table.stdout
+    bad = runner.invoke(cli, [*base, "--memory-limit", "lots"])
+    assert bad.exit_code == 2 and "is not a size" in bad.stderr
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        ["--split", "balanced", "--cost", "flops"],
+        ["--split", "keep"],
+        ["--split", "balanced", "--placement", "v"],
+        ["--layers-per-chunk", "2,1,1,1,1,1,1,2"],
+    ],
+)
+def test_simulate_plans_as_convert_does_with_the_same_options(
+    runner, tmp_path: Path, options: list[str]
+) -> None:
+    src, out = sample(tmp_path, layers=10), tmp_path / "o.pb"
+    converted = run_json(runner, ["convert", str(src), "--vpp", "2", *options, "-o", str(out)])
+    simulated = run_json(runner, ["simulate", str(src), "--vpp", "2", "-m", "8", *options])
+    as_converted = run_json(runner, ["simulate", str(out), "-m", "8"])
+    counts = [len(s["layers"]) for s in converted["segments"]]
+    assert simulated["plan"]["layers_per_segment"] == counts
+    assert as_converted["plan"]["layers_per_segment"] == counts
+    assert simulated["plan"]["placement"] == converted["placement"]
+    assert [r["bubble"] for r in simulated["results"]] == [
+        r["bubble"] for r in as_converted["results"]
+    ]
+
+
+def test_the_cli_offers_every_schedule_without_importing_the_simulator() -> None:
+    import subprocess
+    import sys
+
+    from vppctl import cli as cli_module
+
+    assert cli_module._schedule_names() == list(SCHEDULES)
+    code = "import sys, vppctl.cli; print('vppctl.schedule.simulate' in sys.modules)"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert run.stdout.strip() == "False"

@@ -31,10 +31,12 @@ _API = {
     "dump_file": "vppctl.commands",
     "sample_file": "vppctl.commands",
     "simulate_run": "vppctl.commands",
+    "plan_run": "vppctl.commands",
     "ConvertOutcome": "vppctl.commands",
     "DumpOutcome": "vppctl.commands",
     "SampleOutcome": "vppctl.commands",
     "SimulateOutcome": "vppctl.commands",
+    "PlanOutcome": "vppctl.commands",
     "Bubble": "vppctl.commands",
     "VerifyReport": "vppctl.expectation",
     "Summary": "vppctl.summary",
@@ -42,6 +44,7 @@ _API = {
     "ConvertOptions": "vppctl.convert",
     "PlanOptions": "vppctl.plan",
     "SampleOptions": "vppctl.sample",
+    "MemoryOptions": "vppctl.memory",
     # programs in memory
     "Program": "vppctl.load",
     "read_program": "vppctl.load",
@@ -69,11 +72,13 @@ if TYPE_CHECKING:
         Bubble,
         ConvertOutcome,
         DumpOutcome,
+        PlanOutcome,
         SampleOutcome,
         SimulateOutcome,
         convert_file,
         dump_file,
         inspect_file,
+        plan_run,
         sample_file,
         simulate_run,
         verify_file,
@@ -88,6 +93,7 @@ if TYPE_CHECKING:
     )
     from vppctl.expectation import VerifyReport, verify_program
     from vppctl.load import Program, parse_program, read_program
+    from vppctl.memory import MemoryOptions
     from vppctl.plan import Plan, PlanOptions, Segment
     from vppctl.sample import SampleOptions
     from vppctl.save import write_program

@@ -15,18 +15,31 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from fractions import Fraction
 from pathlib import Path
 
 from vppctl.convert import ConvertOptions, ConvertResult, convert_program
-from vppctl.errors import UsageError
+from vppctl.errors import UsageError, VppctlError
 from vppctl.expectation import VerifyReport, verify_program
 from vppctl.files import STDIO, Output, resolve_output
 from vppctl.load import Program, is_text_name, parse_program, read_program
-from vppctl.plan import Placement
+from vppctl.memory import MemoryOptions, StageMemory
+from vppctl.plan import CostKind, Placement, Plan, Split
+from vppctl.planner import PlanResult, PlanSearch
 from vppctl.sample import SampleOptions, build_sample, estimate_size
-from vppctl.save import check_size, write_atomic, write_program
-from vppctl.schedule.simulate import Schedule, SimResult, compare, simulate
+from vppctl.save import check_size, write_program
+from vppctl.schedule.costs import PlanRequest
+from vppctl.schedule.simulate import (
+    Schedule,
+    SimResult,
+    compare,
+    held_peak,
+    parse_unit_costs,
+    simulate,
+)
+from vppctl.schedule.simulate import check_size as check_simulation_size
 from vppctl.summary import Summary, summarize
 
 PathLike = str | os.PathLike[str]
@@ -63,10 +76,16 @@ def _refuse_input_as_output(src: Path, out: Path, fix: str) -> None:
 
 @dataclass(frozen=True)
 class Bubble:
-    """Simulated idle share of the step, 1F1B and interleaved 1F1B (unit costs)."""
+    """The simulated bubble of the converted plan at `micro_batches`: per schedule (1F1B,
+    then the interleaving schedule of the placement) the idle share of the step, with
+    the program's costs (`measure`: FLOPs, or op counts without matmul shapes). The
+    same figure `vppctl simulate OUT -m M` prints."""
 
-    one_f_one_b: float
-    interleaved: float
+    micro_batches: int
+    measure: str
+    schedules: tuple[tuple[Schedule, Fraction], ...]
+    # Per schedule shown, each stage's bytes at micro-batch size 1 (`vppctl.memory`).
+    memory: tuple[tuple[StageMemory, ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -92,7 +111,10 @@ def convert_file(
 ) -> ConvertOutcome:
     """Convert the program in `src` ("-": stdin) and write it to `out` (default: `src`
     with `.vpp` before the extension, stdout for stdin; `in_place`: over `src`,
-    atomically, through a symbolic link to its target). Nothing is written on failure."""
+    atomically, through a symbolic link to its target). Nothing is written on failure.
+    With `micro_batches`, also simulate the converted plan's bubble (`outcome.bubble`); a
+    micro-batch count a schedule refuses leaves that schedule out with a warning, never
+    the conversion."""
     if in_place and out is not None:
         raise UsageError("--in-place writes over the input, so it takes no -o; drop one of them")
     if in_place and str(src) == STDIO:
@@ -105,16 +127,58 @@ def convert_file(
         output = program_output(default_output(src) if out is None else out, (src,), fix)
     program = read_program(src)
     result = convert_program(program, opts)
-    bubble, sim_warnings = (None, ()) if micro_batches is None else _bubble(result, micro_batches)
+    bubble, sim_warnings = (None, ()) if micro_batches is None else _bubble(program, micro_batches)
     written, save_warnings = write_program(program, output)
     warnings = (*result.warnings, *sim_warnings, *save_warnings)
     return ConvertOutcome(result, output.shown, written, bubble, warnings)
 
 
-def _bubble(result: ConvertResult, micro_batches: int) -> tuple[Bubble, tuple[str, ...]]:
-    runs = compare(result.plan.pp, result.plan.vpp, micro_batches)
-    warnings = tuple(dict.fromkeys(w for r in runs for w in r.warnings))
-    return Bubble(float(runs[0].bubble), float(runs[-1].bubble)), warnings
+def _bubble(program: Program, micro_batches: int) -> tuple[Bubble | None, tuple[str, ...]]:
+    """The converted program simulated as `simulate` does it: its recorded plan, its
+    costs, 1F1B and the placement's interleaving schedule."""
+    from vppctl.memory import MemoryModel, stage_memory
+    from vppctl.schedule.costs import CostModel, resolve_plan
+
+    try:
+        resolved = resolve_plan(program, PlanRequest())
+    except VppctlError as e:
+        return None, (f"no bubble line: {e} (the conversion is unaffected)",)
+    plan = resolved.plan
+    model = CostModel(resolved.planned)
+    forward = model.forward(plan)
+    memory_model = MemoryModel(resolved.planned, MemoryOptions())
+    segments = memory_model.segments(plan)
+    sizes = [s.activations for s in segments]
+    shown: list[tuple[Schedule, Fraction]] = []
+    memory: list[tuple[StageMemory, ...]] = []
+    warnings: list[str] = list(memory_model.warnings)
+    for schedule in ("1f1b", *_interleaving(plan.placement, plan.vpp)):
+        try:
+            run = simulate(
+                plan.pp, plan.vpp, micro_batches, schedule, forward, placement=plan.placement
+            )
+        except VppctlError as e:
+            warnings.append(
+                f"no {schedule} bubble at --micro-batches {micro_batches}: {e} (the "
+                "conversion is unaffected)"
+            )
+            continue
+        shown.append((schedule, run.bubble))
+        held = held_peak(run, sizes)
+        memory.append(stage_memory(plan, segments, run.peak_in_flight_per_chunk, held, None))
+        warnings += run.warnings
+    bubble = Bubble(micro_batches, model.measure, tuple(shown), tuple(memory))
+    return bubble, tuple(dict.fromkeys(warnings))
+
+
+def _interleaving(placement: Placement, vpp: int) -> tuple[Schedule, ...]:
+    """The interleaving schedule a plan runs (as `compare`): interleaved 1F1B for loop
+    placement, ZB-V for V with two chunks, none otherwise."""
+    if vpp > 1 and placement == "loop":
+        return ("interleaved",)
+    if vpp == 2 and placement == "v":
+        return ("zbv",)
+    return ()
 
 
 # -- verify, inspect -------------------------------------------------------------
@@ -196,58 +260,250 @@ def sample_file(opts: SampleOptions, out: PathLike) -> SampleOutcome:
 
 
 @dataclass(frozen=True)
+class SimulatedPlan:
+    """The plan a program was simulated with, and its costs."""
+
+    plan: Plan
+    recorded: bool  # the program's recorded plan (a converted program)
+    split: str  # the split's name, as converted or asked
+    measure: str  # "flops", or "ops" when the program has no matmul shapes
+    segment_costs: tuple[int, ...]  # each segment's forward FLOPs (or ops)
+    costs: tuple[Fraction, Fraction, Fraction]  # F,B,W per unit of a segment's cost
+
+
+@dataclass(frozen=True)
 class SimulateOutcome:
     results: tuple[SimResult, ...]
     costs_from: str | None  # the program the costs came from
-    written: tuple[tuple[str, int], ...]  # (path, bytes) of the SVG and trace files
+    written: tuple[tuple[str, int], ...]  # (path, bytes) of the SVG, trace and CSV files
+    plan: SimulatedPlan | None = None  # with a program
+    memory: tuple[tuple[StageMemory, ...], ...] = ()  # per result, with a program
+    memory_options: MemoryOptions | None = None
+    warnings: tuple[str, ...] = ()  # the plan's, the memory model's and the simulator's
 
 
 def simulate_run(
     prog: PathLike | None,
     *,
-    pp: int | None,
-    vpp: int,
     micro_batches: int,
+    pp: int | None = None,
+    vpp: int | None = None,
     schedule: Schedule | None = None,
+    group_size: int | None = None,
+    costs: str | tuple[Fraction, Fraction, Fraction] | None = None,
+    placement: Placement | None = None,
+    split: Split | None = None,
+    layers_per_chunk: Sequence[int] = (),
+    cost: CostKind | None = None,
     seg_method: str | None = None,
     p2p_cost: float = 0.0,
+    memory: MemoryOptions | None = None,
     svg: PathLike | None = None,
     trace: PathLike | None = None,
+    csv: PathLike | None = None,
 ) -> SimulateOutcome:
-    """Simulate one training step (costs from `prog` when given) and write the pictures."""
-    forward = None
-    if prog is not None:
-        from vppctl.schedule.costs import program_costs
+    """Simulate one training step and write the pictures.
 
-        for picture in (svg, trace):
-            if picture is not None:
-                _refuse_input_as_output(_path(prog), _path(picture), "write to another path")
-        costs = program_costs(read_program(_path(prog)), pp=pp, vpp=vpp, seg_method=seg_method)
-        pp, forward = costs.plan.pp, list(costs.forward)
+    With `prog`, the plan is the one `convert` makes with the same options (a converted
+    program: its recorded plan, so `vpp` is not needed), costs are its segments'
+    forward FLOPs, and `outcome.memory` holds each stage's bytes. Without it, `pp` and
+    `vpp` are required and every chunk costs `costs` (F,B,W; default 1,1,1). `schedule`
+    None compares 1F1B with the plan's interleaving schedule."""
+    outputs = _picture_outputs(prog, {"--svg": svg, "--trace": trace, "--csv": csv})
+    ratios = parse_unit_costs(costs) if isinstance(costs, str) else costs or _UNIT_COSTS
+    if schedule is not None and group_size is not None and schedule != "interleaved":
+        raise UsageError(
+            f"--group-size is Megatron's interleaved schedule's; --schedule {schedule} takes "
+            "none: drop --group-size"
+        )
+    run = _StepOptions(micro_batches, schedule, group_size, ratios, p2p_cost)
+    if prog is not None:
+        request = PlanRequest(vpp, pp, placement, split, tuple(layers_per_chunk), cost, seg_method)
+        outcome = _simulate_program(prog, request, run, memory or MemoryOptions())
+        written = tuple(_pictures(outcome.results, outputs))
+        return replace(outcome, written=written)
+    program_only = {
+        "--split": split,
+        "--layers-per-chunk": layers_per_chunk,
+        "--cost": cost,
+        "--seg-method": seg_method,
+        "memory options": memory,
+    }
+    given = [flag for flag, value in program_only.items() if value]
+    if given:
+        raise UsageError(
+            f"{', '.join(given)} describe a program's plan or memory: pass the program, or "
+            "drop them"
+        )
     if pp is None:
         raise UsageError("--pp is required without a program")
-    if schedule:
-        runs: tuple[SimResult, ...] = (
-            simulate(pp, vpp, micro_batches, schedule, forward=forward, p2p_cost=p2p_cost),
+    if vpp is None:
+        raise UsageError("--vpp is required without a program")
+    check_simulation_size(pp, vpp, micro_batches)  # before cost lists of pp * vpp entries
+    f, b, w = ratios
+    n = pp * vpp
+    unit = None if costs is None else ([f] * n, [b] * n, [w] * n)
+    runs = _runs(pp, vpp, placement, unit, run)
+    written = tuple(_pictures(runs, outputs))
+    return SimulateOutcome(runs, None, written, warnings=_run_warnings(runs))
+
+
+_UNIT_COSTS = (Fraction(1), Fraction(1), Fraction(1))
+
+
+@dataclass(frozen=True)
+class _StepOptions:
+    """What to simulate on a plan: the step and the schedule options."""
+
+    micro_batches: int
+    schedule: Schedule | None
+    group_size: int | None
+    ratios: tuple[Fraction, Fraction, Fraction]  # F,B,W
+    p2p_cost: float
+
+
+def _simulate_program(
+    prog: PathLike, request: PlanRequest, run: _StepOptions, opts: MemoryOptions
+) -> SimulateOutcome:
+    """A program simulated with the plan `convert` would make (or made), its FLOP costs
+    and its bytes per stage."""
+    from vppctl.memory import MemoryModel, stage_memory
+    from vppctl.schedule.costs import CostModel, resolve_plan
+
+    resolved = resolve_plan(read_program(prog), request)
+    plan = resolved.plan
+    model = CostModel(resolved.planned)
+    forward = model.forward(plan)
+    f, b, w = run.ratios
+    costs = ([c * f for c in forward], [c * b for c in forward], [c * w for c in forward])
+    runs = _runs(plan.pp, plan.vpp, plan.placement, costs, run)
+    memory_model = MemoryModel(resolved.planned, opts)
+    segments = memory_model.segments(plan)
+    sizes = [s.activations for s in segments]
+    stages = tuple(
+        stage_memory(plan, segments, r.peak_in_flight_per_chunk, held_peak(r, sizes), opts.limit)
+        for r in runs
+    )
+    simulated = SimulatedPlan(
+        plan, resolved.recorded, resolved.split, model.measure, model.segments(plan), run.ratios
+    )
+    warnings = (*resolved.warnings, *memory_model.warnings, *_run_warnings(runs))
+    return SimulateOutcome(runs, str(prog), (), simulated, stages, opts, warnings)
+
+
+def _runs(
+    pp: int,
+    vpp: int,
+    placement: Placement | None,
+    costs: tuple[Sequence[Fraction], Sequence[Fraction], Sequence[Fraction]] | None,
+    run: _StepOptions,
+) -> tuple[SimResult, ...]:
+    """One schedule, or 1F1B and the placement's interleaving schedule side by side."""
+    forward, backward, weight = costs if costs is not None else (None, None, None)
+    m, hop, group = run.micro_batches, run.p2p_cost, run.group_size
+    if run.schedule is not None:
+        one = simulate(
+            pp, vpp, m, run.schedule, forward, backward, hop,
+            weight=weight, placement=placement, group_size=group,
+        )  # fmt: skip
+        return (one,)
+    if group is not None and _interleaving(placement or "loop", vpp) != ("interleaved",):
+        raise UsageError(
+            "--group-size is Megatron's interleaved schedule's, and this plan runs none "
+            "(it needs vpp > 1 and loop placement): drop --group-size"
         )
-    else:
-        runs = compare(pp, vpp, micro_batches, forward=forward, p2p_cost=p2p_cost)
-    written = tuple(_pictures(runs, svg, trace))
-    return SimulateOutcome(runs, None if prog is None else str(prog), written)
+    return compare(
+        pp, vpp, m, forward, backward, hop,
+        weight=weight, group_size=group, placement=placement or "loop",
+    )  # fmt: skip
 
 
-def _pictures(
-    runs: tuple[SimResult, ...], svg: PathLike | None, trace: PathLike | None
-) -> list[tuple[str, int]]:
+def _run_warnings(runs: Sequence[SimResult]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(w for r in runs for w in r.warnings))
+
+
+def _picture_outputs(prog: PathLike | None, specs: dict[str, PathLike | None]) -> dict[str, Output]:
+    """The picture files, resolved before any work: none may be the input program, and no
+    two may be the same file."""
+    outputs: dict[str, Output] = {}
+    inputs = () if prog is None else (prog,)
+    for flag, spec in specs.items():
+        if spec is None:
+            continue
+        output = resolve_output(spec, binary=False, inputs=inputs, fix="write to another path")
+        for other, earlier in outputs.items():
+            if output.kind == "file" and output.target == earlier.target:
+                raise UsageError(f"{other} and {flag} name the same file {spec}; give each its own")
+        outputs[flag] = output
+    return outputs
+
+
+def _pictures(runs: tuple[SimResult, ...], outputs: dict[str, Output]) -> list[tuple[str, int]]:
+    """Every schedule simulated as SVG and Chrome trace; the last as torch's schedule CSV."""
     from vppctl.schedule import timeline
+    from vppctl.schedule.torchcsv import to_csv
 
-    out = []
-    if svg is not None:
-        data = timeline.to_svg(runs).encode()
-        write_atomic(_path(svg), data)
-        out.append((str(svg), len(data)))
-    if trace is not None:
-        data = json.dumps(timeline.to_chrome_trace(runs)).encode()
-        write_atomic(_path(trace), data)
-        out.append((str(trace), len(data)))
-    return out
+    draw = {
+        "--svg": lambda: timeline.to_svg(runs),
+        "--trace": lambda: json.dumps(timeline.to_chrome_trace(runs)),
+        "--csv": lambda: to_csv(runs[-1].orders),
+    }
+    written = []
+    for flag, output in outputs.items():
+        data = draw[flag]().encode()
+        output.write(data)
+        written.append((output.shown, len(data)))
+    return written
+
+
+# -- plan ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlanOutcome:
+    source: str
+    search: PlanSearch
+    result: PlanResult
+
+
+def plan_run(
+    prog: PathLike,
+    *,
+    micro_batches: Sequence[int],
+    pp: int | None = None,
+    vpp: Sequence[int] = (),
+    placements: Sequence[Placement] = (),
+    splits: Sequence[Split] = (),
+    schedules: Sequence[Schedule] = (),
+    cost: CostKind = "flops",
+    seg_method: str | None = None,
+    p2p_cost: float = 0.0,
+    memory: MemoryOptions | None = None,
+) -> PlanOutcome:
+    """Search the conversions of `prog` (vpp, placement, split, schedule, micro-batches)
+    for the fastest step that fits `memory.limit`; candidates best first, each with the
+    `vppctl convert` command that makes it. Raises ConversionError (exit 4) when none
+    fits, naming the smallest peak found."""
+    from vppctl.planner import PLACEMENTS, SPLITS, search
+    from vppctl.schedule.orders import SCHEDULES
+
+    opts = PlanSearch(
+        micro_batches=tuple(micro_batches),
+        pp=pp,
+        vpp=tuple(vpp),
+        placements=tuple(placements) or PLACEMENTS,
+        splits=tuple(splits) or SPLITS,
+        schedules=tuple(schedules) or SCHEDULES,
+        cost=cost,
+        seg_method=seg_method,
+        p2p_cost=_exact_cost(p2p_cost),
+        memory=memory or MemoryOptions(),
+    )
+    program = read_program(_path(prog))
+    return PlanOutcome(str(prog), opts, search(program, str(prog), opts))
+
+
+def _exact_cost(value: float) -> Fraction:
+    if value < 0 or value != value or value == float("inf"):
+        raise UsageError(f"--p2p-cost must be a finite number >= 0, got {value}")
+    return Fraction(repr(value)) if isinstance(value, float) else Fraction(value)

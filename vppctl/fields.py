@@ -22,6 +22,7 @@ from array import array
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import repeat
+from typing import NamedTuple
 
 from google.protobuf.message import DecodeError
 
@@ -275,6 +276,55 @@ def var_dims(block: Block, pos: int) -> tuple[int, ...]:
     if t.HasField("selected_rows"):
         return tuple(t.selected_rows.dims)
     return ()
+
+
+# Bytes per element of each VarType data type (Paddle's `SizeOfType`).
+_DTYPE_BYTES = {
+    pb.VarType.BOOL: 1,
+    pb.VarType.INT16: 2,
+    pb.VarType.INT32: 4,
+    pb.VarType.INT64: 8,
+    pb.VarType.FP16: 2,
+    pb.VarType.FP32: 4,
+    pb.VarType.FP64: 8,
+    pb.VarType.SIZE_T: 8,
+    pb.VarType.UINT8: 1,
+    pb.VarType.INT8: 1,
+    pb.VarType.BF16: 2,
+    pb.VarType.COMPLEX64: 8,
+    pb.VarType.COMPLEX128: 16,
+    pb.VarType.FP8_E4M3FN: 1,
+    pb.VarType.FP8_E5M2: 1,
+    pb.VarType.UINT16: 2,
+    pb.VarType.UINT32: 4,
+    pb.VarType.UINT64: 8,
+}
+
+
+class VarTensor(NamedTuple):
+    """What the memory model needs of one tensor variable (a tuple: one per variable
+    read, so it must be cheap)."""
+
+    dtype_bytes: int  # bytes per element; 0 when the data type is not a known one
+    dims: tuple[int, ...]  # -1 for a dimension unknown until run time
+    persistable: bool
+
+
+def var_tensor(block: Block, pos: int) -> VarTensor | None:
+    """Element size, dims and persistable flag of a dense-tensor or selected-rows
+    variable; None for other kinds (readers, scopes, arrays, ...)."""
+    try:
+        v = pb.VarDesc.FromString(block.vars[pos])
+    except DecodeError:
+        raise _corrupt_var(block.idx, pos) from None
+    t = v.type
+    if t.HasField("dense_tensor"):
+        desc = t.dense_tensor.tensor
+    elif t.HasField("selected_rows"):
+        desc = t.selected_rows
+    else:
+        return None
+    return VarTensor(_DTYPE_BYTES.get(desc.data_type, 0), tuple(desc.dims), v.persistable)
 
 
 _meshes: dict[bytes, Mesh] = {}

@@ -98,6 +98,16 @@ class Plan:
         mean = sum(costs) / len(costs) if costs else 0
         return max(costs) / mean if mean else 1.0
 
+    @property
+    def stage_loads(self) -> list[int]:
+        """Each stage's load: the sum of its segments' costs (what a schedule sees)."""
+        return stage_loads([s.cost for s in self.segments], self.pp, self.placement)
+
+    @property
+    def stage_imbalance(self) -> float:
+        """Busiest stage's load over the mean stage load (1.0 = perfectly even)."""
+        return stage_imbalance([s.cost for s in self.segments], self.pp, self.placement)
+
 
 def place(k: int, pp: int, placement: Placement) -> tuple[int, int]:
     """(stage, chunk) of segment k."""
@@ -289,6 +299,10 @@ class StageSplit:
 # The exact search's budget, in segment ends tried: enough to prove small cases
 # outright, small enough to keep any input in a fraction of a second.
 PROOF_BUDGET = 50_000
+# The local improvement's budget, in segment costs evaluated over all starts: the
+# 126-layer sample needs at most 35,000 at any vpp; 10,000 layers at pp 16 x vpp 4
+# about 400,000. It bounds the split's time (about 0.25 s) for any number of segments.
+IMPROVE_BUDGET = 500_000
 
 
 def stage_balanced_sizes(
@@ -312,7 +326,8 @@ def stage_balanced_split(
        (`balanced_sizes`) and cuts at the equal-cost prefix points;
     2. local improvement from each start: move one layer off a segment of the
        busiest stage (or off the costliest segment) to any other segment, shifting
-       the segments in between by one layer, while the objective drops;
+       the segments in between by one layer, while the objective drops, within
+       `IMPROVE_BUDGET` segment costs evaluated;
     3. an exact branch-and-bound over segment ends, seeded with that bound (a
        partial split whose stage already exceeds it, or whose remaining layers cannot
        fit under it, is cut), within `PROOF_BUDGET` segment ends tried; `proven` says it finished.
@@ -356,6 +371,7 @@ class _Splitter:
     ) -> None:
         self.costs, self.pp, self.parts = list(costs), pp, parts
         self.pre, self.post, self.n = pre, post, len(costs)
+        self.work = 0  # segment costs evaluated by the local improvement
         self.stage = [place(k, pp, placement)[0] for k in range(parts)]
         self.prefix = [0]
         for c in costs:
@@ -439,8 +455,11 @@ class _Splitter:
             for target in targets:
                 if target == source:
                     continue
+                if self.work >= IMPROVE_BUDGET:
+                    return None
                 moved = self._transfer(bounds, source, target)
                 lo, hi = min(source, target), max(source, target)
+                self.work += hi - lo + 1
                 new_loads = list(loads)
                 changed = 0
                 for k in range(lo, hi + 1):
@@ -480,65 +499,91 @@ class _Splitter:
 
 
 class _Search:
-    """Depth-first search over segment ends, cut by the best (stage, segment) so far."""
+    """Depth-first search over segment ends, cut by the best (stage, segment) so far.
+
+    Iterative (an explicit stack of levels, one per segment), so any number of segments
+    runs without recursion; the ends are tried in the same order a recursive search
+    would try them, and each try costs one unit of the budget.
+    """
 
     def __init__(self, split: _Splitter, top: int, worst: int) -> None:
         self.split, self.top, self.worst = split, top, worst
         self.found: list[int] | None = None
         self.budget = PROOF_BUDGET
         self.exhausted = False
-        self.loads = [0] * split.pp
-        self.total = 0  # sum of self.loads
-        # After segment k: how many stages still have a segment, and those that do not.
-        later = [set(split.stage[k + 1 :]) for k in range(split.parts)]
-        self.open = [len(stages) for stages in later]
-        self.done = [[st for st in range(split.pp) if st not in stages] for stages in later]
+        # After segment k: how many stages still have a segment, and whether segment k
+        # is its stage's last one (the stage's load is then final). Linear in segments.
+        last = {stage: k for k, stage in enumerate(split.stage)}
+        self.closes = [last[stage] == k for k, stage in enumerate(split.stage)]
+        self.open = []
+        still = len(last)
+        for closes in self.closes:
+            still -= closes
+            self.open.append(still)
         self.bounds = [0] * (split.parts + 1)
 
     def run(self) -> None:
         s = self.split
-        self.bounds[s.parts] = s.n
-        self._fill(0, 0, 0, 0)
-
-    def _fits(self, k: int, end: int) -> bool:
-        """Can the layers after `end` (and post) fit under the bound on the stages that
-        still have segments after segment k?"""
-        s = self.split
-        rest = s.prefix[s.n] - s.prefix[end] + s.post
-        held = self.total - sum(self.loads[st] for st in self.done[k])
-        return rest <= self.open[k] * self.top - held
-
-    def _fill(self, k: int, start: int, worst: int, top_so_far: int) -> None:
-        s = self.split
-        stage = s.stage[k]
-        last_end = s.n if k == s.parts - 1 else s.n - (s.parts - 1 - k)
-        first_end = s.n if k == s.parts - 1 else start + 1
-        for end in range(first_end, last_end + 1):
-            self.budget -= 1
-            if self.budget < 0:
+        n, parts, prefix = s.n, s.parts, s.prefix
+        stage_of, open_, closes, bounds = s.stage, self.open, self.closes, self.bounds
+        loads = [0] * s.pp
+        bounds[parts] = n
+        # Per level k: the last end it may take, the ops outside the layers it carries
+        # (pre in segment 0, post in the last), the end tried last, the cost applied, and
+        # what the levels above hand down (busiest stage, costliest segment, total and
+        # closed load so far).
+        last_end = [n - (parts - 1 - k) for k in range(parts)]
+        extra = [0] * parts
+        extra[0] += s.pre
+        extra[-1] += s.post
+        end = [0] * parts
+        cost = [0] * parts
+        top_in, worst_in = [0] * (parts + 1), [0] * (parts + 1)
+        total_in, closed_in = [0] * (parts + 1), [0] * (parts + 1)
+        remaining = prefix[n] + s.post
+        final = parts - 1
+        best_top, best_worst, budget = self.top, self.worst, self.budget
+        k = 0
+        end[0] = (n if parts == 1 else 1) - 1
+        while k >= 0:
+            e = end[k] + 1
+            if e > last_end[k]:  # level k is done: back to k - 1, undoing its segment
+                k -= 1
+                if k >= 0:
+                    loads[stage_of[k]] -= cost[k]
+                continue
+            budget -= 1
+            if budget < 0:
                 self.exhausted = True
-                return
-            cost = s.seg_cost(k, start, end)
-            load = self.loads[stage] + cost
-            top, seg_worst = max(top_so_far, load), max(worst, cost)
-            # No completion can beat the bound; ends further right only cost more.
-            if top > self.top or (top == self.top and seg_worst >= self.worst):
                 break
-            self.loads[stage] = load
-            self.total += cost
-            if k == s.parts - 1:
-                self._record(top, seg_worst)
-            elif self._fits(k, end):
-                self.bounds[k + 1] = end
-                self._fill(k + 1, end, seg_worst, top)
-            self.loads[stage] -= cost
-            self.total -= cost
-            if self.exhausted:
-                return
-
-    def _record(self, top: int, seg_worst: int) -> None:
-        self.top, self.worst = top, seg_worst
-        self.found = list(self.bounds)
+            end[k] = e
+            c = prefix[e] - prefix[bounds[k]] + extra[k]
+            load = loads[stage_of[k]] + c
+            top = top_in[k] if top_in[k] > load else load
+            worst = worst_in[k] if worst_in[k] > c else c
+            # No completion can beat the bound; ends further right only cost more.
+            if top > best_top or (top == best_top and worst >= best_worst):
+                k -= 1
+                if k >= 0:
+                    loads[stage_of[k]] -= cost[k]
+                continue
+            if k == final:
+                best_top, best_worst = top, worst
+                self.found = list(bounds)
+                continue
+            total = total_in[k] + c
+            closed = closed_in[k] + (load if closes[k] else 0)
+            # Can the layers after e (and post) fit under the bound on the stages that
+            # still have segments?
+            if remaining - prefix[e] <= open_[k] * best_top - (total - closed):
+                loads[stage_of[k]] = load
+                cost[k] = c
+                bounds[k + 1] = e
+                top_in[k + 1], worst_in[k + 1] = top, worst
+                total_in[k + 1], closed_in[k + 1] = total, closed
+                k += 1
+                end[k] = (n if k == final else e + 1) - 1
+        self.top, self.worst, self.budget = best_top, best_worst, budget
 
 
 def choose_mode(layer_stages: Sequence[int]) -> Mode:
@@ -651,4 +696,6 @@ def _sizes(facts: LayerFacts, pp: int, opts: PlanOptions) -> list[int]:
         )
     if opts.split == "keep":
         return keep_sizes(facts.stages, pp, vpp, opts.placement)
-    return balanced_sizes(facts.costs, pp * vpp, facts.pre_cost, facts.post_cost)
+    return stage_balanced_sizes(
+        facts.costs, pp, vpp, opts.placement, facts.pre_cost, facts.post_cost
+    )

@@ -17,12 +17,22 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from vppctl.commands import Bubble, ConvertOutcome, DumpOutcome, SampleOutcome
+from vppctl.commands import (
+    Bubble,
+    ConvertOutcome,
+    DumpOutcome,
+    PlanOutcome,
+    SampleOutcome,
+    SimulatedPlan,
+    SimulateOutcome,
+)
 from vppctl.convert import ConvertResult
 from vppctl.expectation import VerifyReport
 from vppctl.fields import RecordedPlan
 from vppctl.layers import LayerSet
+from vppctl.memory import MemoryOptions, StageMemory, iec, worst_stage
 from vppctl.plan import Plan
+from vppctl.planner import Candidate, shell
 from vppctl.schedule.simulate import SimResult, Step
 from vppctl.schedule.timeline import (
     number,
@@ -30,7 +40,6 @@ from vppctl.schedule.timeline import (
     render_timelines,
     rounded,
     stage_units,
-    title,
 )
 from vppctl.summary import ChunkLayers, Summary
 from vppctl.verify import RULES, Violation
@@ -142,11 +151,11 @@ def convert_notes(o: ConvertOutcome) -> list[str]:
         f"imbalance: {p.imbalance:.2f} (max/mean segment {p.cost_kind})",
         f"cross-stage edges per micro-batch: {r.edges_before} -> {r.edges_after}",
     ]
+    notes.append(f"stage imbalance: {p.stage_imbalance:.2f} (busiest/mean stage {p.cost_kind})")
     if bubble is not None:
-        notes.append(
-            f"bubble (1F1B -> interleaved): {bubble.one_f_one_b:.1%} -> "
-            f"{bubble.interleaved:.1%} of the step"
-        )
+        notes.append(bubble_line(bubble))
+        if bubble.memory:
+            notes.append(peak_memory_line(bubble))
     if r.callstack_bytes_saved is not None:
         notes.append(f"stripped op_callstack: {human_bytes(r.callstack_bytes_saved)} saved")
     return notes
@@ -211,8 +220,11 @@ def convert_json(o: ConvertOutcome) -> dict[str, Any]:
             for s, st in zip(p.segments, r.stats)
         ],
     }
+    out["stage_loads"] = p.stage_loads
+    out["stage_imbalance"] = round(p.stage_imbalance, 4)
     if bubble is not None:
         out["bubble"] = _bubble_json(bubble)
+        out["memory"] = _convert_memory_json(bubble)
     if r.callstack_bytes_saved is not None:
         out["callstack_bytes_saved"] = r.callstack_bytes_saved
     return out
@@ -247,8 +259,51 @@ def violations_table(violations: Sequence[Violation], limit: int = TABLE_ROWS) -
     return table
 
 
-def _bubble_json(bubble: Bubble) -> dict[str, float]:
-    return {"1f1b": round(bubble.one_f_one_b, 6), "interleaved": round(bubble.interleaved, 6)}
+BUBBLE_DEFINITION = "idle time of all stages over pp x makespan (the idle share of the step)"
+
+
+def bubble_line(bubble: Bubble) -> str:
+    """`bubble at m=8 (FLOP costs): 1F1B 35.1% -> interleaved 1F1B 23.5% of the step`: the
+    idle share of the step, as `simulate` prints it for the same program."""
+    shown = " -> ".join(
+        f"{SCHEDULE_NAMES[schedule]} {float(share):.1%}" for schedule, share in bubble.schedules
+    )
+    measure = "FLOP" if bubble.measure == "flops" else "op"
+    if not shown:
+        return f"bubble at m={bubble.micro_batches}: no schedule could run it"
+    return f"bubble at m={bubble.micro_batches} ({measure} costs): {shown} of the step"
+
+
+def peak_memory_line(bubble: Bubble) -> str:
+    """`worst stage's peak: 1F1B 3.99 GiB -> interleaved 1F1B 5.08 GiB (stage 0)`, at
+    micro-batch size 1 (`vppctl simulate --micro-batch-size` sizes others)."""
+    shown, stages = [], []
+    for (schedule, _), memory in zip(bubble.schedules, bubble.memory):
+        worst = worst_stage(memory)
+        shown.append(f"{SCHEDULE_NAMES[schedule]} {iec_short(worst.peak_bytes)}")
+        stages.append(str(worst.stage))
+    where = f"stage {stages[0]}" if len(set(stages)) == 1 else f"stages {', '.join(stages)}"
+    return f"worst stage's peak: {' -> '.join(shown)} ({where})"
+
+
+def _bubble_json(bubble: Bubble) -> dict[str, Any]:
+    return {
+        "definition": BUBBLE_DEFINITION,
+        "micro_batches": bubble.micro_batches,
+        "costs": bubble.measure,
+        **{schedule: rounded(share) for schedule, share in bubble.schedules},
+    }
+
+
+def _convert_memory_json(bubble: Bubble) -> dict[str, Any]:
+    return {
+        "micro_batch_size": 1,
+        "seq_len": None,
+        "per_schedule": {
+            schedule: [{"stage": s.stage, **stage_memory_json(s)} for s in stages]
+            for (schedule, _), stages in zip(bubble.schedules, bubble.memory)
+        },
+    }
 
 
 def verify_line(report: VerifyReport) -> str:
@@ -288,7 +343,7 @@ def render_verify(console: Console, report: VerifyReport) -> None:
         )
 
 
-def plan_json(plan: RecordedPlan | None) -> dict[str, Any] | None:
+def recorded_plan_json(plan: RecordedPlan | None) -> dict[str, Any] | None:
     """The one shape of a recorded plan in `verify` and `inspect` JSON (null: none)."""
     if plan is None:
         return None
@@ -321,7 +376,7 @@ def verify_json(report: VerifyReport) -> dict[str, Any]:
         "placement": report.placement,
         "layers": layers_json(report.layers),
         "cross_stage_edges": report.cross_stage_edges,
-        "plan": plan_json(report.recorded),
+        "plan": recorded_plan_json(report.recorded),
     }
 
 
@@ -365,7 +420,7 @@ def summary_json(s: Summary) -> dict[str, Any]:
             "note": s.layers_note,
             "names": list(s.layers.names) if s.layers else [],
         },
-        "plan": plan_json(s.plan),
+        "plan": recorded_plan_json(s.plan),
         "ops_with_callstack": s.callstack_ops,
         "ops_without_mesh": s.unplaced_ops,
     }
@@ -451,13 +506,61 @@ def render_summary(console: Console, s: Summary) -> None:
         console.print(Text(f"... and {more} more stage(s); --json lists them all"))
 
 
-# -- simulate: comparison between 1F1B and the interleaved schedule
+# -- simulate: names and the plan line
+
+SCHEDULE_NAMES = {
+    "fthenb": "F-then-B",
+    "1f1b": "1F1B",
+    "eager1f1b": "eager 1F1B",
+    "interleaved": "interleaved 1F1B",
+    "zbh1": "ZB-H1",
+    "zbv": "ZB-V",
+}
+
+
+def schedule_title(result: SimResult) -> str:
+    """Human name of a result, e.g. ``interleaved 1F1B (v=2)``."""
+    return f"{SCHEDULE_NAMES.get(result.schedule, result.schedule)} (v={result.vpp})"
+
+
+def counts_text(counts: Sequence[int]) -> str:
+    """Layer counts per segment: `7,7,9,9`; beyond 32 segments runs as `7 (x6)`."""
+    if len(counts) <= 32:
+        return ",".join(map(str, counts))
+    parts: list[str] = []
+    i = 0
+    while i < len(counts):
+        j = i
+        while j < len(counts) and counts[j] == counts[i]:
+            j += 1
+        parts.append(f"{counts[i]} (x{j - i})" if j - i > 1 else str(counts[i]))
+        i = j
+    return ", ".join(parts)
+
+
+def plan_lines(simulated: SimulatedPlan) -> list[str]:
+    """`plan: pp 8 x vpp 2, loop placement, split balanced (layers 4,8,9,...)` and the
+    costs line."""
+    p = simulated.plan
+    source = "as converted" if simulated.recorded else f"split {simulated.split}"
+    counts = counts_text([len(s.layers) for s in p.segments])
+    measure = "forward FLOPs" if simulated.measure == "flops" else "forward op count"
+    f, b, w = (number(x) for x in simulated.costs)
+    return [
+        f"plan: pp {p.pp} x vpp {p.vpp}, {p.placement} placement, {source} (layers {counts})",
+        f"costs: F,B,W = {f},{b},{w} x each segment's {measure}",
+    ]
+
+
+# -- simulate: comparison between 1F1B and the interleaving schedule
 
 
 def _pair(results: Sequence[SimResult]) -> tuple[SimResult, SimResult] | None:
-    """The (1F1B, interleaved) pair to compare, if both are present."""
+    """The (1F1B, interleaving schedule) pair to compare, if both are present."""
     baseline = next((r for r in results if r.schedule == "1f1b"), None)
-    candidate = next((r for r in results if r.schedule == "interleaved" and r.vpp > 1), None)
+    candidate = next(
+        (r for r in results if r.schedule in ("interleaved", "zbv") and r.vpp > 1), None
+    )
     if baseline is None or candidate is None:
         return None
     return baseline, candidate
@@ -472,32 +575,36 @@ def gain_line(results: Sequence[SimResult]) -> str | None:
     saved = (base.makespan - vpp.makespan) / base.makespan
     memory = vpp.peak_in_flight_stage_units[0] / base.peak_in_flight_stage_units[0]
     return (
-        f"{title(vpp)} vs {title(base)}: makespan {number(base.makespan)} -> "
-        f"{number(vpp.makespan)} ({percent(saved)} shorter), bubble vs ideal "
-        f"{percent(base.bubble_vs_ideal)} -> {percent(vpp.bubble_vs_ideal)}, stage 0 "
-        f"activations {stage_units(base, 0)} -> {stage_units(vpp, 0)} stages "
-        f"(x{float(memory):.2f})"
+        f"{schedule_title(vpp)} vs {schedule_title(base)}: makespan {number(base.makespan)} -> "
+        f"{number(vpp.makespan)} ({percent(saved)} shorter), bubble {percent(base.bubble)} -> "
+        f"{percent(vpp.bubble)} of the step, stage 0 activations {stage_units(base, 0)} -> "
+        f"{stage_units(vpp, 0)} stages (x{float(memory):.2f})"
     )
 
 
 # -- simulate: tables
 
 
-def summary_table(results: Sequence[SimResult]) -> Table:
-    """Headline figures, one column per schedule, so the comparison is one glance."""
+def summary_heading(results: Sequence[SimResult]) -> str:
     first = results[0]
     heading = f"one training step: pp={first.pp}, m={first.micro_batches}"
     if first.p2p_cost:
         heading += f", p2p cost {number(first.p2p_cost)} per hop"
-    table = Table(title=heading, title_justify="left")
+    return heading
+
+
+def summary_table(results: Sequence[SimResult]) -> Table:
+    """Headline figures, one column per schedule, so the comparison is one glance."""
+    table = _table()
     table.add_column("")
     for result in results:
-        table.add_column(title(result), justify="right")
+        table.add_column(schedule_title(result), justify="right")
     rows: list[tuple[str, list[str]]] = [
         ("makespan", [number(r.makespan) for r in results]),
-        ("ideal (busiest stage)", [number(r.ideal) for r in results]),
-        ("bubble (of makespan)", [percent(r.bubble) for r in results]),
-        ("bubble vs ideal", [percent(r.bubble_vs_ideal) for r in results]),
+        ("busiest stage's compute", [number(r.ideal) for r in results]),
+        ("bubble (idle share of the step)", [percent(r.bubble) for r in results]),
+        ("overhead vs the busiest stage", [percent(r.bubble_vs_ideal) for r in results]),
+        ("imbalance between stages", [f"{float(r.stage_imbalance):.2f}x" for r in results]),
         (
             "peak in-flight, stage 0",
             [f"{r.peak_in_flight[0]} ({stage_units(r, 0)} stages)" for r in results],
@@ -511,10 +618,10 @@ def summary_table(results: Sequence[SimResult]) -> Table:
 
 def stage_table(results: Sequence[SimResult]) -> Table:
     """Per-stage bubble and peak in-flight units, side by side."""
-    table = Table(title="per stage", title_justify="left")
-    table.add_column("stage", justify="right")
+    table = _table()
+    table.add_column("Stg", justify="right")
     for result in results:
-        table.add_column(f"bubble {title(result)}", justify="right")
+        table.add_column(f"bubble {schedule_title(result)}", justify="right")
         table.add_column("in-flight", justify="right")
     for stage in range(results[0].pp):
         cells: list[str] = []
@@ -525,27 +632,101 @@ def stage_table(results: Sequence[SimResult]) -> Table:
     return table
 
 
+def memory_table(
+    results: Sequence[SimResult], memory: Sequence[Sequence[StageMemory]], opts: MemoryOptions
+) -> Table:
+    """Bytes per stage: static (params, grads, optimizer) and, per schedule, the peak
+    activations and the peak (in red over --memory-limit)."""
+    table = _table()
+    for name in ("Stg", "params", "grads", "optim"):
+        table.add_column(name, justify="right", no_wrap=True)
+    for result in results:
+        table.add_column(f"{result.schedule}\nact", justify="right", no_wrap=True)
+        table.add_column(f"{result.schedule}\npeak", justify="right", no_wrap=True)
+    for stage, first in enumerate(memory[0]):
+        cells = [
+            str(stage),
+            iec_short(first.params_bytes),
+            iec_short(first.grads_bytes),
+            iec_short(first.optimizer_bytes),
+        ]
+        for stages in memory:
+            s = stages[stage]
+            cells += [iec_short(s.peak_activation_bytes), iec_short(s.peak_bytes)]
+        row = [Text(c) for c in cells]
+        for i, stages in enumerate(memory):
+            if stages[stage].over_limit:  # the notes below name these stages too
+                row[5 + 2 * i].stylize("bold red")
+        table.add_row(*row)
+    return table
+
+
+def iec_short(n: int) -> str:
+    """At most eight characters: `493 MiB`, `6.30 GiB`, `46.3 GiB`."""
+    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            value = n / size
+            digits = 0 if value >= 100 else 1 if value >= 10 else 2
+            return f"{value:.{digits}f} {unit}"
+    return f"{n} B"
+
+
+def memory_heading(opts: MemoryOptions) -> str:
+    seq = "" if opts.seq_len is None else f", seq len {opts.seq_len}"
+    limit = "" if opts.limit is None else f", limit {iec(opts.limit)}"
+    return f"memory per stage (micro-batch size {opts.micro_batch_size}{seq}{limit}):"
+
+
+def memory_notes(
+    memory: Sequence[Sequence[StageMemory]], results: Sequence[SimResult]
+) -> list[str]:
+    notes = []
+    for result, stages in zip(results, memory):
+        worst = worst_stage(stages)
+        over = [s.stage for s in stages if s.over_limit]
+        line = f"{schedule_title(result)}: worst stage {worst.stage}, peak {iec(worst.peak_bytes)}"
+        if over:
+            line += (
+                f"; over the limit: stage{'s' if len(over) > 1 else ''} {', '.join(map(str, over))}"
+            )
+        notes.append(line)
+    return notes
+
+
 def simulation_warnings(results: Sequence[SimResult]) -> list[str]:
     return list(dict.fromkeys(w for r in results for w in r.warnings))
 
 
 def render_simulation(
     console: Console,
-    results: Sequence[SimResult],
+    results: Sequence[SimResult] | SimulateOutcome,
     *,
     timeline: bool = True,
     suggest_files: bool = True,
 ) -> None:
-    """Summary and per-stage tables side by side, the gain and the timelines (warnings are
-    the caller's, for stderr). `suggest_files`: a scaled timeline points to --svg and
-    --trace (off when they are being written)."""
-    console.print(summary_table(results))
-    console.print(stage_table(results))
-    gain = gain_line(results)
+    """The plan simulated, the summary and per-stage tables, memory per stage (with a
+    program), the gain and the timelines (warnings are the caller's, for stderr).
+    `suggest_files`: a scaled timeline points to --svg and --trace (off when they are
+    being written)."""
+    outcome, runs = _unpack(results)
+    if outcome is not None and outcome.plan is not None:
+        for line in plan_lines(outcome.plan):
+            console.print(Text(line))
+    console.print(Text(f"bubble: {BUBBLE_DEFINITION}"))
+    console.print(Text(summary_heading(runs) + ":"))
+    console.print(summary_table(runs))
+    console.print(Text("per stage (bubble: the stage's idle share of the step):"))
+    console.print(stage_table(runs))
+    if outcome is not None and outcome.memory and outcome.memory_options is not None:
+        console.print(Text(memory_heading(outcome.memory_options)))
+        console.print(memory_table(runs, outcome.memory, outcome.memory_options))
+        for line in memory_notes(outcome.memory, runs):
+            console.print(Text(line))
+    gain = gain_line(runs)
     if gain is not None:
         console.print(Text(gain, style="bold"))
     if timeline:
-        render_timelines(results, console, suggest_files=suggest_files)
+        render_timelines(runs, console, suggest_files=suggest_files)
 
 
 # -- simulate: JSON
@@ -555,34 +736,74 @@ def _step_json(step: Step) -> dict[str, Any]:
     return {
         "stage": step.stage,
         "chunk": step.chunk,
+        "virtual_stage": step.virtual_stage,
         "micro_batch": step.micro_batch,
         "kind": step.kind,
+        "action": step.action,
         "start": rounded(step.start),
         "end": rounded(step.end),
     }
 
 
-def _result_json(result: SimResult, steps: bool) -> dict[str, Any]:
+def stage_memory_json(s: StageMemory) -> dict[str, Any]:
+    """One stage's bytes (the shape `simulate`, `plan` and their JSON share)."""
+    return {
+        "params_bytes": s.params_bytes,
+        "grads_bytes": s.grads_bytes,
+        "optimizer_bytes": s.optimizer_bytes,
+        "peak_activation_bytes": s.peak_activation_bytes,
+        "peak_bytes": s.peak_bytes,
+        "over_limit": s.over_limit,
+        "chunks": [
+            {
+                "chunk": c.chunk,
+                "virtual_stage": c.virtual_stage,
+                "params_bytes": c.params_bytes,
+                "grads_bytes": c.grads_bytes,
+                "optimizer_bytes": c.optimizer_bytes,
+                "activation_bytes_per_micro_batch": c.activation_bytes_per_micro_batch,
+                "peak_in_flight": c.peak_in_flight,
+                "activation_bytes": c.activation_bytes,
+            }
+            for c in s.chunks
+        ],
+    }
+
+
+def _result_json(
+    result: SimResult, steps: bool, memory: Sequence[StageMemory] | None
+) -> dict[str, Any]:
+    orders = result.orders
+    per_stage = []
+    for stage in range(result.pp):
+        entry: dict[str, Any] = {
+            "stage": stage,
+            "bubble": rounded(result.per_stage_bubble[stage]),
+            "idle": rounded(result.per_stage_idle[stage]),
+            "peak_in_flight": result.peak_in_flight[stage],
+            "peak_in_flight_stages": rounded(result.peak_in_flight_stage_units[stage]),
+            "peak_in_flight_per_chunk": list(result.peak_in_flight_per_chunk[stage]),
+            "order": list(orders[stage]),
+        }
+        if memory is not None:
+            entry.update(stage_memory_json(memory[stage]))
+        per_stage.append(entry)
     data: dict[str, Any] = {
         "schedule": result.schedule,
         "pp": result.pp,
         "vpp": result.vpp,
+        "plan_vpp": result.plan_vpp,
+        "placement": result.placement,
+        "group_size": result.group_size,
         "micro_batches": result.micro_batches,
         "p2p_cost": rounded(result.p2p_cost),
         "makespan": rounded(result.makespan),
         "ideal": rounded(result.ideal),
         "bubble": rounded(result.bubble),
         "bubble_vs_ideal": rounded(result.bubble_vs_ideal),
+        "stage_imbalance": rounded(result.stage_imbalance),
         "p2p_messages": result.p2p_messages,
-        "per_stage": [
-            {
-                "stage": stage,
-                "bubble": rounded(result.per_stage_bubble[stage]),
-                "peak_in_flight": result.peak_in_flight[stage],
-                "peak_in_flight_stages": rounded(result.peak_in_flight_stage_units[stage]),
-            }
-            for stage in range(result.pp)
-        ],
+        "per_stage": per_stage,
         "warnings": list(result.warnings),
         # Exact values for anyone checking closed forms; floats above are rounded.
         "exact": {
@@ -592,27 +813,202 @@ def _result_json(result: SimResult, steps: bool) -> dict[str, Any]:
             "bubble_vs_ideal": str(result.bubble_vs_ideal),
         },
     }
+    if memory is not None:
+        worst = worst_stage(memory)
+        data["memory"] = {"worst_stage": worst.stage, "peak_bytes": worst.peak_bytes}
     if steps:
         data["steps"] = [_step_json(step) for step in result.steps]
     return data
 
 
-def simulation_json(results: Sequence[SimResult], *, steps: bool = False) -> dict[str, Any]:
+def _plan_json(simulated: SimulatedPlan, opts: MemoryOptions | None) -> dict[str, Any]:
+    p = simulated.plan
+    out: dict[str, Any] = {
+        "pp": p.pp,
+        "vpp": p.vpp,
+        "placement": p.placement,
+        "split": simulated.split,
+        "recorded": simulated.recorded,
+        "layers_per_segment": [len(s.layers) for s in p.segments],
+        "costs": {
+            "measure": simulated.measure,
+            "forward": list(simulated.segment_costs),
+            "F,B,W": [str(x) for x in simulated.costs],
+        },
+    }
+    if opts is not None:
+        out["memory"] = {
+            "micro_batch_size": opts.micro_batch_size,
+            "seq_len": opts.seq_len,
+            "limit_bytes": opts.limit,
+        }
+    return out
+
+
+def _unpack(
+    results: Sequence[SimResult] | SimulateOutcome,
+) -> tuple[SimulateOutcome | None, tuple[SimResult, ...]]:
+    if isinstance(results, SimulateOutcome):
+        return results, results.results
+    return None, tuple(results)
+
+
+def simulation_json(
+    results: Sequence[SimResult] | SimulateOutcome, *, steps: bool = False
+) -> dict[str, Any]:
     """A json-serialisable dict of the figures; ``steps=True`` adds every step."""
-    data: dict[str, Any] = {"results": [_result_json(r, steps) for r in results]}
-    pair = _pair(results)
+    outcome, runs = _unpack(results)
+    memory: Sequence[Sequence[StageMemory] | None] = (
+        outcome.memory if outcome is not None and outcome.memory else [None] * len(runs)
+    )
+    data: dict[str, Any] = {"bubble_definition": BUBBLE_DEFINITION}
+    if outcome is not None and outcome.plan is not None:
+        data["plan"] = _plan_json(outcome.plan, outcome.memory_options)
+    data["results"] = [_result_json(r, steps, m) for r, m in zip(runs, memory)]
+    pair = _pair(runs)
     if pair is not None:
         base, vpp = pair
         data["comparison"] = {
             "baseline": base.schedule,
             "candidate": vpp.schedule,
             "speedup": rounded(base.makespan / vpp.makespan),
+            "bubble": [rounded(base.bubble), rounded(vpp.bubble)],
             "bubble_vs_ideal": [rounded(base.bubble_vs_ideal), rounded(vpp.bubble_vs_ideal)],
             "stage0_activation_ratio": rounded(
                 vpp.peak_in_flight_stage_units[0] / base.peak_in_flight_stage_units[0]
             ),
         }
+    if outcome is not None:
+        data["written"] = [{"path": path, "bytes": size} for path, size in outcome.written]
+        data["warnings"] = list(outcome.warnings)
     return data
+
+
+# -- plan ------------------------------------------------------------------------
+
+
+def plan_heading(o: PlanOutcome) -> list[str]:
+    r, opts = o.result, o.search
+    measure = "forward FLOPs" if r.measure == "flops" else "forward op counts"
+    seq = "" if opts.memory.seq_len is None else f", seq len {opts.memory.seq_len}"
+    limit = "" if opts.memory.limit is None else f", limit {iec(opts.memory.limit)}"
+    return [
+        f"plan {o.source}: {r.n_layers} layers ({r.layer_class}) on pp {r.pp}",
+        f"costs: {measure}; memory at micro-batch size {opts.memory.micro_batch_size}{seq}{limit}",
+    ]
+
+
+def plan_table(candidates: Sequence[Candidate], best: Candidate) -> Table:
+    table = _table()
+    for name, justify in (
+        ("#", "right"),
+        ("vpp", "right"),
+        ("place", "left"),
+        ("split", "left"),
+        ("schedule", "left"),
+        ("m", "right"),
+        ("time", "right"),
+        ("bubble", "right"),
+        ("p2p", "right"),
+        ("peak", "right"),
+        ("Stg", "right"),
+    ):
+        table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    for i, c in enumerate(candidates, start=1):
+        worst = c.worst
+        cells = (
+            str(i),
+            str(c.vpp),
+            c.placement,
+            c.split,
+            c.schedule,
+            str(c.micro_batches),
+            f"{float(c.time_per_micro_batch / best.time_per_micro_batch):.3f}x",
+            percent(c.bubble),
+            str(c.p2p_messages),
+            iec_short(worst.peak_bytes),
+            str(worst.stage),
+        )
+        table.add_row(*map(Text, cells))
+    return table
+
+
+def plan_notes(o: PlanOutcome, shown: int) -> list[str]:
+    r = o.result
+    notes = [
+        "time: one micro-batch's share of the step (makespan / m) relative to #1; "
+        "bubble: idle share of the step; peak: the worst stage's bytes",
+        f"{len(r.candidates)} candidates, {shown} shown",
+    ]
+    if r.over_limit:
+        notes.append(f"{r.over_limit} over --memory-limit left out")
+    refused = sum(n for _, n in r.refused)
+    if refused:
+        reasons = "; ".join(f"{reason}: {n}" for reason, n in r.refused[:3])
+        more = "; ..." if len(r.refused) > 3 else ""
+        notes.append(f"{refused} refused as a runtime or convert would ({reasons}{more})")
+    return notes
+
+
+def render_plan(console: Console, o: PlanOutcome, top: int) -> None:
+    candidates = o.result.candidates[:top]
+    for line in plan_heading(o):
+        console.print(Text(line))
+    console.print(plan_table(candidates, o.result.candidates[0]))
+    console.print(Text("to convert:"))
+    for i, c in enumerate(candidates, start=1):
+        console.print(Text(f"{i:>2}  {shell(c.command)}"), soft_wrap=True)
+    for line in plan_notes(o, len(candidates)):
+        console.print(Text(line))
+
+
+def candidate_json(c: Candidate, best: Candidate) -> dict[str, Any]:
+    worst = c.worst
+    return {
+        "command": shell(c.command),
+        "argv": list(c.command),
+        "vpp": c.vpp,
+        "placement": c.placement,
+        "split": c.split,
+        "schedule": c.schedule,
+        "group_size": c.group_size,
+        "micro_batches": c.micro_batches,
+        "makespan": rounded(c.makespan),
+        "time_per_micro_batch": rounded(c.time_per_micro_batch),
+        "relative": rounded(c.time_per_micro_batch / best.time_per_micro_batch),
+        "bubble": rounded(c.bubble),
+        "p2p_messages": c.p2p_messages,
+        "layers_per_segment": list(c.layers_per_segment),
+        "megatron_layout": c.megatron_layout,
+        "peak_bytes": worst.peak_bytes,
+        "worst_stage": worst.stage,
+        "per_stage": [{"stage": s.stage, **stage_memory_json(s)} for s in c.memory],
+        "exact": {"makespan": str(c.makespan), "bubble": str(c.bubble)},
+    }
+
+
+def plan_json(o: PlanOutcome) -> dict[str, Any]:
+    r, opts = o.result, o.search
+    best = r.candidates[0]
+    return {
+        "source": o.source,
+        "pp": r.pp,
+        "layers": {"count": r.n_layers, "class": r.layer_class},
+        "costs": r.measure,
+        "time_unit": "the mean stage's forward of one micro-batch",
+        "bubble_definition": BUBBLE_DEFINITION,
+        "order": "time per micro-batch (makespan / micro_batches), then the worst stage's "
+        "peak bytes, then p2p messages",
+        "memory": {
+            "micro_batch_size": opts.memory.micro_batch_size,
+            "seq_len": opts.memory.seq_len,
+            "limit_bytes": opts.memory.limit,
+        },
+        "candidates": [candidate_json(c, best) for c in r.candidates],
+        "over_limit": r.over_limit,
+        "refused": [{"reason": reason, "count": n} for reason, n in r.refused],
+        "warnings": list(r.warnings),
+    }
 
 
 # -- dump, sample ----------------------------------------------------------------

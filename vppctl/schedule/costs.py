@@ -1,47 +1,179 @@
-"""Costs: a program -> the forward cost of each virtual stage, for the simulator.
+"""Costs: a program -> the plan to simulate and the forward cost of each of its segments.
 
-The program is planned exactly as `vppctl convert` plans it (`convert.plan_program`:
-the same layer resolution, cost measures and split functions): a converted
-program by its recorded plan (its placement and layer counts), any other with
-the uniform split when the layers divide, else the balanced one. The cost is
-each segment's forward FLOP estimate, or its forward op count when the program
-has no matmul shapes, scaled so that the mean is 1.
+The plan is made exactly as `vppctl convert` makes it (`convert.plan_program` and
+`replan`: the same layer resolution, options, defaults and split functions), so
+that `simulate` and `convert --micro-batches` see the same segments:
+
+* a converted program is simulated as it was converted: pp, vpp, placement and each
+  segment's layers come from its recorded plan, and plan options that contradict
+  it are refused;
+* any other program takes `convert`'s plan options (`--vpp` is then required); with
+  no split given, the uniform split when the layers divide, else the stage-balanced
+  one, with a warning saying so.
+
+A segment's cost is its forward FLOP estimate (`cost.matmul_flops`), or its forward op
+count when the program has no matmul shapes. Simulator costs are scaled so that the
+mean stage's forward of one micro-batch costs 1, whatever vpp: plans of one program
+then share one time unit.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from typing import Literal
 
 from vppctl import fields
-from vppctl.convert import ConvertOptions, plan_program, replan
+from vppctl.convert import ConvertOptions, Planned, plan_program, replan
+from vppctl.cost import layer_costs
+from vppctl.errors import ConversionError, UsageError
 from vppctl.load import Program
-from vppctl.plan import Placement, Plan, PlanOptions
+from vppctl.plan import CostKind, Placement, Plan, PlanOptions, Split, segment_costs
+
+Measure = Literal["flops", "ops"]
 
 
 @dataclass(frozen=True)
-class ProgramCosts:
-    plan: Plan  # the plan simulated
-    forward: tuple[Fraction, ...]  # forward cost per virtual stage, mean 1
+class PlanRequest:
+    """The plan options of `convert`, each None when not given."""
+
+    vpp: int | None = None
+    pp: int | None = None
+    placement: Placement | None = None
+    split: Split | None = None
+    layers_per_chunk: tuple[int, ...] = ()
+    cost: CostKind | None = None
+    seg_method: str | None = None
 
 
-def program_costs(
-    program: Program, *, pp: int | None, vpp: int, seg_method: str | None = None
-) -> ProgramCosts:
-    """The plan `convert --vpp vpp` would make (or the recorded one) and its segment costs."""
+@dataclass(frozen=True)
+class ResolvedPlan:
+    """The plan a program is simulated with, and where it came from."""
+
+    planned: Planned
+    recorded: bool  # taken from the program's recorded plan
+    split: str  # the split's name as converted or asked ("balanced", "uniform", ...)
+    warnings: tuple[str, ...]
+
+    @property
+    def plan(self) -> Plan:
+        return self.planned.plan
+
+
+def resolve_plan(program: Program, request: PlanRequest) -> ResolvedPlan:
+    """The plan to simulate (see the module docstring)."""
     recorded = fields.read_plan(program.header)
-    if recorded and recorded.vpp == vpp and len(recorded.segments) == recorded.pp * vpp:
-        placement: Placement = "v" if recorded.placement == "v" else "loop"
-        counts = tuple(len(layers) for _, _, layers in recorded.segments)
-        opts = PlanOptions(vpp, pp, placement, "explicit", counts, cost="flops")
-    else:
-        opts = PlanOptions(vpp, pp, split="balanced", cost="flops")
-    planned = plan_program(program, ConvertOptions(plan=opts, seg_method=seg_method))
-    if opts.split == "balanced" and planned.plan.n_layers % (planned.plan.pp * vpp) == 0:
-        opts = replace(opts, split="uniform")
-        planned = replan(planned, opts)
-    if not any(s.cost for s in planned.plan.segments):  # no matmul shapes: count forward ops
-        planned = replan(planned, replace(opts, cost="ops"))
-    costs = [s.cost for s in planned.plan.segments]
-    mean = Fraction(sum(costs), len(costs)) or Fraction(1)
-    return ProgramCosts(planned.plan, tuple(Fraction(c) / mean for c in costs))
+    if recorded is not None:
+        return _recorded(program, request, recorded)
+    if request.vpp is None:
+        raise UsageError(
+            "--vpp is required: the program carries no recorded plan (it was not written "
+            "by vppctl convert), so pass --vpp, or simulate the converted program"
+        )
+    counts = request.layers_per_chunk
+    opts = PlanOptions(
+        vpp=request.vpp,
+        pp=request.pp,
+        placement=request.placement or "loop",
+        split=request.split or ("explicit" if counts else "uniform"),
+        layers_per_chunk=counts,
+        cost=request.cost or "params",
+    )
+    convert_opts = ConvertOptions(plan=opts, seg_method=request.seg_method)
+    if request.split is not None or counts:
+        return ResolvedPlan(plan_program(program, convert_opts), False, opts.split, ())
+    return _default_split(program, convert_opts)
+
+
+def _default_split(program: Program, convert_opts: ConvertOptions) -> ResolvedPlan:
+    """Uniform when the layers divide into pp*vpp, else stage-balanced (with a warning).
+
+    A one-chunk balanced plan (always quick) tells how many layers and stages there
+    are; when even it is refused, the uniform plan's own refusal is the answer."""
+    opts = convert_opts.plan
+    try:
+        probe = plan_program(
+            program, replace(convert_opts, plan=replace(opts, vpp=1, split="balanced"))
+        )
+    except ConversionError:
+        return ResolvedPlan(plan_program(program, convert_opts), False, "uniform", ())
+    n, pp = probe.plan.n_layers, probe.plan.pp
+    if n % (pp * opts.vpp) == 0:
+        return ResolvedPlan(replan(probe, opts), False, "uniform", ())
+    warning = (
+        f"{n} layers do not divide into pp*vpp = {pp}*{opts.vpp} equal segments: "
+        f"simulating --split balanced (--cost {opts.cost}); pass --split to choose"
+    )
+    planned = replan(probe, replace(opts, split="balanced"))
+    return ResolvedPlan(planned, False, "balanced", (warning,))
+
+
+def _recorded(
+    program: Program, request: PlanRequest, recorded: fields.RecordedPlan
+) -> ResolvedPlan:
+    counts = tuple(len(layers) for _, _, layers in recorded.segments)
+    if len(counts) != recorded.pp * recorded.vpp or recorded.placement not in ("loop", "v"):
+        raise ConversionError(
+            f"the program's recorded plan is inconsistent ({len(counts)} segments for pp "
+            f"{recorded.pp} x vpp {recorded.vpp}, placement {recorded.placement!r}); run "
+            "vppctl verify on it, or simulate the plain-PP program"
+        )
+    placement: Placement = "v" if recorded.placement == "v" else "loop"
+    asked = {
+        "--vpp": (request.vpp, recorded.vpp),
+        "--placement": (request.placement, placement),
+        "--split": (request.split, recorded.split),
+        "--layers-per-chunk": (request.layers_per_chunk or None, counts),
+    }
+    conflicts = [
+        f"{flag} {_text(given)}" for flag, (given, had) in asked.items() if given not in (None, had)
+    ]
+    if conflicts:
+        raise UsageError(
+            f"the program was converted with pp {recorded.pp} x vpp {recorded.vpp}, "
+            f"{placement} placement, split {recorded.split}, and is simulated as converted; "
+            f"drop {', '.join(conflicts)}, or simulate the plain-PP program it came from"
+        )
+    opts = PlanOptions(
+        vpp=recorded.vpp,
+        pp=request.pp,
+        placement=placement,
+        split="explicit",
+        layers_per_chunk=counts,
+        cost=request.cost or "params",
+    )
+    planned = plan_program(program, ConvertOptions(plan=opts, seg_method=request.seg_method))
+    return ResolvedPlan(planned, True, recorded.split, ())
+
+
+def _text(value: object) -> str:
+    if isinstance(value, tuple):
+        return ",".join(map(str, value))
+    return str(value)
+
+
+class CostModel:
+    """Each layer's forward cost in one program, computed once: FLOPs, or forward op
+    counts when no op has matmul shapes. Any plan's segment costs are sums of them."""
+
+    def __init__(self, planned: Planned) -> None:
+        costs = layer_costs(planned.index, planned.layers, "flops")
+        measure: Measure = "flops"
+        if not any(costs.layers) and not costs.pre and not costs.post:
+            costs = layer_costs(planned.index, planned.layers, "ops")
+            measure = "ops"
+        self.layers, self.pre, self.post = costs.layers, costs.pre, costs.post
+        self.measure: Measure = measure
+
+    def segments(self, plan: Plan) -> tuple[int, ...]:
+        """Each segment's forward cost (integer FLOPs or ops), in virtual-stage order."""
+        sizes = [len(s.layers) for s in plan.segments]
+        return tuple(segment_costs(sizes, self.layers, self.pre, self.post))
+
+    def forward(self, plan: Plan) -> tuple[Fraction, ...]:
+        """Per virtual stage, scaled so that the mean stage load is 1."""
+        costs = self.segments(plan)
+        total = sum(costs)
+        if not total:
+            return tuple(Fraction(1, plan.vpp) for _ in costs)
+        return tuple(Fraction(c * plan.pp, total) for c in costs)

@@ -159,9 +159,16 @@ def _warmup_then_1f1b(forwards: Sequence[Op], backwards: Sequence[Op], warmup: i
     return order + list(backwards[total - warmup :])
 
 
-def _1f1b(pp: int, stage: int, micro_batches: int) -> list[Op]:
-    forwards = [Op("F", i, 0) for i in range(micro_batches)]
-    backwards = [Op("B", i, 0) for i in range(micro_batches)]
+def _passes(micro_batches: int) -> tuple[list[Op], list[Op]]:
+    """Every micro-batch's forward and backward through one merged chunk, in order
+    (built once per schedule and shared by every stage's order)."""
+    return [Op("F", i, 0) for i in range(micro_batches)], [
+        Op("B", i, 0) for i in range(micro_batches)
+    ]
+
+
+def _1f1b(pp: int, stage: int, micro_batches: int, passes: tuple[list[Op], list[Op]]) -> list[Op]:
+    forwards, backwards = passes
     return _warmup_then_1f1b(forwards, backwards, min(pp - stage - 1, micro_batches))
 
 
@@ -175,12 +182,13 @@ def check_eager(pp: int, micro_batches: int) -> None:
         )
 
 
-def _eager1f1b(pp: int, stage: int, micro_batches: int) -> list[Op]:
+def _eager1f1b(
+    pp: int, stage: int, micro_batches: int, passes: tuple[list[Op], list[Op]]
+) -> list[Op]:
     """``2 (pp - s) - 1`` forwards, then backward-forward pairs, then the backwards:
     the 1F1B shape with a warm-up of ``2 (pp - s - 1)`` (the steady phase opens with
     one more forward)."""
-    forwards = [Op("F", i, 0) for i in range(micro_batches)]
-    backwards = [Op("B", i, 0) for i in range(micro_batches)]
+    forwards, backwards = passes
     return _warmup_then_1f1b(forwards, backwards, min(2 * (pp - stage - 1), micro_batches))
 
 
@@ -189,12 +197,24 @@ def interleaved_warmup(pp: int, vpp: int, stage: int, micro_batches: int, group_
     return min(2 * (pp - stage - 1) + (vpp - 1) * group_size, micro_batches * vpp)
 
 
-def _interleaved(pp: int, vpp: int, stage: int, micro_batches: int, group_size: int) -> list[Op]:
+def _interleaved_passes(vpp: int, micro_batches: int, group_size: int) -> tuple[list[Op], list[Op]]:
     """Forwards in table order; backwards in the same order with chunks mirrored
     (gradients enter the last chunk first), as Megatron-Core's ``get_model_chunk_id``."""
     table = schedule_table(micro_batches, vpp, group_size)
     forwards = [Op("F", mb, chunk) for mb, chunk in table]
     backwards = [Op("B", mb, vpp - 1 - chunk) for mb, chunk in table]
+    return forwards, backwards
+
+
+def _interleaved(
+    pp: int,
+    vpp: int,
+    stage: int,
+    micro_batches: int,
+    group_size: int,
+    passes: tuple[list[Op], list[Op]],
+) -> list[Op]:
+    forwards, backwards = passes
     warmup = interleaved_warmup(pp, vpp, stage, micro_batches, group_size)
     return _warmup_then_1f1b(forwards, backwards, warmup)
 
@@ -284,15 +304,18 @@ def stage_orders(
     if schedule == "zbv" and vpp != 2:
         raise ValueError(f"zbv orders need vpp 2, got {vpp}")
     if schedule == "fthenb":
-        return tuple(tuple(_fthenb(micro_batches)) for _ in range(pp))
+        return (tuple(_fthenb(micro_batches)),) * pp
     if schedule == "zbh1":
         return tuple(tuple(_zbh1(pp, s, micro_batches)) for s in range(pp))
     if schedule == "eager1f1b":
         check_eager(pp, micro_batches)
-        return tuple(tuple(_eager1f1b(pp, s, micro_batches)) for s in range(pp))
+        passes = _passes(micro_batches)
+        return tuple(tuple(_eager1f1b(pp, s, micro_batches, passes)) for s in range(pp))
     if schedule == "zbv":
         return tuple(tuple(_zbv(pp, s, micro_batches)) for s in range(pp))
     if schedule == "1f1b" or vpp == 1:
-        return tuple(tuple(_1f1b(pp, s, micro_batches)) for s in range(pp))
+        passes = _passes(micro_batches)
+        return tuple(tuple(_1f1b(pp, s, micro_batches, passes)) for s in range(pp))
     n = check_group_size(pp, micro_batches, group_size)
-    return tuple(tuple(_interleaved(pp, vpp, s, micro_batches, n)) for s in range(pp))
+    passes = _interleaved_passes(vpp, micro_batches, n)
+    return tuple(tuple(_interleaved(pp, vpp, s, micro_batches, n, passes)) for s in range(pp))

@@ -45,7 +45,6 @@ stage whose next action can never be satisfied is a deadlock (:class:`DeadlockEr
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -183,6 +182,15 @@ class SimResult:
     def orders(self) -> tuple[tuple[str, ...], ...]:
         """Every stage's order as torch action strings (``2F0``, ``1B3``, ``3I1``)."""
         return order_names(self.ops, self.vpp, self.placement)
+
+    @property
+    def stage_imbalance(self) -> Fraction:
+        """The busiest stage's compute over the mean stage's (1 = even). The other stages
+        idle for the difference whatever the schedule: the part of the bubble that only a
+        better split removes."""
+        busy = [self.makespan - idle for idle in self.per_stage_idle]
+        mean = Fraction(sum(busy), len(busy)) if busy else Fraction(0)
+        return self.ideal / mean if mean else Fraction(1)
 
     @property
     def peak_in_flight_stage_units(self) -> tuple[Fraction, ...]:
@@ -338,174 +346,268 @@ def micro_batch_warnings(pp: int, vpp: int, micro_batches: int, schedule: Schedu
 
 
 # ---------------------------------------------------------------------------
+# Size: every simulation is bounded
+
+# The most (micro-batch, chunk) units one simulation runs, pp * vpp * m. Each unit is
+# two or three actions, and each timed action keeps a Step (about 0.5 KB), so the
+# limit holds a simulation near a few seconds and a few hundred MB. Real jobs stay
+# far below it (pp 32 x vpp 4 x m 512 is 65,536).
+MAX_UNITS = 1 << 17
+
+
+def check_size(pp: int, vpp: int, micro_batches: int) -> None:
+    """Refuse (exit 2) a simulation larger than :data:`MAX_UNITS` units."""
+    units = pp * vpp * micro_batches
+    if units > MAX_UNITS:
+        raise UsageError(
+            f"pp {pp} x vpp {vpp} x {micro_batches} micro-batches = {units:,} units to "
+            f"simulate, more than the simulator's limit of {MAX_UNITS:,} (pp*vpp*m); "
+            "lower --micro-batches (the bubble depends on m relative to pp, so a smaller m "
+            "with the same ratio shows the same shape) or --pp/--vpp"
+        )
+
+
+# ---------------------------------------------------------------------------
 # Execution: place every action in time
+#
+# Orders are encoded once into integer columns per stage; timing them with a set of
+# costs is then one pass over those columns. Results travel through "slots": slot
+# 2*(mb*V + v) is the end of micro-batch mb's forward through virtual stage v, and
+# slot 2*(mb*V + v) + 1 the end of the input gradient a B or I sends upstream.
 
-# Dependency keys: (what, micro-batch, virtual stage). "F" is a finished forward; "G"
-# the input gradient a B or I sends upstream.
-_Key = tuple[str, int, int]
-
-
-@dataclass(frozen=True)
-class _Timed:
-    """A step in integer ticks, before conversion to fractions."""
-
-    stage: int
-    op: Op
-    virtual_stage: int
-    start: int
-    end: int
+_KIND_CODE: dict[str, int] = {"F": 0, "B": 1, "I": 2, "W": 3}
+_NONE = -1
 
 
 @dataclass(frozen=True)
-class _Plan:
-    """Everything the executor needs, with costs already in integer ticks."""
+class _Stage:
+    """One stage's order as columns: per position the kind code, virtual stage and
+    chunk, the (up to two) slots the action waits for with a 0/1 flag for a wait that
+    crosses stages, and the slot it fills (-1: none)."""
 
-    pp: int
-    vpp: int
-    placement: Placement
-    orders: tuple[tuple[Op, ...], ...]
-    forward: tuple[int, ...]
-    input_grad: tuple[int, ...]
-    weight_grad: tuple[int, ...]
-    hop: int
-
-    def cost(self, kind: Kind, virtual: int) -> int:
-        if kind == "F":
-            return self.forward[virtual]
-        if kind == "I":
-            return self.input_grad[virtual]
-        if kind == "W":
-            return self.weight_grad[virtual]
-        return self.input_grad[virtual] + self.weight_grad[virtual]
+    kinds: list[int]
+    virtual: list[int]
+    chunks: list[int]
+    wait_a: list[int]
+    cross_a: list[int]
+    wait_b: list[int]
+    cross_b: list[int]
+    fills: list[int]
 
 
-def _inputs(kind: Kind, micro_batch: int, virtual: int, last: int) -> list[_Key]:
-    """Steps whose results an action consumes."""
-    if kind == "F":
-        return [("F", micro_batch, virtual - 1)] if virtual > 0 else []
-    if kind == "W":
-        return [("G", micro_batch, virtual)]
-    # B and I need their own forward's activations and the gradient from downstream.
-    needs = [("F", micro_batch, virtual)]
-    if virtual < last:
-        needs.append(("G", micro_batch, virtual + 1))
-    return needs
+def _encode(stage: int, order: Sequence[Op], vmap: Sequence[int], owner: Sequence[int]) -> _Stage:
+    """The columns of one stage's order (the dependency rules of every schedule);
+    `vmap[chunk]` is the chunk's virtual stage on this stage."""
+    n_virtual = len(owner)
+    last = n_virtual - 1
+    code = _KIND_CODE
+    kinds = [code[op.kind] for op in order]
+    chunks = [op.chunk for op in order]
+    virtual = [vmap[c] for c in chunks]
+    here = [2 * (op.micro_batch * n_virtual + v) for op, v in zip(order, virtual)]
+    # F waits for the forward of the virtual stage before; W for its own input
+    # gradient; B and I for their forward, and the gradient from downstream.
+    wait_a = [
+        (h - 2 if v > 0 else _NONE) if k == 0 else h + 1 if k == 3 else h
+        for k, v, h in zip(kinds, virtual, here)
+    ]
+    wait_b = [h + 3 if k in (1, 2) and v < last else _NONE for k, v, h in zip(kinds, virtual, here)]
+    fills = [h if k == 0 else _NONE if k == 3 else h + 1 for k, h in zip(kinds, here)]
+    cross_a = [int(a >= 0 and owner[(a >> 1) % n_virtual] != stage) for a in wait_a]
+    cross_b = [int(b >= 0 and owner[(b >> 1) % n_virtual] != stage) for b in wait_b]
+    return _Stage(kinds, virtual, chunks, wait_a, cross_a, wait_b, cross_b, fills)
 
 
-def _execute(plan: _Plan) -> tuple[list[_Timed], int, int]:
-    """Place each stage's actions in time; return the timed steps, cross-stage sends
-    and the work done (actions examined).
+@dataclass
+class _Run:
+    """What one timing pass found: the makespan, each stage's start and end times per
+    position (when recorded), the work done, and the stages left waiting."""
+
+    makespan: int
+    starts: list[list[int]]
+    ends: list[list[int]]
+    work: int
+    position: list[int]
+    parked: dict[int, list[int]]
+
+
+def _time(
+    stages: Sequence[_Stage], durations: Sequence[Sequence[int]], hop: int, record: bool
+) -> _Run:
+    """Place each stage's actions in time with the given durations (ticks).
 
     A stage runs its actions strictly in order. When the next one's input is missing
-    the stage parks on that input and is woken when it is produced, so each action is
-    examined at most twice: linear in the number of steps.
+    the stage parks on that slot and is woken when the slot is filled, so each action
+    is examined at most twice: linear in the number of actions. Times are the longest
+    path through the dependencies, so they do not depend on which stage runs first.
     """
-    pp, last = plan.pp, plan.pp * plan.vpp - 1
-    vs = virtual_stages(pp, plan.vpp, plan.placement)
-    owner = {k: stage for (stage, _), k in vs.items()}
-    done: dict[_Key, int] = {}
+    pp = len(stages)
+    size = 2 + max((max(s.wait_a + s.wait_b + s.fills, default=0) for s in stages), default=0)
+    done = [_NONE] * size
     position = [0] * pp
     free_at = [0] * pp
-    parked: dict[_Key, list[int]] = {}
-    runnable = deque(range(pp))
-    timed: list[_Timed] = []
-    messages = work = 0
+    starts: list[list[int]] = [[] for _ in range(pp)]
+    ends: list[list[int]] = [[] for _ in range(pp)]
+    parked: dict[int, list[int]] = {}
+    runnable = list(range(pp - 1, -1, -1))
+    work = 0
     while runnable:
-        stage = runnable.popleft()
-        order = plan.orders[stage]
-        while position[stage] < len(order):
-            op = order[position[stage]]
+        stage = runnable.pop()
+        cols, dur = stages[stage], durations[stage]
+        wait_a, cross_a, wait_b, cross_b, fills = (
+            cols.wait_a,
+            cols.cross_a,
+            cols.wait_b,
+            cols.cross_b,
+            cols.fills,
+        )
+        p, free, n = position[stage], free_at[stage], len(dur)
+        begin_s, end_s = starts[stage], ends[stage]
+        while p < n:
             work += 1
-            virtual = vs[stage, op.chunk]
-            needs = _inputs(op.kind, op.micro_batch, virtual, last)
-            missing = next((key for key in needs if key not in done), None)
-            if missing is not None:
-                parked.setdefault(missing, []).append(stage)
-                break
-            start = free_at[stage]
-            for key in needs:
-                crosses = owner[key[2]] != stage
-                messages += crosses
-                start = max(start, done[key] + (plan.hop if crosses else 0))
-            end = free_at[stage] = start + plan.cost(op.kind, virtual)
-            timed.append(_Timed(stage, op, virtual, start, end))
-            position[stage] += 1
-            produced = "F" if op.kind == "F" else "G" if op.kind in "BI" else ""
-            if produced:
-                key = (produced, op.micro_batch, virtual)
-                done[key] = end
-                runnable.extend(parked.pop(key, []))
-    _raise_if_stuck(plan, position, parked, owner)
-    return timed, messages, work
+            start = free
+            slot = wait_a[p]
+            if slot >= 0:
+                t = done[slot]
+                if t < 0:
+                    parked.setdefault(slot, []).append(stage)
+                    break
+                t += hop * cross_a[p]
+                if t > start:
+                    start = t
+            slot = wait_b[p]
+            if slot >= 0:
+                t = done[slot]
+                if t < 0:
+                    parked.setdefault(slot, []).append(stage)
+                    break
+                t += hop * cross_b[p]
+                if t > start:
+                    start = t
+            free = start + dur[p]
+            if record:
+                begin_s.append(start)
+                end_s.append(free)
+            slot = fills[p]
+            if slot >= 0:
+                done[slot] = free
+                woken = parked.pop(slot, None)
+                if woken:
+                    runnable += woken
+            p += 1
+        position[stage], free_at[stage] = p, free
+    return _Run(max(free_at, default=0), starts, ends, work, position, parked)
 
 
-def _raise_if_stuck(
-    plan: _Plan, position: list[int], parked: dict[_Key, list[int]], owner: dict[int, int]
-) -> None:
-    """Every unfinished stage is parked on a missing input; name the lowest such stage."""
-    if not parked:
+def _makespan(stages: Sequence[_Stage], durations: Sequence[Sequence[int]]) -> _Run:
+    """`_time` without hops and without recording times: the planner's inner loop."""
+    pp = len(stages)
+    size = 2 + max((max(s.wait_a + s.wait_b + s.fills, default=0) for s in stages), default=0)
+    done = [_NONE] * size
+    position = [0] * pp
+    free_at = [0] * pp
+    parked: dict[int, list[int]] = {}
+    runnable = list(range(pp - 1, -1, -1))
+    work = 0
+    while runnable:
+        stage = runnable.pop()
+        cols, dur = stages[stage], durations[stage]
+        wait_a, wait_b, fills = cols.wait_a, cols.wait_b, cols.fills
+        p, free, n = position[stage], free_at[stage], len(dur)
+        begin = p
+        while p < n:
+            slot = wait_a[p]
+            start = free
+            if slot >= 0:
+                t = done[slot]
+                if t < 0:
+                    parked.setdefault(slot, []).append(stage)
+                    break
+                if t > start:
+                    start = t
+            slot = wait_b[p]
+            if slot >= 0:
+                t = done[slot]
+                if t < 0:
+                    parked.setdefault(slot, []).append(stage)
+                    break
+                if t > start:
+                    start = t
+            free = start + dur[p]
+            slot = fills[p]
+            if slot >= 0:
+                done[slot] = free
+                woken = parked.pop(slot, None)
+                if woken:
+                    runnable += woken
+            p += 1
+        work += p - begin + (p < n)
+        position[stage], free_at[stage] = p, free
+    return _Run(max(free_at, default=0), [], [], work, position, parked)
+
+
+def _raise_if_stuck(pipe: Pipeline, run: _Run) -> None:
+    """Every unfinished stage is parked on a missing slot; name the lowest such stage."""
+    if not run.parked:
         return
-    missing, stage = min(((key, min(stages)) for key, stages in parked.items()), key=lambda x: x[1])
-    op = plan.orders[stage][position[stage]]
-    what, micro_batch, virtual = missing
-    producer = owner[virtual]
-    chunk = place(virtual, plan.pp, plan.placement)[1]
-    kinds = "F" if what == "F" else "BI"
+    slot, stage = min(
+        ((slot, min(stages)) for slot, stages in run.parked.items()), key=lambda x: x[1]
+    )
+    op = pipe.orders[stage][run.position[stage]]
+    n_virtual = pipe.pp * pipe.vpp
+    micro_batch, virtual = divmod(slot >> 1, n_virtual)
+    producer = pipe.owner[virtual]
+    chunk = place(virtual, pipe.pp, pipe.placement)[1]
+    kinds = "BI" if slot & 1 else "F"
     kind = next(
-        (o.kind for o in plan.orders[producer] if o.kind in kinds and o.chunk == chunk), kinds[0]
+        (o.kind for o in pipe.orders[producer] if o.kind in kinds and o.chunk == chunk), kinds[0]
     )
     raise DeadlockError(stage, op.label, f"{kind}{micro_batch}.c{chunk}", producer)
 
 
-def _ticks(values: Sequence[Fraction], scale: int) -> tuple[int, ...]:
-    return tuple(int(v * scale) for v in values)
-
-
-def _to_steps(timed: Sequence[_Timed], scale: int) -> tuple[Step, ...]:
-    """Public steps in time order, ticks turned back into exact fractions."""
-    return tuple(
-        Step(
-            stage=t.stage,
-            chunk=t.op.chunk,
-            micro_batch=t.op.micro_batch,
-            kind=t.op.kind,
-            start=Fraction(t.start, scale),
-            end=Fraction(t.end, scale),
-            virtual_stage=t.virtual_stage,
-        )
-        for t in sorted(timed, key=lambda t: (t.start, t.stage))
-    )
-
-
-def _releases(order: Sequence[Op]) -> frozenset[str]:
-    """The kinds that end a micro-batch's stay: W when the backward is split, else B."""
-    return frozenset("W") if any(op.kind == "W" for op in order) else frozenset("B")
-
-
 def _in_flight_peaks(
-    orders: Sequence[Sequence[Op]], vpp: int, weights: Sequence[Sequence[int]] | None = None
+    stages: Sequence[_Stage], vpp: int, weights: Sequence[Sequence[int]] | None = None
 ) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]:
     """Per stage: the peak of in-flight units (weighted by chunk if ``weights``), and
-    each chunk's own peak count. F adds a unit; B, or W when split, removes it."""
+    each chunk's own peak count. F adds a unit; B removes it, or W when the stage's
+    backward is split (a W still reads the stash)."""
     totals: list[int] = []
     per_chunk: list[tuple[int, ...]] = []
-    for stage, order in enumerate(orders):
-        release = _releases(order)
+    for stage, cols in enumerate(stages):
+        release = 3 if 3 in cols.kinds else 1
+        w = weights[stage] if weights is not None else [1] * vpp
         live, peak = [0] * vpp, [0] * vpp
         load = top = 0
-        for op in order:
-            weight = weights[stage][op.chunk] if weights is not None else 1
-            if op.kind == "F":
-                live[op.chunk] += 1
-                peak[op.chunk] = max(peak[op.chunk], live[op.chunk])
-                load += weight
-                top = max(top, load)
-            elif op.kind in release:
-                live[op.chunk] -= 1
-                load -= weight
+        for k, c in zip(cols.kinds, cols.chunks):
+            if k == 0:
+                live[c] += 1
+                if live[c] > peak[c]:
+                    peak[c] = live[c]
+                load += w[c]
+                if load > top:
+                    top = load
+            elif k == release:
+                live[c] -= 1
+                load -= w[c]
         totals.append(top)
         per_chunk.append(tuple(peak))
     return tuple(totals), tuple(per_chunk)
+
+
+def _chunk_weights(
+    pp: int, vpp: int, plan_vpp: int, placement: Placement, per_virtual_stage: Sequence[int]
+) -> list[list[int]]:
+    """Sizes per (stage, simulated chunk); a merged chunk holds its stage's segments."""
+    if len(per_virtual_stage) != pp * plan_vpp:
+        raise _fail(
+            f"{len(per_virtual_stage)} sizes given, but the plan has pp * vpp = "
+            f"{pp * plan_vpp} virtual stages: give one size per virtual stage"
+        )
+    weights = [[0] * vpp for _ in range(pp)]
+    for k, size in enumerate(per_virtual_stage):
+        stage, chunk = place(k, pp, placement)
+        weights[stage][chunk if vpp == plan_vpp else 0] += size
+    return weights
 
 
 def held_peak(result: SimResult, per_virtual_stage: Sequence[int]) -> tuple[int, ...]:
@@ -516,17 +618,21 @@ def held_peak(result: SimResult, per_virtual_stage: Sequence[int]) -> tuple[int,
     schedule's one chunk holds the sum of its stage's segments. Exact: the maximum over
     each stage's order of the sum held, not a sum of per-chunk peaks.
     """
-    pp, plan_vpp = result.pp, result.plan_vpp
-    if len(per_virtual_stage) != pp * plan_vpp:
-        raise _fail(
-            f"{len(per_virtual_stage)} sizes given, but the plan has pp * vpp = "
-            f"{pp * plan_vpp} virtual stages: give one size per virtual stage"
-        )
-    weights = [[0] * result.vpp for _ in range(pp)]
-    for k, size in enumerate(per_virtual_stage):
-        stage, chunk = place(k, pp, result.placement)
-        weights[stage][chunk if result.vpp == plan_vpp else 0] += size
-    return _in_flight_peaks(result.ops, result.vpp, weights)[0]
+    weights = _chunk_weights(
+        result.pp, result.vpp, result.plan_vpp, result.placement, per_virtual_stage
+    )
+    pipe = Pipeline(result.ops, result.vpp, result.placement, plan_vpp=result.plan_vpp)
+    return _in_flight_peaks(pipe.stages, result.vpp, weights)[0]
+
+
+def _fractions(ticks: Sequence[int], scale: int, memo: dict[int, Fraction]) -> list[Fraction]:
+    out = []
+    for t in ticks:
+        f = memo.get(t)
+        if f is None:
+            f = memo[t] = Fraction(t, scale)
+        out.append(f)
+    return out
 
 
 @dataclass(frozen=True)
@@ -540,62 +646,174 @@ class _Asked:
     warnings: tuple[str, ...]
 
 
-def _result(asked: _Asked, plan: _Plan, scale: int) -> SimResult:
-    timed, messages, work = _execute(plan)
-    busy = [0] * plan.pp
-    for step in timed:
-        busy[step.stage] += step.end - step.start
-    makespan = max(step.end for step in timed)
-    ideal = max(busy)
-    idle = [makespan - b for b in busy]
-    peaks, per_chunk = _in_flight_peaks(plan.orders, plan.vpp)
-    return SimResult(
-        schedule=asked.schedule,
-        pp=plan.pp,
-        vpp=plan.vpp,
-        micro_batches=asked.micro_batches,
-        makespan=Fraction(makespan, scale),
-        ideal=Fraction(ideal, scale),
-        bubble=Fraction(sum(idle), plan.pp * makespan),
-        bubble_vs_ideal=Fraction(makespan - ideal, ideal),
-        per_stage_bubble=tuple(Fraction(i, makespan) for i in idle),
-        peak_in_flight=peaks,
-        p2p_messages=messages,
-        steps=_to_steps(timed, scale),
-        warnings=asked.warnings,
-        p2p_cost=Fraction(plan.hop, scale),
-        placement=plan.placement,
-        plan_vpp=asked.plan_vpp,
-        group_size=asked.group_size,
-        per_stage_idle=tuple(Fraction(i, scale) for i in idle),
-        peak_in_flight_per_chunk=per_chunk,
-        ops=plan.orders,
-        work=work,
-    )
+class Pipeline:
+    """A schedule's per-stage orders with their dependencies resolved, ready to be timed
+    with any costs: encoding is paid once, each timing is one linear pass. The planner
+    times one pipeline with many splits' costs; :func:`simulate` builds one and times it
+    once.
 
+    ``vpp`` is the chunk count the orders use (1 for the merged schedules); ``plan_vpp``
+    the plan's, whose ``pp * plan_vpp`` virtual stages the costs are given for.
+    Messages between stages and in-flight peaks depend only on the orders.
+    """
 
-def _make_plan(
-    pp: int,
-    vpp: int,
-    placement: Placement,
-    orders: tuple[tuple[Op, ...], ...],
-    costs: _Costs,
-    hop: Fraction,
-) -> tuple[_Plan, int]:
-    scale = math.lcm(
-        *(c.denominator for c in (*costs.forward, *costs.input_grad, *costs.weight_grad, hop))
-    )
-    plan = _Plan(
-        pp=pp,
-        vpp=vpp,
-        placement=placement,
-        orders=orders,
-        forward=_ticks(costs.forward, scale),
-        input_grad=_ticks(costs.input_grad, scale),
-        weight_grad=_ticks(costs.weight_grad, scale),
-        hop=int(hop * scale),
-    )
-    return plan, scale
+    def __init__(
+        self,
+        orders: Sequence[Sequence[Op]],
+        vpp: int,
+        placement: Placement,
+        *,
+        plan_vpp: int | None = None,
+    ) -> None:
+        self.orders = tuple(tuple(order) for order in orders)
+        self.pp, self.vpp, self.placement = len(self.orders), vpp, placement
+        self.plan_vpp = vpp if plan_vpp is None else plan_vpp
+        vs = virtual_stages(self.pp, vpp, placement)
+        self.owner = [0] * (self.pp * vpp)
+        vmaps = [[0] * vpp for _ in range(self.pp)]
+        for (stage, chunk), k in vs.items():
+            self.owner[k] = stage
+            vmaps[stage][chunk] = k
+        self.stages = tuple(
+            _encode(s, order, vmaps[s], self.owner) for s, order in enumerate(self.orders)
+        )
+        self.messages = sum(sum(c.cross_a) + sum(c.cross_b) for c in self.stages)
+        self.peaks, self.peaks_per_chunk = _in_flight_peaks(self.stages, vpp)
+
+    @classmethod
+    def of(
+        cls,
+        schedule: Schedule,
+        pp: int,
+        vpp: int,
+        micro_batches: int,
+        *,
+        placement: Placement | None = None,
+        group_size: int | None = None,
+    ) -> tuple[Pipeline, int | None]:
+        """The pipeline of ``schedule`` for a plan of ``pp x vpp`` (see :func:`simulate`
+        for what is refused), and the group size used (interleaved only)."""
+        _check_counts(pp, vpp, micro_batches, schedule)
+        check_size(pp, vpp, micro_batches)
+        chosen = _check_placement(schedule, vpp, placement)
+        run_vpp = 1 if schedule in MERGED else vpp
+        group = None
+        if schedule == "interleaved" and vpp > 1:
+            group = check_group_size(pp, micro_batches, group_size)
+        orders = stage_orders(schedule, pp, run_vpp, micro_batches, group)
+        return cls(orders, run_vpp, chosen, plan_vpp=vpp), group
+
+    def merged(self, costs: Sequence[int]) -> tuple[int, ...]:
+        """Costs per plan virtual stage -> per simulated virtual stage (merged chunks sum)."""
+        if self.vpp == self.plan_vpp:
+            return tuple(costs)
+        totals = [0] * self.pp
+        for k, cost in enumerate(costs):
+            totals[place(k, self.pp, self.placement)[0]] += cost
+        return tuple(totals)
+
+    def durations(
+        self, forward: Sequence[int], input_grad: Sequence[int], weight_grad: Sequence[int]
+    ) -> list[list[int]]:
+        """Per stage and position, the action's duration in ticks (per simulated virtual
+        stage costs); a whole backward B runs I + W."""
+        whole = [i + w for i, w in zip(input_grad, weight_grad)]
+        table = (forward, whole, input_grad, weight_grad)
+        return [[table[k][v] for k, v in zip(cols.kinds, cols.virtual)] for cols in self.stages]
+
+    def makespan(
+        self,
+        forward: Sequence[int],
+        input_grad: Sequence[int],
+        weight_grad: Sequence[int],
+        hop: int = 0,
+    ) -> tuple[int, list[int]]:
+        """The makespan and each stage's busy time, in the integer units of the costs
+        (one cost per plan virtual stage)."""
+        durations = self.durations(
+            self.merged(forward), self.merged(input_grad), self.merged(weight_grad)
+        )
+        if hop:
+            run = _time(self.stages, durations, hop, record=False)
+        else:
+            run = _makespan(self.stages, durations)
+        _raise_if_stuck(self, run)
+        return run.makespan, [sum(d) for d in durations]
+
+    def held_peak(self, per_virtual_stage: Sequence[int]) -> tuple[int, ...]:
+        """As :func:`held_peak`, for this pipeline's orders."""
+        weights = _chunk_weights(
+            self.pp, self.vpp, self.plan_vpp, self.placement, per_virtual_stage
+        )
+        return _in_flight_peaks(self.stages, self.vpp, weights)[0]
+
+    def steps(self, run: _Run, scale: int) -> tuple[Step, ...]:
+        """Public steps in time order, ticks turned back into exact fractions."""
+        memo: dict[int, Fraction] = {}
+        keyed = []
+        for stage, (order, cols) in enumerate(zip(self.orders, self.stages)):
+            begins = _fractions(run.starts[stage], scale, memo)
+            ends = _fractions(run.ends[stage], scale, memo)
+            for p, op in enumerate(order):
+                keyed.append(
+                    (
+                        run.starts[stage][p],
+                        stage,
+                        p,
+                        Step(
+                            stage,
+                            op.chunk,
+                            op.micro_batch,
+                            op.kind,
+                            begins[p],
+                            ends[p],
+                            cols.virtual[p],
+                        ),
+                    )
+                )
+        keyed.sort(key=lambda item: item[:3])
+        return tuple(item[3] for item in keyed)
+
+    def simulate(self, asked: _Asked, costs: _Costs, hop: Fraction) -> SimResult:
+        """Time the pipeline with exact costs (per plan virtual stage) and measure it."""
+        scale = math.lcm(
+            *(c.denominator for c in (*costs.forward, *costs.input_grad, *costs.weight_grad, hop))
+        )
+        ticks = [
+            self.merged([int(c * scale) for c in values])
+            for values in (costs.forward, costs.input_grad, costs.weight_grad)
+        ]
+        durations = self.durations(*ticks)
+        run = _time(self.stages, durations, int(hop * scale), record=True)
+        _raise_if_stuck(self, run)
+        busy = [sum(d) for d in durations]
+        makespan, ideal = run.makespan, max(busy)
+        if makespan == 0:
+            raise _fail("all costs are zero: give at least one virtual stage a positive cost")
+        idle = [makespan - b for b in busy]
+        return SimResult(
+            schedule=asked.schedule,
+            pp=self.pp,
+            vpp=self.vpp,
+            micro_batches=asked.micro_batches,
+            makespan=Fraction(makespan, scale),
+            ideal=Fraction(ideal, scale),
+            bubble=Fraction(sum(idle), self.pp * makespan),
+            bubble_vs_ideal=Fraction(makespan - ideal, ideal),
+            per_stage_bubble=tuple(Fraction(i, makespan) for i in idle),
+            peak_in_flight=self.peaks,
+            p2p_messages=self.messages,
+            steps=self.steps(run, scale),
+            warnings=asked.warnings,
+            p2p_cost=hop,
+            placement=self.placement,
+            plan_vpp=asked.plan_vpp,
+            group_size=asked.group_size,
+            per_stage_idle=tuple(Fraction(i, scale) for i in idle),
+            peak_in_flight_per_chunk=self.peaks_per_chunk,
+            ops=self.orders,
+            work=run.work,
+        )
 
 
 # ---------------------------------------------------------------------------
@@ -630,31 +848,23 @@ def simulate(
     ones); ``eager1f1b`` needs ``2 pp - 1`` micro-batches. ``fthenb``, ``1f1b``,
     ``eager1f1b`` and ``zbh1`` do not interleave: given ``vpp > 1`` they simulate each
     stage's chunks merged into one (costs summed) and report ``vpp == 1``;
-    ``interleaved`` with ``vpp == 1`` is plain 1F1B.
+    ``interleaved`` with ``vpp == 1`` is plain 1F1B. A simulation of more than
+    :data:`MAX_UNITS` units (``pp * vpp * m``) is refused.
 
-    Raises :class:`vppctl.errors.UsageError` for a schedule a runtime would refuse,
-    :class:`SimulationError` on bad arguments, :class:`DeadlockError` if the orders
-    cannot make progress.
+    Raises :class:`vppctl.errors.UsageError` for a schedule a runtime would refuse or a
+    simulation too large, :class:`SimulationError` on bad arguments,
+    :class:`DeadlockError` if the orders cannot make progress.
     """
     _check_counts(pp, vpp, micro_batches, schedule)
-    chosen = _check_placement(schedule, vpp, placement)
+    check_size(pp, vpp, micro_batches)  # before anything grows with pp * vpp
+    _check_placement(schedule, vpp, placement)
     costs = _resolve_costs(pp * vpp, forward, backward, weight)
     hop = _exact(p2p_cost, "p2p cost")
-    run_vpp = vpp
-    if schedule in MERGED and vpp > 1:
-        costs = _Costs(
-            _merge_chunks(costs.forward, pp, vpp, chosen),
-            _merge_chunks(costs.input_grad, pp, vpp, chosen),
-            _merge_chunks(costs.weight_grad, pp, vpp, chosen),
-        )
-        run_vpp = 1
-    group = None
-    if schedule == "interleaved" and vpp > 1:
-        group = check_group_size(pp, micro_batches, group_size)
-    orders = stage_orders(schedule, pp, run_vpp, micro_batches, group)
-    plan, scale = _make_plan(pp, run_vpp, chosen, orders, costs, hop)
+    pipe, group = Pipeline.of(
+        schedule, pp, vpp, micro_batches, placement=placement, group_size=group_size
+    )
     warnings = tuple(micro_batch_warnings(pp, vpp, micro_batches, schedule))
-    return _result(_Asked(schedule, micro_batches, vpp, group, warnings), plan, scale)
+    return pipe.simulate(_Asked(schedule, micro_batches, vpp, group, warnings), costs, hop)
 
 
 def simulate_orders(
@@ -675,6 +885,7 @@ def simulate_orders(
     pp = len(orders)
     if pp < 1:
         raise _fail("orders is empty: give one op sequence per stage")
+    micro_batches = 0
     for stage, order in enumerate(orders):
         for op in order:
             if not 0 <= op.chunk < vpp or op.micro_batch < 0:
@@ -682,11 +893,21 @@ def simulate_orders(
                     f"stage {stage} lists {op.label}, outside vpp={vpp} chunks: "
                     f"use chunks 0..{vpp - 1} and micro-batches >= 0"
                 )
+            micro_batches = max(micro_batches, op.micro_batch + 1)
+    check_size(pp, vpp, micro_batches)
     costs = _resolve_costs(pp * vpp, forward, backward, weight)
     hop = _exact(p2p_cost, "p2p cost")
-    plan, scale = _make_plan(pp, vpp, placement, tuple(map(tuple, orders)), costs, hop)
-    timed, _, _ = _execute(plan)
-    return _to_steps(timed, scale)
+    scale = math.lcm(
+        *(c.denominator for c in (*costs.forward, *costs.input_grad, *costs.weight_grad, hop))
+    )
+    pipe = Pipeline(orders, vpp, placement)
+    ticks = [
+        [int(c * scale) for c in values]
+        for values in (costs.forward, costs.input_grad, costs.weight_grad)
+    ]
+    run = _time(pipe.stages, pipe.durations(*ticks), int(hop * scale), record=True)
+    _raise_if_stuck(pipe, run)
+    return pipe.steps(run, scale)
 
 
 def compare(

@@ -37,7 +37,14 @@ from rich.text import Text
 from vppctl.plan import Placement, virtual_stages
 from vppctl.schedule.simulate import SimResult, Step
 
-SCHEDULE_TITLES = {"fthenb": "F-then-B", "1f1b": "1F1B", "interleaved": "interleaved 1F1B"}
+SCHEDULE_TITLES = {
+    "fthenb": "F-then-B",
+    "1f1b": "1F1B",
+    "eager1f1b": "eager 1F1B",
+    "interleaved": "interleaved 1F1B",
+    "zbh1": "ZB-H1",
+    "zbv": "ZB-V",
+}
 KIND_NAMES = {"F": "forward", "B": "backward", "I": "input gradient", "W": "weight gradient"}
 KIND_ORDER = "FBIW"
 

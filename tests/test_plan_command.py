@@ -1,0 +1,242 @@
+"""`vppctl plan`: candidates sorted, each reproducible with its convert command, the
+memory limit, the Megatron layout, and nothing a runtime would refuse."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import time
+from pathlib import Path
+
+import pytest
+
+from vppctl.cli import cli
+from vppctl.expectation import verify_program
+from vppctl.load import parse_program
+from vppctl.planner import megatron_layout
+from vppctl.sample import SampleOptions, build_sample
+from vppctl.schedule.orders import legal_group_sizes
+
+
+@pytest.fixture(scope="module")
+def src(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("plan") / "p.pb"
+    path.write_bytes(build_sample(SampleOptions(layers=10, pp=4, hidden=64, vocab=1000)))
+    return path
+
+
+def plan_json(runner, args: list[str]) -> dict:  # type: ignore[type-arg]
+    result = runner.invoke(cli, ["plan", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)  # type: ignore[no-any-return]
+
+
+def parse_layout(layout: str) -> list[list[str]]:
+    """Megatron-Core's grammar: commas are cosmetic, `(...)*n` and `x*n` repeat, `|`
+    separates virtual stages (as its PipelineParallelLayerLayout.parse_str_to_list)."""
+    text = layout.replace(",", "")
+    text = re.sub(r"\(([^)]+)\)\*(\d+)", lambda m: m.group(1) * int(m.group(2)), text)
+    text = re.sub(r"(.)\*(\d+)", lambda m: m.group(1) * int(m.group(2)), text)
+    return [list(stage) for stage in text.split("|")]
+
+
+def test_candidates_are_sorted_by_time_per_micro_batch(runner, src: Path) -> None:
+    data = plan_json(runner, [str(src), "-m", "4,8,12"])
+    candidates = data["candidates"]
+    assert len(candidates) > 10
+    times = [c["time_per_micro_batch"] for c in candidates]
+    assert times == sorted(times)
+    assert candidates[0]["relative"] == 1
+    for m in (4, 8, 12):  # with one m, the order is the makespan order
+        spans = [c["makespan"] for c in candidates if c["micro_batches"] == m]
+        assert spans == sorted(spans)
+    assert {c["micro_batches"] for c in candidates} == {4, 8, 12}
+    keys = {
+        "command", "vpp", "placement", "split", "schedule", "micro_batches", "makespan",
+        "bubble", "per_stage", "layers_per_segment", "megatron_layout",
+    }  # fmt: skip
+    assert keys <= set(candidates[0])
+    assert set(candidates[0]["per_stage"][0]) >= {
+        "stage", "params_bytes", "grads_bytes", "optimizer_bytes", "peak_bytes",
+    }  # fmt: skip
+
+
+def test_no_candidate_is_one_a_runtime_would_refuse(runner, src: Path) -> None:
+    candidates = plan_json(runner, [str(src), "-m", "2,4,6,7,8"])["candidates"]
+    pp = 4
+    for c in candidates:
+        m, vpp = c["micro_batches"], c["vpp"]
+        assert m >= pp
+        if c["schedule"] == "zbv":
+            assert vpp == 2 and c["placement"] == "v"
+        elif c["schedule"] == "interleaved":
+            assert vpp > 1 and c["placement"] == "loop"
+            assert c["group_size"] == pp and pp in legal_group_sizes(pp, m)
+        else:
+            assert vpp == 1
+        if c["schedule"] == "eager1f1b":
+            assert m >= 2 * pp - 1
+    assert {c["schedule"] for c in candidates} == {
+        "fthenb", "1f1b", "eager1f1b", "interleaved", "zbh1", "zbv",
+    }  # fmt: skip
+    # m = 6 and 7 at pp 4 are refused by interleaved's default group size, 2 by every one
+    assert not [
+        c for c in candidates if c["schedule"] == "interleaved" and c["micro_batches"] in (6, 7)
+    ]
+
+
+def test_each_command_converts_to_what_the_candidate_simulated(runner, src: Path, tmp_path) -> None:
+    data = plan_json(runner, [str(src), "-m", "8"])
+    done: dict[str, Path] = {}
+    for i, c in enumerate(data["candidates"]):
+        argv = shlex.split(c["command"])
+        assert argv == c["argv"] and argv[:3] == ["vppctl", "convert", str(src)]
+        if c["command"] not in done:
+            out = tmp_path / f"c{i}.pb"
+            result = runner.invoke(cli, [*argv[1:], "-o", str(out)])
+            assert result.exit_code == 0, (c["command"], result.output)
+            assert verify_program(parse_program(out.read_bytes())).valid
+            done[c["command"]] = out
+        out = done[c["command"]]
+        args = ["simulate", str(out), "-m", "8", "--schedule", c["schedule"], "--json"]
+        sim = json.loads(runner.invoke(cli, args).stdout)
+        (result,) = sim["results"]
+        assert sim["plan"]["layers_per_segment"] == c["layers_per_segment"]
+        assert result["bubble"] == pytest.approx(c["bubble"], abs=1e-6)
+        assert [s["peak_bytes"] for s in result["per_stage"]] == [
+            s["peak_bytes"] for s in c["per_stage"]
+        ]
+        assert result["p2p_messages"] == c["p2p_messages"]
+
+
+def test_the_megatron_layout_parses_back_to_the_layer_counts(runner, src: Path) -> None:
+    candidates = plan_json(runner, [str(src), "-m", "8"])["candidates"]
+    for c in candidates:
+        if c["placement"] == "v":  # Megatron's layout is loop-placed: none for V
+            assert c["megatron_layout"] is None
+            continue
+        stages = parse_layout(c["megatron_layout"])
+        assert [s.count("t") for s in stages] == c["layers_per_segment"]
+        flat = [x for s in stages for x in s]
+        assert flat[0] == "E" and flat[-1] == "L"
+        assert flat.count("E") == 1 and flat.count("L") == 1
+        assert set(flat) <= {"E", "t", "L"}
+
+
+def test_layout_strings_follow_megatrons_example() -> None:
+    assert megatron_layout([3, 4, 4, 3]) == "Et*3|t*4|t*4|t*3L"
+    assert megatron_layout([1, 1]) == "Et|tL"
+    assert parse_layout("Et*3|(tt|)*2,tL") == [
+        ["E", "t", "t", "t"],
+        ["t", "t"],
+        ["t", "t"],
+        ["t", "L"],
+    ]
+
+
+def test_the_memory_limit_leaves_out_and_refuses(runner, src: Path) -> None:
+    free = plan_json(runner, [str(src), "-m", "8"])
+    peaks = sorted(c["peak_bytes"] for c in free["candidates"])
+    limit = peaks[len(peaks) // 2]
+    limited = plan_json(runner, [str(src), "-m", "8", "--memory-limit", str(limit)])
+    assert all(c["peak_bytes"] <= limit for c in limited["candidates"])
+    assert limited["over_limit"] == sum(p > limit for p in peaks) > 0
+    assert len(limited["candidates"]) + limited["over_limit"] == len(peaks)
+    smallest = min(free["candidates"], key=lambda c: c["peak_bytes"])
+    result = runner.invoke(cli, ["plan", str(src), "-m", "8", "--memory-limit", str(peaks[0] - 1)])
+    assert result.exit_code == 4
+    assert "no candidate fits --memory-limit" in result.stderr
+    assert f"on stage {smallest['worst_stage']}" in result.stderr
+    from vppctl.memory import iec
+
+    assert f"the smallest peak is {iec(peaks[0])}" in result.stderr
+
+
+def test_the_table_fits_80_columns_with_a_command_per_candidate(runner, src: Path) -> None:
+    result = runner.invoke(
+        cli, ["plan", str(src), "-m", "8,16", "--top", "5"], env={"COLUMNS": "80"}
+    )
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.lstrip().startswith("#  vpp"))
+    table = lines[header : header + 7]
+    assert all(len(line) <= 80 for line in table)
+    commands = [line for line in lines if re.match(r"^\s*\d+\s+vppctl convert ", line)]
+    assert len(commands) == 5
+    assert "1.000x" in table[2]
+
+
+def test_plan_refuses_a_converted_program(runner, src: Path, tmp_path: Path) -> None:
+    out = tmp_path / "o.pb"
+    assert (
+        runner.invoke(
+            cli, ["convert", str(src), "--vpp", "2", "--split", "balanced", "-o", str(out)]
+        ).exit_code
+        == 0
+    )
+    result = runner.invoke(cli, ["plan", str(out), "-m", "8"])
+    assert result.exit_code == 4 and "already converted" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["-m", "8,x"], "comma-separated list of integers"),
+        (["-m", "0"], "must be positive"),
+        (["-m", "8", "--schedule", "gpipe"], "choose from"),
+        (["-m", "8", "--memory-limit", "lots"], "is not a size"),
+    ],
+)
+def test_bad_options_are_usage_errors(runner, src: Path, args: list[str], words: str) -> None:
+    result = runner.invoke(cli, ["plan", str(src), *args])
+    assert result.exit_code == 2 and words in result.stderr
+
+
+def test_nothing_to_simulate_is_exit_4_with_the_reasons(runner, src: Path) -> None:
+    result = runner.invoke(cli, ["plan", str(src), "-m", "2"])
+    assert result.exit_code == 4 and "m 2 < pp 4" in result.stderr
+
+
+def test_restricting_the_search(runner, src: Path) -> None:
+    args = [str(src), "-m", "8", "--vpp", "2", "--schedule", "interleaved", "--split", "balanced"]
+    candidates = plan_json(runner, args)["candidates"]
+    assert [(c["vpp"], c["schedule"], c["split"]) for c in candidates] == [
+        (2, "interleaved", "balanced")
+    ]
+
+
+def test_the_readme_plan_example_prints_what_the_readme_shows(
+    runner, tmp_path, monkeypatch
+) -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    block = readme.split("## Choosing a plan")[1].split("```console\n")[1].split("```")[0]
+    command, shown = block.split("\n", 1)
+    monkeypatch.chdir(tmp_path)
+    assert (
+        runner.invoke(cli, ["sample", "--layers", "8", "--pp", "4", "-o", "prog.pb"]).exit_code == 0
+    )
+    result = runner.invoke(
+        cli, shlex.split(command.removeprefix("$ vppctl ")), env={"COLUMNS": "80"}
+    )
+    assert result.exit_code == 0, result.output
+    assert [x.rstrip() for x in result.stdout.splitlines()] == [
+        x.rstrip() for x in shown.splitlines()
+    ]
+
+
+def test_a_search_too_large_is_refused_at_once(runner, src: Path) -> None:
+    began = time.perf_counter()
+    result = runner.invoke(cli, ["plan", str(src), "-m", "65536,65535"])
+    assert time.perf_counter() - began < 10
+    assert result.exit_code == 2 and "over the simulator's limit" in result.stderr
+
+
+def test_candidates_over_the_simulator_limit_are_left_out_with_the_reason(runner, src) -> None:
+    # pp 4 x vpp 2 x 20000 is over 131,072 units; vpp 1 is not.
+    data = plan_json(
+        runner, [str(src), "-m", "20000", "--vpp", "1,2", "--schedule", "1f1b,interleaved"]
+    )
+    assert {c["vpp"] for c in data["candidates"]} == {1}
+    reasons = {r["reason"] for r in data["refused"]}
+    assert "pp x vpp x m over the simulator's limit of 131,072" in reasons

@@ -1,0 +1,381 @@
+"""Planner: search one program's conversions for the fastest step that fits in memory.
+
+This module's one job is `vppctl plan`'s search. The program is read and indexed
+once; every candidate is a plan `convert` would make (`convert.replan` with `convert`'s
+own options, so each candidate's `vppctl convert` command reproduces it exactly),
+timed with the program's forward FLOPs per segment (backward I = W = F) and sized
+with its bytes per stage (`vppctl.memory`).
+
+Candidates, and what a runtime would refuse (left out, never shown):
+
+* vpp 1 (plain PP, any split): `fthenb`, `1f1b`, `eager1f1b` (m >= 2pp - 1), `zbh1`;
+* vpp >= 2, loop placement: `interleaved` with Megatron's default group size pp
+  (m must be one it accepts);
+* vpp 2, V placement: `zbv`;
+* every micro-batch count asked for, except m < pp;
+* splits `uniform` (where the layers divide), `keep` (where every stage keeps at
+  least vpp layers) and `balanced` (stage-balanced, `--cost` measure); a split equal
+  to an earlier one of the same vpp and placement is the same candidate.
+
+vpp runs over every value a split can serve (pp * vpp <= layers) unless restricted.
+Candidates over `--memory-limit` are left out, counted. They are ranked by the time
+of one micro-batch through the step (makespan / m: steps with different m process
+different amounts of data; with one m this is the makespan order), then by the
+worst stage's peak memory and the p2p messages.
+
+Costs: the mean stage's forward of one micro-batch is the time unit, so the
+makespans of all candidates compare.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from vppctl import fields
+from vppctl.convert import ConvertOptions, Planned, plan_program, replan
+from vppctl.errors import ConversionError, UsageError, VppctlError
+from vppctl.load import Program
+from vppctl.memory import (
+    MemoryModel,
+    MemoryOptions,
+    SegmentMemory,
+    StageMemory,
+    iec,
+    stage_memory,
+    worst_stage,
+)
+from vppctl.plan import CostKind, Placement, Plan, PlanOptions, Split
+from vppctl.schedule.costs import CostModel
+from vppctl.schedule.orders import MERGED, SCHEDULES, Schedule
+from vppctl.schedule.simulate import MAX_UNITS, Pipeline
+
+SPLITS: tuple[Split, ...] = ("uniform", "keep", "balanced")
+PLACEMENTS: tuple[Placement, ...] = ("loop", "v")
+# The most (micro-batch, chunk) units one search may time, summed over its candidates:
+# the 126-layer sample at pp 8 with m 16, 32 and 64 needs about 220,000; this bounds a
+# search to about a minute whatever the options.
+MAX_SEARCH_UNITS = 1 << 23
+
+
+@dataclass(frozen=True)
+class PlanSearch:
+    """What to search; empty tuples mean everything."""
+
+    micro_batches: tuple[int, ...]
+    pp: int | None = None
+    vpp: tuple[int, ...] = ()
+    placements: tuple[Placement, ...] = PLACEMENTS
+    splits: tuple[Split, ...] = SPLITS
+    schedules: tuple[Schedule, ...] = SCHEDULES
+    cost: CostKind = "flops"  # the balanced split's measure
+    seg_method: str | None = None
+    p2p_cost: Fraction = Fraction(0)  # per hop, in the time unit (module docstring)
+    memory: MemoryOptions = field(default_factory=MemoryOptions)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    vpp: int
+    placement: Placement
+    split: Split
+    schedule: Schedule
+    micro_batches: int
+    group_size: int | None
+    layers_per_segment: tuple[int, ...]
+    makespan: Fraction  # in the time unit
+    bubble: Fraction  # idle share of the step
+    p2p_messages: int
+    memory: tuple[StageMemory, ...]
+    command: tuple[str, ...]  # the `vppctl convert` argv that produces the plan
+    megatron_layout: str | None  # loop placement only
+
+    @property
+    def time_per_micro_batch(self) -> Fraction:
+        return self.makespan / self.micro_batches
+
+    @property
+    def worst(self) -> StageMemory:
+        return worst_stage(self.memory)
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    candidates: tuple[Candidate, ...]  # best first
+    pp: int
+    n_layers: int
+    layer_class: str
+    measure: str  # "flops", or "ops" when the program has no matmul shapes
+    over_limit: int  # candidates left out by the memory limit
+    refused: tuple[tuple[str, int], ...]  # (reason, how many) of what was left out
+    warnings: tuple[str, ...]
+
+
+def search(program: Program, source: str, opts: PlanSearch) -> PlanResult:
+    """Every candidate of `program` (see the module docstring), best first."""
+    _check(opts)
+    base = _base(program, opts)
+    pp, n = base.plan.pp, base.plan.n_layers
+    costs = CostModel(base)
+    memory = MemoryModel(base, opts.memory)
+    refused: Counter[str] = Counter()
+    pipelines: dict[tuple[Schedule, int, Placement, int], Pipeline | None] = {}
+    found: list[Candidate] = []
+    over: list[Candidate] = []
+    for plan, split in _plans(base, opts, refused):
+        seg_costs = costs.segments(plan)
+        seg_memory = memory.segments(plan)
+        for schedule in _schedules(plan, opts):
+            for m in opts.micro_batches:
+                pipe = _pipeline(pipelines, schedule, plan, m, refused)
+                if pipe is None:
+                    continue
+                candidate = _candidate(
+                    plan, split, schedule, m, pipe, seg_costs, seg_memory, source, opts
+                )
+                (over if any(s.over_limit for s in candidate.memory) else found).append(candidate)
+    if not found:
+        raise _nothing_fits(over, refused, opts)
+    found.sort(key=_rank)
+    return PlanResult(
+        candidates=tuple(found),
+        pp=pp,
+        n_layers=n,
+        layer_class=base.plan.layer_class,
+        measure=costs.measure,
+        over_limit=len(over),
+        refused=tuple(sorted(refused.items())),
+        warnings=(*base.plan.warnings, *memory.warnings),
+    )
+
+
+def _check(opts: PlanSearch) -> None:
+    if not opts.micro_batches:
+        raise UsageError("--micro-batches needs at least one value, e.g. -m 16 or -m 16,32,64")
+    for m in opts.micro_batches:
+        if not 1 <= m <= 1 << 16:
+            raise UsageError(f"--micro-batches values must be between 1 and 65536, got {m}")
+    for v in opts.vpp:
+        if not 1 <= v <= 4096:
+            raise UsageError(f"--vpp values must be between 1 and 4096, got {v}")
+
+
+def _base(program: Program, opts: PlanSearch) -> Planned:
+    """The program indexed and its layers found once: a one-chunk balanced plan."""
+    recorded = fields.read_plan(program.header)
+    if recorded is not None:
+        raise ConversionError(
+            f"the program is already converted (pp {recorded.pp} x vpp {recorded.vpp}, "
+            f"{recorded.placement} placement); plan the plain-PP program it came from"
+        )
+    base = PlanOptions(vpp=1, pp=opts.pp, split="balanced", cost=opts.cost)
+    try:
+        return plan_program(program, ConvertOptions(plan=base, seg_method=opts.seg_method))
+    except ConversionError as e:
+        raise ConversionError(f"plan searches the conversions of a plain-PP program: {e}") from None
+
+
+def _plans(base: Planned, opts: PlanSearch, refused: Counter[str]) -> list[tuple[Plan, Split]]:
+    """Every distinct plan a candidate needs: (vpp, placement) by the schedules asked for,
+    times the splits; a refused split is counted, a repeated one dropped."""
+    pp, n = base.plan.pp, base.plan.n_layers
+    vpps = opts.vpp or tuple(range(1, n // pp + 1))
+    wanted: list[tuple[int, Placement]] = []
+    for vpp in sorted(set(vpps)):
+        for placement in opts.placements:
+            if any(_runs(s, vpp, placement) for s in opts.schedules):
+                wanted.append((vpp, placement))
+    units = sum(pp * vpp * m for vpp, _ in wanted for m in opts.micro_batches) * len(opts.splits)
+    if units > MAX_SEARCH_UNITS:
+        raise UsageError(
+            f"this search would time {units:,} (micro-batch, chunk) units, more than plan's "
+            f"limit of {MAX_SEARCH_UNITS:,}: narrow it with --vpp, fewer or smaller "
+            "--micro-batches, or --schedule"
+        )
+    plans: list[tuple[Plan, Split]] = []
+    for vpp, placement in wanted:
+        seen: set[tuple[int, ...]] = set()
+        for split in opts.splits:
+            options = PlanOptions(
+                vpp=vpp, pp=opts.pp, placement=placement, split=split, cost=opts.cost
+            )
+            try:
+                plan = replan(base, options).plan
+            except ConversionError:
+                refused[f"split {split} refused by convert"] += 1
+                continue
+            sizes = tuple(len(s.layers) for s in plan.segments)
+            if sizes not in seen:
+                seen.add(sizes)
+                plans.append((plan, split))
+    return plans
+
+
+def _runs(schedule: Schedule, vpp: int, placement: Placement) -> bool:
+    """Which (vpp, placement) each schedule's candidates use (module docstring)."""
+    if schedule in MERGED:
+        return vpp == 1 and placement == "loop"
+    if schedule == "interleaved":
+        return vpp > 1 and placement == "loop"
+    return vpp == 2 and placement == "v"  # zbv
+
+
+def _schedules(plan: Plan, opts: PlanSearch) -> list[Schedule]:
+    return [s for s in opts.schedules if _runs(s, plan.vpp, plan.placement)]
+
+
+def _pipeline(
+    cache: dict[tuple[Schedule, int, Placement, int], Pipeline | None],
+    schedule: Schedule,
+    plan: Plan,
+    m: int,
+    refused: Counter[str],
+) -> Pipeline | None:
+    """The schedule's pipeline for the plan's shape (shared by every split), or None when
+    a runtime would refuse it."""
+    key = (schedule, plan.vpp, plan.placement, m)
+    if key in cache:
+        pipe = cache[key]
+        if pipe is None:
+            refused[_refusal(schedule, plan.pp, plan.vpp, m)] += 1
+        return pipe
+    pipe = None
+    if m >= plan.pp and plan.pp * plan.vpp * m <= MAX_UNITS:
+        try:
+            pipe = Pipeline.of(schedule, plan.pp, plan.vpp, m, placement=plan.placement)[0]
+        except VppctlError:
+            pipe = None
+    cache[key] = pipe
+    if pipe is None:
+        refused[_refusal(schedule, plan.pp, plan.vpp, m)] += 1
+    return pipe
+
+
+def _refusal(schedule: Schedule, pp: int, vpp: int, m: int) -> str:
+    if m < pp:
+        return f"m {m} < pp {pp}"
+    if pp * vpp * m > MAX_UNITS:
+        return f"pp x vpp x m over the simulator's limit of {MAX_UNITS:,}"
+    if schedule == "interleaved":
+        return f"interleaved at m {m}: the default group size pp {pp} is not legal"
+    if schedule == "eager1f1b":
+        return f"eager1f1b at m {m} < 2pp - 1"
+    return f"{schedule} at m {m}: refused"
+
+
+def _candidate(
+    plan: Plan,
+    split: Split,
+    schedule: Schedule,
+    m: int,
+    pipe: Pipeline,
+    seg_costs: Sequence[int],
+    seg_memory: Sequence[SegmentMemory],
+    source: str,
+    opts: PlanSearch,
+) -> Candidate:
+    unit = Fraction(sum(seg_costs), plan.pp) or Fraction(1)  # the mean stage's forward
+    hop = opts.p2p_cost * unit
+    scale = hop.denominator
+    ticks = [c * scale for c in seg_costs]
+    makespan, busy = pipe.makespan(ticks, ticks, ticks, int(hop * scale))
+    held = pipe.held_peak([s.activations for s in seg_memory])
+    stages = stage_memory(plan, seg_memory, pipe.peaks_per_chunk, held, opts.memory.limit)
+    sizes = tuple(len(s.layers) for s in plan.segments)
+    return Candidate(
+        vpp=plan.vpp,
+        placement=plan.placement,
+        split=split,
+        schedule=schedule,
+        micro_batches=m,
+        group_size=plan.pp if schedule == "interleaved" and plan.vpp > 1 else None,
+        layers_per_segment=sizes,
+        makespan=Fraction(makespan, scale) / unit,
+        bubble=Fraction(plan.pp * makespan - sum(busy), plan.pp * makespan),
+        p2p_messages=pipe.messages,
+        memory=stages,
+        command=convert_command(source, plan, split, opts),
+        megatron_layout=megatron_layout(sizes) if plan.placement == "loop" else None,
+    )
+
+
+_NONE_ASKED = (
+    "no schedule runs the vpp and placements asked for (zbv: V with vpp 2; interleaved: "
+    "loop with vpp > 1; fthenb, 1f1b, eager1f1b, zbh1: vpp 1)"
+)
+_SPLIT_ORDER = {s: i for i, s in enumerate(SPLITS)}
+_SCHEDULE_ORDER = {s: i for i, s in enumerate(SCHEDULES)}
+
+
+def _rank(c: Candidate) -> tuple[Fraction, int, int, int, int, int, int, int]:
+    return (
+        c.time_per_micro_batch,
+        c.worst.peak_bytes,
+        c.p2p_messages,
+        c.vpp,
+        PLACEMENTS.index(c.placement),
+        _SPLIT_ORDER[c.split],
+        _SCHEDULE_ORDER[c.schedule],
+        c.micro_batches,
+    )
+
+
+def _nothing_fits(
+    over: Sequence[Candidate], refused: Counter[str], opts: PlanSearch
+) -> VppctlError:
+    if over and opts.memory.limit is not None:
+        best = min(over, key=lambda c: (c.worst.peak_bytes, _rank(c)))
+        worst = best.worst
+        return ConversionError(
+            f"no candidate fits --memory-limit {iec(opts.memory.limit)}: the smallest peak "
+            f"is {iec(worst.peak_bytes)} on stage {worst.stage} (vpp {best.vpp}, "
+            f"{best.placement}, split {best.split}, {best.schedule}, m {best.micro_batches}); "
+            "raise the limit, lower --micro-batch-size, or plan a program with more stages"
+        )
+    size = f"pp x vpp x m over the simulator's limit of {MAX_UNITS:,}"
+    others = {r for r in refused if r != size and not r.startswith("split ")}
+    if size in refused and not others:  # only sizes too large to simulate: a usage error
+        return UsageError(
+            f"every candidate is over the simulator's limit of {MAX_UNITS:,} units "
+            "(pp*vpp*m): lower --micro-batches (the bubble depends on m relative to pp) "
+            "or --vpp"
+        )
+    reasons = "; ".join(f"{reason} ({n}x)" for reason, n in sorted(refused.items())[:4])
+    return ConversionError(
+        f"no candidate to simulate: {reasons or _NONE_ASKED}; ask for other "
+        "--micro-batches, --vpp, --schedule or --split values"
+    )
+
+
+def convert_command(source: str, plan: Plan, split: Split, opts: PlanSearch) -> tuple[str, ...]:
+    """The `vppctl convert` argv that makes `plan` from `source`."""
+    argv = ["vppctl", "convert", source, "--vpp", str(plan.vpp)]
+    if plan.placement != "loop":
+        argv += ["--placement", plan.placement]
+    argv += ["--split", split]
+    if split == "balanced":
+        argv += ["--cost", opts.cost]
+    if opts.seg_method:
+        argv += ["--seg-method", opts.seg_method]
+    if opts.pp is not None:
+        argv += ["--pp", str(opts.pp)]
+    return tuple(argv)
+
+
+def shell(argv: Sequence[str]) -> str:
+    return " ".join(shlex.quote(a) for a in argv)
+
+
+def megatron_layout(layers_per_segment: Sequence[int]) -> str:
+    """Megatron-Core's `--pipeline-model-parallel-layout` for a loop-placed plan: one
+    `|`-separated stage per virtual stage, in order; `E` the embedding (in segment 0),
+    `t` a decoder layer (`t*n` for n of them), `L` the loss (in the last segment)."""
+    last = len(layers_per_segment) - 1
+    stages = []
+    for k, n in enumerate(layers_per_segment):
+        body = "t" if n == 1 else f"t*{n}" if n > 1 else ""
+        stages.append(("E" if k == 0 else "") + body + ("L" if k == last else ""))
+    return "|".join(stages)
