@@ -61,7 +61,7 @@ def test_the_126_layer_flops_table_has_one_line_per_segment_at_80_columns(
         assert compact_layers(seg.layers) in row
         assert row.rstrip().endswith(report.human(seg.cost))
     assert all("…" in compact_layers(seg.layers) for seg in segments if len(seg.layers) > 2)
-    assert rows[15].split()[4] == compact_layers(segments[15].layers)
+    assert compact_layers(segments[15].layers) in rows[15]
 
 
 def test_the_inspect_table_of_the_converted_126_layer_program_fits_80_columns(
