@@ -387,7 +387,7 @@ def test_the_cli_offers_every_schedule_without_importing_the_simulator() -> None
     import subprocess
     import sys
 
-    from vppctl import cli as cli_module
+    from vppctl.cli import schedule as cli_module
 
     assert cli_module._schedule_names() == list(SCHEDULES)
     code = "import sys, vppctl.cli; print('vppctl.schedule.simulate' in sys.modules)"

@@ -25,7 +25,7 @@ from vppctl.index import ProgramIndex, loss_op
 from vppctl.layers import NO_LAYER, LayerSet
 from vppctl.mesh import NO_MESH
 from vppctl.plan import Plan
-from vppctl.roles import OPTIMIZE, is_backward, is_forward, is_loss_grad
+from vppctl.roles import BACKWARD, FORWARD_ROLES, LOSS_GRAD, OPTIMIZE
 
 GRAD_SUMS = (b"sum", b"grad_add")
 
@@ -293,10 +293,10 @@ class AssignBackward:
         mesh0, chunk0 = a.op_mesh[0], a.op_chunk[0]
         for i in range(block.n_ops):
             role = roles[i]
-            if not is_backward(role):
+            if not role & BACKWARD:  # is_backward, inline: once per op
                 continue
             is_sum = types[i] in GRAD_SUMS
-            if is_loss_grad(role) and loss is not None:
+            if role == LOSS_GRAD and loss is not None:
                 mesh, chunk = mesh0[loss], chunk0[loss]
             elif is_sum:
                 mesh, chunk = self._sum_source(i, last_writer)
@@ -385,7 +385,7 @@ class AssignOptimizer:
         roles, params = block.ops.role, block.ops.param
         for i in range(block.n_ops):
             role = roles[i]
-            if is_forward(role) or is_backward(role):
+            if role in FORWARD_ROLES or role & BACKWARD:  # inline: once per op
                 continue
             if not role & OPTIMIZE:
                 mesh, chunk = a.op_mesh[0][i], 0

@@ -19,28 +19,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from vppctl.convert import ConvertOptions, ConvertResult, convert_program
 from vppctl.errors import UsageError, VppctlError
 from vppctl.expectation import VerifyReport, verify_program
 from vppctl.files import STDIO, Output, resolve_output
 from vppctl.load import Program, is_text_name, parse_program, read_program
-from vppctl.memory import MemoryOptions, StageMemory
-from vppctl.plan import CostKind, Placement, Plan, Split
-from vppctl.planner import PlanResult, PlanSearch
-from vppctl.sample import SampleOptions, build_sample, estimate_size
 from vppctl.save import check_size, write_program
-from vppctl.schedule.costs import PlanRequest
-from vppctl.schedule.simulate import (
-    Schedule,
-    SimResult,
-    compare,
-    held_peak,
-    parse_unit_costs,
-    simulate,
-)
-from vppctl.schedule.simulate import check_size as check_simulation_size
 from vppctl.summary import Summary, summarize
+
+if TYPE_CHECKING:  # the schedule side, the planner and the sample generator load on use
+    from vppctl.memory import MemoryOptions, StageMemory
+    from vppctl.plan import CostKind, Placement, Plan, Split
+    from vppctl.planner import PlanResult, PlanSearch
+    from vppctl.sample import SampleOptions
+    from vppctl.schedule.costs import PlanRequest
+    from vppctl.schedule.simulate import Schedule, SimResult
 
 PathLike = str | os.PathLike[str]
 
@@ -136,8 +131,9 @@ def convert_file(
 def _bubble(program: Program, micro_batches: int) -> tuple[Bubble | None, tuple[str, ...]]:
     """The converted program simulated as `simulate` does it: its recorded plan, its
     costs, 1F1B and the placement's interleaving schedule."""
-    from vppctl.memory import MemoryModel, stage_memory
-    from vppctl.schedule.costs import CostModel, resolve_plan
+    from vppctl.memory import MemoryModel, MemoryOptions, stage_memory
+    from vppctl.schedule.costs import CostModel, PlanRequest, resolve_plan
+    from vppctl.schedule.simulate import held_peak, simulate
 
     try:
         resolved = resolve_plan(program, PlanRequest())
@@ -243,6 +239,8 @@ class SampleOutcome:
 def sample_file(opts: SampleOptions, out: PathLike) -> SampleOutcome:
     """Write the GPT-like plain-PP program `opts` describes to `out` ("-": stdout).
     A program that would be 2 GiB or more is refused from its options, before it is built."""
+    from vppctl.sample import build_sample, estimate_size
+
     opts.check()
     output = program_output(out)
     fix = "use fewer --layers" + (" or drop --callstack" if opts.callstack else "")
@@ -309,6 +307,11 @@ def simulate_run(
     forward FLOPs, and `outcome.memory` holds each stage's bytes. Without it, `pp` and
     `vpp` are required and every chunk costs `costs` (F,B,W; default 1,1,1). `schedule`
     None compares 1F1B with the plan's interleaving schedule."""
+    from vppctl.memory import MemoryOptions
+    from vppctl.schedule.arguments import check_size as check_simulation_size
+    from vppctl.schedule.arguments import parse_unit_costs
+    from vppctl.schedule.costs import PlanRequest
+
     outputs = _picture_outputs(prog, {"--svg": svg, "--trace": trace, "--csv": csv})
     ratios = parse_unit_costs(costs) if isinstance(costs, str) else costs or _UNIT_COSTS
     if schedule is not None and group_size is not None and schedule != "interleaved":
@@ -369,6 +372,7 @@ def _simulate_program(
     and its bytes per stage."""
     from vppctl.memory import MemoryModel, stage_memory
     from vppctl.schedule.costs import CostModel, resolve_plan
+    from vppctl.schedule.simulate import held_peak
 
     resolved = resolve_plan(read_program(prog), request)
     plan = resolved.plan
@@ -399,6 +403,8 @@ def _runs(
     run: _StepOptions,
 ) -> tuple[SimResult, ...]:
     """One schedule, or 1F1B and the placement's interleaving schedule side by side."""
+    from vppctl.schedule.simulate import compare, simulate
+
     forward, backward, weight = costs if costs is not None else (None, None, None)
     m, hop, group = run.micro_batches, run.p2p_cost, run.group_size
     if run.schedule is not None:
@@ -484,7 +490,8 @@ def plan_run(
     for the fastest step that fits `memory.limit`; candidates best first, each with the
     `vppctl convert` command that makes it. Raises ConversionError (exit 4) when none
     fits, naming the smallest peak found."""
-    from vppctl.planner import PLACEMENTS, SPLITS, search
+    from vppctl.memory import MemoryOptions
+    from vppctl.planner import PLACEMENTS, SPLITS, PlanSearch, search
     from vppctl.schedule.orders import SCHEDULES
 
     opts = PlanSearch(

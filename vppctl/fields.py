@@ -33,7 +33,7 @@ from vppctl.errors import ProgramFileError
 from vppctl.load import Block
 from vppctl.mesh import Mesh
 from vppctl.plan import Plan
-from vppctl.roles import FORWARD_ROLES, OPTIMIZE, is_backward
+from vppctl.roles import BACKWARD, FORWARD_ROLES, OPTIMIZE
 
 NO_VAR = -1  # an argument naming no declared variable
 EMPTY_VAR = -2  # "" or Paddle's @EMPTY@: no variable, by design
@@ -196,7 +196,7 @@ def scan_ops(block: Block, block_idx: int, lookup: Callable[[bytes, int], int]) 
             else:
                 structs(b"")
                 op_ids(-1)
-                forward_ids(op.forward_op_id if is_backward(role) else -1)
+                forward_ids(op.forward_op_id if role & BACKWARD else -1)
             in_ext(list(op.inputs.arguments))
             in_end(len(in_names))
             out_ext(list(op.outputs.arguments))

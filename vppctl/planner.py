@@ -49,9 +49,10 @@ from vppctl.memory import (
     worst_stage,
 )
 from vppctl.plan import CostKind, Placement, Plan, PlanOptions, Split
+from vppctl.schedule.arguments import MAX_UNITS
 from vppctl.schedule.costs import CostModel
+from vppctl.schedule.execute import Pipeline
 from vppctl.schedule.orders import MERGED, SCHEDULES, Schedule
-from vppctl.schedule.simulate import MAX_UNITS, Pipeline
 
 SPLITS: tuple[Split, ...] = ("uniform", "keep", "balanced")
 PLACEMENTS: tuple[Placement, ...] = ("loop", "v")

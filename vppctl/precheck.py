@@ -18,7 +18,7 @@ from vppctl.index import ProgramIndex
 from vppctl.layers import LayerSet
 from vppctl.mesh import NO_MESH
 from vppctl.plan import Plan, PlanOptions
-from vppctl.roles import is_backward, is_forward
+from vppctl.roles import BACKWARD, is_backward, is_forward
 from vppctl.verify import Cause, Violation
 
 
@@ -80,7 +80,7 @@ def check_forward_links(index: ProgramIndex, forward: ForwardOps) -> None:
     block = index.global_block
     ids = block.ops.forward_op_id
     for op in range(block.n_ops):
-        if ids[op] < 0 or not is_backward(block.ops.role[op]):
+        if ids[op] < 0 or not block.ops.role[op] & BACKWARD:
             continue
         f = forward.claimed(op)
         if f is not None and not forward.shares_a_variable(op, f):

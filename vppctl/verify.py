@@ -23,7 +23,7 @@ from vppctl.index import ProgramIndex, loss_op
 from vppctl.layers import LayerSet
 from vppctl.mesh import NO_MESH, MeshId
 from vppctl.plan import Placement, place, virtual_stage
-from vppctl.roles import OPTIMIZE, is_backward, is_forward, is_loss_grad
+from vppctl.roles import BACKWARD, FORWARD_ROLES, LOSS_GRAD, OPTIMIZE, is_backward, is_forward
 
 RULES: dict[str, str] = {
     "V001": "every op in every block has a process mesh and a chunk id",
@@ -381,7 +381,7 @@ def _check_backward(c: _Checker) -> None:
     last_writer: dict[int, int] = {}
     for op in range(block.n_ops):
         role = roles[op]
-        if not is_backward(role):
+        if not role & BACKWARD:  # is_backward, inline: once per op
             continue
         here = (meshes[op], chunks[op])
         if types[op] in GRAD_SUMS:
@@ -397,7 +397,7 @@ def _check_backward(c: _Checker) -> None:
                     f"{c.mesh_str(meshes[src])} chunk {chunks[src]}",
                 )
         else:
-            f = loss if is_loss_grad(role) else forward.of(op)
+            f = loss if role == LOSS_GRAD else forward.of(op)
             if f is not None and (meshes[f], chunks[f]) != here:
                 c.add(
                     "V008",
@@ -450,10 +450,10 @@ def _check_variables(c: _Checker) -> None:
         if v < 0 or first_read.get(v, never) <= op:
             continue
         role = roles[op]
-        if not (is_forward(role) or is_backward(role)):
+        if not (role in FORWARD_ROLES or role & BACKWARD):
             continue
         want = (meshes[op], chunks[op])
-        if types[op] in GRAD_SUMS and is_backward(role):
+        if types[op] in GRAD_SUMS and role & BACKWARD:
             fwd = index.forward_var(v)
             if fwd is not None:
                 want = (index.var_mesh[fwd], index.var_chunks[fwd])

@@ -1,0 +1,396 @@
+"""The schedule commands: simulate and plan (parse, one call, render)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
+
+import click
+
+from vppctl.cli.base import (
+    EXIT_CODES_HELP,
+    PATH,
+    F,
+    cli,
+    json_option,
+    parse_counts,
+    print_json,
+    program_argument,
+    quiet_option,
+    seg_method_option,
+    stderr_console,
+    stdout_console,
+    warn,
+    wrote,
+)
+
+if TYPE_CHECKING:
+    from vppctl.plan import CostKind, Placement, Split
+    from vppctl.schedule.simulate import Schedule
+
+
+# -- simulate and plan: shared options ---------------------------------------------
+
+
+def _placement_option(f: F) -> F:
+    return click.option(
+        "--placement",
+        type=click.Choice(["loop", "v"]),
+        help="loop: segment k on stage k % pp; v: stages 0..pp-1 then pp-1..0 (ZB-V). "
+        "Default: the recorded plan's, else loop.",
+    )(f)
+
+
+def _split_options(f: F) -> F:
+    f = click.option(
+        "--cost",
+        type=click.Choice(["params", "ops", "flops"]),
+        help="Cost measure for --split balanced (default params, as convert).",
+    )(f)
+    f = click.option(
+        "--layers-per-chunk",
+        metavar="N,N,...",
+        help="Explicit layer counts per segment, in virtual-stage order (implies --split "
+        "explicit).",
+    )(f)
+    return click.option(
+        "--split",
+        type=click.Choice(["uniform", "keep", "balanced", "explicit"]),
+        help="As convert: uniform, keep, balanced (the busiest stage's load minimised) or "
+        "explicit. Default: the recorded plan's, else uniform when the layers divide, else "
+        "balanced (with a warning).",
+    )(f)
+
+
+def _memory_options(f: F) -> F:
+    f = click.option(
+        "--memory-limit",
+        metavar="SIZE",
+        callback=_parse_size,
+        help="Bytes per stage, e.g. 80GiB or 80GB: stages whose peak exceeds it are flagged.",
+    )(f)
+    f = click.option(
+        "--seq-len",
+        type=click.IntRange(1, 1 << 24),
+        help="Size of an activation's later unknown (-1) dimensions. Default: counted as 1 "
+        "(with a warning when there are any).",
+    )(f)
+    return click.option(
+        "--micro-batch-size",
+        type=click.IntRange(1, 1 << 24),
+        help="Size of an activation's first unknown (-1) dimension. Default 1.",
+    )(f)
+
+
+def _parse_size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    if value is None:
+        return None
+    from vppctl.memory import parse_size
+
+    size = parse_size(value)
+    if size is None or size <= 0:
+        raise click.BadParameter(
+            f"{value!r} is not a size: give bytes with a unit, e.g. 80GiB, 80GB, 512MiB"
+        )
+    return size
+
+
+def _memory(micro_batch_size: int | None, seq_len: int | None, memory_limit: int | None) -> Any:
+    from vppctl.memory import MemoryOptions
+
+    if micro_batch_size is None and seq_len is None and memory_limit is None:
+        return None
+    return MemoryOptions(micro_batch_size or 1, seq_len, memory_limit)
+
+
+def _schedule_names() -> list[str]:
+    # The schedule names without importing the simulator (vppctl --help stays fast).
+    return ["fthenb", "1f1b", "eager1f1b", "interleaved", "zbh1", "zbv"]
+
+
+# -- simulate --------------------------------------------------------------------
+
+
+@cli.command(
+    epilog=EXIT_CODES_HELP, short_help="Simulate pipeline schedules: bubble, memory, timeline."
+)
+@click.argument("prog", required=False, type=PATH)
+@click.option("--pp", type=click.IntRange(1, 4096), help="Stages (default: the program's).")
+@click.option(
+    "--vpp",
+    type=click.IntRange(1, 4096),
+    help="Chunks per stage. Default: a converted program's recorded plan; needed otherwise.",
+)
+@click.option(
+    "--micro-batches",
+    "-m",
+    type=click.IntRange(1, 1 << 16),
+    required=True,
+    help="Micro-batches per step.",
+)
+@click.option(
+    "--schedule",
+    type=click.Choice(_schedule_names()),
+    help="One schedule; default: 1F1B and the plan's interleaving schedule (interleaved "
+    "1F1B, or ZB-V for a V plan with vpp 2) side by side.",
+)
+@click.option(
+    "--group-size",
+    type=click.IntRange(1, 1 << 16),
+    metavar="N",
+    help="Megatron's micro-batch group size of the interleaved schedule (default pp).",
+)
+@click.option(
+    "--costs",
+    metavar="F,B,W",
+    help="Forward, input-gradient and weight-gradient cost of a chunk (default 1,1,1; "
+    "schedules without the I/W split run B+W). With PROG, per unit of each segment's "
+    "FLOP share.",
+)
+@_placement_option
+@_split_options
+@seg_method_option
+@click.option(
+    "--p2p-cost",
+    type=click.FloatRange(0),
+    default=0.0,
+    show_default=True,
+    help="Time per point-to-point hop between stages.",
+)
+@_memory_options
+@json_option
+@click.option(
+    "--svg", type=PATH, metavar="OUT", help="Draw every schedule simulated as SVG (- for stdout)."
+)
+@click.option(
+    "--trace",
+    type=PATH,
+    metavar="OUT",
+    help="Write a Chrome trace JSON (Perfetto, chrome://tracing) of every schedule.",
+)
+@click.option(
+    "--csv",
+    "csv_path",
+    type=PATH,
+    metavar="OUT",
+    help="Write the last schedule's orders as torch.distributed.pipelining's schedule CSV.",
+)
+@quiet_option
+def simulate(
+    prog: str | None,
+    pp: int | None,
+    vpp: int | None,
+    micro_batches: int,
+    schedule: str | None,
+    group_size: int | None,
+    costs: str | None,
+    placement: str | None,
+    split: str | None,
+    layers_per_chunk: str | None,
+    cost: str | None,
+    seg_method: str | None,
+    p2p_cost: float,
+    micro_batch_size: int | None,
+    seq_len: int | None,
+    memory_limit: int | None,
+    as_json: bool,
+    svg: str | None,
+    trace: str | None,
+    csv_path: str | None,
+    quiet: bool,
+) -> None:
+    """Simulate the pipeline schedule: bubble, in-flight micro-batches, memory, timeline.
+
+    With PROG, the plan is the one convert makes with the same options (a converted
+    program is simulated as converted: no --vpp needed), costs are each segment's
+    forward FLOPs (backward I = W = F), and memory per stage comes from its variables.
+    Without PROG every chunk costs --costs. The bubble is the idle time of all stages
+    over pp x makespan: the idle share of the step.
+
+    \b
+    vppctl simulate --pp 8 --vpp 2 -m 32
+    vppctl simulate prog.vpp.pb -m 16 --svg timeline.svg
+    vppctl simulate prog.pb --vpp 2 -m 16 --schedule zbv --placement v --csv zbv.csv
+    vppctl simulate prog.pb --vpp 2 -m 16 --micro-batch-size 4 --memory-limit 80GiB
+    """
+    from vppctl import report
+    from vppctl.commands import simulate_run
+
+    outcome = simulate_run(
+        prog,
+        micro_batches=micro_batches,
+        pp=pp,
+        vpp=vpp,
+        schedule=cast("Schedule | None", schedule),
+        group_size=group_size,
+        costs=costs,
+        placement=cast("Placement | None", placement),
+        split=cast("Split | None", split),
+        layers_per_chunk=parse_counts(layers_per_chunk),
+        cost=cast("CostKind | None", cost),
+        seg_method=seg_method,
+        p2p_cost=p2p_cost,
+        memory=_memory(micro_batch_size, seq_len, memory_limit),
+        svg=svg,
+        trace=trace,
+        csv=csv_path,
+    )
+    # A picture on stdout (`--svg -`) sends the report to stderr.
+    to = stderr_console() if any(path == "-" for path, _ in outcome.written) else None
+    if as_json:
+        print_json(report.simulation_json(outcome), to)
+    else:
+        report.render_simulation(to or stdout_console(), outcome, suggest_files=not outcome.written)
+    err = stderr_console(quiet)
+    for path, size in outcome.written:
+        wrote(err, path, size)
+    warn(err, outcome.warnings)
+
+
+# -- plan ------------------------------------------------------------------------
+
+
+def _ints(flag: str) -> Callable[[click.Context, click.Parameter, str | None], tuple[int, ...]]:
+    def parse(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, ...]:
+        if value is None:
+            return ()
+        try:
+            values = tuple(int(x) for x in value.replace(" ", "").split(","))
+        except ValueError:
+            raise click.BadParameter(
+                f"{value!r} is not a comma-separated list of integers, e.g. 16,32,64"
+            ) from None
+        if any(v < 1 for v in values):
+            raise click.BadParameter(f"{flag} values must be positive, got {value!r}")
+        return values
+
+    return parse
+
+
+def _names(
+    choices: list[str],
+) -> Callable[[click.Context, click.Parameter, str | None], tuple[str, ...]]:
+    def parse(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[str, ...]:
+        if value is None:
+            return ()
+        values = tuple(x for x in value.replace(" ", "").split(",") if x)
+        unknown = [v for v in values if v not in choices]
+        if unknown or not values:
+            raise click.BadParameter(
+                f"{value!r}: choose from {', '.join(choices)} (comma-separated)"
+            )
+        return values
+
+    return parse
+
+
+@cli.command(
+    epilog=EXIT_CODES_HELP, short_help="Find the best conversion: vpp, split, schedule, m."
+)
+@program_argument("prog")
+@click.option(
+    "--micro-batches",
+    "-m",
+    required=True,
+    metavar="M[,M...]",
+    callback=_ints("--micro-batches"),
+    help="Micro-batches per step: one count or a list, e.g. 16,32,64.",
+)
+@click.option("--pp", type=click.IntRange(1, 4096), help="Expected number of stages.")
+@click.option(
+    "--vpp",
+    metavar="V[,V...]",
+    callback=_ints("--vpp"),
+    help="Chunks per stage to try. Default: every value a split can serve.",
+)
+@click.option(
+    "--placement",
+    metavar="loop,v",
+    callback=_names(["loop", "v"]),
+    help="Placements to try (default both; V runs ZB-V with vpp 2).",
+)
+@click.option(
+    "--split",
+    metavar="uniform,keep,balanced",
+    callback=_names(["uniform", "keep", "balanced"]),
+    help="Splits to try (default all three; uniform only where the layers divide).",
+)
+@click.option(
+    "--schedule",
+    metavar="NAME[,NAME...]",
+    callback=_names(_schedule_names()),
+    help="Schedules to try (default all: " + ", ".join(_schedule_names()) + ").",
+)
+@click.option(
+    "--cost",
+    type=click.Choice(["params", "ops", "flops"]),
+    default="flops",
+    show_default=True,
+    help="Cost measure of the balanced split (the schedule's costs are always FLOPs).",
+)
+@seg_method_option
+@click.option(
+    "--p2p-cost",
+    type=click.FloatRange(0),
+    default=0.0,
+    show_default=True,
+    help="Time per point-to-point hop, in units of the mean stage's forward.",
+)
+@_memory_options
+@click.option(
+    "--top",
+    type=click.IntRange(1, 1000),
+    default=10,
+    show_default=True,
+    help="Candidates shown in the table (--json lists all).",
+)
+@json_option
+def plan(
+    prog: str,
+    micro_batches: tuple[int, ...],
+    pp: int | None,
+    vpp: tuple[int, ...],
+    placement: tuple[str, ...],
+    split: tuple[str, ...],
+    schedule: tuple[str, ...],
+    cost: str,
+    seg_method: str | None,
+    p2p_cost: float,
+    micro_batch_size: int | None,
+    seq_len: int | None,
+    memory_limit: int | None,
+    top: int,
+    as_json: bool,
+) -> None:
+    """Find the best conversion of PROG: vpp, placement, split, schedule, micro-batches.
+
+    Simulates every candidate with the program's FLOP costs and memory per stage,
+    leaves out what a runtime would refuse and what exceeds --memory-limit (exit 4 if
+    nothing fits), and prints the best with the vppctl convert command for each.
+
+    \b
+    vppctl plan prog.pb -m 16
+    vppctl plan prog.pb -m 16,32,64 --memory-limit 80GiB --micro-batch-size 2
+    vppctl plan prog.pb -m 32 --schedule interleaved,zbv --json | jq '.candidates[0]'
+    """
+    from vppctl import report
+    from vppctl.commands import plan_run
+
+    outcome = plan_run(
+        prog,
+        micro_batches=micro_batches,
+        pp=pp,
+        vpp=vpp,
+        placements=cast("tuple[Placement, ...]", placement),
+        splits=cast("tuple[Split, ...]", split),
+        schedules=cast("tuple[Schedule, ...]", schedule),
+        cost=cast("CostKind", cost),
+        seg_method=seg_method,
+        p2p_cost=p2p_cost,
+        memory=_memory(micro_batch_size, seq_len, memory_limit),
+    )
+    if as_json:
+        print_json(report.plan_json(outcome))
+    else:
+        report.render_plan(stdout_console(), outcome, top)
+    warn(stderr_console(), outcome.result.warnings)
