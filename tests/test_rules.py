@@ -39,6 +39,7 @@ from rulekit import (
 
 from vppctl import __version__
 from vppctl import program_pb2 as pb
+from vppctl.errors import SelfCheckError
 
 S0, S1, S2 = (0,), (1,), (2,)
 
@@ -466,6 +467,13 @@ def test_rule6_tensor_dist_attrs_take_the_segment_mesh_even_if_the_op_stays() ->
     assert tuple(d.input_dist_attrs[0].tensor_dist_attr.process_mesh.process_ids) == S0
 
 
+@pytest.mark.xfail(
+    strict=True,
+    raises=SelfCheckError,
+    reason="issue 11: engine fix pending (the input's tensor dist attr names another mesh than "
+    "its op; verify's V017 now rejects keeping that, so convert should refuse the input or "
+    "set the op's tensor meshes)",
+)
 def test_rule6_manual_mode_leaves_tensor_dist_attrs_alone() -> None:
     p = layered([0, 1, 0, 1])
     op = p.msg.blocks[0].ops[layer_op(2)]
@@ -635,6 +643,13 @@ def test_rule8_sub_block_of_an_op_before_the_layers_keeps_mesh_with_chunk_0() ->
     assert c.where(0, block=b1) == (S0, 0)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    raises=SelfCheckError,
+    reason="issue 11: engine fix pending (the input's sub-block op is on another stage than "
+    "the op running it; verify's V016 now rejects keeping that, so convert should refuse the "
+    "input or give the sub-block op its op's mesh)",
+)
 def test_rule8_sub_block_of_an_op_before_the_layers_does_not_take_its_mesh() -> None:
     # Ops before the first layer are not moved, so (as in Paddle, which re-meshes only
     # the sub-blocks of layer ops) their sub-block ops keep their own mesh.

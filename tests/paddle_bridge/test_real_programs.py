@@ -42,6 +42,7 @@ from real_programs import CASES, CASES_BY_NAME
 
 from vppctl import paddle as bridge
 from vppctl import program_pb2 as pb
+from vppctl.errors import SelfCheckError
 
 pytestmark = pytest.mark.paddle
 
@@ -60,6 +61,15 @@ PENDING = {
     "this test by one of the refusal)",
 }
 RECOMPUTE_CASES = [c.name for c in CASES if c.recompute is not None]
+#: convert's own verifier (V021) now refuses the wrong recompute conversions that vppctl
+#: 0.1.0 wrote silently: the tests that apply those conversions wait for the engine fix.
+REFUSED_RECOMPUTE = pytest.mark.xfail(
+    strict=True,
+    raises=SelfCheckError,
+    reason="issue 11: engine fix pending (convert's verifier rejects its own recompute "
+    "conversion with V021: the copies sit on their first input's stage, not their forward "
+    "op's)",
+)
 #: Cases whose bridge round trip meets something the GPT tests do not: shared dist attrs and
 #: nops (recompute), 2-D meshes and dims mappings, a mesh missing from the context, an
 #: undeclared reader queue, the world-mesh loss-scaling ops (each costs one more build).
@@ -133,6 +143,7 @@ def test_vppctl_roundtrip_matches_paddle(name: str, real_case: Callable[[str], A
     assert result.matched_ops > 0 and not result.only_paddle
 
 
+@REFUSED_RECOMPUTE
 @pytest.mark.parametrize("name", RECOMPUTE_CASES)
 def test_recompute_roundtrip_leaves_forward_ops_as_paddle(
     name: str, real_case: Callable[[str], Any]
@@ -156,6 +167,7 @@ def test_recompute_roundtrip_leaves_forward_ops_as_paddle(
     assert not any(a.dist_attr.chunk_id for a in scratch_ours)
 
 
+@REFUSED_RECOMPUTE
 @pytest.mark.parametrize("name", RECOMPUTE_CASES)
 def test_unmatched_nops_sit_with_an_op_they_order(
     name: str, real_case: Callable[[str], Any]
