@@ -313,32 +313,18 @@ def _piece_suspects(
 
 
 def _tensor_conflict(block: Block, op: int, own: MeshKey) -> tuple[str, bytes] | None:
-    """The first tensor dist attr of one op whose mesh is not `own`, if any."""
-    blob = block.ops[op]
+    """The first tensor dist attr of one op whose mesh is not `own`, if any (read as the
+    index reads meshes: a field given twice counts once, the last)."""
     try:
-        d = view.MeshMerge.FromString(blob).dist_attr
+        d = view.EditOp.FromString(block.ops[op]).dist_attr
+        for side, entries in (("input", d.input_dist_attrs), ("output", d.output_dist_attrs)):
+            for e in entries:
+                raw = view.ScanTensorDist.FromString(e.tensor_dist_attr).process_mesh
+                if raw and decode_mesh(raw).key != own:
+                    return f"{side} {_text(e.name)}", raw
     except DecodeError:
         raise _corrupt_op(block.idx, op) from None
-    for raw in (
-        *d.input_dist_attrs.tensor_dist_attr.process_mesh,
-        *d.output_dist_attrs.tensor_dist_attr.process_mesh,
-    ):
-        if raw and decode_mesh(raw).key != own:
-            return _entry_naming(blob, raw), raw
     return None
-
-
-def _entry_naming(blob: bytes, raw: bytes) -> str:
-    """Which entry of an op holds the tensor mesh `raw`, for messages."""
-    d = pb.OpDesc.FromString(blob).dist_attr
-    key = decode_mesh(raw).key
-    for side, entries in (("input", d.input_dist_attrs), ("output", d.output_dist_attrs)):
-        for e in entries:
-            t = e.tensor_dist_attr
-            mesh = t.process_mesh.SerializeToString() if t.HasField("process_mesh") else b""
-            if mesh and decode_mesh(mesh).key == key:
-                return f"{side} {_text(e.name)}"
-    return "a tensor"
 
 
 def _corrupt_op(block: int, op: int) -> ProgramFileError:

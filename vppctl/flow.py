@@ -85,6 +85,12 @@ class GradientFlow:
         ins, outs = o.in_var[self.in_start :], o.out_var[self.out_start :]
         self.grad_of_writer = list(map(writer.get, map(base.__getitem__, ins), repeat(-1)))
         self.grad_base = list(map(base.__getitem__, outs))
+        self._input_sets: dict[int, set[int]] = {}
+        self._argument_sets: dict[int, set[int]] = {}
+
+    # The methods take a backward op `op` (at or after the section's first op). They test
+    # membership in a forward op's cached variable set, iterating only `op`'s own
+    # arguments: many backward ops naming one huge forward op stay linear.
 
     def differentiates(self, op: int, f: int) -> bool:
         """Whether `op` reads the gradient of an output of forward op `f` and writes the
@@ -93,9 +99,8 @@ class GradientFlow:
         i, j = o.in_off[op] - self.in_start, o.out_off[op] - self.out_start
         if f not in self.grad_of_writer[i : i + o.in_off[op + 1] - o.in_off[op]]:
             return False
-        written = set(self.grad_base[j : j + o.out_off[op + 1] - o.out_off[op]])
-        written.discard(-1)
-        return not written.isdisjoint(self.block.inputs(f))
+        written = self.grad_base[j : j + o.out_off[op + 1] - o.out_off[op]]
+        return not self._inputs(f).isdisjoint(written)
 
     def of(self, op: int) -> list[int]:
         """The forward ops `op` differentiates, in op order (usually one; none for an op
@@ -106,19 +111,29 @@ class GradientFlow:
         fs.discard(-1)
         if not fs:
             return []
-        written = set(self.grad_base[j : j + o.out_off[op + 1] - o.out_off[op]])
-        written.discard(-1)
-        inputs = self.block.inputs
-        return sorted(f for f in fs if not written.isdisjoint(inputs(f)))
+        written = self.grad_base[j : j + o.out_off[op + 1] - o.out_off[op]]
+        return sorted(f for f in fs if not self._inputs(f).isdisjoint(written))
 
     def shares(self, op: int, f: int) -> bool:
         """Whether backward op `op` names a variable of op `f` or the gradient of one."""
         block, base = self.block, self.base
-        mine = {*block.inputs(op), *block.outputs(op)}
-        theirs = {*block.inputs(f), *block.outputs(f)}
-        theirs.discard(-1)
-        theirs.discard(-2)
+        theirs = self._arguments(f)
+        mine = (*block.inputs(op), *block.outputs(op))
         return not theirs.isdisjoint(mine) or not theirs.isdisjoint(map(base.__getitem__, mine))
+
+    def _inputs(self, f: int) -> set[int]:
+        """A forward op's input variables (no sentinels), cached."""
+        found = self._input_sets.get(f)
+        if found is None:
+            found = self._input_sets[f] = {v for v in self.block.inputs(f) if v >= 0}
+        return found
+
+    def _arguments(self, f: int) -> set[int]:
+        found = self._argument_sets.get(f)
+        if found is None:
+            found = {v for v in (*self.block.inputs(f), *self.block.outputs(f)) if v >= 0}
+            self._argument_sets[f] = found
+        return found
 
 
 def gradient_bases(index: ProgramIndex) -> list[int]:

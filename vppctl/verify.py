@@ -323,39 +323,46 @@ def _wide_meshes(c: _Checker) -> set[int]:
     return wide | set(c.expect.global_mesh_ids)
 
 
+_ANY = -2  # a running op's mesh or chunk that V001/V002 report: not compared
+
+
 def _check_sub_blocks(c: _Checker) -> None:
     """V016: rule 8, sub-blocks inherit the mesh and chunk of the op that runs them.
 
     Each op of an executed sub-block is compared with the ops naming its block (a block
     two ops name may sit with either); the comparison is per level, so a nested
     block's op is compared with its op in the enclosing sub-block, itself compared
-    with its own. What a running op lacks (no mesh, no valid chunk: V001, V002) is not
-    compared.
+    with its own. What V001 and V002 report (no mesh, no valid chunk, on either side) is
+    not compared.
     """
     index = c.index
-    runners: dict[int, list[tuple[int, int]]] = {}
+    runners: dict[int, tuple[int, int]] = {}  # block -> the first op naming it
+    places: dict[int, set[tuple[int, int]]] = {}  # block -> its runners' (mesh, chunk)
     for b in sorted(c.executed):
-        for op, subs in sorted(index.blocks[b].ops.sub_blocks.items()):
+        bi = index.blocks[b]
+        for op, subs in sorted(bi.ops.sub_blocks.items()):
+            mesh, chunk = bi.op_mesh[op], bi.ops.chunk[op]
+            where = (mesh if mesh != NO_MESH else _ANY, chunk if c.valid_chunk(chunk) else _ANY)
             for sub in subs:
                 if sub in c.executed and sub != b:
-                    runners.setdefault(sub, []).append((b, op))
-    for sub, ops in sorted(runners.items()):
-        bi = index.blocks[sub]
-        places = [(index.blocks[b].op_mesh[op], index.blocks[b].ops.chunk[op]) for b, op in ops]
+                    runners.setdefault(sub, (b, op))
+                    places.setdefault(sub, set()).add(where)
+    for sub, (b, runner) in sorted(runners.items()):
+        bi, allowed = index.blocks[sub], places[sub]
         for op in range(bi.n_ops):
             mesh, chunk = bi.op_mesh[op], bi.ops.chunk[op]
-            if not any(
-                m in (NO_MESH, mesh) and (not c.valid_chunk(ch) or ch == chunk) for m, ch in places
-            ):
-                b, runner = ops[0]
-                c.add(
-                    "V016",
-                    Cause.SUB_BLOCK_MISPLACED,
-                    sub,
-                    op,
-                    f"is on {c.where(sub, op)}, but its block {sub} runs at "
-                    f"{index.op_label(b, runner)} on {c.where(b, runner)}",
-                )
+            if mesh == NO_MESH or not c.valid_chunk(chunk):
+                continue  # V001, V002
+            if not allowed.isdisjoint(((mesh, chunk), (_ANY, chunk), (mesh, _ANY), (_ANY, _ANY))):
+                continue
+            c.add(
+                "V016",
+                Cause.SUB_BLOCK_MISPLACED,
+                sub,
+                op,
+                f"is on {c.where(sub, op)}, but its block {sub} runs at "
+                f"{index.op_label(b, runner)} on {c.where(b, runner)}",
+            )
 
 
 def _check_tensor_meshes(c: _Checker) -> None:
