@@ -270,10 +270,10 @@ def _only_reader_queues(index: ProgramIndex, b: int, op: int) -> bool:
     """Whether every undeclared name of an op is a reader queue: `DataLoader.from_generator`
     puts `lod_tensor_blocking_queue_N` in the Scope and declares it in no block, and Paddle
     accepts the program (its chunk-id step skips exactly these names)."""
-    ins, outs = fields.op_arguments(index.program.blocks[b], op)
-    return all(
-        fields.NO_CHUNK_NAME in name for name in (*ins, *outs) if index.lookup(b, name) == NO_VAR
-    )
+    ins, outs = fields.op_arguments(index.program.blocks[b], op)  # in the index's order
+    bi = index.blocks[b]
+    ids = (*bi.inputs(op), *bi.outputs(op))
+    return all(fields.NO_CHUNK_NAME in n for n, v in zip((*ins, *outs), ids) if v == NO_VAR)
 
 
 def _check_placements(c: _Checker) -> None:
