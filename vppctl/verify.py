@@ -55,7 +55,8 @@ RULES: dict[str, str] = {
     "V016": "every op of an executed sub-block sits on the mesh and chunk of an op that runs the "
     "block (so, recursively, of its op in the global block)",
     "V017": "every per-input/output tensor dist attr of an op that names a mesh names the op's own",
-    "V018": "every parameter sits on the mesh and chunk of the first forward op that reads it",
+    "V018": "every parameter read before any op writes it sits on the mesh and chunk of the "
+    "first forward op that reads it (a tied weight read on several stages: the first one's)",
     "V019": "a grad op's forward_op_id names a forward op it shares a variable with (one of the "
     "op's inputs or outputs, or the gradient of one)",
     "V020": "every backward op that reads the gradient of a forward op's output and writes the "
