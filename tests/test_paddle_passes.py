@@ -137,7 +137,6 @@ def leftover(op_role: int = OPTIMIZE) -> tuple[Prog, int]:
     return p, i
 
 
-@pytest.mark.xfail(strict=True, reason="verifier fix pending (V003 for optimizer ops there)")
 def test_variables_and_optimizer_ops_on_a_leftover_mesh_keep_it_with_chunk_0() -> None:
     p, op = leftover()
     c = convert(p, vpp=2)

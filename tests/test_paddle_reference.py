@@ -36,16 +36,8 @@ CASES = sorted(
 LLAMA = [c for c in CASES if c.startswith("llama_")]
 RECOMPUTE = [c for c in LLAMA if c.startswith(("llama_rc_", "llama_rcall_"))]
 
-#: Conversions that wait for a fix (see tests/paddle_bridge/test_real_programs.py).
-PENDING = {
-    "llama_leftover_clip_pp2_v2": "issue 11: verifier fix pending (convert's self-check "
-    "rejects the clipping ops it keeps on a mesh an earlier program left, as Paddle does)",
-}
-#: Paddle's own answers that `vppctl verify` rejects today.
-VERIFY_PENDING = {
-    "llama_leftover_clip_pp2_v2": "issue 11: verifier fix pending (V003: clipping ops on a "
-    "mesh an earlier program left, which Paddle keeps)",
-}
+#: Conversions that wait for a fix (see tests/paddle_bridge/test_real_programs.py): none.
+PENDING: dict[str, str] = {}
 
 
 def _marked(cases: list[str], pending: dict[str, str]) -> list[Any]:
@@ -146,7 +138,7 @@ def test_unmatched_nops_sit_with_an_op_they_order(case: str) -> None:
         assert place(ops[j]) in (place(ops[j - 1]), place(ops[j + 1])), j
 
 
-@pytest.mark.parametrize("case", _marked(CASES, VERIFY_PENDING))
+@pytest.mark.parametrize("case", CASES)
 def test_paddles_own_answer_passes_verify(case: str) -> None:
     data = reference(f"{case}_paddlevpp.pb")
     found = verify_program(parse_program(data), vpp=vpp_of(case), seg_method=seg_method_of(case))

@@ -466,13 +466,14 @@ def test_rule6_tensor_dist_attrs_take_the_segment_mesh_even_if_the_op_stays() ->
     assert tuple(d.input_dist_attrs[0].tensor_dist_attr.process_mesh.process_ids) == S0
 
 
-def test_rule6_manual_mode_leaves_tensor_dist_attrs_alone() -> None:
+def test_rule6_manual_mode_refuses_a_tensor_dist_attr_on_another_mesh_than_its_op() -> None:
+    """Manual mode keeps meshes, tensor dist attrs included; one that names another mesh than
+    its op (Paddle's setter never leaves that) is an inconsistent input, refused."""
     p = layered([0, 1, 0, 1])
     op = p.msg.blocks[0].ops[layer_op(2)]
     op.dist_attr.output_dist_attrs[0].tensor_dist_attr.process_mesh.CopyFrom(p.meshes[1])
-    c = convert(p, vpp=2)
-    assert c.op(layer_op(2)).dist_attr.output_dist_attrs == op.dist_attr.output_dist_attrs
-    assert c.where(layer_op(2)) == (S0, 1)
+    msg = refusal(p, vpp=2)
+    assert f"op #{layer_op(2)}" in msg and "inconsistent" in msg
 
 
 def test_rule6_an_op_without_op_role_is_a_forward_op() -> None:
@@ -635,16 +636,16 @@ def test_rule8_sub_block_of_an_op_before_the_layers_keeps_mesh_with_chunk_0() ->
     assert c.where(0, block=b1) == (S0, 0)
 
 
-def test_rule8_sub_block_of_an_op_before_the_layers_does_not_take_its_mesh() -> None:
-    # Ops before the first layer are not moved, so (as in Paddle, which re-meshes only
-    # the sub-blocks of layer ops) their sub-block ops keep their own mesh.
+def test_rule8_a_sub_block_op_away_from_an_op_before_the_layers_is_refused() -> None:
+    """Ops before the first layer keep their mesh, and so (as in Paddle, which re-meshes only
+    the sub-blocks of layer ops) do their sub-block ops: one on another stage than the op
+    running it is an inconsistent input, refused."""
     p = running()
     b1 = p.sub_block(0)
     p.op("relu", {"X": ["ids"]}, {"Out": ["in_sub"]}, block=b1, stage=1, chunk=None)
     p.msg.blocks[0].ops[EMB].attrs.add(name="sub_block", type=pb.BLOCK, block_idx=b1)
-    c = convert(p, vpp=2)
-    assert c.where(EMB) == (S0, 0)
-    assert c.where(0, block=b1) == (S1, 0)
+    msg = refusal(p, vpp=2)
+    assert "block 1 op #0 (relu)" in msg and "inconsistent" in msg
 
 
 def test_rule8_sub_blocks_of_backward_ops_follow_the_backward_op() -> None:

@@ -91,11 +91,18 @@ class Broken:
         v.dist_attr.chunk_id = chunk
 
     def move(self, i: int, stage: int, chunk: int) -> None:
-        """Move forward op i, its grad op, and the variables they write first."""
+        """Move forward op i, its grad op, the variables they write first, and the
+        parameters op i reads with their updates (each layer op has its own)."""
         for j in (i, self.grad_of(i)):
             self.place_op(j, stage, chunk)
             for name in _op_names(self.ops[j]):
                 self.place_var(name, stage, chunk)
+        params = {v.name for v in self.msg.blocks[0].vars if v.is_parameter}
+        for name in set(_op_names(self.ops[i], outputs=False)) & params:
+            self.place_var(name, stage, chunk)
+            for j, op in enumerate(self.ops):
+                if op.type == "sgd" and _op_names(op, outputs=False)[0] == name:
+                    self.place_op(j, stage, chunk)
 
 
 def fan(places: list[tuple[int, int]], head: tuple[int, int]) -> Prog:
@@ -210,8 +217,8 @@ def test_verify_accepts_every_conversion(case: tuple[list[int], int, int, str, s
 # -- one rule at a time ----------------------------------------------------------------
 
 
-def test_rules_are_numbered_v001_to_v015() -> None:
-    assert list(RULES) == [f"V{n:03d}" for n in range(1, 16)]
+def test_rules_are_numbered_v001_to_v021() -> None:
+    assert list(RULES) == [f"V{n:03d}" for n in range(1, 22)]
 
 
 def test_v001_op_without_chunk_id() -> None:
@@ -379,6 +386,8 @@ def test_v009_sum_op_off_its_nearest_producer(sample_bytes: dict[tuple[int, int]
     here = ops[i].dist_attr
     other = next(m for m in msg.process_meshes if m.process_ids != here.process_mesh.process_ids)
     here.process_mesh.CopyFrom(other)
+    for entry in (*here.input_dist_attrs, *here.output_dist_attrs):
+        entry.tensor_dist_attr.process_mesh.CopyFrom(other)
     found = violations(msg.SerializeToString())
     assert {v.rule for v in found} == {"V009"}
     assert found[0].op == i and found[0].type == "sum"

@@ -190,6 +190,7 @@ def expectation(planned: Planned) -> Expectation:
         global_mesh_ids=planned.globals_,
         layers=planned.layers,
         plan_segments=tuple((s.stage, s.chunk, s.layers) for s in plan.segments),
+        recorded=fields.RecordedPlan.of(plan),
     )
 
 

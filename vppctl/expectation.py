@@ -82,6 +82,7 @@ def verify_program(
         global_mesh_ids=tuple(globals_),
         layers=layers,
         plan_segments=recorded.segments if recorded else None,
+        recorded=recorded,
     )
     violations = early + verify(index, expect)
     edges = None if violations else cross_stage_edges(index, stages)

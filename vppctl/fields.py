@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import re
 from array import array
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import repeat
+from itertools import compress, repeat
+from operator import add
 from typing import NamedTuple
 
 from google.protobuf.message import DecodeError
@@ -217,6 +218,118 @@ def _param_input(blob: bytes, lookup: Callable[[bytes, int], int]) -> int:
         if v.parameter == b"Param" and v.arguments:
             return lookup(v.arguments[0], NO_VAR)
     return NO_VAR
+
+
+# -- per-tensor meshes (verify's rule V017) ------------------------------------
+
+MeshKey = tuple[tuple[int, ...], tuple[int, ...]]  # Mesh.key
+_SENTINEL = b"\xff"  # not a ProcessMesh: a mesh equal to it cannot be valid
+_MERGE_PIECE = 256  # ops parsed together (small pieces stay in the cache: faster)
+_CODES = 250  # mesh classes with a one-byte code (0 marks an op's end)
+
+
+def _separator() -> bytes:
+    sep = view.MeshMerge()
+    sep.dist_attr.input_dist_attrs.tensor_dist_attr.process_mesh.append(_SENTINEL)
+    sep.dist_attr.output_dist_attrs.tensor_dist_attr.process_mesh.append(_SENTINEL)
+    return sep.SerializeToString()
+
+
+_SEPARATOR = _separator()
+
+
+def tensor_mesh_conflicts(
+    block: Block, op_mesh: Sequence[int], keys: Sequence[MeshKey]
+) -> list[tuple[int, str, bytes]]:
+    """Ops of `block` whose per-input/output tensor dist attrs name another mesh than the
+    op's own: (op index, "input NAME" or "output NAME" of the first such entry, its raw
+    mesh), in op order. `op_mesh` is each op's mesh class (negative: none; such ops are
+    left out), `keys` each class's `Mesh.key`: meshes are equal when their keys are.
+
+    Every op has to be read, so this is written for speed: the ops of a piece are
+    joined and parsed as one op through the MeshMerge view (see view.proto), each mesh
+    class becomes a one-byte code, and each op's tensor codes are stripped of its own
+    code in C: only ops with something left, or ops C cannot decide, are read alone.
+    """
+    ops = block.ops
+    by_key = {k: c for c, k in reversed(list(enumerate(keys)))}
+    if len(by_key) > _CODES:  # more mesh classes than codes: read every op alone
+        suspects: Iterable[int] = range(len(ops))
+    else:
+        suspects = _suspects(ops, op_mesh, by_key)
+    out = []
+    for i in suspects:
+        if op_mesh[i] >= 0:
+            conflict = _tensor_conflict(block, i, keys[op_mesh[i]])
+            if conflict is not None:
+                out.append((i, *conflict))
+    return out
+
+
+def _suspects(ops: list[bytes], op_mesh: Sequence[int], by_key: dict[MeshKey, int]) -> list[int]:
+    # Class c has code c + 1; the last entry, b"" (no code), is what NO_MESH (-1) picks.
+    own = [bytes((c + 1,)) for c in range(len(by_key))] + [b""]
+    codes: dict[bytes, bytes] = {_SENTINEL: b"\x00", b"": b""}  # no mesh: no code
+    fresh = [len(by_key) + 1]  # the next code for a mesh no op or variable has
+    found: list[int] = []
+    for start in range(0, len(ops), _MERGE_PIECE):
+        piece = ops[start : start + _MERGE_PIECE]
+        mine = list(map(own.__getitem__, op_mesh[start : start + len(piece)]))
+        hits = _piece_suspects(piece, mine, codes, by_key, fresh)
+        found.extend(start + i for i in (range(len(piece)) if hits is None else hits))
+    return found
+
+
+def _piece_suspects(
+    piece: list[bytes],
+    own: list[bytes],
+    codes: dict[bytes, bytes],
+    by_key: dict[MeshKey, int],
+    fresh: list[int],
+) -> Iterable[int] | None:
+    """Positions in `piece` of ops that may have a conflict, or None to read them all."""
+    try:
+        d = view.MeshMerge.FromString(_SEPARATOR.join(piece) + _SEPARATOR).dist_attr
+    except DecodeError:
+        return None  # a corrupt op: reading them one by one names it
+    lists = (
+        d.input_dist_attrs.tensor_dist_attr.process_mesh,
+        d.output_dist_attrs.tensor_dist_attr.process_mesh,
+    )
+    get = codes.__getitem__
+    try:
+        ins, outs = (b"".join(map(get, m)).split(b"\x00") for m in lists)
+    except KeyError:  # meshes not seen yet (in the first piece, say): give them codes
+        for raw in {*lists[0], *lists[1]} - codes.keys():
+            c = by_key.get(decode_mesh(raw).key)
+            if c is not None:
+                codes[raw] = bytes((c + 1,))
+            elif fresh[0] < 256:
+                codes[raw] = bytes((fresh[0],))
+                fresh[0] += 1
+            else:
+                return None  # more meshes than one-byte codes
+        ins, outs = (b"".join(map(get, m)).split(b"\x00") for m in lists)
+    if not len(ins) == len(outs) == len(piece) + 1:
+        return None  # a mesh equal to the sentinel
+    # Stripped of its own code, an op's tensor codes leave nothing when all are its mesh
+    # (an op without a mesh strips nothing; its tensors are not compared).
+    return compress(range(len(piece)), map(bytes.strip, map(add, ins, outs), own))
+
+
+def _tensor_conflict(block: Block, op: int, own: MeshKey) -> tuple[str, bytes] | None:
+    """The first tensor dist attr of one op whose mesh is not `own`, if any (read as the
+    index reads meshes: a field given twice counts once, the last)."""
+    try:
+        d = view.EditOp.FromString(block.ops[op]).dist_attr
+        for side, entries in (("input", d.input_dist_attrs), ("output", d.output_dist_attrs)):
+            for e in entries:
+                raw = view.ScanTensorDist.FromString(e.tensor_dist_attr).process_mesh
+                if raw and decode_mesh(raw).key != own:
+                    return f"{side} {_text(e.name)}", raw
+    except DecodeError:
+        raise _corrupt_op(block.idx, op) from None
+    return None
 
 
 def _corrupt_op(block: int, op: int) -> ProgramFileError:
@@ -530,6 +643,20 @@ _SPLIT_NAMES = {"manual": "explicit"}
 
 
 @dataclass(frozen=True)
+class RecordedSegment:
+    """One segment of a recorded plan, as plain values."""
+
+    virtual_stage: int
+    stage: int
+    chunk: int
+    mesh: Mesh | None  # None: not recorded (or not a valid mesh)
+    layers: tuple[str, ...]
+    op_begin: int  # -1: not recorded
+    op_end: int
+    cost: float
+
+
+@dataclass(frozen=True)
 class RecordedPlan:
     """The plan a program carries, as plain values."""
 
@@ -541,6 +668,30 @@ class RecordedPlan:
     split: str
     segments: tuple[tuple[int, int, tuple[str, ...]], ...]  # (stage, chunk, layers)
     vppctl_version: str
+    cost_kind: str = ""
+    details: tuple[RecordedSegment, ...] = ()  # the segments with all they record
+
+    @classmethod
+    def of(cls, plan: Plan) -> RecordedPlan:
+        """What `write_plan` records for `plan`, read back (convert checks its own plan)."""
+        details = tuple(
+            RecordedSegment(
+                s.virtual_stage, s.stage, s.chunk, s.mesh, s.layers, s.op_begin, s.op_end, s.cost
+            )
+            for s in plan.segments
+        )
+        return cls(
+            pp=plan.pp,
+            vpp=plan.vpp,
+            seg_method=plan.seg_method,
+            placement=plan.placement,
+            mode=plan.mode,
+            split=plan.split,
+            segments=tuple((s.stage, s.chunk, s.layers) for s in plan.segments),
+            vppctl_version=__version__,
+            cost_kind=plan.cost_kind,
+            details=details,
+        )
 
 
 def read_plan(program: view.LazyProgram) -> RecordedPlan | None:
@@ -559,4 +710,25 @@ def read_plan(program: view.LazyProgram) -> RecordedPlan | None:
         split=_SPLIT_NAMES.get(_text(m.split), _text(m.split)),
         vppctl_version=_text(m.vppctl_version),
         segments=tuple((s.stage, s.chunk, tuple(map(_text, s.layers))) for s in m.segments),
+        cost_kind=_text(m.cost),
+        details=tuple(_recorded_segment(s) for s in m.segments),
+    )
+
+
+def _recorded_segment(s: pb.PlanSegment) -> RecordedSegment:
+    mesh = None
+    if s.HasField("mesh"):
+        m = s.mesh
+        mesh = Mesh(tuple(m.shape), tuple(m.process_ids), tuple(map(_text, m.dim_names)))
+        if mesh.problem():  # a plan's mesh is only compared, never used: an odd one is no mesh
+            mesh = None
+    return RecordedSegment(
+        virtual_stage=s.virtual_stage,
+        stage=s.stage,
+        chunk=s.chunk,
+        mesh=mesh,
+        layers=tuple(map(_text, s.layers)),
+        op_begin=s.op_begin if s.HasField("op_begin") else -1,
+        op_end=s.op_end if s.HasField("op_end") else -1,
+        cost=s.cost,
     )

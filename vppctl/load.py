@@ -292,6 +292,8 @@ class _Frames:
         number, wire = tag >> 3, tag & 7
         if number == 0 or tag > 0xFFFFFFFF or wire > 5:
             return -1
+        if self.fields == 0 and not self._first_field_ok(buf, number, wire, pos):
+            return -1
         if wire == 0:
             got = _varint_at(buf, pos)
             return None if got is None else got[1]
@@ -309,6 +311,21 @@ class _Frames:
         if not self.groups or self.groups.pop() != number:  # wire 4: end group
             return -1
         return pos
+
+    @staticmethod
+    def _first_field_ok(buf: bytearray, number: int, wire: int, pos: int) -> bool:
+        """A serialized ProgramDesc starts with one of its own fields, length-delimited, in
+        practice `blocks` (protobuf writes fields in number order), whose block starts
+        with `idx` (tag 0x08): random bytes fail this at once, not after a long field."""
+        if wire != 2 or number not in _PROGRAM_FIELDS:
+            return False
+        if number != 1:
+            return True
+        got = _varint_at(buf, pos)  # the block's length, then its first byte
+        return got is None or got[1] >= len(buf) or buf[got[1]] == 0x08
+
+
+_PROGRAM_FIELDS = frozenset({1, 4, 5, 1001, 1002})  # blocks, version, op_version_map, vppctl's
 
 
 def _varint_at(buf: bytes | bytearray, pos: int) -> tuple[int, int] | None:

@@ -163,6 +163,12 @@ def check_pp(stages: Sequence[int], opts: PlanOptions) -> None:
 
 
 _GRAD_TYPES = ("_grad", "sum", "grad_add")
+_KEPT_FROM_INPUT = {
+    Cause.TENSOR_MESH_MISMATCH: "an op's tensor dist attrs share its mesh",
+    Cause.SUB_BLOCK_MISPLACED: "a sub-block runs where the op running it runs",
+    Cause.PARAM_MISPLACED: "a parameter lives where its first forward reader runs",
+    Cause.FORWARD_LINK_CONTRADICTED: "a grad op's forward_op_id names its own forward op",
+}
 
 
 def refuse_input_problems(index: ProgramIndex, violations: Sequence[Violation]) -> None:
@@ -175,6 +181,12 @@ def refuse_input_problems(index: ProgramIndex, violations: Sequence[Violation]) 
     the forward pass run backwards. VAR_MISPLACED at a forward op: the op kept its mesh
     (outside the layers, or an interleaved program) and the input had its output
     variable on another mesh; the same at any op that is no grad or sum op.
+    The causes of `_KEPT_FROM_INPUT`: an op the rules keep where it is (outside the
+    layers, an interleaved program, an optimizer op) carried the inconsistency in: a
+    tensor dist attr on another mesh than its op, a sub-block op away from the op running
+    it, a parameter away from its first reader, a forward_op_id the data flow contradicts
+    (convert writes no forward_op_id, and moves an op's tensor meshes, sub-blocks and read
+    parameters with it).
     """
     for v in violations:
         where = f"block {v.block} op #{v.op} ({v.type})"
@@ -188,6 +200,12 @@ def refuse_input_problems(index: ProgramIndex, violations: Sequence[Violation]) 
                 f"{where} {v.message}: the input's annotation is inconsistent (a variable "
                 "should sit on the mesh of the op that writes it, and ops outside the layers "
                 "or in an interleaved program keep their mesh); fix the variable's dist_attr"
+            )
+        if v.cause in _KEPT_FROM_INPUT:
+            raise ConversionError(
+                f"{where} {v.message}: the input's annotation is inconsistent, and the rules "
+                f"keep it as it is ({_KEPT_FROM_INPUT[v.cause]}); fix the program's dist_attrs "
+                "(or export it again)"
             )
         if v.cause is Cause.BACKWARD_FLOW:
             raise ConversionError(

@@ -12,24 +12,26 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
-from itertools import chain, repeat
+from itertools import chain, compress, repeat
 from operator import sub as minus
 
 from vppctl import fields
 from vppctl.backward import ForwardOps
-from vppctl.fields import NO_VAR
-from vppctl.flow import first_forward_writers
+from vppctl.fields import NO_VAR, RecordedPlan
+from vppctl.flow import GradientFlow, first_forward_writers, recomputed_ops
 from vppctl.index import ProgramIndex, loss_op
 from vppctl.layers import LayerSet
-from vppctl.mesh import NO_MESH, MeshId
+from vppctl.mesh import NO_MESH, Mesh, MeshId
 from vppctl.plan import Placement, place, virtual_stage
 from vppctl.roles import BACKWARD, FORWARD_ROLES, LOSS_GRAD, OPTIMIZE, is_backward, is_forward
 
 RULES: dict[str, str] = {
-    "V001": "every op in every block has a process mesh and a chunk id",
-    "V002": "every chunk id lies in [0, vpp)",
-    "V003": "every op's mesh is a stage mesh (a global mesh only for optimizer and other "
-    "non-forward, non-backward ops)",
+    "V001": "every op of every executed block (block 0 and the blocks executed ops name as "
+    "sub_block) has a process mesh and a chunk id",
+    "V002": "every chunk id of an executed op lies in [0, vpp)",
+    "V003": "every executed op's mesh is a stage mesh (optimizer and other non-forward, "
+    "non-backward ops may also run on a mesh holding every stage's ranks: a global mesh, or a "
+    "world an earlier program left)",
     "V004": "all ops of a layer share one stage and one chunk",
     "V005": "every layer lies in exactly one segment and every (stage, chunk) holds a layer",
     "V006": "segment k sits on the stage and chunk the placement gives (loop: k % pp, k // pp)",
@@ -38,13 +40,31 @@ RULES: dict[str, str] = {
     "loss op's)",
     "V009": "every sum/grad_add op sits on the mesh and chunk of the nearest earlier backward "
     "op that writes one of its inputs",
-    "V010": "every optimizer op with a Param input sits on its parameter's mesh",
+    "V010": "every optimizer op with a Param input sits on its parameter's mesh and chunk (in a "
+    "program without a recorded vppctl plan, chunk 0 too: Paddle leaves optimizer chunk ids at "
+    "0)",
     "V011": "every variable first written by a forward or backward op has that op's mesh and "
     "chunk (a sum/grad_add output: its forward variable's)",
-    "V012": "the pipeline plan recorded in the program agrees with the ops",
-    "V013": "every variable an op names is declared in its block or an ancestor",
+    "V012": "the pipeline plan recorded in the program agrees with the ops: each segment's "
+    "layers, stage, chunk, mesh and op range; known names (placement loop/v, mode auto/manual, "
+    "split uniform/keep/balanced/explicit, cost params/ops/flops); uniform: equal layer counts; "
+    "keep: each stage's layers dealt over its chunks, earlier chunks taking the extras",
+    "V013": "every variable an op names is declared in its block or an ancestor (except names "
+    "containing lod_tensor_blocking_queue: the reader's queue lives in the Scope)",
     "V014": "every sub_block attribute names an existing later block, without cycles",
     "V015": "the program has the stage and chunk counts asked for (--pp, --vpp, the recorded plan)",
+    "V016": "every op of an executed sub-block sits on the mesh and chunk of an op that runs the "
+    "block (so, recursively, of its op in the global block)",
+    "V017": "every per-input/output tensor dist attr of an op that names a mesh names the op's own",
+    "V018": "every parameter read before any op writes it sits on the mesh and chunk of the "
+    "first forward op that reads it (a tied weight read on several stages: the first one's)",
+    "V019": "a grad op's forward_op_id names a forward op it shares a variable with (one of the "
+    "op's inputs or outputs, or the gradient of one)",
+    "V020": "every backward op that reads the gradient of a forward op's output and writes the "
+    "gradient of one of its inputs sits on that forward op's mesh and chunk (data flow, whatever "
+    "forward_op_id says)",
+    "V021": "every recomputed op (Paddle's recompute pass: a backward copy of a forward op whose "
+    "outputs are renamed NAME.subprog_K) sits on its forward op's mesh and chunk",
 }
 
 
@@ -72,6 +92,13 @@ class Cause(str, Enum):
     DUPLICATE_VAR = "duplicate_var"
     BAD_SUB_BLOCK = "bad_sub_block"
     COUNT_MISMATCH = "count_mismatch"  # stage or chunk counts differ from those asked for
+    UPDATE_OFF_CHUNK = "update_off_chunk"  # an update on another chunk than its parameter
+    SUB_BLOCK_MISPLACED = "sub_block_misplaced"  # a sub-block op away from the op running it
+    TENSOR_MESH_MISMATCH = "tensor_mesh_mismatch"  # a tensor dist attr on another mesh
+    PARAM_MISPLACED = "param_misplaced"  # a parameter away from its first forward reader
+    FORWARD_LINK_CONTRADICTED = "forward_link_contradicted"  # forward_op_id vs data flow
+    GRAD_OFF_DATA_FLOW = "grad_off_data_flow"  # a gradient away from the op it differentiates
+    RECOMPUTE_MISPLACED = "recompute_misplaced"  # a recomputed op away from its forward op
 
 
 @dataclass(frozen=True)
@@ -97,6 +124,7 @@ class Expectation:
     plan_segments: tuple[tuple[int, int, tuple[str, ...]], ...] | None = (
         None  # (stage, chunk, layers)
     )
+    recorded: RecordedPlan | None = None  # the whole plan, for V012's other checks
 
 
 GRAD_SUMS = (b"sum", b"grad_add")
@@ -107,6 +135,9 @@ class _Checker:
         self.index, self.expect = index, expect
         self.out: list[Violation] = []
         self.stage_of = {m: s for s, m in enumerate(expect.stage_mesh_ids)}
+        self.executed = executed_blocks(index)
+        self._first_read: dict[int, int] | None = None
+        self._first_written: dict[int, int] | None = None
 
     def add(self, rule: str, cause: Cause, block: int, op: int, message: str) -> None:
         t = self.index.op_type(block, op) if op >= 0 else ""
@@ -122,13 +153,57 @@ class _Checker:
             return None
         return virtual_stage(stage, chunk, self.expect.pp, self.expect.placement)
 
+    def valid_chunk(self, chunk: int) -> bool:
+        """A chunk id V001 and V002 accept (other rules leave the rest to them)."""
+        return 0 <= chunk < self.expect.vpp
+
     def mesh_str(self, mesh: int) -> str:
         if mesh == NO_MESH:
             return "no mesh"
-        m = self.index.meshes[mesh]
-        # Meshes with the same ids but different shapes differ: show any unusual shape.
-        flat = m.shape == (len(m.process_ids),)
-        return str(m) if flat else f"{m} (shape {list(m.shape)})"
+        return mesh_text(self.index.meshes[mesh])
+
+    def where(self, block: int, op: int) -> str:
+        """An op's placement as messages show it: `[1] chunk 0`."""
+        bi = self.index.blocks[block]
+        return f"{self.mesh_str(bi.op_mesh[op])} chunk {bi.ops.chunk[op]}"
+
+    def first_read(self) -> dict[int, int]:
+        """Variable -> the first global-block op that reads it, a sub-block's reads counted
+        at the op running it (memoised: V011 and V018 share it)."""
+        if self._first_read is None:
+            o = self.index.global_block.ops
+            self._first_read = _first_positions(o.in_var, o.in_off)
+            _read_in_sub_blocks(self.index, self._first_read)
+        return self._first_read
+
+    def first_written(self) -> dict[int, int]:
+        """Variable -> the first global-block op that lists it as an output (memoised)."""
+        if self._first_written is None:
+            o = self.index.global_block.ops
+            self._first_written = _first_positions(o.out_var, o.out_off)
+        return self._first_written
+
+
+def mesh_text(m: Mesh) -> str:
+    # Meshes with the same ids but different shapes differ: show any unusual shape.
+    flat = m.shape == (len(m.process_ids),)
+    return str(m) if flat else f"{m} (shape {list(m.shape)})"
+
+
+def executed_blocks(index: ProgramIndex) -> set[int]:
+    """Block 0 and every block an op of an executed block names as its sub_block. Paddle
+    runs no other block: the recompute pass's scratch block, which no op names, holds
+    copies of forward ops that are never executed."""
+    seen = {0}
+    todo = [0]
+    n = len(index.blocks)
+    while todo:
+        for subs in index.blocks[todo.pop()].ops.sub_blocks.values():
+            for b in subs:
+                if 0 <= b < n and b not in seen:
+                    seen.add(b)
+                    todo.append(b)
+    return seen
 
 
 def verify(index: ProgramIndex, expect: Expectation) -> list[Violation]:
@@ -136,13 +211,19 @@ def verify(index: ProgramIndex, expect: Expectation) -> list[Violation]:
     c = _Checker(index, expect)
     _check_structure(c)
     _check_placements(c)
+    _check_sub_blocks(c)
+    _check_tensor_meshes(c)
+    if expect.recorded is not None:
+        _check_plan_record(c, expect.recorded)
     if expect.layers is not None:
         segments = _check_layers(c, expect.layers)
         if segments is not None:
             _check_plan(c, segments)
     _check_forward_flow(c)
     _check_backward(c)
+    _check_recomputed(c)
     _check_optimizer(c)
+    _check_parameters(c)
     _check_variables(c)
     return c.out
 
@@ -177,7 +258,7 @@ def _undeclared(c: _Checker, b: int) -> None:
         if (
             NO_VAR in o.in_var[o.in_off[op] : o.in_off[op + 1]]
             or NO_VAR in o.out_var[o.out_off[op] : o.out_off[op + 1]]
-        ):
+        ) and not _only_reader_queues(c.index, b, op):
             c.add(
                 "V013",
                 Cause.UNDECLARED_VAR,
@@ -187,12 +268,24 @@ def _undeclared(c: _Checker, b: int) -> None:
             )
 
 
+def _only_reader_queues(index: ProgramIndex, b: int, op: int) -> bool:
+    """Whether every undeclared name of an op is a reader queue: `DataLoader.from_generator`
+    puts `lod_tensor_blocking_queue_N` in the Scope and declares it in no block, and Paddle
+    accepts the program (its chunk-id step skips exactly these names)."""
+    ins, outs = fields.op_arguments(index.program.blocks[b], op)  # in the index's order
+    bi = index.blocks[b]
+    ids = (*bi.inputs(op), *bi.outputs(op))
+    return all(fields.NO_CHUNK_NAME in n for n, v in zip((*ins, *outs), ids) if v == NO_VAR)
+
+
 def _check_placements(c: _Checker) -> None:
-    """V001, V002, V003 over every op of every block."""
+    """V001, V002, V003 over every op of every executed block."""
     vpp = c.expect.vpp
     stage_set = set(c.expect.stage_mesh_ids)
-    global_set = set(c.expect.global_mesh_ids)
+    wide = _wide_meshes(c)
     for bi in c.index.blocks:
+        if bi.idx not in c.executed:
+            continue
         roles, chunks, meshes = bi.ops.role, bi.ops.chunk, bi.op_mesh
         for op in range(bi.n_ops):
             mesh, chunk = meshes[op], chunks[op]
@@ -210,8 +303,8 @@ def _check_placements(c: _Checker) -> None:
                 )
             if mesh != NO_MESH and mesh not in stage_set:
                 role = roles[op]
-                may_be_global = not is_forward(role) and not is_backward(role)
-                if not (mesh in global_set and may_be_global):
+                may_be_wide = not is_forward(role) and not is_backward(role)
+                if not (mesh in wide and may_be_wide):
                     c.add(
                         "V003",
                         Cause.NOT_STAGE_MESH,
@@ -219,6 +312,79 @@ def _check_placements(c: _Checker) -> None:
                         op,
                         f"mesh {c.mesh_str(mesh)} is not a stage mesh",
                     )
+
+
+def _wide_meshes(c: _Checker) -> set[int]:
+    """Meshes holding every stage's ranks: the global meshes, and the worlds an earlier
+    program in the same process left (Paddle's update completion puts the learning rate
+    and global-norm clipping there and keeps them in its VPP answer). Only
+    non-forward, non-backward ops may run on them."""
+    meshes = c.index.meshes
+    everyone = set().union(*(meshes[m].process_ids for m in c.expect.stage_mesh_ids))
+    wide = {m for m, mesh in enumerate(meshes) if everyone <= set(mesh.process_ids)}
+    return wide | set(c.expect.global_mesh_ids)
+
+
+_ANY = -2  # a running op's mesh or chunk that V001/V002 report: not compared
+
+
+def _check_sub_blocks(c: _Checker) -> None:
+    """V016: rule 8, sub-blocks inherit the mesh and chunk of the op that runs them.
+
+    Each op of an executed sub-block is compared with the ops naming its block (a block
+    two ops name may sit with either); the comparison is per level, so a nested
+    block's op is compared with its op in the enclosing sub-block, itself compared
+    with its own. What V001 and V002 report (no mesh, no valid chunk, on either side) is
+    not compared.
+    """
+    index = c.index
+    runners: dict[int, tuple[int, int]] = {}  # block -> the first op naming it
+    places: dict[int, set[tuple[int, int]]] = {}  # block -> its runners' (mesh, chunk)
+    for b in sorted(c.executed):
+        bi = index.blocks[b]
+        for op, subs in sorted(bi.ops.sub_blocks.items()):
+            mesh, chunk = bi.op_mesh[op], bi.ops.chunk[op]
+            where = (mesh if mesh != NO_MESH else _ANY, chunk if c.valid_chunk(chunk) else _ANY)
+            for sub in subs:
+                if sub in c.executed and sub != b:
+                    runners.setdefault(sub, (b, op))
+                    places.setdefault(sub, set()).add(where)
+    for sub, (b, runner) in sorted(runners.items()):
+        bi, allowed = index.blocks[sub], places[sub]
+        for op in range(bi.n_ops):
+            mesh, chunk = bi.op_mesh[op], bi.ops.chunk[op]
+            if mesh == NO_MESH or not c.valid_chunk(chunk):
+                continue  # V001, V002
+            if not allowed.isdisjoint(((mesh, chunk), (_ANY, chunk), (mesh, _ANY), (_ANY, _ANY))):
+                continue
+            c.add(
+                "V016",
+                Cause.SUB_BLOCK_MISPLACED,
+                sub,
+                op,
+                f"is on {c.where(sub, op)}, but its block {sub} runs at "
+                f"{index.op_label(b, runner)} on {c.where(b, runner)}",
+            )
+
+
+def _check_tensor_meshes(c: _Checker) -> None:
+    """V017: rule 6, an op's per-input/output tensor dist attrs are on the op's mesh
+    (Paddle's `OperatorDistAttr.process_mesh` setter sets them all)."""
+    index = c.index
+    keys = [m.key for m in index.meshes]
+    for b in sorted(c.executed):
+        bi = index.blocks[b]
+        for op, entry, raw in fields.tensor_mesh_conflicts(
+            index.program.blocks[b], bi.op_mesh, keys
+        ):
+            c.add(
+                "V017",
+                Cause.TENSOR_MESH_MISMATCH,
+                b,
+                op,
+                f"its {entry} has a tensor dist attr on {mesh_text(fields.decode_mesh(raw))}, "
+                f"but the op is on {c.mesh_str(index.blocks[b].op_mesh[op])}",
+            )
 
 
 def _check_layers(c: _Checker, layers: LayerSet) -> list[tuple[int, int, list[int]]] | None:
@@ -310,7 +476,8 @@ def _segments_of(
 
 
 def _check_plan(c: _Checker, runs: list[tuple[int, int, list[int]]]) -> None:
-    """V012: the recorded plan's segments are the segments the ops form."""
+    """V012: the recorded plan's segments are the segments the ops form, on the stage
+    meshes, over the op ranges the layers give."""
     recorded = c.expect.plan_segments
     layers = c.expect.layers
     if recorded is None or layers is None:
@@ -336,6 +503,105 @@ def _check_plan(c: _Checker, runs: list[tuple[int, int, list[int]]]) -> None:
                 f"{want[1]} with {_names(want[2])}, the ops have stage {got[0]} chunk "
                 f"{got[1]} with {_names(got[2])}",
             )
+    if c.expect.recorded is not None:
+        _check_plan_spans(c, c.expect.recorded, runs, layers)
+
+
+def _check_plan_spans(
+    c: _Checker, plan: RecordedPlan, runs: list[tuple[int, int, list[int]]], layers: LayerSet
+) -> None:
+    """V012: each recorded segment's mesh is its stage's, and its op range runs from its
+    first layer's first op (segment 0: from op 0) to the next segment's (the last: to
+    one past the last forward op)."""
+    if len(plan.details) != len(runs):
+        return  # reported above
+    forward = c.index.global_block.forward_ops
+    begins = [0, *(layers.layers[ks[0]].first for _, _, ks in runs[1:])]
+    ends = [*begins[1:], 1 + forward[-1] if forward else 0]
+    stages = c.expect.stage_mesh_ids
+    for k, seg in enumerate(plan.details):
+        if 0 <= seg.stage < len(stages):
+            mesh = c.index.meshes[stages[seg.stage]]
+            if seg.mesh is None or seg.mesh.key != mesh.key:
+                shown = "no mesh" if seg.mesh is None else mesh_text(seg.mesh)
+                c.add(
+                    "V012",
+                    Cause.PLAN_MISMATCH,
+                    0,
+                    -1,
+                    f"segment {k}: the plan records mesh {shown} for stage {seg.stage}, "
+                    f"whose mesh is {mesh_text(mesh)}",
+                )
+        if (seg.op_begin, seg.op_end) != (begins[k], ends[k]):
+            c.add(
+                "V012",
+                Cause.PLAN_MISMATCH,
+                0,
+                -1,
+                f"segment {k}: the plan records ops [{seg.op_begin}, {seg.op_end}), but its "
+                f"layers give [{begins[k]}, {ends[k]})",
+            )
+
+
+_KNOWN = {
+    "placement": ("loop", "v"),
+    "mode": ("auto", "manual"),
+    "split": ("uniform", "keep", "balanced", "explicit"),
+    "cost": ("params", "ops", "flops"),
+}
+
+
+def _check_plan_record(c: _Checker, plan: RecordedPlan) -> None:
+    """V012, what a recorded plan says of itself: known names, pp*vpp segments in order,
+    and layer counts the split allows."""
+    values = {"placement": plan.placement, "mode": plan.mode, "split": plan.split}
+    values["cost"] = plan.cost_kind
+    for what, value in values.items():
+        if value not in _KNOWN[what]:
+            message = f"the plan records {what} {value!r}, not {'/'.join(_KNOWN[what])}"
+            c.add("V012", Cause.PLAN_CORRUPT, 0, -1, message)
+    if plan.mode == "manual" and plan.vpp == 1:
+        message = "the plan records manual mode (an interleaved input) with vpp 1"
+        c.add("V012", Cause.PLAN_MISMATCH, 0, -1, message)
+    if plan.vpp and len(plan.details) != plan.pp * plan.vpp:
+        message = (
+            f"the plan records {len(plan.details)} segments, but pp*vpp = "
+            f"{plan.pp}*{plan.vpp} = {plan.pp * plan.vpp}"
+        )
+        c.add("V012", Cause.PLAN_MISMATCH, 0, -1, message)
+        return
+    for k, seg in enumerate(plan.details):
+        if seg.virtual_stage != k or not 0 <= seg.cost < float("inf"):
+            message = f"segment {k} records virtual stage {seg.virtual_stage} and cost {seg.cost}"
+            c.add("V012", Cause.PLAN_CORRUPT, 0, -1, message)
+    problem = _split_problem(plan)
+    if problem:
+        c.add("V012", Cause.PLAN_MISMATCH, 0, -1, problem)
+
+
+def _split_problem(plan: RecordedPlan) -> str:
+    """Why the recorded layer counts are not what the recorded split gives ("" if they are)."""
+    counts = [len(s.layers) for s in plan.details]
+    if plan.split == "uniform" and len(set(counts)) > 1:
+        return f"the plan records the uniform split, but its segments hold {_counts(counts)} layers"
+    if plan.split == "keep":
+        by_stage: dict[int, list[int]] = {}
+        for seg, n in zip(plan.details, counts):
+            by_stage.setdefault(seg.stage, []).append(n)  # in virtual-stage order: by chunk
+        for stage, ns in sorted(by_stage.items()):
+            base, extra = divmod(sum(ns), len(ns))
+            if ns != [base + 1] * extra + [base] * (len(ns) - extra):
+                return (
+                    f"the plan records the keep split, but stage {stage}'s chunks hold "
+                    f"{_counts(ns)} layers (its {sum(ns)} layers dealt over {len(ns)} chunks, "
+                    "earlier chunks taking the extras)"
+                )
+    return ""
+
+
+def _counts(counts: Sequence[int]) -> str:
+    shown = ", ".join(map(str, counts[:8]))
+    return shown + (", ..." if len(counts) > 8 else "")
 
 
 def _names(names: Sequence[str]) -> str:
@@ -371,12 +637,13 @@ def _check_forward_flow(c: _Checker) -> None:
 
 
 def _check_backward(c: _Checker) -> None:
-    """V008 and V009 over the global block's backward ops."""
+    """V008, V009, V019 and V020 over the global block's backward ops."""
     index = c.index
     block = index.global_block
     roles, types = block.ops.role, block.ops.type
     meshes, chunks = block.op_mesh, block.ops.chunk
     forward = ForwardOps(index)
+    flow = GradientFlow(index)
     loss = loss_op(index)
     last_writer: dict[int, int] = {}
     for op in range(block.n_ops):
@@ -396,26 +663,92 @@ def _check_backward(c: _Checker) -> None:
                     f"nearest earlier producer {index.op_label(0, src)} is on "
                     f"{c.mesh_str(meshes[src])} chunk {chunks[src]}",
                 )
+        elif role == LOSS_GRAD:
+            if loss is not None and (meshes[loss], chunks[loss]) != here:
+                _grad_misplaced(c, op, loss)
         else:
-            f = loss if role == LOSS_GRAD else forward.of(op)
-            if f is not None and (meshes[f], chunks[f]) != here:
-                c.add(
-                    "V008",
-                    Cause.GRAD_MISPLACED,
-                    0,
-                    op,
-                    f"is on {c.mesh_str(here[0])} chunk {here[1]} but its "
-                    f"forward op {index.op_label(0, f)} is on {c.mesh_str(meshes[f])} "
-                    f"chunk {chunks[f]}",
-                )
+            _check_grad(c, op, forward, flow)
         for v in block.outputs(op):
             last_writer[v] = op
 
 
+def _check_grad(c: _Checker, op: int, forward: ForwardOps, flow: GradientFlow) -> None:
+    """V008 against the op's forward op (its forward_op_id, or inferred), unless the
+    forward_op_id contradicts the data flow (V019); V020 against the forward ops the data
+    flow names, where V008 does not already compare with one of them."""
+    block = c.index.global_block
+    meshes, chunks = block.op_mesh, block.ops.chunk
+    here = (meshes[op], chunks[op])
+    if op in forward.recomputed:  # a recompute copy: V021 judges it, by its own pairing
+        return
+    claimed = forward.by_id.get(block.ops.forward_op_id[op])
+    f = claimed if claimed is not None else forward.of(op)
+    if f is not None and flow.differentiates(op, f):  # the usual case: one check
+        if (meshes[f], chunks[f]) != here:
+            _grad_misplaced(c, op, f)
+        return
+    by_flow = flow.of(op)
+    if claimed is not None and not flow.shares(op, claimed):
+        c.add(
+            "V019",
+            Cause.FORWARD_LINK_CONTRADICTED,
+            0,
+            op,
+            f"its forward_op_id names {c.index.op_label(0, claimed)}, which shares no "
+            "variable (nor the gradient of one) with it",
+        )
+        f = None
+    if f is not None and (meshes[f], chunks[f]) != here:
+        _grad_misplaced(c, op, f)
+    if by_flow and all((meshes[g], chunks[g]) != here for g in by_flow):
+        g = by_flow[0]
+        c.add(
+            "V020",
+            Cause.GRAD_OFF_DATA_FLOW,
+            0,
+            op,
+            f"is on {c.where(0, op)}, but it differentiates {c.index.op_label(0, g)} (it reads "
+            f"the gradient of its output and writes that of its input), on {c.where(0, g)}",
+        )
+
+
+def _grad_misplaced(c: _Checker, op: int, f: int) -> None:
+    c.add(
+        "V008",
+        Cause.GRAD_MISPLACED,
+        0,
+        op,
+        f"is on {c.where(0, op)} but its forward op {c.index.op_label(0, f)} is on {c.where(0, f)}",
+    )
+
+
+def _check_recomputed(c: _Checker) -> None:
+    """V021: a recomputed op runs where its forward op runs (Paddle's recompute pass gives
+    each copy its forward op's mesh and chunk id)."""
+    block = c.index.global_block
+    meshes, chunks = block.op_mesh, block.ops.chunk
+    for r, f in recomputed_ops(c.index).items():
+        if (meshes[r], chunks[r]) != (meshes[f], chunks[f]):
+            c.add(
+                "V021",
+                Cause.RECOMPUTE_MISPLACED,
+                0,
+                r,
+                f"recomputes {c.index.op_label(0, f)}, which is on {c.where(0, f)}, but is on "
+                f"{c.where(0, r)}",
+            )
+
+
 def _check_optimizer(c: _Checker) -> None:
-    """V010: parameter updates run where the parameter lives."""
+    """V010: parameter updates run where the parameter lives (rule 10: its mesh and chunk).
+
+    Paddle leaves optimizer chunk ids at 0, so in a program without a recorded vppctl
+    plan (Paddle's own answers) chunk 0 is accepted too. Chunk ids V001 and V002
+    reject are left to them.
+    """
     index = c.index
     block = index.global_block
+    vppctl_plan = c.expect.plan_segments is not None
     for op, p in block.ops.param.items():
         if p < 0 or not block.ops.role[op] & OPTIMIZE:
             continue
@@ -428,6 +761,73 @@ def _check_optimizer(c: _Checker) -> None:
                 f"updates {index.var_name(p)} (on "
                 f"{c.mesh_str(index.var_mesh[p])}) from {c.mesh_str(block.op_mesh[op])}",
             )
+            continue
+        chunk, want = block.ops.chunk[op], max(index.var_chunks[p], 0)
+        if c.valid_chunk(chunk) and chunk != want and (vppctl_plan or chunk != 0):
+            c.add(
+                "V010",
+                Cause.UPDATE_OFF_CHUNK,
+                0,
+                op,
+                f"updates {index.var_name(p)} (chunk {want}) from chunk {chunk}",
+            )
+
+
+def _check_parameters(c: _Checker) -> None:
+    """V018: a parameter lives with the first forward op that reads it (rule 7: the first
+    reader moves it and gives it its chunk). A tied weight read on two stages lives with
+    the first reader; the later ones read it across stages. A parameter some op writes
+    before anything reads it is placed by its writer instead (V011)."""
+    index = c.index
+    block = index.global_block
+    roles = block.ops.role
+    first, written = c.first_read(), c.first_written()
+    never = block.n_ops
+    ids = range(block.var_base, block.var_base + len(block.vars))
+    params = compress(ids, block.vars.is_parameter)
+    later: list[int] = []  # first read by an op that is not forward
+    for v in params:
+        op = first.get(v, -1)
+        if op < 0 or written.get(v, never) < op:
+            continue
+        if is_forward(roles[op]):
+            _param_at(c, v, op)
+        else:
+            later.append(v)
+    if later:
+        readers = _first_forward_readers(c, set(later))
+        for v in later:
+            if v in readers:
+                _param_at(c, v, readers[v])
+
+
+def _param_at(c: _Checker, v: int, op: int) -> None:
+    index = c.index
+    block = index.global_block
+    want = (block.op_mesh[op], block.ops.chunk[op])
+    if want[0] == NO_MESH or not c.valid_chunk(want[1]):
+        return
+    got = (index.var_mesh[v], index.var_chunks[v])
+    if got != want:
+        c.add(
+            "V018",
+            Cause.PARAM_MISPLACED,
+            0,
+            op,
+            f"is the first forward op to read parameter {index.var_name(v)}, which is on "
+            f"{c.mesh_str(got[0])} chunk {got[1]}, not {c.mesh_str(want[0])} chunk {want[1]}",
+        )
+
+
+def _first_forward_readers(c: _Checker, wanted: set[int]) -> dict[int, int]:
+    """For the variables `wanted`, the first global-block forward op that reads each."""
+    block = c.index.global_block
+    out: dict[int, int] = {}
+    for op in block.forward_ops:
+        for v in block.inputs(op):
+            if v in wanted and v not in out:
+                out[v] = op
+    return out
 
 
 def _check_variables(c: _Checker) -> None:
@@ -441,12 +841,11 @@ def _check_variables(c: _Checker) -> None:
     index = c.index
     block = index.global_block
     o = block.ops
-    first_read = _first_positions(o.in_var, o.in_off)
-    _read_in_sub_blocks(index, first_read)
+    first_read = c.first_read()
     roles, types = o.role, o.type
     meshes, chunks = block.op_mesh, o.chunk
     never = block.n_ops
-    for v, op in _first_positions(o.out_var, o.out_off).items():
+    for v, op in c.first_written().items():
         if v < 0 or first_read.get(v, never) <= op:
             continue
         role = roles[op]

@@ -46,10 +46,7 @@ from vppctl import program_pb2 as pb
 pytestmark = pytest.mark.paddle
 
 #: Cases that wait for a fix, and why.
-PENDING = {
-    "llama_leftover_clip_pp2_v2": "issue 11: verifier fix pending (convert's self-check "
-    "rejects the clipping ops it keeps on a mesh an earlier program left, as Paddle does)",
-}
+PENDING: dict[str, str] = {}
 RECOMPUTE_CASES = [c.name for c in CASES if c.recompute is not None]
 #: Cases whose bridge round trip meets something the GPT tests do not: shared dist attrs and
 #: nops (recompute), 2-D meshes and dims mappings, a mesh missing from the context, an
