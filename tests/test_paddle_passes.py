@@ -166,6 +166,31 @@ def test_a_forward_op_id_the_data_flow_contradicts_is_refused() -> None:
     assert f"op #{first_grad} (matmul_v2_grad)" in msg
     assert "share no variable" in msg and "op #0 (lookup_table_v2)" in msg
 
+def test_a_forward_op_id_naming_a_neighbour_in_another_chunk_is_refused() -> None:
+    """The claimed op shares a variable (the layer boundary) but the data flow says the grad
+    differentiates the next layer's op: following the link would put the gradient in
+    another chunk than the op it differentiates."""
+    p = layered([0, 0, 1, 1], backward=True)
+    ops = p.msg.blocks[0].ops
+    first_of = {  # the first matmul of each layer
+        o.struct_name.split("/")[2]: i
+        for i, o in reversed(list(enumerate(ops)))
+        if o.type == "matmul_v2" and o.struct_name.count("/") > 2
+    }
+    layer_1, layer_0_last = first_of["DecoderLayer_1"], first_of["DecoderLayer_1"] - 1
+    grad = next(
+        i
+        for i, o in enumerate(ops)
+        if o.type == "matmul_v2_grad" and o.forward_op_id == ops[layer_1].id
+    )
+    ops[grad].forward_op_id = ops[layer_0_last].id  # reads its output: shares a variable
+    msg = refusal(p, vpp=2)
+    assert f"op #{grad} (matmul_v2_grad)" in msg
+    assert f"differentiates op #{layer_1} (matmul_v2)" in msg
+    assert f"forward_op_id names op #{layer_0_last} (matmul_v2)" in msg
+    assert "fix the op's forward_op_id" in msg
+
+
 
 def test_without_ids_an_op_that_is_its_own_grad_is_found_by_the_data_flow() -> None:
     """`scale`'s grad is a `scale` (no `_grad` type): it reads out@GRAD, writes in@GRAD."""

@@ -163,11 +163,15 @@ def check_pp(stages: Sequence[int], opts: PlanOptions) -> None:
 
 
 _GRAD_TYPES = ("_grad", "sum", "grad_add")
-_KEPT_FROM_INPUT = {
-    Cause.TENSOR_MESH_MISMATCH: "an op's tensor dist attrs share its mesh",
-    Cause.SUB_BLOCK_MISPLACED: "a sub-block runs where the op running it runs",
-    Cause.PARAM_MISPLACED: "a parameter lives where its first forward reader runs",
-    Cause.FORWARD_LINK_CONTRADICTED: "a grad op's forward_op_id names its own forward op",
+_DIST_ATTRS = "fix the program's dist_attrs (or export it again)"
+_KEPT_FROM_INPUT = {  # cause -> (the rule the input broke, the fix)
+    Cause.TENSOR_MESH_MISMATCH: ("an op's tensor dist attrs share its mesh", _DIST_ATTRS),
+    Cause.SUB_BLOCK_MISPLACED: ("a sub-block runs where the op running it runs", _DIST_ATTRS),
+    Cause.PARAM_MISPLACED: ("a parameter lives where its first forward reader runs", _DIST_ATTRS),
+    Cause.FORWARD_LINK_CONTRADICTED: (
+        "a grad op's forward_op_id names the forward op it differentiates",
+        "fix the op's forward_op_id (vppctl.paddle.export_program writes the links)",
+    ),
 }
 
 
@@ -202,10 +206,10 @@ def refuse_input_problems(index: ProgramIndex, violations: Sequence[Violation]) 
                 "or in an interleaved program keep their mesh); fix the variable's dist_attr"
             )
         if v.cause in _KEPT_FROM_INPUT:
+            broken, fix = _KEPT_FROM_INPUT[v.cause]
             raise ConversionError(
                 f"{where} {v.message}: the input's annotation is inconsistent, and the rules "
-                f"keep it as it is ({_KEPT_FROM_INPUT[v.cause]}); fix the program's dist_attrs "
-                "(or export it again)"
+                f"keep it as it is ({broken}); {fix}"
             )
         if v.cause is Cause.BACKWARD_FLOW:
             raise ConversionError(

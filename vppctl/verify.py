@@ -702,13 +702,21 @@ def _check_grad(c: _Checker, op: int, forward: ForwardOps, flow: GradientFlow) -
         _grad_misplaced(c, op, f)
     if by_flow and all((meshes[g], chunks[g]) != here for g in by_flow):
         g = by_flow[0]
+        # With a forward_op_id naming another op, the grad op sits where its link says: the
+        # input's link and its data flow disagree (an input problem, not a misplacement).
+        linked = claimed is not None and claimed not in by_flow
         c.add(
             "V020",
-            Cause.GRAD_OFF_DATA_FLOW,
+            Cause.FORWARD_LINK_CONTRADICTED if linked else Cause.GRAD_OFF_DATA_FLOW,
             0,
             op,
             f"is on {c.where(0, op)}, but it differentiates {c.index.op_label(0, g)} (it reads "
-            f"the gradient of its output and writes that of its input), on {c.where(0, g)}",
+            f"the gradient of its output and writes that of its input), on {c.where(0, g)}"
+            + (
+                f"; its forward_op_id names {c.index.op_label(0, claimed)} instead"
+                if linked and claimed is not None
+                else ""
+            ),
         )
 
 
