@@ -154,6 +154,17 @@ def test_a_forward_op_on_a_leftover_mesh_is_refused() -> None:
     assert f"op #{op} (fill_constant)" in msg and "[0-3]" in msg and "stage mesh" in msg
 
 
+def test_an_optimizer_op_on_a_mesh_missing_a_stages_ranks_is_refused() -> None:
+    """A mesh of one device outside the pipeline is no earlier program's world: no rule
+    places an op there and V003 would reject it, so the input is refused."""
+    p = layered([0, 0, 1, 1], backward=True, optimizer=True)
+    p.meshes.append(pb.ProcessMesh(shape=[1], process_ids=[2], dim_names=["x"]))
+    op = p.op("fill_constant", {}, {"Out": ["clip_limit"]}, role=OPTIMIZE, stage=2)
+    msg = refusal(p, vpp=2)
+    assert f"op #{op} (fill_constant)" in msg and "mesh [2]" in msg
+    assert "holding every stage's ranks" in msg
+
+
 # -- backward ops and their forward ops ---------------------------------------------------------
 
 
@@ -165,6 +176,7 @@ def test_a_forward_op_id_the_data_flow_contradicts_is_refused() -> None:
     msg = refusal(p, vpp=2)
     assert f"op #{first_grad} (matmul_v2_grad)" in msg
     assert "share no variable" in msg and "op #0 (lookup_table_v2)" in msg
+
 
 def test_a_forward_op_id_naming_a_neighbour_in_another_chunk_is_refused() -> None:
     """The claimed op shares a variable (the layer boundary) but the data flow says the grad
@@ -189,7 +201,6 @@ def test_a_forward_op_id_naming_a_neighbour_in_another_chunk_is_refused() -> Non
     assert f"differentiates op #{layer_1} (matmul_v2)" in msg
     assert f"forward_op_id names op #{layer_0_last} (matmul_v2)" in msg
     assert "fix the op's forward_op_id" in msg
-
 
 
 def test_without_ids_an_op_that_is_its_own_grad_is_found_by_the_data_flow() -> None:

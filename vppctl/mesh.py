@@ -76,3 +76,11 @@ def stages_and_globals(meshes: Sequence[Mesh]) -> tuple[list[Mesh], list[Mesh]]:
         [m for m, g in zip(unique, covers_all) if not g],
         [m for m, g in zip(unique, covers_all) if g],
     )
+
+
+def wide_meshes(meshes: Sequence[Mesh], stage_ids: Sequence[int]) -> set[int]:
+    """Ids of the meshes holding every stage's ranks (a global mesh, or the world an earlier
+    program in the same process left): the only other meshes non-forward, non-backward ops
+    may run on."""
+    everyone = set().union(*(meshes[m].process_ids for m in stage_ids))
+    return {i for i, mesh in enumerate(meshes) if everyone <= set(mesh.process_ids)}

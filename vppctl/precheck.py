@@ -16,7 +16,7 @@ from vppctl.errors import ConversionError
 from vppctl.fields import NO_VAR
 from vppctl.index import ProgramIndex
 from vppctl.layers import LayerSet
-from vppctl.mesh import NO_MESH
+from vppctl.mesh import NO_MESH, wide_meshes
 from vppctl.plan import Plan, PlanOptions
 from vppctl.roles import BACKWARD, is_backward, is_forward
 from vppctl.verify import Cause, Violation
@@ -54,22 +54,33 @@ def check_structure(index: ProgramIndex) -> None:
 def check_meshes(index: ProgramIndex, stages: Sequence[int], globals_: Sequence[int]) -> None:
     """Forward and backward ops run on a stage mesh (a global one, or none: V003's premise).
 
-    Optimizer and other ops and variables may also be on another mesh: a process that
-    built an earlier program can leave some (`learning_rate_0` and gradient clipping on
-    the earlier world's mesh). Paddle converts such programs and keeps those meshes, and
-    so does vppctl (apply keeps them, with chunk 0, and says how many)."""
+    Optimizer and other ops and variables may also be on another mesh holding every
+    stage's ranks: a process that built an earlier program can leave some
+    (`learning_rate_0` and gradient clipping on the earlier world's mesh). Paddle
+    converts such programs and keeps those meshes, and so does vppctl (apply keeps them,
+    with chunk 0, and says how many). An op on a mesh missing some stage's ranks (one
+    device outside the pipeline) is refused: no rule places it and V003 rejects it."""
     allowed = {*stages, *globals_, NO_MESH}
+    wide = wide_meshes(index.meshes, stages) if stages else set()
     for bi in index.blocks:
         odd = set(bi.op_mesh) - allowed
         if not odd:
             continue
         roles = bi.ops.role
         for op, m in enumerate(bi.op_mesh):
-            if m in odd and (is_forward(roles[op]) or is_backward(roles[op])):
+            if m not in odd:
+                continue
+            if is_forward(roles[op]) or is_backward(roles[op]):
                 raise ConversionError(
                     f"{index.op_label(bi.idx, op)} is on {_mesh_text(index, m)}, which is "
                     f"neither a stage mesh ({_stage_list(index, stages)}) nor a global mesh; "
                     "annotate every forward and backward op with its stage's mesh"
+                )
+            if m not in wide:
+                raise ConversionError(
+                    f"{index.op_label(bi.idx, op)} is on {_mesh_text(index, m)}, which is "
+                    f"neither a stage mesh ({_stage_list(index, stages)}) nor one holding "
+                    "every stage's ranks; put the op on its stage's mesh (or on the global mesh)"
                 )
 
 

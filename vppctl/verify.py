@@ -21,7 +21,7 @@ from vppctl.fields import NO_VAR, RecordedPlan
 from vppctl.flow import GradientFlow, first_forward_writers, recomputed_ops
 from vppctl.index import ProgramIndex, loss_op
 from vppctl.layers import LayerSet
-from vppctl.mesh import NO_MESH, Mesh, MeshId
+from vppctl.mesh import NO_MESH, Mesh, MeshId, wide_meshes
 from vppctl.plan import Placement, place, virtual_stage
 from vppctl.roles import BACKWARD, FORWARD_ROLES, LOSS_GRAD, OPTIMIZE, is_backward, is_forward
 
@@ -315,14 +315,10 @@ def _check_placements(c: _Checker) -> None:
 
 
 def _wide_meshes(c: _Checker) -> set[int]:
-    """Meshes holding every stage's ranks: the global meshes, and the worlds an earlier
-    program in the same process left (Paddle's update completion puts the learning rate
-    and global-norm clipping there and keeps them in its VPP answer). Only
-    non-forward, non-backward ops may run on them."""
-    meshes = c.index.meshes
-    everyone = set().union(*(meshes[m].process_ids for m in c.expect.stage_mesh_ids))
-    wide = {m for m, mesh in enumerate(meshes) if everyone <= set(mesh.process_ids)}
-    return wide | set(c.expect.global_mesh_ids)
+    """The meshes non-forward, non-backward ops may run on besides the stage meshes (Paddle's
+    update completion puts the learning rate and global-norm clipping on an earlier
+    program's world and keeps them in its VPP answer)."""
+    return wide_meshes(c.index.meshes, c.expect.stage_mesh_ids) | set(c.expect.global_mesh_ids)
 
 
 _ANY = -2  # a running op's mesh or chunk that V001/V002 report: not compared
