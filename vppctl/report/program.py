@@ -30,7 +30,8 @@ from vppctl.report.common import (
     human_bytes,
     layers_json,
 )
-from vppctl.report.schedule import SCHEDULE_NAMES, iec_short, stage_memory_json
+from vppctl.report.schedule import iec_short, stage_memory_json
+from vppctl.schedule.orders import SCHEDULE_NAMES
 from vppctl.schedule.timeline import (
     rounded,
 )

@@ -30,20 +30,6 @@ from vppctl.schedule.timeline import (
 
 # -- simulate: names and the plan line
 
-SCHEDULE_NAMES = {
-    "fthenb": "F-then-B",
-    "1f1b": "1F1B",
-    "eager1f1b": "eager 1F1B",
-    "interleaved": "interleaved 1F1B",
-    "zbh1": "ZB-H1",
-    "zbv": "ZB-V",
-}
-
-
-def schedule_title(result: SimResult) -> str:
-    """Human name of a result, e.g. ``interleaved 1F1B (v=2)``."""
-    return f"{SCHEDULE_NAMES.get(result.schedule, result.schedule)} (v={result.vpp})"
-
 
 def counts_text(counts: Sequence[int]) -> str:
     """Layer counts per segment: `7,7,9,9`; beyond 32 segments runs as `7 (x6)`."""
@@ -97,7 +83,7 @@ def gain_line(results: Sequence[SimResult]) -> str | None:
     saved = (base.makespan - vpp.makespan) / base.makespan
     memory = vpp.peak_in_flight_stage_units[0] / base.peak_in_flight_stage_units[0]
     return (
-        f"{schedule_title(vpp)} vs {schedule_title(base)}: makespan {number(base.makespan)} -> "
+        f"{vpp.title} vs {base.title}: makespan {number(base.makespan)} -> "
         f"{number(vpp.makespan)} ({percent(saved)} shorter), bubble {percent(base.bubble)} -> "
         f"{percent(vpp.bubble)} of the step, stage 0 activations {stage_units(base, 0)} -> "
         f"{stage_units(vpp, 0)} stages (x{float(memory):.2f})"
@@ -120,7 +106,7 @@ def summary_table(results: Sequence[SimResult]) -> Table:
     table = compact_table()
     table.add_column("")
     for result in results:
-        table.add_column(schedule_title(result), justify="right")
+        table.add_column(result.title, justify="right")
     rows: list[tuple[str, list[str]]] = [
         ("makespan", [number(r.makespan) for r in results]),
         ("busiest stage's compute", [number(r.ideal) for r in results]),
@@ -143,7 +129,7 @@ def stage_table(results: Sequence[SimResult]) -> Table:
     table = compact_table()
     table.add_column("Stg", justify="right")
     for result in results:
-        table.add_column(f"bubble {schedule_title(result)}", justify="right")
+        table.add_column(f"bubble {result.title}", justify="right")
         table.add_column("in-flight", justify="right")
     for stage in range(results[0].pp):
         cells: list[str] = []
@@ -206,7 +192,7 @@ def memory_notes(
     for result, stages in zip(results, memory):
         worst = worst_stage(stages)
         over = [s.stage for s in stages if s.over_limit]
-        line = f"{schedule_title(result)}: worst stage {worst.stage}, peak {iec(worst.peak_bytes)}"
+        line = f"{result.title}: worst stage {worst.stage}, peak {iec(worst.peak_bytes)}"
         if over:
             line += (
                 f"; over the limit: stage{'s' if len(over) > 1 else ''} {', '.join(map(str, over))}"

@@ -49,6 +49,14 @@ Schedule = Literal["fthenb", "1f1b", "eager1f1b", "interleaved", "zbh1", "zbv"]
 Kind = Literal["F", "B", "I", "W"]
 
 SCHEDULES: tuple[Schedule, ...] = get_args(Schedule)
+SCHEDULE_NAMES: dict[str, str] = {  # the name people read, in tables and pictures
+    "fthenb": "F-then-B",
+    "1f1b": "1F1B",
+    "eager1f1b": "eager 1F1B",
+    "interleaved": "interleaved 1F1B",
+    "zbh1": "ZB-H1",
+    "zbv": "ZB-V",
+}
 # Schedules that run each stage's chunks as one (their orders use chunk 0 only).
 MERGED: frozenset[str] = frozenset({"fthenb", "1f1b", "eager1f1b", "zbh1"})
 # Schedules whose backward is split into I and W.

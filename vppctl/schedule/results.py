@@ -15,6 +15,7 @@ from fractions import Fraction
 from vppctl.errors import EXIT_CONVERT, ConversionError
 from vppctl.plan import Placement
 from vppctl.schedule.orders import (
+    SCHEDULE_NAMES,
     Kind,
     Op,
     Schedule,
@@ -113,6 +114,11 @@ class SimResult:
     peak_in_flight_per_chunk: tuple[tuple[int, ...], ...] = ()
     ops: tuple[tuple[Op, ...], ...] = ()
     work: int = 0
+
+    @property
+    def title(self) -> str:
+        """Human name of the result, e.g. ``interleaved 1F1B (v=2)``."""
+        return f"{SCHEDULE_NAMES.get(self.schedule, self.schedule)} (v={self.vpp})"
 
     @property
     def orders(self) -> tuple[tuple[str, ...], ...]:

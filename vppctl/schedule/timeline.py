@@ -37,14 +37,6 @@ from rich.text import Text
 from vppctl.plan import Placement, virtual_stages
 from vppctl.schedule.simulate import SimResult, Step
 
-SCHEDULE_TITLES = {
-    "fthenb": "F-then-B",
-    "1f1b": "1F1B",
-    "eager1f1b": "eager 1F1B",
-    "interleaved": "interleaved 1F1B",
-    "zbh1": "ZB-H1",
-    "zbv": "ZB-V",
-}
 KIND_NAMES = {"F": "forward", "B": "backward", "I": "input gradient", "W": "weight gradient"}
 KIND_ORDER = "FBIW"
 
@@ -60,11 +52,6 @@ TRACE_US_PER_UNIT = 1000
 
 # ---------------------------------------------------------------------------
 # Small formatting helpers
-
-
-def title(result: SimResult) -> str:
-    """Human name of a result, e.g. ``interleaved 1F1B (v=2)``."""
-    return f"{SCHEDULE_TITLES.get(result.schedule, result.schedule)} (v={result.vpp})"
 
 
 def number(value: Fraction) -> str:
@@ -227,7 +214,7 @@ def render_timeline(
     exact = (result.makespan / span).denominator == 1 and all(
         (t / span).denominator == 1 for step in result.steps for t in (step.start, step.end)
     )
-    console.print(Text(f"{title(result)} timeline", style="bold"))
+    console.print(Text(f"{result.title} timeline", style="bold"))
     for row in timeline_rows(result, span):
         console.print(row, no_wrap=True, overflow="ignore", crop=False)
     legend = _legend(result, span, exact)
@@ -369,7 +356,7 @@ def _svg_panel(
 ) -> tuple[list[str], float]:
     """One result: heading, one row per stage, the axis; returns its parts and height."""
     heading = (
-        f"{title(result)}: pp {result.pp}, m {result.micro_batches}, makespan "
+        f"{result.title}: pp {result.pp}, m {result.micro_batches}, makespan "
         f"{number(result.makespan)}, bubble {percent(result.bubble)} of the step"
     )
     parts = [
@@ -503,7 +490,7 @@ def _metadata(name: str, pid: int, args: dict[str, Any], tid: int | None = None)
 
 def _trace_names(result: SimResult, pid: int) -> list[dict[str, Any]]:
     """Metadata events so the viewer labels the process and one track per stage."""
-    process = f"vppctl simulate: {title(result)} pp={result.pp} m={result.micro_batches}"
+    process = f"vppctl simulate: {result.title} pp={result.pp} m={result.micro_batches}"
     events = [
         _metadata("process_name", pid, {"name": process}),
         _metadata("process_sort_index", pid, {"sort_index": pid}),
