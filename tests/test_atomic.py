@@ -218,21 +218,7 @@ def big_program(tmp_path_factory: pytest.TempPathFactory) -> bytes:
 
 def _temp_files(pid: int, directory: Path) -> list[str]:
     """The child's open files in `directory` other than its input (its output in progress)."""
-    found = []
-    fd_dir = f"/proc/{pid}/fd"
-    try:
-        fds = os.listdir(fd_dir)
-    except OSError:
-        return []
-    prefix = f"{directory}/"
-    for fd in fds:
-        try:
-            target = os.readlink(f"{fd_dir}/{fd}")
-        except OSError:
-            continue
-        if target.startswith(prefix) and not target.endswith("/in.pb"):
-            found.append(f"{fd_dir}/{fd}")
-    return found
+    return [fd for fd, _ in open_files_in(pid, directory, skip=("in.pb",))]
 
 
 def _kill_while_writing(
