@@ -165,6 +165,24 @@ def test_an_optimizer_op_on_a_mesh_missing_a_stages_ranks_is_refused() -> None:
     assert "holding every stage's ranks" in msg
 
 
+def test_an_update_of_a_variable_on_a_mesh_missing_a_stages_ranks_is_refused() -> None:
+    """An optimizer op takes its Param variable's mesh; a variable no rule moves (not
+    marked a parameter, written by no forward or backward op) on one device outside the
+    pipeline would take the update there."""
+    p = layered([0, 0, 1, 1], backward=True, optimizer=True)
+    odd = pb.ProcessMesh(shape=[1], process_ids=[2], dim_names=["x"])
+    p.meshes.append(odd)
+    ops = p.msg.blocks[0].ops
+    update = next(i for i, o in enumerate(ops) if o.type == "sgd")
+    name = next(a.arguments[0] for a in ops[update].inputs if a.parameter == "Param")
+    var = next(v for v in p.msg.blocks[0].vars if v.name == name)
+    var.is_parameter = False
+    var.dist_attr.process_mesh.CopyFrom(odd)
+    msg = refusal(p, vpp=2)
+    assert f"op #{update} (sgd)" in msg and "mesh [2]" in msg
+    assert "holding every stage's ranks" in msg and "variables it updates" in msg
+
+
 # -- backward ops and their forward ops ---------------------------------------------------------
 
 

@@ -196,6 +196,9 @@ def refuse_input_problems(index: ProgramIndex, violations: Sequence[Violation]) 
     the forward pass run backwards. VAR_MISPLACED at a forward op: the op kept its mesh
     (outside the layers, or an interleaved program) and the input had its output
     variable on another mesh; the same at any op that is no grad or sum op.
+    NOT_STAGE_MESH at an op that is neither forward nor backward: no rule puts one on a
+    mesh the input did not give it (its own, or its parameter variable's), and precheck
+    refused forward and backward ops on such meshes.
     The causes of `_KEPT_FROM_INPUT`: an op the rules keep where it is (outside the
     layers, an interleaved program, an optimizer op) carried the inconsistency in: a
     tensor dist attr on another mesh than its op, a sub-block op away from the op running
@@ -216,6 +219,14 @@ def refuse_input_problems(index: ProgramIndex, violations: Sequence[Violation]) 
                 "should sit on the mesh of the op that writes it, and ops outside the layers "
                 "or in an interleaved program keep their mesh); fix the variable's dist_attr"
             )
+        if v.cause is Cause.NOT_STAGE_MESH and v.op >= 0:
+            role = index.blocks[v.block].ops.role[v.op]
+            if not is_forward(role) and not is_backward(role):
+                raise ConversionError(
+                    f"{where}: {v.message}, nor one holding every stage's ranks; the op keeps "
+                    "its mesh or takes its parameter's from the input, so put the op and the "
+                    "variables it updates on a stage mesh (or on the global mesh)"
+                )
         if v.cause in _KEPT_FROM_INPUT:
             broken, fix = _KEPT_FROM_INPUT[v.cause]
             raise ConversionError(
