@@ -221,12 +221,21 @@ def _temp_files(pid: int, directory: Path) -> list[str]:
     return [fd for fd, _ in open_files_in(pid, directory, skip=("in.pb",))]
 
 
+def _default_sigint() -> None:
+    """A shell without job control starts background commands with SIGINT ignored, and
+    their children inherit that (Python then installs no Ctrl-C handler): give the child
+    the default, as a terminal would."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _kill_while_writing(
     directory: Path, args: list[str], sig: int, timeout: float = 60
 ) -> tuple[subprocess.Popen[bytes], int]:
     """Start the child, send `sig` once its temporary output file is open; returns the
     child and the temporary file's size at that moment."""
-    child = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    child = subprocess.Popen(
+        args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=_default_sigint
+    )
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline and child.poll() is None:
