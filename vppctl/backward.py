@@ -64,13 +64,12 @@ class ForwardOps:
         or a gradient of one: a `forward_op_id` that does not is contradicted by the data
         flow."""
         block = self.block
-        mine = {*block.inputs(op), *block.outputs(op)}
-        theirs = {*block.inputs(f), *block.outputs(f)}
-        theirs.discard(-1)
-        if mine & theirs:
+        mine = {v for v in (*block.inputs(op), *block.outputs(op)) if v >= 0}  # no sentinels
+        if not mine.isdisjoint(block.inputs(f)) or not mine.isdisjoint(block.outputs(f)):
             return True
+        theirs = {*block.inputs(f), *block.outputs(f)}
         forward_var = self.index.forward_var
-        return any(v >= 0 and forward_var(v) in theirs for v in mine)
+        return any(forward_var(v) in theirs for v in mine)
 
     def _by_type(self, op: int) -> int | None:
         block = self.block

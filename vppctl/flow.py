@@ -61,6 +61,9 @@ def cross_stage_edges(index: ProgramIndex, stage_mesh_ids: Sequence[MeshId]) -> 
 # -- gradients and recomputed ops: which forward op a backward op belongs to ----------
 
 
+_SMALL = 8  # forward ops with at most this many inputs are not given a cached input set
+
+
 class GradientFlow:
     """Which forward op a backward op of the global block differentiates, from the data
     flow alone (no op ids): B differentiates F when B reads the gradient `o@GRAD...` of an
@@ -100,6 +103,9 @@ class GradientFlow:
         if f not in self.grad_of_writer[i : i + o.in_off[op + 1] - o.in_off[op]]:
             return False
         written = self.grad_base[j : j + o.out_off[op + 1] - o.out_off[op]]
+        n = o.in_off[f + 1] - o.in_off[f]
+        if n <= _SMALL:  # most forward ops: their few inputs, read in place
+            return not set(written).isdisjoint(o.in_var[o.in_off[f] : o.in_off[f] + n])
         return not self._inputs(f).isdisjoint(written)
 
     def of(self, op: int) -> list[int]:

@@ -636,18 +636,21 @@ def _check_backward(c: _Checker) -> None:
     """V008, V009, V019 and V020 over the global block's backward ops."""
     index = c.index
     block = index.global_block
-    roles, types = block.ops.role, block.ops.type
-    meshes, chunks = block.op_mesh, block.ops.chunk
+    o = block.ops
+    roles, types, ids = o.role, o.type, o.forward_op_id
+    out_off, out_var = o.out_off, o.out_var
+    meshes, chunks = block.op_mesh, o.chunk
     forward = ForwardOps(index)
     flow = GradientFlow(index)
+    by_id, recomputed, differentiates = forward.by_id.get, forward.recomputed, flow.differentiates
     loss = loss_op(index)
     last_writer: dict[int, int] = {}
     for op in range(block.n_ops):
         role = roles[op]
         if not role & BACKWARD:  # is_backward, inline: once per op
             continue
-        here = (meshes[op], chunks[op])
         if types[op] in GRAD_SUMS:
+            here = (meshes[op], chunks[op])
             src = max((last_writer.get(v, -1) for v in block.inputs(op)), default=-1)
             if src >= 0 and (meshes[src], chunks[src]) != here:
                 c.add(
@@ -660,29 +663,31 @@ def _check_backward(c: _Checker) -> None:
                     f"{c.mesh_str(meshes[src])} chunk {chunks[src]}",
                 )
         elif role == LOSS_GRAD:
-            if loss is not None and (meshes[loss], chunks[loss]) != here:
+            if loss is not None and (meshes[loss], chunks[loss]) != (meshes[op], chunks[op]):
                 _grad_misplaced(c, op, loss)
-        else:
-            _check_grad(c, op, forward, flow)
-        for v in block.outputs(op):
-            last_writer[v] = op
+        elif op not in recomputed:  # a recompute copy: V021 judges it, by its own pairing
+            # The usual case, inline: the op's forward op (its forward_op_id, or inferred)
+            # is one the data flow says it differentiates; one comparison.
+            claimed = by_id(ids[op])
+            f = claimed if claimed is not None else forward.of(op)
+            if f is not None and differentiates(op, f):
+                if meshes[f] != meshes[op] or chunks[f] != chunks[op]:
+                    _grad_misplaced(c, op, f)
+            else:
+                _check_grad(c, op, claimed, f, flow)
+        last_writer.update(dict.fromkeys(out_var[out_off[op] : out_off[op + 1]], op))
 
 
-def _check_grad(c: _Checker, op: int, forward: ForwardOps, flow: GradientFlow) -> None:
-    """V008 against the op's forward op (its forward_op_id, or inferred), unless the
-    forward_op_id contradicts the data flow (V019); V020 against the forward ops the data
-    flow names, where V008 does not already compare with one of them."""
+def _check_grad(
+    c: _Checker, op: int, claimed: int | None, f: int | None, flow: GradientFlow
+) -> None:
+    """A grad op whose forward op (`claimed` by its forward_op_id, else the inferred `f`)
+    is not one the data flow says it differentiates: V019 when the forward_op_id
+    contradicts the data flow, V008 against `f` otherwise, and V020 against the forward
+    ops the data flow names, where V008 does not already compare with one of them."""
     block = c.index.global_block
     meshes, chunks = block.op_mesh, block.ops.chunk
     here = (meshes[op], chunks[op])
-    if op in forward.recomputed:  # a recompute copy: V021 judges it, by its own pairing
-        return
-    claimed = forward.by_id.get(block.ops.forward_op_id[op])
-    f = claimed if claimed is not None else forward.of(op)
-    if f is not None and flow.differentiates(op, f):  # the usual case: one check
-        if (meshes[f], chunks[f]) != here:
-            _grad_misplaced(c, op, f)
-        return
     by_flow = flow.of(op)
     if claimed is not None and not flow.shares(op, claimed):
         c.add(
