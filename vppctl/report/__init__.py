@@ -3,9 +3,12 @@
 Every renderer reads one command's outcome (`vppctl.commands`) or a result inside
 it; none computes anything of its own. Tables fit 80 columns. `program` renders
 convert, verify, inspect, dump and sample; `schedule` renders simulate and plan;
-`common` holds what they share. The pictures of a schedule (terminal timeline,
+`common` holds what they share; `schedule`'s names load on first use (a plain
+`convert` never needs the simulator or the planner). The pictures of a schedule (terminal timeline,
 SVG, trace) are `vppctl.schedule.timeline`'s.
 """
+
+from typing import TYPE_CHECKING
 
 from vppctl.report.common import (
     BUBBLE_DEFINITION,
@@ -32,13 +35,15 @@ from vppctl.report.program import (
     verify_line,
     violations_table,
 )
-from vppctl.report.schedule import (
-    plan_json,
-    render_plan,
-    render_simulation,
-    simulation_json,
-    simulation_warnings,
-)
+
+if TYPE_CHECKING:
+    from vppctl.report.schedule import (
+        plan_json,
+        render_plan,
+        render_simulation,
+        simulation_json,
+        simulation_warnings,
+    )
 
 __all__ = [
     "BUBBLE_DEFINITION",
@@ -68,3 +73,19 @@ __all__ = [
     "verify_line",
     "violations_table",
 ]
+
+_SCHEDULE = (
+    "plan_json",
+    "render_plan",
+    "render_simulation",
+    "simulation_json",
+    "simulation_warnings",
+)
+
+
+def __getattr__(name: str) -> object:
+    if name in _SCHEDULE:
+        from vppctl.report import schedule
+
+        return getattr(schedule, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -30,11 +30,7 @@ from vppctl.report.common import (
     human_bytes,
     layers_json,
 )
-from vppctl.report.schedule import iec_short, stage_memory_json
 from vppctl.schedule.orders import SCHEDULE_NAMES
-from vppctl.schedule.timeline import (
-    rounded,
-)
 from vppctl.summary import ChunkLayers, Summary
 from vppctl.verify import RULES, Violation
 
@@ -204,6 +200,8 @@ def bubble_line(bubble: Bubble) -> str:
 def peak_memory_line(bubble: Bubble) -> str:
     """`worst stage's peak: 1F1B 3.99 GiB -> interleaved 1F1B 5.08 GiB (stage 0)`, at
     micro-batch size 1 (`vppctl simulate --micro-batch-size` sizes others)."""
+    from vppctl.report.schedule import iec_short  # the schedule side loads on use
+
     shown, stages = [], []
     for (schedule, _), memory in zip(bubble.schedules, bubble.memory):
         worst = worst_stage(memory)
@@ -214,6 +212,8 @@ def peak_memory_line(bubble: Bubble) -> str:
 
 
 def _bubble_json(bubble: Bubble) -> dict[str, Any]:
+    from vppctl.schedule.timeline import rounded
+
     return {
         "definition": BUBBLE_DEFINITION,
         "micro_batches": bubble.micro_batches,
@@ -223,6 +223,8 @@ def _bubble_json(bubble: Bubble) -> dict[str, Any]:
 
 
 def _convert_memory_json(bubble: Bubble) -> dict[str, Any]:
+    from vppctl.report.schedule import stage_memory_json
+
     return {
         "micro_batch_size": 1,
         "seq_len": None,

@@ -5,7 +5,7 @@ pictures of a schedule (terminal timeline, SVG, trace) are `vppctl.schedule.time
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -17,7 +17,6 @@ from vppctl.commands import (
     SimulateOutcome,
 )
 from vppctl.memory import MemoryOptions, StageMemory, iec, worst_stage
-from vppctl.planner import Candidate, shell
 from vppctl.report.common import BUBBLE_DEFINITION, compact_table
 from vppctl.schedule.simulate import SimResult, Step
 from vppctl.schedule.timeline import (
@@ -27,6 +26,9 @@ from vppctl.schedule.timeline import (
     rounded,
     stage_units,
 )
+
+if TYPE_CHECKING:  # the planner loads with `vppctl plan` only
+    from vppctl.planner import Candidate
 
 # -- simulate: names and the plan line
 
@@ -464,6 +466,8 @@ def render_plan(console: Console, o: PlanOutcome, top: int) -> None:
         console.print(Text(line))
     console.print(plan_table(candidates, o.result.candidates[0]))
     console.print(Text("to convert:"))
+    from vppctl.planner import shell
+
     for i, c in enumerate(candidates, start=1):
         console.print(Text(f"{i:>2}  {shell(c.command)}"), soft_wrap=True)
     for line in plan_notes(o, len(candidates)):
@@ -471,6 +475,8 @@ def render_plan(console: Console, o: PlanOutcome, top: int) -> None:
 
 
 def candidate_json(c: Candidate, best: Candidate) -> dict[str, Any]:
+    from vppctl.planner import shell
+
     worst = c.worst
     return {
         "command": shell(c.command),
