@@ -138,6 +138,7 @@ class _Checker:
         self.executed = executed_blocks(index)
         self._first_read: dict[int, int] | None = None
         self._first_written: dict[int, int] | None = None
+        self._vstages: list[int | None] | None = None  # per global-block op, on first use
 
     def add(self, rule: str, cause: Cause, block: int, op: int, message: str) -> None:
         t = self.index.op_type(block, op) if op >= 0 else ""
@@ -145,13 +146,16 @@ class _Checker:
 
     def op_vstage(self, op: int) -> int | None:
         """Virtual stage of a global-block op from its mesh and chunk, if it has one."""
-        stage = self.stage_of.get(self.index.global_block.op_mesh[op])
-        if stage is None:
-            return None
-        chunk = self.index.global_block.ops.chunk[op]
-        if not 0 <= chunk < self.expect.vpp:
-            return None
-        return virtual_stage(stage, chunk, self.expect.pp, self.expect.placement)
+        if self._vstages is None:
+            e = self.expect
+            of = {
+                (m, chunk): virtual_stage(s, chunk, e.pp, e.placement)
+                for m, s in self.stage_of.items()
+                for chunk in range(e.vpp)
+            }
+            block = self.index.global_block
+            self._vstages = list(map(of.get, zip(block.op_mesh, block.ops.chunk)))
+        return self._vstages[op]
 
     def valid_chunk(self, chunk: int) -> bool:
         """A chunk id V001 and V002 accept (other rules leave the rest to them)."""
