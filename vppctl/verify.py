@@ -147,14 +147,19 @@ class _Checker:
     def op_vstage(self, op: int) -> int | None:
         """Virtual stage of a global-block op from its mesh and chunk, if it has one."""
         if self._vstages is None:
-            e = self.expect
-            of = {
-                (m, chunk): virtual_stage(s, chunk, e.pp, e.placement)
-                for m, s in self.stage_of.items()
-                for chunk in range(e.vpp)
-            }
+            # One entry per (mesh, chunk) pair the ops use: never more than the ops
+            # (20,000 stage meshes times 4,096 chunks must not be a table).
+            e, get = self.expect, self.stage_of.get
             block = self.index.global_block
-            self._vstages = list(map(of.get, zip(block.op_mesh, block.ops.chunk)))
+            pairs = list(zip(block.op_mesh, block.ops.chunk))
+            of: dict[tuple[int, int], int | None] = {}
+            for m, chunk in set(pairs):
+                s = get(m)
+                if s is None or not 0 <= chunk < e.vpp:
+                    of[m, chunk] = None
+                else:
+                    of[m, chunk] = virtual_stage(s, chunk, e.pp, e.placement)
+            self._vstages = list(map(of.__getitem__, pairs))
         return self._vstages[op]
 
     def valid_chunk(self, chunk: int) -> bool:
