@@ -155,7 +155,7 @@ def _schedule_names() -> list[str]:
     type=click.FloatRange(0),
     default=0.0,
     show_default=True,
-    help="Time per point-to-point hop between stages.",
+    help="Time per point-to-point hop between stages, in the units of the costs.",
 )
 @_memory_options
 @json_option

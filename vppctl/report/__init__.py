@@ -2,10 +2,10 @@
 
 Every renderer reads one command's outcome (`vppctl.commands`) or a result inside
 it; none computes anything of its own. Tables fit 80 columns. `program` renders
-convert, verify, inspect, dump and sample; `schedule` renders simulate and plan;
-`common` holds what they share; `schedule`'s names load on first use (a plain
-`convert` never needs the simulator or the planner). The pictures of a schedule (terminal timeline,
-SVG, trace) are `vppctl.schedule.timeline`'s.
+convert, verify, inspect, dump and sample; `schedule` renders simulate and plan,
+and its names load on first use (a plain `convert` never needs the simulator or
+the planner); `common` holds what they share. The pictures of a schedule
+(terminal timeline, SVG, trace) are `vppctl.schedule.timeline`'s.
 """
 
 from typing import TYPE_CHECKING

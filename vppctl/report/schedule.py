@@ -461,13 +461,13 @@ def plan_notes(o: PlanOutcome, shown: int) -> list[str]:
 
 
 def render_plan(console: Console, o: PlanOutcome, top: int) -> None:
+    from vppctl.planner import shell
+
     candidates = o.result.candidates[:top]
     for line in plan_heading(o):
         console.print(Text(line))
     console.print(plan_table(candidates, o.result.candidates[0]))
     console.print(Text("to convert:"))
-    from vppctl.planner import shell
-
     for i, c in enumerate(candidates, start=1):
         console.print(Text(f"{i:>2}  {shell(c.command)}"), soft_wrap=True)
     for line in plan_notes(o, len(candidates)):
