@@ -443,6 +443,36 @@ def test_read_views_declare_a_subset_of_their_counterparts_numbers(lazy: str, fu
             assert theirs.get(n) == mine[n]
 
 
+# Views that read many ops in one parse (see view.proto): each field has its
+# counterpart's number and wire type, declared repeated (or a singular message, to
+# merge), so that every occurrence is kept in order.
+MERGE_VIEWS = {
+    "ScanMerge": "OpDesc",
+    "ScanMergeDist": "OperatorDistAttr",
+    "ScanVarMerge": "VarDesc",
+}
+# The probes declare the int fields length-delimited: they find packed occurrences.
+PROBED = {("ScanProbe", 1003), ("ScanProbe", 1004), ("ScanProbeDist", 6), ("ScanVarProbe", 5)}
+
+
+@pytest.mark.parametrize(("merged", "full"), sorted(MERGE_VIEWS.items()))
+def test_merge_views_keep_their_counterparts_numbers_and_wire_types(merged: str, full: str) -> None:
+    mine, theirs = _wire_fields(_view(merged)), _wire_fields(_descriptor(full))
+    for n, (name, repeated, wire, _) in mine.items():
+        assert (theirs[n][0], theirs[n][2]) == (name, wire)
+        assert repeated or wire == "length-delimited"
+
+
+def test_the_probe_reads_the_scanned_ints_length_delimited() -> None:
+    for view_name, n in PROBED:
+        field = _view(view_name).fields_by_number[n]
+        assert field.is_repeated and _WIRE[_TYPE_NAMES[field.type]] == "length-delimited"
+    scanned = _wire_fields(_view("ScanMerge"))
+    assert {n for n, f in scanned.items() if f[2] == "varint"} == {1003, 1004}
+    assert {n for n, f in _wire_fields(_view("ScanMergeDist")).items() if f[2] == "varint"} == {6}
+    assert {n for n, f in _wire_fields(_view("ScanVarMerge")).items() if f[2] == "varint"} == {5}
+
+
 def test_views_nest_the_views_their_counterparts_nest() -> None:
     blocks = view.LazyProgram.DESCRIPTOR.fields_by_name["blocks"]
     assert blocks.message_type.name == "LazyBlock"

@@ -17,13 +17,14 @@ How the fields are read (Paddle's conventions):
 
 from __future__ import annotations
 
+import os
 import re
 from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import compress, repeat
-from operator import add
-from typing import NamedTuple
+from operator import add, itemgetter
+from typing import NamedTuple, TypeVar
 
 from google.protobuf.message import DecodeError
 
@@ -46,9 +47,11 @@ EMPTY_NAMES = (b"", b"@EMPTY@")
 
 _ATTRS_READ = re.compile(rb"\n\x07op_role|\n\tsub_block").match
 _ROLE_PREFIX = b"\n\x07op_role\x10\x00\x18"  # name "op_role", type INT, then field i
+_CANONICAL_ROLES = {_ROLE_PREFIX + bytes((r,)): r for r in range(0x80)}  # the usual encoding
 NO_CHUNK_NAME = b"lod_tensor_blocking_queue"  # reader-queue variables never get a chunk id
 _MINUS_ONES = repeat(NO_VAR)  # the default of `lookup` in map(lookup, names, _MINUS_ONES)
 _CALLSTACK_NAME = b"op_callstack"
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -119,27 +122,58 @@ def _block_attr(blob: bytes) -> list[int]:
 
 
 def scan_vars(block: Block, block_idx: int) -> VarColumns:
-    """Read every variable of `block` into columns."""
+    """Read every variable of `block` into columns: in pieces parsed as one, as `scan_ops`
+    reads ops (a piece that cannot be read so exactly is read variable by variable)."""
     cols = VarColumns()
-    parse = view.ScanVar.FromString
     dists: list[bytes] = []
-    names, add_dist, is_param = cols.name.append, dists.append, cols.is_parameter.append
+    vars_ = block.vars
     pos = 0
     try:
-        for pos, blob in enumerate(block.vars):  # noqa: B007 (pos names a corrupt var)
-            v = parse(blob)
-            names(v.name)
-            add_dist(v.dist_attr)
-            is_param(v.is_parameter)
-        # A program has few distinct dist attrs: decode each once.
-        placement = {raw: _tensor_placement(raw) for raw in set(dists)}
+        for pos in range(0, len(vars_), _SCAN_PIECE):
+            piece = vars_[pos : pos + _SCAN_PIECE]
+            merged = _merged_vars(piece)
+            if merged is not None:
+                cols.name.extend(merged[0])
+                cols.is_parameter.extend(merged[1])
+                dists.extend(merged[2])
+                continue
+            for pos, blob in enumerate(piece, pos):  # noqa: B007, B020 (names a corrupt var)
+                v = view.ScanVar.FromString(blob)
+                cols.name.append(v.name)
+                cols.is_parameter.append(v.is_parameter)
+                dists.append(v.dist_attr)
     except DecodeError:
         raise _corrupt_var(block_idx, pos) from None
-    for raw in dists:
-        mesh, chunk = placement[raw]
-        cols.mesh.append(mesh)
-        cols.chunk.append(chunk)
+    # A program has few distinct dist attrs: decode each once.
+    placement = {}
+    for raw in dict.fromkeys(dists):
+        try:
+            placement[raw] = _tensor_placement(raw)
+        except DecodeError:
+            raise _corrupt_var(block_idx, dists.index(raw)) from None
+    placements = list(map(placement.__getitem__, dists))
+    cols.mesh = list(map(itemgetter(0), placements))
+    cols.chunk = array("q", map(itemgetter(1), placements))
     return cols
+
+
+def _merged_vars(piece: list[bytes]) -> tuple[list[bytes], list[bool], list[bytes]] | None:
+    """(names, is_parameter flags, raw dist attrs) of a piece of variables parsed as one,
+    or None when that cannot be read as each variable alone would be (see `_Piece.merged`)."""
+    n = len(piece)
+    data = _VAR_SEPARATOR.join(piece) + _VAR_SEPARATOR
+    try:
+        m = view.ScanVarMerge.FromString(data)
+        if view.ScanVarProbe.FromString(data).is_parameter:
+            return None
+    except DecodeError:
+        return None
+    names = _last_each(list(m.name), n, _SENTINEL_NAME, b"")
+    flags = _last_each(list(m.is_parameter), n, _SENTINEL_INT, 0)
+    dists = _last_each(list(m.dist_attr), n, _SENTINEL_NAME, b"")
+    if names is None or flags is None or dists is None:
+        return None
+    return names, list(map(bool, flags)), dists
 
 
 def _tensor_placement(raw: bytes) -> tuple[bytes, int]:
@@ -151,65 +185,234 @@ def _tensor_placement(raw: bytes) -> tuple[bytes, int]:
 def scan_ops(block: Block, block_idx: int, lookup: Callable[[bytes, int], int]) -> OpColumns:
     """Read every op of `block` into columns; `lookup(name, default)` gives a var id.
 
-    This loop runs once per op of the program, so it is written for speed: one
-    parse through the narrow ScanOp view, whose `inputs`/`outputs` hold all of an
-    op's argument names at once, bound methods in locals, names resolved to var
-    ids in one pass at the end, lists turned into arrays at the end. (Run it with
-    the garbage collector paused: see `vppctl.gcpause`.)
+    This runs once per op of the program, so it is written for speed. The ops are
+    read in pieces of _SCAN_PIECE: each piece is joined with a separator op and
+    parsed as one message through the ScanMerge view (see view.proto), so the
+    values arrive as a few lists per piece instead of a dozen attribute reads per
+    op. A piece that this cannot read exactly (see `_Piece.merged`) is read op by
+    op through the ScanOp view, which names a corrupt op. Names are resolved to
+    var ids in one pass at the end. (Run it with the garbage collector paused: see
+    `vppctl.gcpause`.)
     """
-    cols = OpColumns()
-    parse = view.ScanOp.FromString
-    types, roles, structs = cols.type.append, cols.role.append, cols.struct.append
-    meshes, chunks = cols.mesh.append, cols.chunk.append
-    op_ids, forward_ids = cols.op_id.append, cols.forward_op_id.append
-    in_names: list[bytes] = []
-    out_names: list[bytes] = []
-    in_ext, out_ext = in_names.extend, out_names.extend
-    in_off: list[int] = [0]
-    out_off: list[int] = [0]
-    in_end, out_end = in_off.append, out_off.append
-    interned: dict[bytes, bytes] = {}
-    intern = interned.setdefault
+    ops = block.ops
+    acc = _Piece()
     i = 0
     try:
-        for i, blob in enumerate(block.ops):
-            op = parse(blob)
-            role = 0
-            for attr in filter(_ATTRS_READ, op.attrs):
-                if attr.startswith(_ROLE_PREFIX) and len(attr) == 13:  # the usual role < 128
-                    role = attr[12] if attr[12] < 0x80 else _int_attr(attr)
-                elif attr[2] == 0x6F:  # op_role in another encoding
-                    role = _int_attr(attr)
-                else:
-                    cols.sub_blocks[i] = _block_attr(attr)
-            roles(role)
-            t = op.type
-            types(intern(t, t))
-            d = op.dist_attr
-            m = d.process_mesh
-            meshes(intern(m, m))
-            chunks(d.chunk_id)  # -1 when absent, as are the ids (the view's defaults)
-            if role in FORWARD_ROLES:  # is_forward, inline: this runs once per op
-                s = op.struct_name
-                structs(intern(s, s))
-                op_ids(op.id)
-                forward_ids(-1)
-            else:
-                structs(b"")
-                op_ids(-1)
-                forward_ids(op.forward_op_id if role & BACKWARD else -1)
-            in_ext(list(op.inputs.arguments))
-            in_end(len(in_names))
-            out_ext(list(op.outputs.arguments))
-            out_end(len(out_names))
-            if role & OPTIMIZE:  # also optimize-bit ops of other phases: Param is looked up
-                cols.param[i] = _param_input(blob, lookup)
+        for i in range(0, len(ops), _SCAN_PIECE):
+            piece = ops[i : i + _SCAN_PIECE]
+            if not acc.merged(piece):
+                for i, blob in enumerate(piece, i):  # noqa: B020 (i names a corrupt op)
+                    acc.one(blob, i)
     except DecodeError:
         raise _corrupt_op(block_idx, i) from None
-    cols.in_var = array("q", map(lookup, in_names, _MINUS_ONES))
-    cols.out_var = array("q", map(lookup, out_names, _MINUS_ONES))
-    cols.in_off, cols.out_off = array("q", in_off), array("q", out_off)
-    return cols
+    return acc.columns(ops, lookup, block_idx)
+
+
+# A separator's sentinels: drawn at random per process, so that no input can hold
+# them (an op holding a whole separator could otherwise hide a corrupt neighbour).
+_SENTINEL_NAME = b"\xff" + os.urandom(15)
+_SENTINEL_INT = int.from_bytes(os.urandom(8), "little", signed=True)
+_SCAN_PIECE = 256  # ops parsed together (small pieces stay in the cache: faster)
+
+
+def _scan_separator() -> bytes:
+    sep = view.ScanMerge()
+    name, n = _SENTINEL_NAME, _SENTINEL_INT
+    sep.inputs.arguments.append(name)
+    sep.outputs.arguments.append(name)
+    sep.type.append(name)
+    sep.attrs.append(name)
+    sep.struct_name.append(name)
+    sep.dist_attr.process_mesh.append(name)
+    sep.dist_attr.chunk_id.append(n)
+    sep.id.append(n)
+    sep.forward_op_id.append(n)
+    return sep.SerializeToString()
+
+
+_SCAN_SEPARATOR = _scan_separator()
+_VAR_SEPARATOR = view.ScanVarMerge(
+    name=[_SENTINEL_NAME], is_parameter=[_SENTINEL_INT], dist_attr=[_SENTINEL_NAME]
+).SerializeToString()
+
+
+class _Piece:
+    """The columns `scan_ops` builds, filled a piece (merged) or an op (ScanOp) at a time."""
+
+    def __init__(self) -> None:
+        self.type: list[bytes] = []
+        self.role: list[int] = []
+        self.struct: list[bytes] = []  # every op's, until `columns` keeps forward ops'
+        self.mesh: list[bytes] = []
+        self.chunk: list[int] = []
+        self.id: list[int] = []
+        self.forward_op_id: list[int] = []
+        self.in_names: list[bytes] = []
+        self.out_names: list[bytes] = []
+        self.in_off: list[int] = [0]
+        self.out_off: list[int] = [0]
+        self.sub_blocks: dict[int, list[int]] = {}
+        self.interned: dict[bytes, bytes] = {}
+
+    def one(self, blob: bytes, i: int) -> None:
+        """Op `i`, parsed alone."""
+        op = view.ScanOp.FromString(blob)
+        self.role.append(self._role(op.attrs, i))
+        intern = self.interned.setdefault
+        t, s, d = op.type, op.struct_name, op.dist_attr
+        m = d.process_mesh
+        self.type.append(intern(t, t))
+        self.struct.append(intern(s, s))
+        self.mesh.append(intern(m, m))
+        self.chunk.append(d.chunk_id)  # -1 when absent, as are the ids (the view's defaults)
+        self.id.append(op.id)
+        self.forward_op_id.append(op.forward_op_id)
+        self.in_names.extend(op.inputs.arguments)
+        self.in_off.append(len(self.in_names))
+        self.out_names.extend(op.outputs.arguments)
+        self.out_off.append(len(self.out_names))
+
+    def merged(self, piece: list[bytes]) -> bool:
+        """The ops of `piece`, parsed as one; False (nothing taken) when that parse cannot
+        be read as the ops alone would be: it fails, a list holds other than one sentinel
+        per op (a corrupt op swallowed a separator), or an int field is length-delimited
+        (ScanOp skips it; ScanMerge would read it as packed)."""
+        n = len(piece)
+        data = _SCAN_SEPARATOR.join(piece) + _SCAN_SEPARATOR
+        try:
+            m = view.ScanMerge.FromString(data)
+            p = view.ScanProbe.FromString(data)
+        except DecodeError:
+            return False
+        if p.id or p.forward_op_id or p.dist_attr.chunk_id:
+            return False
+        d = m.dist_attr
+        name, num = _SENTINEL_NAME, _SENTINEL_INT
+        types = _last_each(list(m.type), n, name, b"")
+        structs = _last_each(list(m.struct_name), n, name, b"")
+        meshes = _last_each(list(d.process_mesh), n, name, b"")
+        chunks = _last_each(list(d.chunk_id), n, num, -1)
+        ids = _last_each(list(m.id), n, num, -1)
+        forward_ids = _last_each(list(m.forward_op_id), n, num, -1)
+        ins, outs, attrs = list(m.inputs.arguments), list(m.outputs.arguments), list(m.attrs)
+        in_ends, out_ends = _ends(ins, n, name), _ends(outs, n, name)
+        attr_ends = _ends(attrs, n, name)
+        if (
+            types is None
+            or structs is None
+            or meshes is None
+            or chunks is None
+            or ids is None
+            or forward_ids is None
+            or in_ends is None
+            or out_ends is None
+            or attr_ends is None
+        ):
+            return False
+        roles = self._roles(attrs, attr_ends)
+        if roles is None:
+            return False
+        self.role.extend(roles)
+        intern = self.interned.setdefault
+        self.type.extend(map(intern, types, types))
+        self.struct.extend(map(intern, structs, structs))
+        self.mesh.extend(map(intern, meshes, meshes))
+        self.chunk.extend(chunks)
+        self.id.extend(ids)
+        self.forward_op_id.extend(forward_ids)
+        for names, off, values, ends in (
+            (self.in_names, self.in_off, ins, in_ends),
+            (self.out_names, self.out_off, outs, out_ends),
+        ):
+            base = len(names)
+            off.extend(map(add, ends, range(base, base - n, -1)))  # names before each sentinel
+            names.extend(filter(name.__ne__, values))
+        return True
+
+    def _roles(self, attrs: list[bytes], ends: list[int]) -> list[int] | None:
+        """The roles of a merged piece's ops from their attrs (op k's before ends[k]),
+        noting sub-blocks; None when an attr is corrupt (read op by op: that names its op)."""
+        first, begin = len(self.role), 0
+        out, canonical = [], _CANONICAL_ROLES.get
+        try:
+            for k, end in enumerate(ends):
+                read = list(filter(_ATTRS_READ, attrs[begin:end]))
+                role = canonical(read[0]) if len(read) == 1 else None  # the usual op
+                out.append(role if role is not None else self._role(read, first + k))
+                begin = end + 1
+        except DecodeError:
+            return None
+        return out
+
+    def _role(self, attrs: Iterable[bytes], i: int) -> int:
+        """Op `i`'s role from its attrs (the last `op_role`; 0 without), noting its sub-blocks."""
+        role = 0
+        for attr in filter(_ATTRS_READ, attrs):
+            if attr.startswith(_ROLE_PREFIX) and len(attr) == 13:  # the usual role < 128
+                role = attr[12] if attr[12] < 0x80 else _int_attr(attr)
+            elif attr[2] == 0x6F:  # op_role in another encoding
+                role = _int_attr(attr)
+            else:
+                self.sub_blocks[i] = _block_attr(attr)
+        return role
+
+    def columns(
+        self, ops: list[bytes], lookup: Callable[[bytes, int], int], block_idx: int
+    ) -> OpColumns:
+        roles = self.role
+        # Only forward ops' layer paths and ids are used, and only backward ops' links.
+        forward = [r in FORWARD_ROLES for r in roles]
+        links = zip(self.forward_op_id, roles)
+        cols = OpColumns(
+            type=self.type,
+            role=array("q", roles),
+            struct=[s if f else b"" for s, f in zip(self.struct, forward)],
+            mesh=self.mesh,
+            chunk=array("q", self.chunk),
+            op_id=array("q", [v if f else -1 for v, f in zip(self.id, forward)]),
+            forward_op_id=array("q", [v if r & BACKWARD else -1 for v, r in links]),
+            sub_blocks=self.sub_blocks,
+            in_off=array("q", self.in_off),
+            in_var=array("q", map(lookup, self.in_names, _MINUS_ONES)),
+            out_off=array("q", self.out_off),
+            out_var=array("q", map(lookup, self.out_names, _MINUS_ONES)),
+        )
+        i = 0
+        try:
+            for i, r in enumerate(roles):
+                if r & OPTIMIZE:  # also optimize-bit ops of other phases: Param is looked up
+                    cols.param[i] = _param_input(ops[i], lookup)
+        except DecodeError:
+            raise _corrupt_op(block_idx, i) from None
+        return cols
+
+
+def _ends(values: list[_T], n: int, sentinel: _T) -> list[int] | None:
+    """The positions of the `n` sentinels in `values` (None unless there are exactly n)."""
+    if values.count(sentinel) != n:
+        return None
+    at = values.index
+    ends, pos = [], -1
+    for _ in range(n):
+        pos = at(sentinel, pos + 1)
+        ends.append(pos)
+    return ends
+
+
+def _last_each(values: list[_T], n: int, sentinel: _T, default: _T) -> list[_T] | None:
+    """Per op, its last value before its sentinel (`default` without one), from a merged
+    list holding `n` sentinels (None otherwise)."""
+    if len(values) == 2 * n and values[1::2].count(sentinel) == n:  # one value per op
+        firsts = values[0::2]
+        return firsts if sentinel not in firsts else None
+    ends = _ends(values, n, sentinel)
+    if ends is None:
+        return None
+    out, prev = [], -1
+    for end in ends:
+        out.append(values[end - 1] if end - 1 > prev else default)
+        prev = end
+    return out
 
 
 def _param_input(blob: bytes, lookup: Callable[[bytes, int], int]) -> int:

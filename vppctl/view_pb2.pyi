@@ -68,6 +68,50 @@ class ScanOpDist(_message.Message):
     chunk_id: int
     def __init__(self, process_mesh: _Optional[bytes] = ..., chunk_id: _Optional[int] = ...) -> None: ...
 
+class ScanMerge(_message.Message):
+    __slots__ = ("inputs", "outputs", "type", "attrs", "struct_name", "dist_attr", "id", "forward_op_id")
+    INPUTS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUTS_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    ATTRS_FIELD_NUMBER: _ClassVar[int]
+    STRUCT_NAME_FIELD_NUMBER: _ClassVar[int]
+    DIST_ATTR_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    FORWARD_OP_ID_FIELD_NUMBER: _ClassVar[int]
+    inputs: ScanArgs
+    outputs: ScanArgs
+    type: _containers.RepeatedScalarFieldContainer[bytes]
+    attrs: _containers.RepeatedScalarFieldContainer[bytes]
+    struct_name: _containers.RepeatedScalarFieldContainer[bytes]
+    dist_attr: ScanMergeDist
+    id: _containers.RepeatedScalarFieldContainer[int]
+    forward_op_id: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, inputs: _Optional[_Union[ScanArgs, _Mapping]] = ..., outputs: _Optional[_Union[ScanArgs, _Mapping]] = ..., type: _Optional[_Iterable[bytes]] = ..., attrs: _Optional[_Iterable[bytes]] = ..., struct_name: _Optional[_Iterable[bytes]] = ..., dist_attr: _Optional[_Union[ScanMergeDist, _Mapping]] = ..., id: _Optional[_Iterable[int]] = ..., forward_op_id: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ScanMergeDist(_message.Message):
+    __slots__ = ("process_mesh", "chunk_id")
+    PROCESS_MESH_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_ID_FIELD_NUMBER: _ClassVar[int]
+    process_mesh: _containers.RepeatedScalarFieldContainer[bytes]
+    chunk_id: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, process_mesh: _Optional[_Iterable[bytes]] = ..., chunk_id: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ScanProbe(_message.Message):
+    __slots__ = ("dist_attr", "id", "forward_op_id")
+    DIST_ATTR_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    FORWARD_OP_ID_FIELD_NUMBER: _ClassVar[int]
+    dist_attr: ScanProbeDist
+    id: _containers.RepeatedScalarFieldContainer[bytes]
+    forward_op_id: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, dist_attr: _Optional[_Union[ScanProbeDist, _Mapping]] = ..., id: _Optional[_Iterable[bytes]] = ..., forward_op_id: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class ScanProbeDist(_message.Message):
+    __slots__ = ("chunk_id",)
+    CHUNK_ID_FIELD_NUMBER: _ClassVar[int]
+    chunk_id: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, chunk_id: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
 class SlotOp(_message.Message):
     __slots__ = ("inputs", "outputs")
     class Var(_message.Message):
@@ -122,6 +166,22 @@ class ScanVar(_message.Message):
     is_parameter: bool
     dist_attr: bytes
     def __init__(self, name: _Optional[bytes] = ..., type: _Optional[bytes] = ..., is_parameter: _Optional[bool] = ..., dist_attr: _Optional[bytes] = ...) -> None: ...
+
+class ScanVarMerge(_message.Message):
+    __slots__ = ("name", "is_parameter", "dist_attr")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    IS_PARAMETER_FIELD_NUMBER: _ClassVar[int]
+    DIST_ATTR_FIELD_NUMBER: _ClassVar[int]
+    name: _containers.RepeatedScalarFieldContainer[bytes]
+    is_parameter: _containers.RepeatedScalarFieldContainer[int]
+    dist_attr: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, name: _Optional[_Iterable[bytes]] = ..., is_parameter: _Optional[_Iterable[int]] = ..., dist_attr: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class ScanVarProbe(_message.Message):
+    __slots__ = ("is_parameter",)
+    IS_PARAMETER_FIELD_NUMBER: _ClassVar[int]
+    is_parameter: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, is_parameter: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class ScanTensorDist(_message.Message):
     __slots__ = ("process_mesh", "chunk_id")

@@ -1,0 +1,298 @@
+"""The index's scan reads many ops (or variables) in one parse (fields.scan_ops and
+scan_vars, the ScanMerge and ScanVarMerge views).
+
+Whatever the encoding, it must read exactly what parsing each op or variable alone
+through ScanOp or ScanVar reads: the same columns, or the same error naming the same
+corrupt op. Each test builds an odd encoding and compares the two readings.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+from programs import layered
+from test_fuzz import mutant
+
+from vppctl import fields
+from vppctl import program_pb2 as pb
+from vppctl.errors import ProgramFileError
+from vppctl.index import build_index
+from vppctl.load import Program, parse_program, read_program
+from vppctl.roles import BACKWARD
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _columns(program: Program) -> object:
+    try:
+        index = build_index(program)
+    except ProgramFileError as e:
+        return ("refused", str(e))
+    out = []
+    for bi in index.blocks:
+        o, v = bi.ops, bi.vars
+        out.append(
+            (
+                v.name,
+                v.mesh,
+                list(v.chunk),
+                bytes(v.is_parameter),
+                o.type,
+                list(o.role),
+                o.struct,
+                o.mesh,
+                list(o.chunk),
+                list(o.op_id),
+                list(o.forward_op_id),
+                sorted(o.sub_blocks.items()),
+                list(o.in_off),
+                list(o.in_var),
+                list(o.out_off),
+                list(o.out_var),
+                sorted(o.param.items()),
+            )
+        )
+    return out
+
+
+def _both(data: bytes, monkeypatch: pytest.MonkeyPatch, piece: int = 3) -> tuple[object, object]:
+    """(merged reading, op-by-op reading) of a serialized program, in pieces of `piece` ops
+    (small, so that pieces start and end everywhere)."""
+    monkeypatch.setattr(fields, "_SCAN_PIECE", piece)
+    merged = _columns(parse_program(data))
+    with monkeypatch.context() as m:
+        m.setattr(fields._Piece, "merged", lambda self, ops: False)
+        m.setattr(fields, "_merged_vars", lambda piece: None)
+        alone = _columns(parse_program(data))
+    return merged, alone
+
+
+def _merges(piece: list[bytes]) -> bool:
+    return fields._Piece().merged(piece)
+
+
+def _program(ops: list[bytes], extra_vars: list[bytes] = ()) -> bytes:  # type: ignore[assignment]
+    """A one-block program holding `ops` (serialized OpDescs), the variables x and y, and
+    `extra_vars` (serialized VarDescs)."""
+    block = pb.BlockDesc(idx=0, parent_idx=-1)
+    for name in ("x", "y"):
+        v = block.vars.add(name=name, is_parameter=name == "y")
+        v.type.type = pb.VarType.DENSE_TENSOR
+        v.dist_attr.process_mesh.shape.append(1)
+        v.dist_attr.process_mesh.process_ids.append(0)
+        v.dist_attr.chunk_id = 0
+    tail = b"".join(_field(3, v) for v in extra_vars) + b"".join(_field(4, op) for op in ops)
+    return _field(1, block.SerializeToString() + tail)
+
+
+def _varint(n: int) -> bytes:
+    n &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
+        n >>= 7
+        if not n:
+            return bytes(out)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _int_field(number: int, value: int) -> bytes:
+    return _varint(number << 3) + _varint(value)
+
+
+def _op(op_type: str = "relu", role: int = 0, **extra: bytes) -> bytes:
+    op = pb.OpDesc(type=op_type, struct_name="/M/L_0/")
+    op.inputs.add(parameter="X", arguments=["x"])
+    op.outputs.add(parameter="Out", arguments=["y"])
+    op.attrs.add(name="op_role", type=pb.INT, i=role)
+    op.dist_attr.process_mesh.shape.append(1)
+    op.dist_attr.process_mesh.process_ids.append(0)
+    op.dist_attr.chunk_id = 0
+    op.id = 7
+    return op.SerializeToString() + b"".join(extra.values())
+
+
+def test_a_sample_reads_the_same_merged_and_op_by_op(monkeypatch: pytest.MonkeyPatch) -> None:
+    data = (ROOT / "samples" / "gpt-8l-pp4.pb").read_bytes()
+    merged, alone = _both(data, monkeypatch)
+    assert merged == alone
+    assert isinstance(merged, list) and len(merged[0][0]) > 100
+
+
+def test_the_usual_piece_is_read_merged() -> None:
+    program = read_program(ROOT / "samples" / "gpt-8l-pp4.pb")
+    assert _merges(program.blocks[0].ops[:256])
+
+
+@pytest.mark.parametrize(
+    ("what", "tail"),
+    [
+        ("id packed", _field(1003, _varint(5))),
+        ("forward_op_id packed", _field(1004, _varint(5))),
+        ("chunk_id packed", _field(1002, _field(6, _varint(1)))),
+    ],
+)
+def test_a_packed_int_is_skipped_as_alone_and_read_op_by_op(
+    what: str, tail: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ScanOp declares the ints singular, so a length-delimited occurrence is an unknown
+    field; ScanMerge declares them repeated and would read it as packed."""
+    ops = [_op(), _op(role=BACKWARD, extra=tail), _op()]
+    assert not _merges(ops), what
+    merged, alone = _both(_program(ops), monkeypatch)
+    assert merged == alone
+
+
+@pytest.mark.parametrize(
+    ("what", "tail"),
+    [
+        ("type twice: the last counts", _field(3, b"gelu")),
+        (
+            "a second dist_attr merges, its mesh counts",
+            _field(1002, _field(3, b"\x08\x01\x10\x01")),
+        ),
+        ("a second chunk id", _field(1002, _int_field(6, 1))),
+        ("id twice", _int_field(1003, 9)),
+        ("a second input slot", _field(1, _field(1, b"Y") + _field(2, b"y"))),
+        ("an unknown field", _field(77, b"?")),
+        ("a varint where bytes belong", _int_field(3, 5)),
+        (
+            "a sub_block attr",
+            _field(
+                4, pb.OpDesc.Attr(name="sub_block", type=pb.BLOCK, block_idx=0).SerializeToString()
+            ),
+        ),
+        (
+            "a role of 256",
+            _field(4, pb.OpDesc.Attr(name="op_role", type=pb.INT, i=256).SerializeToString()),
+        ),
+        (
+            "a role as a long",
+            _field(4, pb.OpDesc.Attr(name="op_role", type=pb.LONG, l=2).SerializeToString()),
+        ),
+    ],
+)
+def test_odd_but_valid_encodings_read_as_alone(
+    what: str, tail: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ops = [_op(), _op(extra=tail), _op(op_type="gelu")]
+    merged, alone = _both(_program(ops), monkeypatch, piece=256)
+    assert merged == alone, what
+
+
+def test_absent_fields_read_as_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    bare = pb.OpDesc(type="relu").SerializeToString()
+    ops = [bare, _op(), b"", bare]
+    assert _merges(ops)
+    merged, alone = _both(_program(ops), monkeypatch, piece=256)
+    assert merged == alone
+
+
+def test_an_argument_named_like_the_sentinel_is_read_op_by_op(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    odd = _field(1, _field(1, b"X") + _field(2, fields._SENTINEL_NAME)) + _field(3, b"relu")
+    ops = [_op(), odd, _op()]
+    assert not _merges(ops)
+    merged, alone = _both(_program(ops), monkeypatch, piece=256)
+    assert merged == alone
+
+
+@pytest.mark.parametrize("cut", [1, 2, 5, len(_op())])
+def test_a_corrupt_op_cannot_swallow_the_separator(cut: int) -> None:
+    """An op whose last field claims more bytes than it has is corrupt alone; joined, it
+    would swallow the separator after it (and, with the largest cut, the whole next op,
+    leaving a clean parse one separator short). The scan must name it as corrupt."""
+    good = _op()
+    corrupt = good + _varint(77 << 3 | 2) + _varint(len(fields._SCAN_SEPARATOR) + cut)
+    assert not _merges([good, corrupt, good])
+    with pytest.raises(ProgramFileError, match="op 1 of block 0 is corrupt"):
+        build_index(parse_program(_program([good, corrupt, good])))
+
+
+def test_a_truncated_varint_cannot_borrow_the_separators_bytes() -> None:
+    good = _op()
+    corrupt = good + b"\x08"  # field 1 varint, its value missing
+    assert not _merges([good, corrupt])
+    with pytest.raises(ProgramFileError, match="op 1 of block 0 is corrupt"):
+        build_index(parse_program(_program([good, corrupt])))
+
+
+def test_a_layered_program_with_backward_and_optimizer_reads_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    p = layered([0, 0, 1, 1], backward=True, optimizer=True)
+    merged, alone = _both(p.bytes(), monkeypatch, piece=2)
+    assert merged == alone
+
+
+def test_fuzzed_programs_read_the_same_merged_and_op_by_op(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fuzzer's mutants (wire, byte and structure mutations of every base program):
+    both readings agree, refusals included."""
+    seed = random.Random(5).randrange(1 << 30)
+    compared = 0
+    for n in range(150):
+        base, data, _ = mutant(seed, n)
+        if base.text:
+            continue
+        try:
+            parse_program(data)
+        except ProgramFileError:
+            continue
+        merged, alone = _both(data, monkeypatch)
+        assert merged == alone, (seed, n)
+        compared += 1
+    assert compared > 50
+
+
+def _var(name: bytes = b"z", **extra: bytes) -> bytes:
+    v = pb.VarDesc(is_parameter=True)
+    v.type.type = pb.VarType.DENSE_TENSOR
+    v.dist_attr.process_mesh.shape.append(1)
+    v.dist_attr.process_mesh.process_ids.append(1)
+    return _field(1, name) + v.SerializePartialToString() + b"".join(extra.values())
+
+
+@pytest.mark.parametrize(
+    ("what", "tail"),
+    [
+        ("is_parameter packed: skipped alone", _field(5, _varint(0))),
+        ("is_parameter twice: the last counts", _int_field(5, 0)),
+        ("is_parameter as a large varint: true", _int_field(5, 1 << 40)),
+        ("name twice", _field(1, b"w")),
+        ("dist_attr twice: the last whole, not merged", _field(1001, _int_field(5, 1))),
+        ("no dist_attr chunk", b""),
+    ],
+)
+def test_odd_variable_encodings_read_as_alone(
+    what: str, tail: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = _program([_op()], [_var(b"z", extra=tail), _var(b"w2")])
+    merged, alone = _both(data, monkeypatch, piece=256)
+    assert merged == alone, what
+
+
+def test_a_variable_named_like_the_sentinel_is_read_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert fields._merged_vars([_var(fields._SENTINEL_NAME)]) is None
+    merged, alone = _both(_program([_op()], [_var(fields._SENTINEL_NAME)]), monkeypatch, 256)
+    assert merged == alone
+
+
+def test_a_corrupt_variable_cannot_swallow_the_separator() -> None:
+    corrupt = _var() + _varint(77 << 3 | 2) + _varint(200)
+    assert fields._merged_vars([corrupt, _var(b"w")]) is None
+    with pytest.raises(ProgramFileError, match="variable 2 of block 0 is corrupt"):
+        build_index(parse_program(_program([_op()], [corrupt, _var(b"w")])))
+
+
+def test_a_corrupt_dist_attr_names_its_variable() -> None:
+    bad = _field(1, b"z") + _field(1001, b"\x0a\x05")  # a mesh field cut short
+    with pytest.raises(ProgramFileError, match="variable 2 of block 0 is corrupt"):
+        build_index(parse_program(_program([_op()], [bad, _var(b"w")])))
