@@ -725,25 +725,56 @@ def rewrite_ops(block: Block, edits: Iterable[tuple[int, bytes | None, int]]) ->
 
 def rewrite_vars(block: Block, edits: Iterable[tuple[int, bytes | None, int | None]]) -> int:
     """Set (mesh, chunk id) on variables: (var index, raw mesh or None, chunk or None).
-    Returns the number of variables whose bytes changed."""
+    Returns the number of variables whose bytes changed.
+
+    A variable usually starts with its name, and the rest of its bytes (type, shape, dist
+    attr) is shared by many variables: that rest is rewritten once per distinct value
+    and the name put back in front, which gives exactly the bytes rewriting the whole
+    variable gives (the name is field 1, written first)."""
     vars_ = block.vars
     parse = view.EditVar.FromString
     retensor = _Rewriter()
+    rests: dict[tuple[bytes, bytes | None, int | None], bytes | None] = {}
     n = i = 0
     try:
         for i, mesh, chunk in edits:
             if mesh is None and chunk is None:
                 continue
             old = vars_[i]
-            v = parse(old)
-            v.dist_attr = retensor(v.dist_attr, mesh, chunk)
-            new = v.SerializeToString()
+            new = None
+            cut = 2 + old[1] if len(old) > 1 and old[0] == 0x0A and old[1] < 0x80 else 0
+            if 0 < cut <= len(old):  # the name field, whole, in front: one-byte length
+                key = (old[cut:], mesh, chunk)
+                rest = rests.get(key, _NOT_YET)
+                if rest is _NOT_YET:
+                    rest = rests[key] = _rewritten_rest(key[0], mesh, chunk, retensor)
+                if rest is not None:
+                    new = old[:cut] + rest
+            if new is None:
+                v = parse(old)
+                v.dist_attr = retensor(v.dist_attr, mesh, chunk)
+                new = v.SerializeToString()
             if new != old:
                 vars_[i] = new
                 n += 1
     except DecodeError:  # the write view reads fields the scan view skips
         raise _corrupt_var(block.idx, i) from None
     return n
+
+
+_NOT_YET = b"not yet rewritten"  # compared by identity only
+
+
+def _rewritten_rest(
+    rest: bytes, mesh: bytes | None, chunk: int | None, retensor: _Rewriter
+) -> bytes | None:
+    """A variable's bytes after its name field, rewritten; None when they name it again
+    (then the whole variable is rewritten, which keeps one name field)."""
+    v = view.EditVar.FromString(rest)
+    if v.HasField("name"):
+        return None
+    v.dist_attr = retensor(v.dist_attr, mesh, chunk)
+    return v.SerializeToString()
 
 
 class _Rewriter:
