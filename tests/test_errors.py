@@ -272,6 +272,26 @@ def test_backward_ops_without_op_role_are_refused_as_input_not_as_a_bug(
     assert "bug" not in message and "internal check failed" not in message, message
 
 
+def test_a_forward_op_after_the_backward_section_is_refused(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    p = layered([0, 0, 1, 1], backward=True)
+    ops = p.msg.blocks[0].ops
+    roles = [next((a.i for a in op.attrs if a.name == "op_role"), 0) for op in ops]
+    first_backward = next(i for i, r in enumerate(roles) if r & 1)
+    ops.add().CopyFrom(ops[1])  # a forward op, again after the backward ops
+    src = write(tmp_path, p.bytes())
+    refuse(
+        runner,
+        tmp_path,
+        "convert",
+        src,
+        4,
+        f"op #{len(ops) - 1} ({ops[1].type}) is a forward op after",
+        f"starts at op #{first_backward} ",
+    )
+
+
 def _sub_blocks(target: int, cycle: bool = False) -> bytes:
     p = layered([0, 0, 1, 1])
     b1 = p.sub_block(0)

@@ -8,6 +8,7 @@ its own verifier: that raises SelfCheckError and the CLI writes nothing.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -216,15 +217,13 @@ def segment_stats(
     vstage = virtual_stages(plan.pp, plan.vpp, plan.placement)
     stage_of = {m: s for s, m in enumerate(stages)}
     block = index.global_block
-    roles, chunks, meshes = block.ops.role, block.ops.chunk, block.op_mesh
-    for op in range(block.n_ops):
-        s = stage_of.get(meshes[op])
-        k = vstage.get((s, chunks[op])) if s is not None else None
-        if k is None:
-            continue
-        col = _STATS_COLUMN.get(kind(roles[op]))
-        if col is not None:
-            counts[k][col] += 1
+    places = Counter(zip(block.op_mesh, block.ops.chunk, block.ops.role))  # counted in C
+    for (mesh, chunk, role), n_ops in places.items():
+        s = stage_of.get(mesh)
+        k = vstage.get((s, chunk)) if s is not None else None
+        col = _STATS_COLUMN.get(kind(role))
+        if k is not None and col is not None:
+            counts[k][col] += n_ops
     for bi in index.blocks:
         for pos, is_param in enumerate(bi.vars.is_parameter):
             if not is_param:

@@ -9,6 +9,8 @@ embedding on the wrong stage) from ones that would be bugs in vppctl.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import compress, count, repeat
+from operator import and_, ge
 
 from vppctl import fields
 from vppctl.backward import ForwardOps
@@ -18,7 +20,7 @@ from vppctl.index import ProgramIndex
 from vppctl.layers import LayerSet
 from vppctl.mesh import NO_MESH, wide_meshes
 from vppctl.plan import Plan, PlanOptions
-from vppctl.roles import BACKWARD, is_backward, is_forward
+from vppctl.roles import BACKWARD, FORWARD_ROLES, is_backward, is_forward
 from vppctl.verify import Cause, Violation
 
 
@@ -89,12 +91,21 @@ def check_forward_links(index: ProgramIndex, forward: ForwardOps) -> None:
     data flow contradicts (a layer-0 grad claiming a last-layer op) would send the gradient
     to the other end of the pipeline."""
     block = index.global_block
-    ids = block.ops.forward_op_id
-    for op in range(block.n_ops):
-        if ids[op] < 0 or not block.ops.role[op] & BACKWARD:
+    o = block.ops
+    ids, roles, by_id = o.forward_op_id, o.role, forward.by_id.get
+    in_off, in_var, out_off, out_var = o.in_off, o.in_var, o.out_off, o.out_var
+    for op in compress(range(block.n_ops), map(ge, ids, repeat(0))):  # the linked ops
+        f = by_id(ids[op])
+        if f is None or not roles[op] & BACKWARD:
             continue
-        f = forward.claimed(op)
-        if f is not None and not forward.shares_a_variable(op, f):
+        # The usual grad op reads or writes one of its forward op's own variables.
+        mine = set(in_var[in_off[op] : in_off[op + 1]])
+        mine.update(out_var[out_off[op] : out_off[op + 1]])
+        if not mine.isdisjoint(in_var[in_off[f] : in_off[f + 1]]):
+            continue
+        if not mine.isdisjoint(out_var[out_off[f] : out_off[f + 1]]):
+            continue
+        if not forward.shares_a_variable(op, f):
             raise ConversionError(
                 f"{index.op_label(0, op)} has forward_op_id {ids[op]}, which names "
                 f"{index.op_label(0, f)}, but the two share no variable (neither the forward "
@@ -114,16 +125,18 @@ def _stage_list(index: ProgramIndex, stages: Sequence[int]) -> str:
 
 def check_sections(index: ProgramIndex) -> None:
     roles = index.global_block.ops.role
-    first_backward = next((i for i, r in enumerate(roles) if is_backward(r)), None)
+    backward = compress(count(), map(and_, roles, repeat(BACKWARD)))  # in C: once per op
+    first_backward = next(backward, None)
     if first_backward is None:
         return
-    for i in range(first_backward + 1, len(roles)):
-        if is_forward(roles[i]):
-            raise ConversionError(
-                f"{index.op_label(0, i)} is a forward op after the backward section starts at "
-                f"{index.op_label(0, first_backward)}; vppctl expects the forward ops, then the "
-                "backward ops, then the optimizer ops (check the ops' op_role)"
-            )
+    after = first_backward + 1
+    i = next(compress(count(after), map(FORWARD_ROLES.__contains__, roles[after:])), None)
+    if i is not None:
+        raise ConversionError(
+            f"{index.op_label(0, i)} is a forward op after the backward section starts at "
+            f"{index.op_label(0, first_backward)}; vppctl expects the forward ops, then the "
+            "backward ops, then the optimizer ops (check the ops' op_role)"
+        )
 
 
 def _first_undeclared(index: ProgramIndex, b: int) -> tuple[int, str]:
