@@ -1,0 +1,66 @@
+"""Writing new placements into serialized variables (fields.rewrite_vars).
+
+A variable's bytes after its name field are rewritten once per distinct value; the
+result must be byte for byte what rewriting the whole variable gives.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from vppctl import fields
+from vppctl import program_pb2 as pb
+from vppctl import view_pb2 as view
+from vppctl.load import Block
+
+MESH = pb.ProcessMesh(shape=[1], process_ids=[3], dim_names=["x"]).SerializeToString()
+
+
+def _var(name: str, dims: tuple[int, ...] = (4, 4)) -> bytes:
+    v = pb.VarDesc(name=name)
+    v.type.type = pb.VarType.DENSE_TENSOR
+    v.type.dense_tensor.tensor.data_type = pb.VarType.FP32
+    v.type.dense_tensor.tensor.dims.extend(dims)
+    v.dist_attr.process_mesh.shape.append(1)
+    v.dist_attr.process_mesh.process_ids.append(0)
+    v.dist_attr.dims_mapping.extend([-1] * len(dims))
+    return v.SerializeToString()
+
+
+def _whole(old: bytes, mesh: bytes | None, chunk: int | None) -> bytes:
+    """What rewriting the whole variable gives."""
+    v = view.EditVar.FromString(old)
+    t = view.EditTensorDist.FromString(v.dist_attr)
+    if mesh is not None:
+        t.process_mesh = mesh
+    if chunk is not None:
+        t.chunk_id = chunk
+    v.dist_attr = t.SerializeToString()
+    return v.SerializeToString()
+
+
+def _rewrite(vars_: list[bytes], mesh: bytes | None, chunk: int | None) -> list[bytes]:
+    block = Block(idx=0, parent_idx=-1, ops=[], vars=list(vars_), head=b"", tail=b"")
+    fields.rewrite_vars(block, [(i, mesh, chunk) for i in range(len(vars_))])
+    return block.vars
+
+
+@pytest.mark.parametrize(("mesh", "chunk"), [(MESH, 1), (MESH, None), (None, 1)])
+def test_variables_sharing_their_rest_get_what_a_whole_rewrite_gives(
+    mesh: bytes | None, chunk: int | None
+) -> None:
+    olds = [_var(f"v{k}", (4, 4) if k % 2 else (8,)) for k in range(6)]
+    assert _rewrite(olds, mesh, chunk) == [_whole(v, mesh, chunk) for v in olds]
+
+
+@pytest.mark.parametrize(
+    ("what", "old"),
+    [
+        ("a name given twice", _var("a") + pb.VarDesc(name="b").SerializePartialToString()),
+        ("a name of 200 bytes", _var("n" * 200)),
+        ("no name", _var("x")[len(b"\n\x01x") :]),
+        ("an unknown field last", _var("u") + b"\xb8\x3e\x07"),  # field 999, varint 7
+    ],
+)
+def test_odd_variables_get_what_a_whole_rewrite_gives(what: str, old: bytes) -> None:
+    assert _rewrite([old, old], MESH, 1) == [_whole(old, MESH, 1)] * 2, what
