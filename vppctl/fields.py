@@ -22,7 +22,7 @@ import re
 from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import compress, repeat
+from itertools import groupby, repeat
 from operator import add, itemgetter
 from typing import NamedTuple, TypeVar
 
@@ -426,19 +426,6 @@ def _param_input(blob: bytes, lookup: Callable[[bytes, int], int]) -> int:
 # -- per-tensor meshes (verify's rule V017) ------------------------------------
 
 MeshKey = tuple[tuple[int, ...], tuple[int, ...]]  # Mesh.key
-_SENTINEL = b"\xff"  # not a ProcessMesh: a mesh equal to it cannot be valid
-_MERGE_PIECE = 256  # ops parsed together (small pieces stay in the cache: faster)
-_CODES = 250  # mesh classes with a one-byte code (0 marks an op's end)
-
-
-def _separator() -> bytes:
-    sep = view.MeshMerge()
-    sep.dist_attr.input_dist_attrs.tensor_dist_attr.process_mesh.append(_SENTINEL)
-    sep.dist_attr.output_dist_attrs.tensor_dist_attr.process_mesh.append(_SENTINEL)
-    return sep.SerializeToString()
-
-
-_SEPARATOR = _separator()
 
 
 def tensor_mesh_conflicts(
@@ -449,75 +436,40 @@ def tensor_mesh_conflicts(
     mesh), in op order. `op_mesh` is each op's mesh class (negative: none; such ops are
     left out), `keys` each class's `Mesh.key`: meshes are equal when their keys are.
 
-    Every op has to be read, so this is written for speed: the ops of a piece are
-    joined and parsed as one op through the MeshMerge view (see view.proto), each mesh
-    class becomes a one-byte code, and each op's tensor codes are stripped of its own
-    code in C: only ops with something left, or ops C cannot decide, are read alone.
+    Every op has to be read, so this is written for speed: each run of consecutive ops
+    on one mesh is joined and parsed as one op through the MeshMerge view (see
+    view.proto), whose lists then hold every tensor mesh of the run; only a run with a
+    mesh of another key among them, or one that does not parse, is read op by op. The
+    ops' own fields were read by the index's scan, so joining them cannot misframe one.
     """
     ops = block.ops
-    by_key = {k: c for c, k in reversed(list(enumerate(keys)))}
-    if len(by_key) > _CODES:  # more mesh classes than codes: read every op alone
-        suspects: Iterable[int] = range(len(ops))
-    else:
-        suspects = _suspects(ops, op_mesh, by_key)
     out = []
-    for i in suspects:
-        if op_mesh[i] >= 0:
-            conflict = _tensor_conflict(block, i, keys[op_mesh[i]])
-            if conflict is not None:
-                out.append((i, *conflict))
+    start = 0
+    for mesh, run in groupby(op_mesh):
+        end = start + len(list(run))
+        if mesh >= 0 and not _run_on(ops[start:end], keys[mesh]):
+            for i in range(start, end):
+                conflict = _tensor_conflict(block, i, keys[mesh])
+                if conflict is not None:
+                    out.append((i, *conflict))
+        start = end
     return out
 
 
-def _suspects(ops: list[bytes], op_mesh: Sequence[int], by_key: dict[MeshKey, int]) -> list[int]:
-    # Class c has code c + 1; the last entry, b"" (no code), is what NO_MESH (-1) picks.
-    own = [bytes((c + 1,)) for c in range(len(by_key))] + [b""]
-    codes: dict[bytes, bytes] = {_SENTINEL: b"\x00", b"": b""}  # no mesh: no code
-    fresh = [len(by_key) + 1]  # the next code for a mesh no op or variable has
-    found: list[int] = []
-    for start in range(0, len(ops), _MERGE_PIECE):
-        piece = ops[start : start + _MERGE_PIECE]
-        mine = list(map(own.__getitem__, op_mesh[start : start + len(piece)]))
-        hits = _piece_suspects(piece, mine, codes, by_key, fresh)
-        found.extend(start + i for i in (range(len(piece)) if hits is None else hits))
-    return found
-
-
-def _piece_suspects(
-    piece: list[bytes],
-    own: list[bytes],
-    codes: dict[bytes, bytes],
-    by_key: dict[MeshKey, int],
-    fresh: list[int],
-) -> Iterable[int] | None:
-    """Positions in `piece` of ops that may have a conflict, or None to read them all."""
+def _run_on(run: list[bytes], own: MeshKey) -> bool:
+    """Whether every tensor dist attr of the ops of `run` that names a mesh names `own`
+    (False also when the ops do not parse: reading them one by one names the corrupt one)."""
     try:
-        d = view.MeshMerge.FromString(_SEPARATOR.join(piece) + _SEPARATOR).dist_attr
+        d = view.MeshMerge.FromString(b"".join(run)).dist_attr
     except DecodeError:
-        return None  # a corrupt op: reading them one by one names it
-    lists = (
-        d.input_dist_attrs.tensor_dist_attr.process_mesh,
-        d.output_dist_attrs.tensor_dist_attr.process_mesh,
-    )
-    get = codes.__getitem__
+        return False
+    found = set(d.input_dist_attrs.tensor_dist_attr.process_mesh)
+    found.update(d.output_dist_attrs.tensor_dist_attr.process_mesh)
+    found.discard(b"")  # a tensor dist attr without a mesh is not compared
     try:
-        ins, outs = (b"".join(map(get, m)).split(b"\x00") for m in lists)
-    except KeyError:  # meshes not seen yet (in the first piece, say): give them codes
-        for raw in {*lists[0], *lists[1]} - codes.keys():
-            c = by_key.get(decode_mesh(raw).key)
-            if c is not None:
-                codes[raw] = bytes((c + 1,))
-            elif fresh[0] < 256:
-                codes[raw] = bytes((fresh[0],))
-                fresh[0] += 1
-            else:
-                return None  # more meshes than one-byte codes
-        ins, outs = (b"".join(map(get, m)).split(b"\x00") for m in lists)
-    if not len(ins) == len(outs) == len(piece) + 1:
-        return None  # a mesh equal to the sentinel
-    # Stripped of its own code, an op's tensor codes leave nothing when all are its mesh
-    # (an op without a mesh strips nothing; its tensors are not compared).
-    return compress(range(len(piece)), map(bytes.strip, map(add, ins, outs), own))
+        return all(decode_mesh(raw).key == own for raw in found)
+    except ProgramFileError:  # a corrupt or invalid mesh: reading op by op reports it
+        return False
 
 
 def _tensor_conflict(block: Block, op: int, own: MeshKey) -> tuple[str, bytes] | None:

@@ -134,14 +134,12 @@ class MeshMerge(_message.Message):
     def __init__(self, dist_attr: _Optional[_Union[MeshMergeDist, _Mapping]] = ...) -> None: ...
 
 class MeshMergeDist(_message.Message):
-    __slots__ = ("input_dist_attrs", "output_dist_attrs", "process_mesh")
+    __slots__ = ("input_dist_attrs", "output_dist_attrs")
     INPUT_DIST_ATTRS_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_DIST_ATTRS_FIELD_NUMBER: _ClassVar[int]
-    PROCESS_MESH_FIELD_NUMBER: _ClassVar[int]
     input_dist_attrs: MeshMergeEntries
     output_dist_attrs: MeshMergeEntries
-    process_mesh: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, input_dist_attrs: _Optional[_Union[MeshMergeEntries, _Mapping]] = ..., output_dist_attrs: _Optional[_Union[MeshMergeEntries, _Mapping]] = ..., process_mesh: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    def __init__(self, input_dist_attrs: _Optional[_Union[MeshMergeEntries, _Mapping]] = ..., output_dist_attrs: _Optional[_Union[MeshMergeEntries, _Mapping]] = ...) -> None: ...
 
 class MeshMergeEntries(_message.Message):
     __slots__ = ("tensor_dist_attr",)
