@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
-from itertools import chain, compress, repeat
-from operator import add, contains
+from itertools import chain, repeat
+from operator import add
 
 from vppctl.index import ProgramIndex
 from vppctl.mesh import MeshId
@@ -151,10 +151,10 @@ def gradient_bases(index: ProgramIndex) -> list[int]:
     lookup each however deep the blocks nest."""
     base = [-1] * (index.n_vars + 2)
     block = index.global_block
-    get, first, names = block.names.get, block.var_base, block.vars.name
-    for i in compress(range(len(names)), map(contains, names, repeat(_GRAD))):  # in C
-        head = names[i].partition(_GRAD)[0]
-        if head:
+    get, first = block.names.get, block.var_base
+    for i, name in enumerate(block.vars.name):
+        head, grad, _ = name.partition(_GRAD)
+        if grad and head:
             f = get(head, -1)
             if f >= 0:
                 base[first + i] = f
