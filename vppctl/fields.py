@@ -650,7 +650,7 @@ def rewrite_ops(block: Block, edits: Iterable[tuple[int, bytes | None, int]]) ->
     ops = block.ops
     parse = view.EditOp.FromString
     retensor = _Rewriter()
-    done = retensor.done
+    by_mesh: dict[bytes, dict[bytes, bytes]] = {}  # mesh -> old tensor attr -> new
     n = i = 0
     try:
         for i, mesh, chunk in edits:
@@ -659,12 +659,17 @@ def rewrite_ops(block: Block, edits: Iterable[tuple[int, bytes | None, int]]) ->
             d = op.dist_attr
             if mesh is not None:
                 d.process_mesh = mesh
+                done = by_mesh.get(mesh)
+                if done is None:
+                    done = by_mesh[mesh] = {}
                 for entries in (d.input_dist_attrs, d.output_dist_attrs):
                     for entry in entries:
                         t = entry.tensor_dist_attr
                         if t:
-                            new_t = done.get((t, mesh, None))
-                            entry.tensor_dist_attr = new_t or retensor(t, mesh, None)
+                            new_t = done.get(t)
+                            if new_t is None:
+                                new_t = done[t] = retensor(t, mesh, None)
+                            entry.tensor_dist_attr = new_t
             d.chunk_id = chunk
             new = op.SerializeToString()
             if new != old:
