@@ -296,3 +296,23 @@ def test_a_corrupt_dist_attr_names_its_variable() -> None:
     bad = _field(1, b"z") + _field(1001, b"\x0a\x05")  # a mesh field cut short
     with pytest.raises(ProgramFileError, match="variable 2 of block 0 is corrupt"):
         build_index(parse_program(_program([_op()], [bad, _var(b"w")])))
+
+
+def test_a_piece_too_large_to_join_is_read_one_by_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Joining holds a second copy of a piece: one of huge ops (megabytes of callstack) is
+    read op by op instead, and reads the same."""
+    data = (ROOT / "samples" / "gpt-8l-pp4.pb").read_bytes()
+    usual = _columns(parse_program(data))
+    monkeypatch.setattr(fields, "_PIECE_BYTES", 1000)
+
+    def refuse(*args: object) -> object:
+        raise AssertionError("a large piece was joined")
+
+    monkeypatch.setattr(fields._Piece, "merged", refuse)
+    monkeypatch.setattr(fields, "_merged_vars", refuse)
+    monkeypatch.setattr(fields, "_run_on", refuse)
+    program = parse_program(data)
+    assert _columns(program) == usual
+    index = build_index(program)
+    keys = [m.key for m in index.meshes]
+    assert fields.tensor_mesh_conflicts(program.blocks[0], index.blocks[0].op_mesh, keys) == []

@@ -131,7 +131,7 @@ def scan_vars(block: Block, block_idx: int) -> VarColumns:
     try:
         for pos in range(0, len(vars_), _SCAN_PIECE):
             piece = vars_[pos : pos + _SCAN_PIECE]
-            merged = _merged_vars(piece)
+            merged = _merged_vars(piece) if _small(piece) else None
             if merged is not None:
                 cols.name.extend(merged[0])
                 cols.is_parameter.extend(merged[1])
@@ -200,7 +200,7 @@ def scan_ops(block: Block, block_idx: int, lookup: Callable[[bytes, int], int]) 
     try:
         for i in range(0, len(ops), _SCAN_PIECE):
             piece = ops[i : i + _SCAN_PIECE]
-            if not acc.merged(piece):
+            if not (_small(piece) and acc.merged(piece)):
                 for i, blob in enumerate(piece, i):  # noqa: B020 (i names a corrupt op)
                     acc.one(blob, i)
     except DecodeError:
@@ -213,6 +213,13 @@ def scan_ops(block: Block, block_idx: int, lookup: Callable[[bytes, int], int]) 
 _SENTINEL_NAME = b"\xff" + os.urandom(15)
 _SENTINEL_INT = int.from_bytes(os.urandom(8), "little", signed=True)
 _SCAN_PIECE = 256  # ops parsed together (small pieces stay in the cache: faster)
+# A piece larger than this is read one by one: joining it would hold a second copy
+# of huge ops (a callstack of megabytes) at once, where one by one holds one op's.
+_PIECE_BYTES = 1 << 22
+
+
+def _small(piece: list[bytes]) -> bool:
+    return sum(map(len, piece)) <= _PIECE_BYTES
 
 
 def _scan_separator() -> bytes:
@@ -437,22 +444,28 @@ def tensor_mesh_conflicts(
     left out), `keys` each class's `Mesh.key`: meshes are equal when their keys are.
 
     Every op has to be read, so this is written for speed: each run of consecutive ops
-    on one mesh is joined and parsed as one op through the MeshMerge view (see
-    view.proto), whose lists then hold every tensor mesh of the run; only a run with a
-    mesh of another key among them, or one that does not parse, is read op by op. The
+    on one mesh is joined, in pieces, and parsed as one op through the MeshMerge view
+    (see view.proto), whose lists then hold every tensor mesh of the piece; only a
+    piece with a mesh of another key among them, or one that does not parse, is read
+    op by op. The
     ops' own fields were read by the index's scan, so joining them cannot misframe one.
     """
     ops = block.ops
     out = []
-    start = 0
+    end = 0
     for mesh, run in groupby(op_mesh):
-        end = start + len(list(run))
-        if mesh >= 0 and not _run_on(ops[start:end], keys[mesh]):
-            for i in range(start, end):
+        run_start, end = end, end + len(list(run))
+        if mesh < 0:
+            continue
+        for start in range(run_start, end, _SCAN_PIECE):  # pieces: bounded memory
+            stop = min(start + _SCAN_PIECE, end)
+            piece = ops[start:stop]
+            if _small(piece) and _run_on(piece, keys[mesh]):
+                continue
+            for i in range(start, stop):
                 conflict = _tensor_conflict(block, i, keys[mesh])
                 if conflict is not None:
                     out.append((i, *conflict))
-        start = end
     return out
 
 
