@@ -51,6 +51,7 @@ _CANONICAL_ROLES = {_ROLE_PREFIX + bytes((r,)): r for r in range(0x80)}  # the u
 NO_CHUNK_NAME = b"lod_tensor_blocking_queue"  # reader-queue variables never get a chunk id
 _MINUS_ONES = repeat(NO_VAR)  # the default of `lookup` in map(lookup, names, _MINUS_ONES)
 _CALLSTACK_NAME = b"op_callstack"
+_PARAM = b"Param"
 _T = TypeVar("_T")
 
 
@@ -424,6 +425,8 @@ def _last_each(values: list[_T], n: int, sentinel: _T, default: _T) -> list[_T] 
 
 def _param_input(blob: bytes, lookup: Callable[[bytes, int], int]) -> int:
     """The var id of an optimizer op's `Param` input, or NO_VAR."""
+    if _PARAM not in blob:  # no slot can be named Param (most optimize-role ops: clipping)
+        return NO_VAR
     for v in view.SlotOp.FromString(blob).inputs:
         if v.parameter == b"Param" and v.arguments:
             return lookup(v.arguments[0], NO_VAR)
