@@ -196,6 +196,19 @@ def test_a_forward_op_id_the_data_flow_contradicts_is_refused() -> None:
     assert "share no variable" in msg and "op #0 (lookup_table_v2)" in msg
 
 
+def test_a_forward_op_id_sharing_only_an_empty_argument_is_refused() -> None:
+    """Paddle's @EMPTY@ names no variable: two ops that both list it share nothing."""
+    p = layered([0, 0, 1, 1], backward=True)
+    ops = p.msg.blocks[0].ops
+    first_grad = next(i for i, o in enumerate(ops) if o.type == "matmul_v2_grad")
+    ops[first_grad].forward_op_id = ops[0].id
+    for op in (ops[first_grad], ops[0]):
+        op.inputs.add(parameter="Unused", arguments=["@EMPTY@"])
+    msg = refusal(p, vpp=2)
+    assert f"op #{first_grad} (matmul_v2_grad)" in msg
+    assert "share no variable" in msg and "op #0 (lookup_table_v2)" in msg
+
+
 def test_a_forward_op_id_naming_a_neighbour_in_another_chunk_is_refused() -> None:
     """The claimed op shares a variable (the layer boundary) but the data flow says the grad
     differentiates the next layer's op: following the link would put the gradient in

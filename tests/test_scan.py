@@ -63,14 +63,14 @@ def _both(data: bytes, monkeypatch: pytest.MonkeyPatch, piece: int = 3) -> tuple
     monkeypatch.setattr(fields, "_SCAN_PIECE", piece)
     merged = _columns(parse_program(data))
     with monkeypatch.context() as m:
-        m.setattr(fields._Piece, "merged", lambda self, ops: False)
+        m.setattr(fields._OpScan, "merged", lambda self, ops: False)
         m.setattr(fields, "_merged_vars", lambda piece: None)
         alone = _columns(parse_program(data))
     return merged, alone
 
 
 def _merges(piece: list[bytes]) -> bool:
-    return fields._Piece().merged(piece)
+    return fields._OpScan().merged(piece)
 
 
 def _program(ops: list[bytes], extra_vars: list[bytes] = ()) -> bytes:  # type: ignore[assignment]
@@ -308,7 +308,7 @@ def test_a_piece_too_large_to_join_is_read_one_by_one(monkeypatch: pytest.Monkey
     def refuse(*args: object) -> object:
         raise AssertionError("a large piece was joined")
 
-    monkeypatch.setattr(fields._Piece, "merged", refuse)
+    monkeypatch.setattr(fields._OpScan, "merged", refuse)
     monkeypatch.setattr(fields, "_merged_vars", refuse)
     monkeypatch.setattr(fields, "_run_on", refuse)
     program = parse_program(data)

@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import re
 
+from vppctl.fields import EMPTY_VAR, NO_VAR, SCOPE_VAR
 from vppctl.index import ProgramIndex, loss_op
 from vppctl.roles import is_backward, is_loss_grad
 
 NOP = b"nop"
+_SENTINELS = (NO_VAR, EMPTY_VAR, SCOPE_VAR)  # argument ids naming no variable
 _SUBPROG = re.compile(rb"^(.*)\.subprog_(\d+)$", re.S)
 _GRAD = b"@GRAD"
 
@@ -51,10 +53,6 @@ class ForwardOps:
         f = self.by_id.get(self.block.ops.forward_op_id[op])
         return f if f is not None else self.infer(op)
 
-    def claimed(self, op: int) -> int | None:
-        """The forward op `forward_op_id` names, if any."""
-        return self.by_id.get(self.block.ops.forward_op_id[op])
-
     def infer(self, op: int) -> int | None:
         """The forward op from the program's names and data flow alone (rules 3 and 4)."""
         return self._by_type(op) or self._by_flow(op)
@@ -64,7 +62,9 @@ class ForwardOps:
         or a gradient of one: a `forward_op_id` that does not is contradicted by the data
         flow."""
         block = self.block
-        mine = {v for v in (*block.inputs(op), *block.outputs(op)) if v >= 0}  # no sentinels
+        mine = set(block.inputs(op))
+        mine.update(block.outputs(op))
+        mine.difference_update(_SENTINELS)
         if not mine.isdisjoint(block.inputs(f)) or not mine.isdisjoint(block.outputs(f)):
             return True
         theirs = {*block.inputs(f), *block.outputs(f)}

@@ -160,7 +160,7 @@ def scan_vars(block: Block, block_idx: int) -> VarColumns:
 
 def _merged_vars(piece: list[bytes]) -> tuple[list[bytes], list[bool], list[bytes]] | None:
     """(names, is_parameter flags, raw dist attrs) of a piece of variables parsed as one,
-    or None when that cannot be read as each variable alone would be (see `_Piece.merged`)."""
+    or None when that cannot be read as each variable alone would be (see `_OpScan.merged`)."""
     n = len(piece)
     data = _VAR_SEPARATOR.join(piece) + _VAR_SEPARATOR
     try:
@@ -190,23 +190,23 @@ def scan_ops(block: Block, block_idx: int, lookup: Callable[[bytes, int], int]) 
     read in pieces of _SCAN_PIECE: each piece is joined with a separator op and
     parsed as one message through the ScanMerge view (see view.proto), so the
     values arrive as a few lists per piece instead of a dozen attribute reads per
-    op. A piece that this cannot read exactly (see `_Piece.merged`) is read op by
+    op. A piece that this cannot read exactly (see `_OpScan.merged`) is read op by
     op through the ScanOp view, which names a corrupt op. Names are resolved to
     var ids in one pass at the end. (Run it with the garbage collector paused: see
     `vppctl.gcpause`.)
     """
     ops = block.ops
-    acc = _Piece()
+    scan = _OpScan()
     i = 0
     try:
         for i in range(0, len(ops), _SCAN_PIECE):
             piece = ops[i : i + _SCAN_PIECE]
-            if not (_small(piece) and acc.merged(piece)):
+            if not (_small(piece) and scan.merged(piece)):
                 for i, blob in enumerate(piece, i):  # noqa: B020 (i names a corrupt op)
-                    acc.one(blob, i)
+                    scan.one(blob, i)
     except DecodeError:
         raise _corrupt_op(block_idx, i) from None
-    return acc.columns(ops, lookup, block_idx)
+    return scan.columns(ops, lookup, block_idx)
 
 
 # A separator's sentinels: drawn at random per process, so that no input can hold
@@ -244,8 +244,9 @@ _VAR_SEPARATOR = view.ScanVarMerge(
 ).SerializeToString()
 
 
-class _Piece:
-    """The columns `scan_ops` builds, filled a piece (merged) or an op (ScanOp) at a time."""
+class _OpScan:
+    """The columns `scan_ops` builds for one block, filled a piece (merged) or an op
+    (ScanOp) at a time."""
 
     def __init__(self) -> None:
         self.type: list[bytes] = []
@@ -450,8 +451,8 @@ def tensor_mesh_conflicts(
     on one mesh is joined, in pieces, and parsed as one op through the MeshMerge view
     (see view.proto), whose lists then hold every tensor mesh of the piece; only a
     piece with a mesh of another key among them, or one that does not parse, is read
-    op by op. The
-    ops' own fields were read by the index's scan, so joining them cannot misframe one.
+    op by op. The ops' own fields were read by the index's scan, so joining them cannot
+    misframe one.
     """
     ops = block.ops
     out = []
@@ -665,7 +666,6 @@ def rewrite_ops(block: Block, edits: Iterable[tuple[int, bytes | None, int]]) ->
     """
     ops = block.ops
     parse = view.EditOp.FromString
-    retensor = _Rewriter()
     by_mesh: dict[bytes, dict[bytes, bytes]] = {}  # mesh -> old tensor attr -> new
     n = i = 0
     try:
@@ -684,7 +684,7 @@ def rewrite_ops(block: Block, edits: Iterable[tuple[int, bytes | None, int]]) ->
                         if t:
                             new_t = done.get(t)
                             if new_t is None:
-                                new_t = done[t] = retensor(t, mesh, None)
+                                new_t = done[t] = _retensored(t, mesh, None)
                             entry.tensor_dist_attr = new_t
             d.chunk_id = chunk
             new = op.SerializeToString()
@@ -760,13 +760,18 @@ class _Rewriter:
         key = (old, mesh, chunk)
         new = self.done.get(key)
         if new is None:
-            t = view.EditTensorDist.FromString(old)
-            if mesh is not None:
-                t.process_mesh = mesh
-            if chunk is not None:
-                t.chunk_id = chunk
-            new = self.done[key] = t.SerializeToString()
+            new = self.done[key] = _retensored(old, mesh, chunk)
         return new
+
+
+def _retensored(old: bytes, mesh: bytes | None, chunk: int | None) -> bytes:
+    """A serialized TensorDistAttr with a new mesh and/or chunk id."""
+    t = view.EditTensorDist.FromString(old)
+    if mesh is not None:
+        t.process_mesh = mesh
+    if chunk is not None:
+        t.chunk_id = chunk
+    return t.SerializeToString()
 
 
 def _is_callstack(attr: bytes) -> bool:

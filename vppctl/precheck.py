@@ -91,21 +91,10 @@ def check_forward_links(index: ProgramIndex, forward: ForwardOps) -> None:
     data flow contradicts (a layer-0 grad claiming a last-layer op) would send the gradient
     to the other end of the pipeline."""
     block = index.global_block
-    o = block.ops
-    ids, roles, by_id = o.forward_op_id, o.role, forward.by_id.get
-    in_off, in_var, out_off, out_var = o.in_off, o.in_var, o.out_off, o.out_var
+    ids, roles, by_id = block.ops.forward_op_id, block.ops.role, forward.by_id.get
     for op in compress(range(block.n_ops), map(ge, ids, repeat(0))):  # the linked ops
         f = by_id(ids[op])
-        if f is None or not roles[op] & BACKWARD:
-            continue
-        # The usual grad op reads or writes one of its forward op's own variables.
-        mine = set(in_var[in_off[op] : in_off[op + 1]])
-        mine.update(out_var[out_off[op] : out_off[op + 1]])
-        if not mine.isdisjoint(in_var[in_off[f] : in_off[f + 1]]):
-            continue
-        if not mine.isdisjoint(out_var[out_off[f] : out_off[f + 1]]):
-            continue
-        if not forward.shares_a_variable(op, f):
+        if f is not None and roles[op] & BACKWARD and not forward.shares_a_variable(op, f):
             raise ConversionError(
                 f"{index.op_label(0, op)} has forward_op_id {ids[op]}, which names "
                 f"{index.op_label(0, f)}, but the two share no variable (neither the forward "
