@@ -18,7 +18,7 @@ Used by tests/test_bounds.py (each with a time and memory budget) and by the fuz
 
 from __future__ import annotations
 
-from vppctl import program_pb2 as pb
+from vppctl.program._proto import program_pb2 as pb
 
 EVIL_REGEXES = ("(a+)+$", "(.|.)*!", "(x+x+)+y", "(D|De|Dec)*Z")
 
@@ -95,7 +95,7 @@ def odd_callstacks(data: bytes) -> bytes:
     """Every op gets three op_callstack attrs no prefix test finds: type before name, a
     two-byte length for the name, and the name given twice (the last one counts). The
     bytes are appended to each serialized op as they are (parsing would normalise them)."""
-    from vppctl.load import parse_program
+    from vppctl.program.load import parse_program
 
     name = b"op_callstack"
     frames = _field(8, b'File "/home/someone/train.py", line 1') * 3  # Attr.strings

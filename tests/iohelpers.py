@@ -3,7 +3,7 @@
 Run as a script, this module is the child process of the subprocess tests:
 
     python iohelpers.py slow-write OUT PIECES PIECE_BYTES DELAY [named]
-        writes PIECES pieces of PIECE_BYTES to OUT through vppctl.files, sleeping DELAY
+        writes PIECES pieces of PIECE_BYTES to OUT through vppctl.program.files, sleeping DELAY
         seconds after each (a slow producer, so that a kill lands inside the write);
         "named" removes os.O_TMPFILE first (the fallback path)
     python iohelpers.py count-write SRC OUT [named]
@@ -123,7 +123,7 @@ def open_files_in(pid: int, directory: Path, skip: tuple[str, ...] = ()) -> list
 
 
 def _slow_write(out: str, pieces: int, size: int, delay: float) -> None:
-    from vppctl.files import resolve_output
+    from vppctl.program.files import resolve_output
 
     def data() -> object:
         for i in range(pieces):
@@ -134,9 +134,9 @@ def _slow_write(out: str, pieces: int, size: int, delay: float) -> None:
 
 
 def _count_write(src: str, out: str) -> None:
-    from vppctl.files import resolve_output
-    from vppctl.load import read_program
-    from vppctl.save import write_program
+    from vppctl.program.files import resolve_output
+    from vppctl.program.load import read_program
+    from vppctl.program.save import write_program
 
     program = read_program(src)
     output = resolve_output(out, binary=True)
@@ -148,7 +148,7 @@ def _count_write(src: str, out: str) -> None:
 
 def _write_stdout(spec: str, binary: bool, data: str, repeat: int) -> int:
     from vppctl.errors import VppctlError
-    from vppctl.files import resolve_output
+    from vppctl.program.files import resolve_output
 
     try:
         resolve_output(spec, binary=binary).write(data.encode() * repeat)

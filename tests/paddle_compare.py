@@ -26,7 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from vppctl import program_pb2 as pb
+from vppctl.program._proto import program_pb2 as pb
 
 OP_ROLE_BACKWARD = 0x0001
 OP_ROLE_OPTIMIZE = 0x0002  # paddle OpRole.Optimize

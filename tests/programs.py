@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from vppctl import program_pb2 as pb
-from vppctl.load import Program, parse_program
-from vppctl.roles import BACKWARD, FORWARD, LOSS, LOSS_GRAD, OPTIMIZE
+from vppctl.program._proto import program_pb2 as pb
+from vppctl.program.load import Program, parse_program
+from vppctl.program.roles import BACKWARD, FORWARD, LOSS, LOSS_GRAD, OPTIMIZE
 
 
 class Prog:

@@ -17,12 +17,12 @@ from dataclasses import dataclass
 import pytest
 from programs import Prog
 
-from vppctl import program_pb2 as pb
 from vppctl.convert import ConvertOptions, ConvertResult, convert_program
 from vppctl.errors import ConversionError
-from vppctl.load import parse_program
 from vppctl.plan import PlanOptions
-from vppctl.roles import is_forward
+from vppctl.program._proto import program_pb2 as pb
+from vppctl.program.load import parse_program
+from vppctl.program.roles import is_forward
 
 Where = tuple[tuple[int, ...], int | None]  # (process ids, chunk id or None)
 

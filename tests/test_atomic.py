@@ -46,10 +46,10 @@ from click.testing import CliRunner
 from iohelpers import child, open_files_in
 from programs import layered
 
-from vppctl import atomic
 from vppctl.cli import cli
 from vppctl.errors import ProgramFileError
-from vppctl.files import resolve_output
+from vppctl.program import atomic
+from vppctl.program.files import resolve_output
 
 SRC = layered([0, 0, 1, 1], backward=True, optimizer=True).bytes()
 OLD = b"an earlier output that must survive"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from vppctl import program_pb2 as pb
+from vppctl.program._proto import program_pb2 as pb
 from vppctl.sample import SampleOptions, build_sample
 
 SAMPLE = build_sample(SampleOptions(layers=8, pp=4, hidden=64, vocab=1000))

@@ -15,9 +15,9 @@ from click.testing import CliRunner, Result
 from programs import Prog, layered
 from rulekit import layer_op, move_op, op_where, placements, put_on
 
-from vppctl import program_pb2 as pb
 from vppctl.cli import cli
-from vppctl.roles import is_forward
+from vppctl.program._proto import program_pb2 as pb
+from vppctl.program.roles import is_forward
 
 
 def write(tmp_path: Path, data: bytes, name: str = "prog.pb") -> Path:

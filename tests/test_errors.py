@@ -25,8 +25,8 @@ import pytest
 from click.testing import CliRunner, Result
 from programs import Prog, layered
 
-from vppctl import program_pb2 as pb
 from vppctl.cli import cli
+from vppctl.program._proto import program_pb2 as pb
 
 READERS = ("convert", "verify", "inspect", "dump")
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
@@ -119,8 +119,8 @@ def test_fifo_nobody_writes_to_is_refused_after_the_wait(
     runner: CliRunner, tmp_path: Path, command: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A FIFO is read (that is what `<(cmd)` gives), but one that no process opens for
-    writing must not block forever: refused after vppctl.files.WAIT_SECONDS."""
-    monkeypatch.setattr("vppctl.files.WAIT_SECONDS", 0.3)
+    writing must not block forever: refused after vppctl.program.files.WAIT_SECONDS."""
+    monkeypatch.setattr("vppctl.program.files.WAIT_SECONDS", 0.3)
     fifo = tmp_path / "pipe.pb"
     os.mkfifo(fifo)
     start = time.monotonic()
@@ -149,7 +149,7 @@ def test_unreadable_file_simulated(
         raise PermissionError(13, "Permission denied", path)
 
     src = write(tmp_path, SAMPLE)
-    monkeypatch.setattr("vppctl.files._open_read", denied)
+    monkeypatch.setattr("vppctl.program.files._open_read", denied)
     refuse(runner, tmp_path, command, src, 3, "prog.pb", "permission denied")
 
 
@@ -204,7 +204,7 @@ def test_file_over_2_gib_is_refused_without_reading_it(
     big = tmp_path / "big.pb"
     with big.open("wb") as f:
         f.truncate(2**31)  # sparse: no disk space used
-    monkeypatch.setattr("vppctl.files._read_regular", _must_not_read)
+    monkeypatch.setattr("vppctl.program.files._read_regular", _must_not_read)
     start = time.monotonic()
     refuse(runner, tmp_path, command, big, 3, "big.pb", "2.0 GiB", "2 GiB")
     assert time.monotonic() - start < 2
@@ -594,9 +594,9 @@ def _boom(*args: object, **kwargs: object) -> object:
         ("convert", "vppctl.commands.convert_program"),
         ("verify", "vppctl.commands.verify_program"),
         ("inspect", "vppctl.commands.summarize"),
-        ("dump", "vppctl.save.serialize"),
-        ("convert", "vppctl.fields.scan_ops"),
-        ("convert", "vppctl.files.atomic_replace"),
+        ("dump", "vppctl.program.save.serialize"),
+        ("convert", "vppctl.program.scan.scan_ops"),
+        ("convert", "vppctl.program.files.atomic_replace"),
     ],
 )
 @pytest.mark.parametrize("debug", [False, True])
@@ -631,7 +631,7 @@ def test_keyboard_interrupt_writes_nothing(
     def interrupt(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("vppctl.files.atomic_replace", interrupt)
+    monkeypatch.setattr("vppctl.program.files.atomic_replace", interrupt)
     src = write(tmp_path, SAMPLE)
     with nothing_written(tmp_path):
         r = runner.invoke(cli, args_for("convert", src))

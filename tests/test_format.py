@@ -20,11 +20,11 @@ import pytest
 from google.protobuf import text_format
 from google.protobuf.descriptor import FieldDescriptor
 
-from vppctl import program_pb2 as pb
-from vppctl import view_pb2 as view
 from vppctl.cli import cli
-from vppctl.load import parse_program, read_program
-from vppctl.save import serialize, write_program
+from vppctl.program._proto import program_pb2 as pb
+from vppctl.program._proto import view_pb2 as view
+from vppctl.program.load import parse_program, read_program
+from vppctl.program.save import serialize, write_program
 
 REQ, OPT, REP = "required", "optional", "repeated"
 

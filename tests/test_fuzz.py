@@ -61,8 +61,8 @@ import pytest
 from click.testing import CliRunner
 from programs import Prog, layered
 
-from vppctl import program_pb2 as pb
 from vppctl.cli import cli
+from vppctl.program._proto import program_pb2 as pb
 
 CI_SEED = 20251130
 CI_INPUTS = 1500
@@ -112,8 +112,8 @@ def _with_sub_blocks() -> bytes:
 def _converted(data: bytes, vpp: int) -> bytes:
     """`data` converted by vppctl (a VPP program with a recorded plan)."""
     from vppctl.convert import ConvertOptions, convert_program
-    from vppctl.load import parse_program
     from vppctl.plan import PlanOptions
+    from vppctl.program.load import parse_program
 
     program = parse_program(data)
     convert_program(program, ConvertOptions(plan=PlanOptions(vpp=vpp)))
@@ -813,7 +813,7 @@ def run_round(tmp: Path, seed: int, inputs: int) -> Outcome:
         mp.setattr(os, "fsync", lambda fd: None)
         # The same bound on regexes, at a fraction of the time (tests/test_bounds.py runs
         # the real one).
-        mp.setattr("vppctl.layers.REGEX_SECONDS", 0.3)
+        mp.setattr("vppctl.engine.layers.REGEX_SECONDS", 0.3)
         for n in range(inputs):
             rnd.run(n)
             if inputs > CI_INPUTS and (n + 1) % 5000 == 0:  # progress of a long round (-s)

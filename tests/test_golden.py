@@ -24,9 +24,9 @@ import pytest
 from click.testing import CliRunner
 from rulekit import listing
 
-from vppctl import program_pb2 as pb
 from vppctl.cli import cli
-from vppctl.roles import is_forward
+from vppctl.program._proto import program_pb2 as pb
+from vppctl.program.roles import is_forward
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("VPPCTL_UPDATE_GOLDEN") == "1"

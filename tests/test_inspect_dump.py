@@ -26,10 +26,10 @@ from click.testing import CliRunner
 from google.protobuf import text_format
 from programs import Prog
 
-from vppctl import program_pb2 as pb
 from vppctl.cli import cli
+from vppctl.program._proto import program_pb2 as pb
+from vppctl.program.roles import is_forward
 from vppctl.report import human_bytes
-from vppctl.roles import is_forward
 
 SMALL = ("--hidden", "64", "--vocab", "1000")
 SAMPLES = Path(__file__).parent.parent / "samples"

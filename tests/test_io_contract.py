@@ -1,8 +1,8 @@
 """The I/O contract (issue 12): what happens for each kind of output and input path.
 
-Outputs go through `vppctl.files.resolve_output(spec, binary=..., inputs=...)` and
-`Output.write`; programs through `vppctl.save.write_program`; inputs through
-`vppctl.load.read_program` (which reads with `vppctl.files.read_input`). Special
+Outputs go through `vppctl.program.files.resolve_output(spec, binary=..., inputs=...)` and
+`Output.write`; programs through `vppctl.program.save.write_program`; inputs through
+`vppctl.program.load.read_program` (which reads with `vppctl.program.files.read_input`). Special
 files are made in temporary directories with mknod (as root, as CI runs) and
 mkfifo; FIFOs get a reader or writer thread; stdout, stdin and terminals are
 tested in child processes (a pty stands in for the terminal). The last section
@@ -30,12 +30,12 @@ from hypothesis import strategies as st
 from iohelpers import FifoReader, FifoWriter, child, kind, mknod_char
 from programs import layered
 
-from vppctl import files
-from vppctl import program_pb2 as pb
 from vppctl.cli import cli
 from vppctl.errors import ConversionError, ProgramFileError, UsageError
-from vppctl.files import Output, read_input, resolve_output
-from vppctl.load import (
+from vppctl.program import files
+from vppctl.program._proto import program_pb2 as pb
+from vppctl.program.files import Output, read_input, resolve_output
+from vppctl.program.load import (
     MAX_PROGRAM_BYTES,
     Program,
     is_text_name,
@@ -44,7 +44,7 @@ from vppctl.load import (
     read_program,
     to_full,
 )
-from vppctl.save import check_size, serialize, write_program
+from vppctl.program.save import check_size, serialize, write_program
 
 IS_ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not IS_ROOT, reason="mknod and chown need root (CI runs as root)")
@@ -440,7 +440,7 @@ def test_stdout_closed_early_raises_broken_pipe() -> None:
 
 
 def run_reader(code: str, stdin: object) -> subprocess.CompletedProcess[bytes]:
-    prelude = "import sys; from vppctl.load import read_program; "
+    prelude = "import sys; from vppctl.program.load import read_program; "
     return subprocess.run(
         [sys.executable, "-c", prelude + code],
         stdin=stdin,  # type: ignore[arg-type]
@@ -789,7 +789,7 @@ def test_a_program_of_2_gib_or_more_is_refused_before_anything_is_written(
     target = tmp_path / "out.pb"
     target.write_bytes(OLD)
     if text:
-        monkeypatch.setattr("vppctl.save.MAX_PROGRAM_BYTES", 100)
+        monkeypatch.setattr("vppctl.program.save.MAX_PROGRAM_BYTES", 100)
     else:
         monkeypatch.setattr(Program, "byte_size", lambda self, sizes=None: 2**31 + 5 * 2**28)
     monkeypatch.setattr(files, "atomic_replace", _must_not_write)

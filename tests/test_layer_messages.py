@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from vppctl import program_pb2 as pb
 from vppctl.cli import cli
-from vppctl.layers import few
+from vppctl.engine.layers import few
+from vppctl.program._proto import program_pb2 as pb
 
 SAMPLE = Path(__file__).parent.parent / "samples" / "gpt-8l-pp4.pb"
 

@@ -18,18 +18,18 @@ from pathlib import Path
 import pytest
 from programs import Prog
 
-from vppctl import program_pb2 as pb
 from vppctl.cli import cli
 from vppctl.commands import convert_file, simulate_run
 from vppctl.convert import ConvertOptions
-from vppctl.memory import MemoryOptions, iec, parse_size
 from vppctl.plan import PlanOptions
-from vppctl.roles import BACKWARD, FORWARD, LOSS, LOSS_GRAD, OPTIMIZE
+from vppctl.planner.memory import MemoryOptions, iec, parse_size
+from vppctl.program._proto import program_pb2 as pb
+from vppctl.program.roles import BACKWARD, FORWARD, LOSS, LOSS_GRAD, OPTIMIZE
 from vppctl.sample import SampleOptions, build_sample
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Bytes per element, from Paddle's VarType (independent of vppctl.fields).
+# Bytes per element, from Paddle's VarType (independent of vppctl.program.scan).
 DTYPE_BYTES = {
     pb.VarType.BOOL: 1,
     pb.VarType.INT32: 4,

@@ -14,7 +14,7 @@ import pytest
 from programs import BACKWARD, FORWARD, OPTIMIZE, Prog, layered
 from rulekit import convert, refusal
 
-from vppctl import program_pb2 as pb
+from vppctl.program._proto import program_pb2 as pb
 
 # layered([0, 0, 1, 1]) at vpp 2: DecoderLayer_k goes to segment k, which is stage k % 2,
 # chunk k // 2. In the input DecoderLayer_2 is on stage 1; after conversion on stage 0.

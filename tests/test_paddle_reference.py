@@ -23,11 +23,11 @@ from typing import Any
 import pytest
 from paddle_compare import compare_annotations, compare_programs, report
 
-from vppctl import program_pb2 as pb
 from vppctl.convert import ConvertOptions, ConvertResult, convert_program
-from vppctl.expectation import verify_program
-from vppctl.load import parse_program
 from vppctl.plan import PlanOptions
+from vppctl.program._proto import program_pb2 as pb
+from vppctl.program.load import parse_program
+from vppctl.verify.expectation import verify_program
 
 REFERENCE = Path(__file__).resolve().parent / "paddle_reference"
 CASES = sorted(

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from vppctl.cli import cli
-from vppctl.expectation import verify_program
-from vppctl.load import parse_program
-from vppctl.planner import megatron_layout
+from vppctl.planner.search import megatron_layout
+from vppctl.program.load import parse_program
 from vppctl.sample import SampleOptions, build_sample
 from vppctl.schedule.orders import legal_group_sizes
+from vppctl.verify.expectation import verify_program
 
 
 @pytest.fixture(scope="module")
@@ -148,7 +148,7 @@ def test_the_memory_limit_leaves_out_and_refuses(runner, src: Path) -> None:
     assert result.exit_code == 4
     assert "no candidate fits --memory-limit" in result.stderr
     assert f"on stage {smallest['worst_stage']}" in result.stderr
-    from vppctl.memory import iec
+    from vppctl.planner.memory import iec
 
     assert f"the smallest peak is {iec(peaks[0])}" in result.stderr
 

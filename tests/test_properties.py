@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from programs import Prog, layered
 from rulekit import convert, layer_op, placements, without_placements
 
-from vppctl import program_pb2 as pb
-from vppctl.expectation import verify_program
-from vppctl.load import parse_program
+from vppctl.program._proto import program_pb2 as pb
+from vppctl.program.load import parse_program
+from vppctl.verify.expectation import verify_program
 
 SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

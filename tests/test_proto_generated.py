@@ -2,9 +2,9 @@
 
 import pytest
 
-from vppctl import genproto
+from vppctl.program._proto import genproto
 
 
 def test_generated_code_is_current() -> None:
     pytest.importorskip("grpc_tools", reason="grpcio-tools is in the test extra")
-    assert genproto.differences() == [], "run: python -m vppctl.genproto"
+    assert genproto.differences() == [], "run: python -m vppctl.program._proto.genproto"

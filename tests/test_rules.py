@@ -38,7 +38,7 @@ from rulekit import (
 )
 
 from vppctl import __version__
-from vppctl import program_pb2 as pb
+from vppctl.program._proto import program_pb2 as pb
 
 S0, S1, S2 = (0,), (1,), (2,)
 

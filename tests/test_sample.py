@@ -20,9 +20,9 @@ import pytest
 from click.testing import CliRunner
 from google.protobuf import text_format
 
-from vppctl import program_pb2 as pb
 from vppctl.cli import cli
-from vppctl.roles import BACKWARD, FORWARD, LOSS, LOSS_GRAD, OPTIMIZE
+from vppctl.program._proto import program_pb2 as pb
+from vppctl.program.roles import BACKWARD, FORWARD, LOSS, LOSS_GRAD, OPTIMIZE
 from vppctl.sample import SampleOptions, build_sample
 
 LAYER_ROOT = re.compile(r"^/GPTModel/(DecoderLayer(?:_(\d+))?)/")
@@ -616,7 +616,7 @@ def test_bad_sample_options_exit_2_and_write_nothing(tmp_path: Path, args: list[
 
 @pytest.mark.slow
 def test_a_million_op_program_takes_well_under_a_minute(tmp_path: Path) -> None:
-    from vppctl import view_pb2 as view
+    from vppctl.program._proto import view_pb2 as view
 
     out = tmp_path / "big.pb"
     start, cpu = time.perf_counter(), time.process_time()

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from vppctl import program_pb2 as pb
-from vppctl.load import varint as encode_varint
+from vppctl.program._proto import program_pb2 as pb
+from vppctl.program.load import varint as encode_varint
 from vppctl.sample import SampleOptions, build_sample, encode, sections, stamp
 
 # (options, size in bytes, sha256): every layout and option, meshes with 2-byte

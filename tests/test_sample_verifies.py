@@ -23,10 +23,10 @@ from hypothesis import strategies as st
 
 from vppctl.cli import cli
 from vppctl.convert import ConvertOptions, convert_program
-from vppctl.expectation import verify_program
-from vppctl.load import parse_program
 from vppctl.plan import PlanOptions
+from vppctl.program.load import parse_program
 from vppctl.sample import SampleOptions, build_sample
+from vppctl.verify.expectation import verify_program
 
 SAMPLES = Path(__file__).parent.parent / "samples"
 LAYOUT_RULES = {"V005", "V006", "V007"}
@@ -131,7 +131,7 @@ def test_verify_json_names_the_recorded_plan_or_null(tmp_path: Path) -> None:
 
 def _sum_placements(data: bytes) -> list[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]:
     """(sum op's mesh, its output's mesh, the forward variable's mesh) for each `sum`."""
-    from vppctl import program_pb2 as pb
+    from vppctl.program._proto import program_pb2 as pb
 
     block = pb.ProgramDesc.FromString(data).blocks[0]
     mesh = {v.name: tuple(v.dist_attr.process_mesh.process_ids) for v in block.vars}

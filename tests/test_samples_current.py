@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from vppctl.cli import cli
-from vppctl.load import read_program
+from vppctl.program.load import read_program
 
 SAMPLES = Path(__file__).parent.parent / "samples"
 README = SAMPLES / "README.md"

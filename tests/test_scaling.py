@@ -26,8 +26,8 @@ from typing import Any
 
 import vppctl
 from vppctl.convert import ConvertOptions, convert_program
-from vppctl.load import parse_program
 from vppctl.plan import PlanOptions
+from vppctl.program.load import parse_program
 from vppctl.sample import SampleOptions, build_sample
 
 MAX_RATIO = 2.5

@@ -15,12 +15,12 @@ import pytest
 from programs import layered
 from test_fuzz import mutant
 
-from vppctl import fields
-from vppctl import program_pb2 as pb
+from vppctl.engine.index import build_index
 from vppctl.errors import ProgramFileError
-from vppctl.index import build_index
-from vppctl.load import Program, parse_program, read_program
-from vppctl.roles import BACKWARD
+from vppctl.program import scan as fields
+from vppctl.program._proto import program_pb2 as pb
+from vppctl.program.load import Program, parse_program, read_program
+from vppctl.program.roles import BACKWARD
 
 ROOT = Path(__file__).resolve().parent.parent
 

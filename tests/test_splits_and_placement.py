@@ -11,17 +11,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from programs import layered
 
-from vppctl import program_pb2 as pb
 from vppctl.cli import cli
 from vppctl.convert import ConvertOptions, convert_program
-from vppctl.detect import candidates, detect_layers
+from vppctl.engine.detect import candidates, detect_layers
+from vppctl.engine.index import build_index
+from vppctl.engine.layers import find_layers
 from vppctl.errors import ConversionError
-from vppctl.expectation import verify_program
-from vppctl.index import build_index
-from vppctl.layers import find_layers
-from vppctl.load import parse_program
 from vppctl.plan import PlanOptions, balanced_sizes, keep_sizes, place, segment_costs
+from vppctl.program._proto import program_pb2 as pb
+from vppctl.program.load import parse_program
 from vppctl.sample import SampleOptions, build_sample
+from vppctl.verify.expectation import verify_program
 
 SAMPLES = sorted((Path(__file__).resolve().parent.parent / "samples").glob("*.pb*"))
 

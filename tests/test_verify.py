@@ -18,13 +18,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from programs import LOSS, Prog, layered
 
-from vppctl import program_pb2 as pb
 from vppctl.cli import cli
 from vppctl.convert import ConvertOptions, convert_program
-from vppctl.expectation import verify_program
-from vppctl.load import parse_program
 from vppctl.plan import PlanOptions
-from vppctl.verify import RULES, Violation
+from vppctl.program._proto import program_pb2 as pb
+from vppctl.program.load import parse_program
+from vppctl.verify.checks import RULES, Violation
+from vppctl.verify.expectation import verify_program
 
 # -- helpers ---------------------------------------------------------------------------
 
@@ -602,8 +602,8 @@ def test_convert_reports_cross_stage_edges_before_and_after(
 
 
 def test_cross_stage_edges_count_each_variable_once_per_consuming_stage() -> None:
-    from vppctl.flow import cross_stage_edges
-    from vppctl.index import build_index
+    from vppctl.engine.flow import cross_stage_edges
+    from vppctl.engine.index import build_index
 
     # h0 (stage 0) is read by layers on stages 1 and 2: two edges; the head on stage 2 reads
     # both layer outputs, from stages 1 and 2: one more edge.
@@ -614,8 +614,8 @@ def test_cross_stage_edges_count_each_variable_once_per_consuming_stage() -> Non
 
 
 def test_backward_and_optimizer_ops_do_not_count_as_edges() -> None:
-    from vppctl.flow import cross_stage_edges
-    from vppctl.index import build_index
+    from vppctl.engine.flow import cross_stage_edges
+    from vppctl.engine.index import build_index
 
     p = layered([0, 1])
     plain = p.program()

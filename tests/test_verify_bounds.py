@@ -11,8 +11,8 @@ from __future__ import annotations
 from programs import BACKWARD, Prog
 from test_scaling import MAX_RATIO, WorkCounter
 
-from vppctl.expectation import verify_program
-from vppctl.load import parse_program
+from vppctl.program.load import parse_program
+from vppctl.verify.expectation import verify_program
 
 
 def _verify_work(data: bytes) -> int:

@@ -21,16 +21,16 @@ from click.testing import CliRunner
 from programs import layered
 from test_verify import Broken, converted
 
-from vppctl import program_pb2 as pb
 from vppctl.cli import cli
 from vppctl.convert import ConvertOptions, convert_program
+from vppctl.engine.flow import recomputed_ops
+from vppctl.engine.index import build_index
 from vppctl.errors import SelfCheckError
-from vppctl.expectation import verify_program
-from vppctl.flow import recomputed_ops
-from vppctl.index import build_index
-from vppctl.load import parse_program
 from vppctl.plan import PlanOptions
-from vppctl.verify import RULES, Violation
+from vppctl.program._proto import program_pb2 as pb
+from vppctl.program.load import parse_program
+from vppctl.verify.checks import RULES, Violation
+from vppctl.verify.expectation import verify_program
 
 REFERENCE = Path(__file__).resolve().parent / "paddle_reference"
 SEG = "LlamaDecoderLayer"
@@ -691,7 +691,7 @@ CHECKS = {
 def test_without_its_rule_the_fault_passes(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The proof that each test needs its rule: with the function holding the rule
     switched off, every other rule calls the broken program valid."""
-    from vppctl import verify
+    from vppctl.verify import checks as verify
 
     f = FAULTS[name]()
     for check in CHECKS[f.rule]:

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from vppctl import fields
-from vppctl import program_pb2 as pb
-from vppctl import view_pb2 as view
-from vppctl.load import Block
+from vppctl.program import scan as fields
+from vppctl.program._proto import program_pb2 as pb
+from vppctl.program._proto import view_pb2 as view
+from vppctl.program.load import Block
 
 MESH = pb.ProcessMesh(shape=[1], process_ids=[3], dim_names=["x"]).SerializeToString()
 

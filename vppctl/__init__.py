@@ -20,7 +20,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.2.0"
+from vppctl._version import __version__
 
 # name -> the module that defines it
 _API = {
@@ -38,25 +38,25 @@ _API = {
     "SimulateOutcome": "vppctl.commands",
     "PlanOutcome": "vppctl.commands",
     "Bubble": "vppctl.commands",
-    "VerifyReport": "vppctl.expectation",
+    "VerifyReport": "vppctl.verify.expectation",
     "Summary": "vppctl.summary",
     # options
     "ConvertOptions": "vppctl.convert",
     "PlanOptions": "vppctl.plan",
     "SampleOptions": "vppctl.sample",
-    "MemoryOptions": "vppctl.memory",
+    "MemoryOptions": "vppctl.planner.memory",
     # programs in memory
-    "Program": "vppctl.load",
-    "read_program": "vppctl.load",
-    "parse_program": "vppctl.load",
-    "write_program": "vppctl.save",
+    "Program": "vppctl.program.load",
+    "read_program": "vppctl.program.load",
+    "parse_program": "vppctl.program.load",
+    "write_program": "vppctl.program.save",
     "convert_program": "vppctl.convert",
     "ConvertResult": "vppctl.convert",
-    "verify_program": "vppctl.expectation",
+    "verify_program": "vppctl.verify.expectation",
     "Plan": "vppctl.plan",
     "Segment": "vppctl.plan",
-    "Violation": "vppctl.verify",
-    "RULES": "vppctl.verify",
+    "Violation": "vppctl.verify.checks",
+    "RULES": "vppctl.verify.checks",
     # errors
     "VppctlError": "vppctl.errors",
     "UsageError": "vppctl.errors",
@@ -91,14 +91,14 @@ if TYPE_CHECKING:
         UsageError,
         VppctlError,
     )
-    from vppctl.expectation import VerifyReport, verify_program
-    from vppctl.load import Program, parse_program, read_program
-    from vppctl.memory import MemoryOptions
     from vppctl.plan import Plan, PlanOptions, Segment
+    from vppctl.planner.memory import MemoryOptions
+    from vppctl.program.load import Program, parse_program, read_program
+    from vppctl.program.save import write_program
     from vppctl.sample import SampleOptions
-    from vppctl.save import write_program
     from vppctl.summary import Summary
-    from vppctl.verify import RULES, Violation
+    from vppctl.verify.checks import RULES, Violation
+    from vppctl.verify.expectation import VerifyReport, verify_program
 
 
 def __getattr__(name: str) -> Any:

@@ -3,7 +3,7 @@
 Each function takes paths (`str` or `Path`; "-" is stdin or stdout) and
 options, does the whole job of its command (resolve the outputs, read, run the
 pipeline, write) and returns a frozen outcome that `vppctl.report` renders as
-a table or JSON. Outputs are resolved before any work (`vppctl.files`): an
+a table or JSON. Outputs are resolved before any work (`vppctl.program.files`): an
 output that is an input, a trailing "/" or a missing directory is refused
 before the program is read, and nothing is written on failure. The CLI parses
 options, calls one of these and renders; a training script can call them
@@ -23,18 +23,18 @@ from typing import TYPE_CHECKING
 
 from vppctl.convert import ConvertOptions, ConvertResult, convert_program
 from vppctl.errors import UsageError, VppctlError
-from vppctl.expectation import VerifyReport, verify_program
-from vppctl.files import STDIO, Output, resolve_output
-from vppctl.load import Program, is_text_name, parse_program, read_program
-from vppctl.save import check_size, write_program
+from vppctl.program.files import STDIO, Output, resolve_output
+from vppctl.program.load import Program, is_text_name, parse_program, read_program
+from vppctl.program.save import check_size, write_program
 from vppctl.summary import Summary, summarize
+from vppctl.verify.expectation import VerifyReport, verify_program
 
 if TYPE_CHECKING:  # the schedule side, the planner and the sample generator load on use
-    from vppctl.memory import MemoryOptions, StageMemory
     from vppctl.plan import CostKind, Placement, Plan, Split
-    from vppctl.planner import PlanResult, PlanSearch
+    from vppctl.planner.costs import PlanRequest
+    from vppctl.planner.memory import MemoryOptions, StageMemory
+    from vppctl.planner.search import PlanResult, PlanSearch
     from vppctl.sample import SampleOptions
-    from vppctl.schedule.costs import PlanRequest
     from vppctl.schedule.simulate import Schedule, SimResult
 
 PathLike = str | os.PathLike[str]
@@ -79,7 +79,7 @@ class Bubble:
     micro_batches: int
     measure: str
     schedules: tuple[tuple[Schedule, Fraction], ...]
-    # Per schedule shown, each stage's bytes at micro-batch size 1 (`vppctl.memory`).
+    # Per schedule shown, each stage's bytes at micro-batch size 1 (`vppctl.planner.memory`).
     memory: tuple[tuple[StageMemory, ...], ...] = ()
 
 
@@ -131,8 +131,8 @@ def convert_file(
 def _bubble(program: Program, micro_batches: int) -> tuple[Bubble | None, tuple[str, ...]]:
     """The converted program simulated as `simulate` does it: its recorded plan, its
     costs, 1F1B and the placement's interleaving schedule."""
-    from vppctl.memory import MemoryModel, MemoryOptions, stage_memory
-    from vppctl.schedule.costs import CostModel, PlanRequest, resolve_plan
+    from vppctl.planner.costs import CostModel, PlanRequest, resolve_plan
+    from vppctl.planner.memory import MemoryModel, MemoryOptions, stage_memory
     from vppctl.schedule.simulate import held_peak, simulate
 
     try:
@@ -225,7 +225,7 @@ def dump_file(
 
 
 def _strip(program: Program) -> int:
-    from vppctl.fields import strip_callstack
+    from vppctl.program.scan import strip_callstack
 
     return sum(strip_callstack(b) for b in program.blocks)
 
@@ -307,10 +307,10 @@ def simulate_run(
     forward FLOPs, and `outcome.memory` holds each stage's bytes. Without it, `pp` and
     `vpp` are required and every chunk costs `costs` (F,B,W; default 1,1,1). `schedule`
     None compares 1F1B with the plan's interleaving schedule."""
-    from vppctl.memory import MemoryOptions
+    from vppctl.planner.costs import PlanRequest
+    from vppctl.planner.memory import MemoryOptions
     from vppctl.schedule.arguments import check_size as check_simulation_size
     from vppctl.schedule.arguments import parse_unit_costs
-    from vppctl.schedule.costs import PlanRequest
 
     outputs = _picture_outputs(prog, {"--svg": svg, "--trace": trace, "--csv": csv})
     ratios = parse_unit_costs(costs) if isinstance(costs, str) else costs or _UNIT_COSTS
@@ -370,8 +370,8 @@ def _simulate_program(
 ) -> SimulateOutcome:
     """A program simulated with the plan `convert` would make (or made), its FLOP costs
     and its bytes per stage."""
-    from vppctl.memory import MemoryModel, stage_memory
-    from vppctl.schedule.costs import CostModel, resolve_plan
+    from vppctl.planner.costs import CostModel, resolve_plan
+    from vppctl.planner.memory import MemoryModel, stage_memory
     from vppctl.schedule.simulate import held_peak
 
     resolved = resolve_plan(read_program(prog), request)
@@ -490,8 +490,8 @@ def plan_run(
     for the fastest step that fits `memory.limit`; candidates best first, each with the
     `vppctl convert` command that makes it. Raises ConversionError (exit 4) when none
     fits, naming the smallest peak found."""
-    from vppctl.memory import MemoryOptions
-    from vppctl.planner import PLACEMENTS, SPLITS, PlanSearch, search
+    from vppctl.planner.memory import MemoryOptions
+    from vppctl.planner.search import PLACEMENTS, SPLITS, PlanSearch, search
     from vppctl.schedule.orders import SCHEDULES
 
     opts = PlanSearch(

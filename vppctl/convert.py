@@ -12,21 +12,22 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from vppctl import fields, precheck
-from vppctl.apply import assign, write
-from vppctl.backward import ForwardOps
-from vppctl.cost import LayerCosts, layer_costs, param_elements
-from vppctl.detect import resolve_layers
+from vppctl.engine import precheck
+from vppctl.engine.apply import assign, write
+from vppctl.engine.backward import ForwardOps
+from vppctl.engine.cost import LayerCosts, layer_costs, param_elements
+from vppctl.engine.detect import resolve_layers
+from vppctl.engine.flow import cross_stage_edges
+from vppctl.engine.index import ProgramIndex, build_index
+from vppctl.engine.layers import LayerSet, with_matches
 from vppctl.errors import ConversionError, SelfCheckError
-from vppctl.flow import cross_stage_edges
 from vppctl.gcpause import gc_paused
-from vppctl.index import ProgramIndex, build_index
-from vppctl.layers import LayerSet, with_matches
-from vppctl.load import Program
 from vppctl.mesh import NO_MESH, MeshId
 from vppctl.plan import LayerFacts, Plan, PlanOptions, make_plan, virtual_stages
-from vppctl.roles import kind
-from vppctl.verify import Expectation, Violation, verify
+from vppctl.program import scan as fields
+from vppctl.program.load import Program
+from vppctl.program.roles import kind
+from vppctl.verify.checks import Expectation, Violation, verify
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,7 @@ from google.protobuf.message import DecodeError
 
 # vppctl.paddle is itself a protobuf-facing adapter: it turns Paddle objects into
 # vppctl's program messages and back.
-from vppctl import program_pb2 as pb
+from vppctl.program._proto import program_pb2 as pb
 
 __all__ = [
     "AnnotationError",

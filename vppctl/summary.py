@@ -9,16 +9,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from vppctl import fields
-from vppctl.cost import param_elements
-from vppctl.detect import resolve_layers
+from vppctl.engine.cost import param_elements
+from vppctl.engine.detect import resolve_layers
+from vppctl.engine.index import ProgramIndex, build_index
+from vppctl.engine.layers import LayerSet
 from vppctl.errors import ConversionError
 from vppctl.gcpause import gc_paused
-from vppctl.index import ProgramIndex, build_index
-from vppctl.layers import LayerSet
-from vppctl.load import Program
 from vppctl.mesh import NO_MESH, Mesh
-from vppctl.roles import KINDS, Kind, kind
+from vppctl.program import scan as fields
+from vppctl.program.load import Program
+from vppctl.program.roles import KINDS, Kind, kind
 
 
 @dataclass(frozen=True)

@@ -105,7 +105,7 @@ class Row:
 
 def child_floor(path: Path) -> dict[str, float]:
     """Parse + serialize with the full schema (file read not timed)."""
-    from vppctl import program_pb2 as pb
+    from vppctl.program._proto import program_pb2 as pb
 
     data = path.read_bytes()
     t0 = time.perf_counter()
@@ -127,9 +127,9 @@ def peak_rss() -> int:
 def child_convert(path: Path, out: Path) -> dict[str, float]:
     """read_program + convert_program + write_program, with per-stage times and peak RSS."""
     from vppctl.convert import ConvertOptions, convert_program
-    from vppctl.load import read_program
     from vppctl.plan import PlanOptions
-    from vppctl.save import write_program
+    from vppctl.program.load import read_program
+    from vppctl.program.save import write_program
 
     opts = ConvertOptions(plan=PlanOptions(vpp=VPP), seg_method=SEG_METHOD)
     t0 = time.perf_counter()

@@ -34,9 +34,9 @@ HERE = Path(__file__).resolve().parents[2]  # this checkout
 def worker(path: Path, out: Path) -> None:
     """Convert `path` once per line read from stdin; print each conversion's CPU ms."""
     from vppctl.convert import ConvertOptions, convert_program
-    from vppctl.load import read_program
     from vppctl.plan import PlanOptions
-    from vppctl.save import write_program
+    from vppctl.program.load import read_program
+    from vppctl.program.save import write_program
 
     opts = ConvertOptions(plan=PlanOptions(vpp=bench.VPP), seg_method=bench.SEG_METHOD)
     for _ in sys.stdin:

@@ -390,9 +390,9 @@ class RealCase:
         if self.roundtrip is None and self.failure is None:
             from vppctl.convert import ConvertOptions, convert_program
             from vppctl.errors import VppctlError
-            from vppctl.load import parse_program
             from vppctl.paddle import apply_annotations, export_program
             from vppctl.plan import PlanOptions
+            from vppctl.program.load import parse_program
 
             program = parse_program(self.plain)
             opts = ConvertOptions(

@@ -42,7 +42,7 @@ from paddle_compare import _mesh, _role, compare_annotations
 from paddle_compare import report as _report
 
 from vppctl import paddle as bridge
-from vppctl import program_pb2 as pb
+from vppctl.program._proto import program_pb2 as pb
 
 pytestmark = pytest.mark.paddle
 

@@ -41,7 +41,7 @@ from paddle_compare import (
 from real_programs import CASES, CASES_BY_NAME
 
 from vppctl import paddle as bridge
-from vppctl import program_pb2 as pb
+from vppctl.program._proto import program_pb2 as pb
 
 pytestmark = pytest.mark.paddle
 

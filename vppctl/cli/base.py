@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from vppctl import __version__
+from vppctl._version import __version__
 from vppctl.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, VppctlError
 
 if TYPE_CHECKING:

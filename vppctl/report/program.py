@@ -17,10 +17,9 @@ from vppctl.commands import (
     SampleOutcome,
 )
 from vppctl.convert import ConvertResult
-from vppctl.expectation import VerifyReport
-from vppctl.fields import RecordedPlan
-from vppctl.memory import worst_stage
 from vppctl.plan import Plan
+from vppctl.planner.memory import worst_stage
+from vppctl.program.scan import RecordedPlan
 from vppctl.report.common import (
     BUBBLE_DEFINITION,
     TABLE_ROWS,
@@ -32,7 +31,8 @@ from vppctl.report.common import (
 )
 from vppctl.schedule.orders import SCHEDULE_NAMES
 from vppctl.summary import ChunkLayers, Summary
-from vppctl.verify import RULES, Violation
+from vppctl.verify.checks import RULES, Violation
+from vppctl.verify.expectation import VerifyReport
 
 
 def layers_line(plan: Plan) -> str:

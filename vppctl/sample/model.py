@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Literal, NamedTuple
 
-from vppctl import program_pb2 as pb
 from vppctl.errors import UsageError
+from vppctl.program._proto import program_pb2 as pb
 
 Layout = Literal["blocked", "interleaved"]
 Optimizer = Literal["adamw", "sgd", "none"]

@@ -23,12 +23,12 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Literal
 
-from vppctl import fields
 from vppctl.convert import ConvertOptions, Planned, plan_program, replan
-from vppctl.cost import layer_costs
+from vppctl.engine.cost import layer_costs
 from vppctl.errors import ConversionError, UsageError
-from vppctl.load import Program
 from vppctl.plan import CostKind, Placement, Plan, PlanOptions, Split, segment_costs
+from vppctl.program import scan as fields
+from vppctl.program.load import Program
 
 Measure = Literal["flops", "ops"]
 

@@ -28,14 +28,14 @@ from typing import NamedTuple, TypeVar
 
 from google.protobuf.message import DecodeError
 
-from vppctl import __version__
-from vppctl import program_pb2 as pb
-from vppctl import view_pb2 as view
+from vppctl._version import __version__
 from vppctl.errors import ProgramFileError
-from vppctl.load import Block
 from vppctl.mesh import Mesh
 from vppctl.plan import Plan
-from vppctl.roles import BACKWARD, FORWARD_ROLES, OPTIMIZE
+from vppctl.program._proto import program_pb2 as pb
+from vppctl.program._proto import view_pb2 as view
+from vppctl.program.load import Block
+from vppctl.program.roles import BACKWARD, FORWARD_ROLES, OPTIMIZE
 
 NO_VAR = -1  # an argument naming no declared variable
 EMPTY_VAR = -2  # "" or Paddle's @EMPTY@: no variable, by design

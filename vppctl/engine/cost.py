@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from vppctl import fields
-from vppctl.index import ProgramIndex
-from vppctl.layers import NO_LAYER, LayerSet
+from vppctl.engine.index import ProgramIndex
+from vppctl.engine.layers import NO_LAYER, LayerSet
 from vppctl.plan import CostKind
+from vppctl.program import scan as fields
 
 MATMULS = (b"matmul_v2", b"matmul", b"mul", b"fused_gemm_epilogue")
 

@@ -17,15 +17,15 @@ from dataclasses import dataclass, field
 from itertools import compress
 from operator import ne, or_
 
-from vppctl import fields
-from vppctl.backward import NOP, ForwardOps
+from vppctl.engine.backward import NOP, ForwardOps
+from vppctl.engine.index import ProgramIndex, loss_op
+from vppctl.engine.layers import NO_LAYER, LayerSet
 from vppctl.errors import ConversionError
-from vppctl.fields import NO_CHUNK_NAME
-from vppctl.index import ProgramIndex, loss_op
-from vppctl.layers import NO_LAYER, LayerSet
 from vppctl.mesh import NO_MESH
 from vppctl.plan import Plan
-from vppctl.roles import BACKWARD, FORWARD_ROLES, LOSS_GRAD, OPTIMIZE
+from vppctl.program import scan as fields
+from vppctl.program.roles import BACKWARD, FORWARD_ROLES, LOSS_GRAD, OPTIMIZE
+from vppctl.program.scan import NO_CHUNK_NAME
 
 GRAD_SUMS = (b"sum", b"grad_add")
 
@@ -267,7 +267,7 @@ class AssignBackward:
 
     The loss-grad op takes the loss op's mesh and chunk id; a grad op, a recompute
     copy or another op the data flow ties to a forward op takes that op's
-    (`vppctl.backward.ForwardOps`); `sum`/`grad_add` take the nearest earlier
+    (`vppctl.engine.backward.ForwardOps`); `sum`/`grad_add` take the nearest earlier
     backward op that writes one of their inputs (Paddle skips the first grad op
     after the loss-grad op; vppctl does not). Any other backward op (the recompute
     pass's dependency `nop`s among them) takes the op that wrote its first input,

@@ -15,15 +15,22 @@ from enum import Enum
 from itertools import chain, compress, repeat
 from operator import sub as minus
 
-from vppctl import fields
-from vppctl.backward import ForwardOps
-from vppctl.fields import NO_VAR, RecordedPlan
-from vppctl.flow import GradientFlow, first_forward_writers, recomputed_ops
-from vppctl.index import ProgramIndex, loss_op
-from vppctl.layers import LayerSet
+from vppctl.engine.backward import ForwardOps
+from vppctl.engine.flow import GradientFlow, first_forward_writers, recomputed_ops
+from vppctl.engine.index import ProgramIndex, loss_op
+from vppctl.engine.layers import LayerSet
 from vppctl.mesh import NO_MESH, Mesh, MeshId, wide_meshes
 from vppctl.plan import Placement, place, virtual_stage
-from vppctl.roles import BACKWARD, FORWARD_ROLES, LOSS_GRAD, OPTIMIZE, is_backward, is_forward
+from vppctl.program import scan as fields
+from vppctl.program.roles import (
+    BACKWARD,
+    FORWARD_ROLES,
+    LOSS_GRAD,
+    OPTIMIZE,
+    is_backward,
+    is_forward,
+)
+from vppctl.program.scan import NO_VAR, RecordedPlan
 
 RULES: dict[str, str] = {
     "V001": "every op of every executed block (block 0 and the blocks executed ops name as "

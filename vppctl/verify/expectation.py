@@ -1,6 +1,6 @@
 """Expectation: what `vppctl verify` checks a program against, and the check itself.
 
-The verifier's rules (`vppctl.verify`) take an `Expectation`: stage and chunk
+The verifier's rules (`vppctl.verify.checks`) take an `Expectation`: stage and chunk
 counts, placement, stage meshes and layers. For `verify` these come from the
 options first, then from the plan the program records, then from the program
 itself (its chunk ids, detected layers). Disagreements between those sources
@@ -11,17 +11,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from vppctl import fields
-from vppctl.detect import resolve_layers
+from vppctl.engine.detect import resolve_layers
+from vppctl.engine.flow import cross_stage_edges
+from vppctl.engine.index import ProgramIndex, build_index
+from vppctl.engine.layers import LayerSet
 from vppctl.errors import ConversionError, UsageError
-from vppctl.fields import RecordedPlan
-from vppctl.flow import cross_stage_edges
 from vppctl.gcpause import gc_paused
-from vppctl.index import ProgramIndex, build_index
-from vppctl.layers import LayerSet
-from vppctl.load import Program
 from vppctl.plan import MAX_DEGREE, Placement
-from vppctl.verify import Cause, Expectation, Violation, verify
+from vppctl.program import scan as fields
+from vppctl.program.load import Program
+from vppctl.program.scan import RecordedPlan
+from vppctl.verify.checks import Cause, Expectation, Violation, verify
 
 
 @dataclass(frozen=True)

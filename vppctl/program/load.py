@@ -9,7 +9,7 @@ the bytes it was loaded from, fields vppctl does not know included, and memory
 stays near the file size.
 
 Where the bytes come from (a file, "-" for stdin, a FIFO or device) is
-`vppctl.files`'s job; this module decides the format and parses. Binary
+`vppctl.program.files`'s job; this module decides the format and parses. Binary
 protobuf by default; protobuf text format when asked (`text=True`), when a
 regular file's name ends in `.pbtxt`, `.textproto` or `.txtpb`, or, for stdin,
 FIFOs and devices, when detected: the bytes are UTF-8 without NUL bytes and
@@ -39,11 +39,11 @@ from typing import Any
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError
 
-from vppctl import program_pb2 as pb
-from vppctl import view_pb2 as view
 from vppctl.errors import ProgramFileError
-from vppctl.files import STDIO, read_input
 from vppctl.gcpause import gc_paused
+from vppctl.program._proto import program_pb2 as pb
+from vppctl.program._proto import view_pb2 as view
+from vppctl.program.files import STDIO, read_input
 
 TEXT_SUFFIXES = (".pbtxt", ".textproto", ".txtpb")
 # protobuf refuses to parse or serialize a message of 2 GiB or more.

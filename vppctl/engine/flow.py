@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from itertools import chain, repeat
 from operator import add
 
-from vppctl.index import ProgramIndex
+from vppctl.engine.index import ProgramIndex
 from vppctl.mesh import MeshId
-from vppctl.roles import is_backward, is_loss_grad
+from vppctl.program.roles import is_backward, is_loss_grad
 
 
 def first_forward_writers(index: ProgramIndex) -> dict[int, int]:

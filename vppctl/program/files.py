@@ -5,7 +5,7 @@ typed into an `Output`, refusing what cannot work before any work is done;
 `Output.write(data)` then puts the bytes there:
 
     "-"                          stdout (sys.stdout.buffer); binary refused on a terminal
-    missing, or a regular file   replaced atomically (vppctl.atomic): old bytes or all new
+    missing, or a regular file   replaced atomically (vppctl.program.atomic): old bytes or all new
     symbolic link (or a chain)   written through to the final target, atomically in the
                                  target's directory; the links stay links; a dangling link
                                  creates its target
@@ -55,9 +55,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Literal
 
-from vppctl import atomic
-from vppctl.atomic import Data
 from vppctl.errors import ProgramFileError, UsageError
+from vppctl.program import atomic
+from vppctl.program.atomic import Data
 
 STDIO = "-"
 # How long a FIFO may wait for the process at its other end to open it.

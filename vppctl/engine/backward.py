@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import re
 
-from vppctl.fields import EMPTY_VAR, NO_VAR, SCOPE_VAR
-from vppctl.index import ProgramIndex, loss_op
-from vppctl.roles import is_backward, is_loss_grad
+from vppctl.engine.index import ProgramIndex, loss_op
+from vppctl.program.roles import is_backward, is_loss_grad
+from vppctl.program.scan import EMPTY_VAR, NO_VAR, SCOPE_VAR
 
 NOP = b"nop"
 _SENTINELS = (NO_VAR, EMPTY_VAR, SCOPE_VAR)  # argument ids naming no variable
@@ -90,7 +90,7 @@ class ForwardOps:
     def _by_flow(self, op: int) -> int | None:
         block, index = self.block, self.index
         if self._writers is None:
-            from vppctl.flow import first_forward_writers
+            from vppctl.engine.flow import first_forward_writers
 
             self._writers = first_forward_writers(index)
         written = {index.forward_var(v) for v in block.outputs(op) if v >= 0}

@@ -17,10 +17,10 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from vppctl.engine.index import ProgramIndex
 from vppctl.errors import ConversionError, UsageError
-from vppctl.index import ProgramIndex
 from vppctl.mesh import NO_MESH
-from vppctl.roles import is_forward
+from vppctl.program.roles import is_forward
 
 NO_LAYER = -1
 _SUFFIX = re.compile(r"_\d+$")

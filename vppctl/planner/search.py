@@ -4,7 +4,7 @@ This module's one job is `vppctl plan`'s search. The program is read and indexed
 once; every candidate is a plan `convert` would make (`convert.replan` with `convert`'s
 own options, so each candidate's `vppctl convert` command reproduces it exactly),
 timed with the program's forward FLOPs per segment (backward I = W = F) and sized
-with its bytes per stage (`vppctl.memory`).
+with its bytes per stage (`vppctl.planner.memory`).
 
 Candidates, and what a runtime would refuse (left out, never shown):
 
@@ -35,11 +35,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from vppctl import fields
 from vppctl.convert import ConvertOptions, Planned, plan_program, replan
 from vppctl.errors import ConversionError, UsageError, VppctlError
-from vppctl.load import Program
-from vppctl.memory import (
+from vppctl.plan import CostKind, Placement, Plan, PlanOptions, Split
+from vppctl.planner.costs import CostModel
+from vppctl.planner.memory import (
     MemoryModel,
     MemoryOptions,
     SegmentMemory,
@@ -48,9 +48,9 @@ from vppctl.memory import (
     stage_memory,
     worst_stage,
 )
-from vppctl.plan import CostKind, Placement, Plan, PlanOptions, Split
+from vppctl.program import scan as fields
+from vppctl.program.load import Program
 from vppctl.schedule.arguments import MAX_UNITS
-from vppctl.schedule.costs import CostModel
 from vppctl.schedule.execute import Pipeline
 from vppctl.schedule.orders import MERGED, SCHEDULES, Schedule
 

@@ -20,11 +20,11 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
+from vppctl.engine.index import ProgramIndex
+from vppctl.engine.layers import LayerSet, compile_seg_method, find_layers
 from vppctl.errors import ConversionError, UsageError
-from vppctl.fields import RecordedPlan
-from vppctl.index import ProgramIndex
-from vppctl.layers import LayerSet, compile_seg_method, find_layers
-from vppctl.roles import is_forward
+from vppctl.program.roles import is_forward
+from vppctl.program.scan import RecordedPlan
 
 _SUFFIX = re.compile(r"_\d+$")
 

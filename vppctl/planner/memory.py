@@ -37,13 +37,13 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from vppctl import fields
-from vppctl.backward import ForwardOps
 from vppctl.convert import Planned
-from vppctl.index import ProgramIndex
-from vppctl.layers import NO_LAYER, LayerSet
+from vppctl.engine.backward import ForwardOps
+from vppctl.engine.index import ProgramIndex
+from vppctl.engine.layers import NO_LAYER, LayerSet
 from vppctl.plan import Plan, place
-from vppctl.roles import is_backward
+from vppctl.program import scan as fields
+from vppctl.program.roles import is_backward
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
-"""Save: a `Program` in memory -> bytes in an output (`vppctl.files.Output`).
+"""Save: a `Program` in memory -> bytes in an output (`vppctl.program.files.Output`).
 
-    out = resolve_output(spec, binary=not text, inputs=[src])   # vppctl.files
+    out = resolve_output(spec, binary=not text, inputs=[src])   # vppctl.program.files
     written, warnings = write_program(program, out)
 
 `write_program` writes binary protobuf or protobuf text as `out.binary` says
@@ -11,7 +11,7 @@ written, and a program of 2 GiB or more (which protobuf cannot read back) is
 refused then (`check_size`, ConversionError, exit 4). Text output must read
 back to the same program: a string that is not UTF-8 (which text format cannot
 hold) is refused, not written. Where the bytes go, atomically or straight into
-a device, is `vppctl.files`'s job.
+a device, is `vppctl.program.files`'s job.
 """
 
 from __future__ import annotations
@@ -23,11 +23,17 @@ from pathlib import Path
 from google.protobuf import text_format
 from google.protobuf.message import EncodeError
 
-from vppctl.atomic import Data
 from vppctl.errors import ConversionError
-from vppctl.files import Output, resolve_output
 from vppctl.gcpause import gc_paused
-from vppctl.load import MAX_PROGRAM_BYTES, Program, has_unknown_fields, is_text_name, to_full
+from vppctl.program.atomic import Data
+from vppctl.program.files import Output, resolve_output
+from vppctl.program.load import (
+    MAX_PROGRAM_BYTES,
+    Program,
+    has_unknown_fields,
+    is_text_name,
+    to_full,
+)
 
 __all__ = ["check_size", "is_text_name", "serialize", "write_atomic", "write_program"]
 

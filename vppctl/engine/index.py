@@ -11,8 +11,11 @@ from array import array
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
-from vppctl import fields
-from vppctl.fields import (
+from vppctl.mesh import NO_MESH, Mesh, MeshId, stages_and_globals
+from vppctl.program import scan as fields
+from vppctl.program.load import Program
+from vppctl.program.roles import FORWARD_ROLES, LOSS, LOSS_GRAD
+from vppctl.program.scan import (
     EMPTY_NAMES,
     EMPTY_VAR,
     NO_CHUNK_NAME,
@@ -21,9 +24,6 @@ from vppctl.fields import (
     OpColumns,
     VarColumns,
 )
-from vppctl.load import Program
-from vppctl.mesh import NO_MESH, Mesh, MeshId, stages_and_globals
-from vppctl.roles import FORWARD_ROLES, LOSS, LOSS_GRAD
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Regenerate vppctl/*_pb2.py(i) from proto/ (needs grpcio-tools, the `test` extra).
 
-    python -m vppctl.genproto            # rewrite the generated files
-    python -m vppctl.genproto --check    # exit 1 if they differ from proto/
+    python -m vppctl.program._proto.genproto            # rewrite the generated files
+    python -m vppctl.program._proto.genproto --check    # exit 1 if they differ from proto/
 
 The generated code is checked in so that installing vppctl needs no protoc;
 tests/test_proto_generated.py runs the check.
@@ -13,7 +13,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 PROTOS = ("vppctl/program.proto", "vppctl/view.proto")
 OUTPUTS = ("program_pb2.py", "program_pb2.pyi", "view_pb2.py", "view_pb2.pyi")
 
@@ -46,7 +46,7 @@ def main(argv: list[str]) -> int:
     if "--check" in argv:
         diff = differences()
         if diff:
-            print(f"out of date: {', '.join(diff)}; run python -m vppctl.genproto", file=sys.stderr)
+            print(f"out of date: {', '.join(diff)}; run python -m vppctl.program._proto.genproto", file=sys.stderr)
             return 1
         return 0
     generate(ROOT)

@@ -12,16 +12,16 @@ from collections.abc import Sequence
 from itertools import compress, count, repeat
 from operator import and_, ge
 
-from vppctl import fields
-from vppctl.backward import ForwardOps
+from vppctl.engine.backward import ForwardOps
+from vppctl.engine.index import ProgramIndex
+from vppctl.engine.layers import LayerSet
 from vppctl.errors import ConversionError
-from vppctl.fields import NO_VAR
-from vppctl.index import ProgramIndex
-from vppctl.layers import LayerSet
 from vppctl.mesh import NO_MESH, wide_meshes
 from vppctl.plan import Plan, PlanOptions
-from vppctl.roles import BACKWARD, FORWARD_ROLES, is_backward, is_forward
-from vppctl.verify import Cause, Violation
+from vppctl.program import scan as fields
+from vppctl.program.roles import BACKWARD, FORWARD_ROLES, is_backward, is_forward
+from vppctl.program.scan import NO_VAR
+from vppctl.verify.checks import Cause, Violation
 
 
 def check_structure(index: ProgramIndex) -> None:

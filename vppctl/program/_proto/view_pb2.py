@@ -28,7 +28,7 @@ DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x11vppctl/view.pr
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
-_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'vppctl.view_pb2', _globals)
+_builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'vppctl.program._proto.view_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_LAZYPROGRAM']._serialized_start=35
