@@ -22,6 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 from vppctl.cli import cli
+from vppctl.engine import layers
 from vppctl.engine.layers import REGEX_SECONDS
 from vppctl.sample import SampleOptions, build_sample
 
@@ -170,7 +171,7 @@ def test_a_user_regex_that_backtracks_is_refused_in_seconds(work: Path, converte
 @pytest.fixture
 def quick_regex_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     """The same bound, at 0.3 s, for the in-process cases below."""
-    monkeypatch.setattr("vppctl.engine.layers.REGEX_SECONDS", 0.3)
+    monkeypatch.setattr(layers, "REGEX_SECONDS", 0.3)
 
 
 @pytest.mark.usefixtures("quick_regex_budget")

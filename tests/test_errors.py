@@ -25,7 +25,10 @@ import pytest
 from click.testing import CliRunner, Result
 from programs import Prog, layered
 
+from vppctl import commands
 from vppctl.cli import cli
+from vppctl.engine import index
+from vppctl.program import files, save
 from vppctl.program._proto import program_pb2 as pb
 
 READERS = ("convert", "verify", "inspect", "dump")
@@ -120,7 +123,7 @@ def test_fifo_nobody_writes_to_is_refused_after_the_wait(
 ) -> None:
     """A FIFO is read (that is what `<(cmd)` gives), but one that no process opens for
     writing must not block forever: refused after vppctl.program.files.WAIT_SECONDS."""
-    monkeypatch.setattr("vppctl.program.files.WAIT_SECONDS", 0.3)
+    monkeypatch.setattr(files, "WAIT_SECONDS", 0.3)
     fifo = tmp_path / "pipe.pb"
     os.mkfifo(fifo)
     start = time.monotonic()
@@ -149,7 +152,7 @@ def test_unreadable_file_simulated(
         raise PermissionError(13, "Permission denied", path)
 
     src = write(tmp_path, SAMPLE)
-    monkeypatch.setattr("vppctl.program.files._open_read", denied)
+    monkeypatch.setattr(files, "_open_read", denied)
     refuse(runner, tmp_path, command, src, 3, "prog.pb", "permission denied")
 
 
@@ -204,7 +207,7 @@ def test_file_over_2_gib_is_refused_without_reading_it(
     big = tmp_path / "big.pb"
     with big.open("wb") as f:
         f.truncate(2**31)  # sparse: no disk space used
-    monkeypatch.setattr("vppctl.program.files._read_regular", _must_not_read)
+    monkeypatch.setattr(files, "_read_regular", _must_not_read)
     start = time.monotonic()
     refuse(runner, tmp_path, command, big, 3, "big.pb", "2.0 GiB", "2 GiB")
     assert time.monotonic() - start < 2
@@ -589,14 +592,14 @@ def _boom(*args: object, **kwargs: object) -> object:
 
 
 @pytest.mark.parametrize(
-    ("command", "target"),
+    ("command", "module", "name"),
     [
-        ("convert", "vppctl.commands.convert_program"),
-        ("verify", "vppctl.commands.verify_program"),
-        ("inspect", "vppctl.commands.summarize"),
-        ("dump", "vppctl.program.save.serialize"),
-        ("convert", "vppctl.program.scan.scan_ops"),
-        ("convert", "vppctl.program.files.atomic_replace"),
+        ("convert", commands, "convert_program"),
+        ("verify", commands, "verify_program"),
+        ("inspect", commands, "summarize"),
+        ("dump", save, "serialize"),
+        ("convert", index, "scan_ops"),
+        ("convert", files, "atomic_replace"),
     ],
 )
 @pytest.mark.parametrize("debug", [False, True])
@@ -605,10 +608,11 @@ def test_unexpected_exception_is_exit_70_and_asks_to_report_it(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     command: str,
-    target: str,
+    module: object,
+    name: str,
     debug: bool,
 ) -> None:
-    monkeypatch.setattr(target, _boom)
+    monkeypatch.setattr(module, name, _boom)
     src = write(tmp_path, SAMPLE)
     args = args_for(command, src) if command != "dump" else ["dump", str(src)]
     with nothing_written(tmp_path):
@@ -631,7 +635,7 @@ def test_keyboard_interrupt_writes_nothing(
     def interrupt(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("vppctl.program.files.atomic_replace", interrupt)
+    monkeypatch.setattr(files, "atomic_replace", interrupt)
     src = write(tmp_path, SAMPLE)
     with nothing_written(tmp_path):
         r = runner.invoke(cli, args_for("convert", src))

@@ -62,6 +62,7 @@ from click.testing import CliRunner
 from programs import Prog, layered
 
 from vppctl.cli import cli
+from vppctl.engine import layers
 from vppctl.program._proto import program_pb2 as pb
 
 CI_SEED = 20251130
@@ -813,7 +814,7 @@ def run_round(tmp: Path, seed: int, inputs: int) -> Outcome:
         mp.setattr(os, "fsync", lambda fd: None)
         # The same bound on regexes, at a fraction of the time (tests/test_bounds.py runs
         # the real one).
-        mp.setattr("vppctl.engine.layers.REGEX_SECONDS", 0.3)
+        mp.setattr(layers, "REGEX_SECONDS", 0.3)
         for n in range(inputs):
             rnd.run(n)
             if inputs > CI_INPUTS and (n + 1) % 5000 == 0:  # progress of a long round (-s)

@@ -32,7 +32,7 @@ from programs import layered
 
 from vppctl.cli import cli
 from vppctl.errors import ConversionError, ProgramFileError, UsageError
-from vppctl.program import files
+from vppctl.program import files, save
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.program.files import Output, read_input, resolve_output
 from vppctl.program.load import (
@@ -789,7 +789,7 @@ def test_a_program_of_2_gib_or_more_is_refused_before_anything_is_written(
     target = tmp_path / "out.pb"
     target.write_bytes(OLD)
     if text:
-        monkeypatch.setattr("vppctl.program.save.MAX_PROGRAM_BYTES", 100)
+        monkeypatch.setattr(save, "MAX_PROGRAM_BYTES", 100)
     else:
         monkeypatch.setattr(Program, "byte_size", lambda self, sizes=None: 2**31 + 5 * 2**28)
     monkeypatch.setattr(files, "atomic_replace", _must_not_write)

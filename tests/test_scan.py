@@ -1,4 +1,4 @@
-"""The index's scan reads many ops (or variables) in one parse (fields.scan_ops and
+"""The index's scan reads many ops (or variables) in one parse (scan.scan_ops and
 scan_vars, the ScanMerge and ScanVarMerge views).
 
 Whatever the encoding, it must read exactly what parsing each op or variable alone
@@ -17,7 +17,7 @@ from test_fuzz import mutant
 
 from vppctl.engine.index import build_index
 from vppctl.errors import ProgramFileError
-from vppctl.program import scan as fields
+from vppctl.program import reads, scan
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.program.load import Program, parse_program, read_program
 from vppctl.program.roles import BACKWARD
@@ -60,17 +60,17 @@ def _columns(program: Program) -> object:
 def _both(data: bytes, monkeypatch: pytest.MonkeyPatch, piece: int = 3) -> tuple[object, object]:
     """(merged reading, op-by-op reading) of a serialized program, in pieces of `piece` ops
     (small, so that pieces start and end everywhere)."""
-    monkeypatch.setattr(fields, "_SCAN_PIECE", piece)
+    monkeypatch.setattr(scan, "PIECE_ITEMS", piece)
     merged = _columns(parse_program(data))
     with monkeypatch.context() as m:
-        m.setattr(fields._OpScan, "merged", lambda self, ops: False)
-        m.setattr(fields, "_merged_vars", lambda piece: None)
+        m.setattr(scan._OpScan, "merged", lambda self, ops: False)
+        m.setattr(scan, "_merged_vars", lambda piece: None)
         alone = _columns(parse_program(data))
     return merged, alone
 
 
 def _merges(piece: list[bytes]) -> bool:
-    return fields._OpScan().merged(piece)
+    return scan._OpScan().merged(piece)
 
 
 def _program(ops: list[bytes], extra_vars: list[bytes] = ()) -> bytes:  # type: ignore[assignment]
@@ -196,7 +196,7 @@ def test_absent_fields_read_as_alone(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_an_argument_named_like_the_sentinel_is_read_op_by_op(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    odd = _field(1, _field(1, b"X") + _field(2, fields._SENTINEL_NAME)) + _field(3, b"relu")
+    odd = _field(1, _field(1, b"X") + _field(2, scan._SENTINEL_NAME)) + _field(3, b"relu")
     ops = [_op(), odd, _op()]
     assert not _merges(ops)
     merged, alone = _both(_program(ops), monkeypatch, piece=256)
@@ -209,7 +209,7 @@ def test_a_corrupt_op_cannot_swallow_the_separator(cut: int) -> None:
     would swallow the separator after it (and, with the largest cut, the whole next op,
     leaving a clean parse one separator short). The scan must name it as corrupt."""
     good = _op()
-    corrupt = good + _varint(77 << 3 | 2) + _varint(len(fields._SCAN_SEPARATOR) + cut)
+    corrupt = good + _varint(77 << 3 | 2) + _varint(len(scan._SCAN_SEPARATOR) + cut)
     assert not _merges([good, corrupt, good])
     with pytest.raises(ProgramFileError, match="op 1 of block 0 is corrupt"):
         build_index(parse_program(_program([good, corrupt, good])))
@@ -280,14 +280,14 @@ def test_odd_variable_encodings_read_as_alone(
 
 
 def test_a_variable_named_like_the_sentinel_is_read_alone(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert fields._merged_vars([_var(fields._SENTINEL_NAME)]) is None
-    merged, alone = _both(_program([_op()], [_var(fields._SENTINEL_NAME)]), monkeypatch, 256)
+    assert scan._merged_vars([_var(scan._SENTINEL_NAME)]) is None
+    merged, alone = _both(_program([_op()], [_var(scan._SENTINEL_NAME)]), monkeypatch, 256)
     assert merged == alone
 
 
 def test_a_corrupt_variable_cannot_swallow_the_separator() -> None:
     corrupt = _var() + _varint(77 << 3 | 2) + _varint(200)
-    assert fields._merged_vars([corrupt, _var(b"w")]) is None
+    assert scan._merged_vars([corrupt, _var(b"w")]) is None
     with pytest.raises(ProgramFileError, match="variable 2 of block 0 is corrupt"):
         build_index(parse_program(_program([_op()], [corrupt, _var(b"w")])))
 
@@ -303,16 +303,16 @@ def test_a_piece_too_large_to_join_is_read_one_by_one(monkeypatch: pytest.Monkey
     read op by op instead, and reads the same."""
     data = (ROOT / "samples" / "gpt-8l-pp4.pb").read_bytes()
     usual = _columns(parse_program(data))
-    monkeypatch.setattr(fields, "_PIECE_BYTES", 1000)
+    monkeypatch.setattr(scan, "_PIECE_BYTES", 1000)
 
     def refuse(*args: object) -> object:
         raise AssertionError("a large piece was joined")
 
-    monkeypatch.setattr(fields._OpScan, "merged", refuse)
-    monkeypatch.setattr(fields, "_merged_vars", refuse)
-    monkeypatch.setattr(fields, "_run_on", refuse)
+    monkeypatch.setattr(scan._OpScan, "merged", refuse)
+    monkeypatch.setattr(scan, "_merged_vars", refuse)
+    monkeypatch.setattr(reads, "_run_on", refuse)
     program = parse_program(data)
     assert _columns(program) == usual
     index = build_index(program)
     keys = [m.key for m in index.meshes]
-    assert fields.tensor_mesh_conflicts(program.blocks[0], index.blocks[0].op_mesh, keys) == []
+    assert reads.tensor_mesh_conflicts(program.blocks[0], index.blocks[0].op_mesh, keys) == []

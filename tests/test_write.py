@@ -1,4 +1,4 @@
-"""Writing new placements into serialized variables (fields.rewrite_vars).
+"""Writing new placements into serialized variables (rewrite.rewrite_vars).
 
 A variable's bytes after its name field are rewritten once per distinct value; the
 result must be byte for byte what rewriting the whole variable gives.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from vppctl.program import scan as fields
+from vppctl.program import rewrite
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.program._proto import view_pb2 as view
 from vppctl.program.load import Block
@@ -41,7 +41,7 @@ def _whole(old: bytes, mesh: bytes | None, chunk: int | None) -> bytes:
 
 def _rewrite(vars_: list[bytes], mesh: bytes | None, chunk: int | None) -> list[bytes]:
     block = Block(idx=0, parent_idx=-1, ops=[], vars=list(vars_), head=b"", tail=b"")
-    fields.rewrite_vars(block, [(i, mesh, chunk) for i in range(len(vars_))])
+    rewrite.rewrite_vars(block, [(i, mesh, chunk) for i in range(len(vars_))])
     return block.vars
 
 

@@ -93,8 +93,7 @@ if TYPE_CHECKING:
     )
     from vppctl.plan import Plan, PlanOptions, Segment
     from vppctl.planner.memory import MemoryOptions
-    from vppctl.program.load import Program, parse_program, read_program
-    from vppctl.program.save import write_program
+    from vppctl.program import Program, parse_program, read_program, write_program
     from vppctl.sample import SampleOptions
     from vppctl.summary import Summary
     from vppctl.verify.checks import RULES, Violation

@@ -23,9 +23,17 @@ from typing import TYPE_CHECKING
 
 from vppctl.convert import ConvertOptions, ConvertResult, convert_program
 from vppctl.errors import UsageError, VppctlError
-from vppctl.program.files import STDIO, Output, resolve_output
-from vppctl.program.load import Program, is_text_name, parse_program, read_program
-from vppctl.program.save import check_size, write_program
+from vppctl.program import (
+    STDIO,
+    Output,
+    Program,
+    check_size,
+    is_text_name,
+    parse_program,
+    read_program,
+    resolve_output,
+    write_program,
+)
 from vppctl.summary import Summary, summarize
 from vppctl.verify.expectation import VerifyReport, verify_program
 
@@ -225,7 +233,7 @@ def dump_file(
 
 
 def _strip(program: Program) -> int:
-    from vppctl.program.scan import strip_callstack
+    from vppctl.program import strip_callstack
 
     return sum(strip_callstack(b) for b in program.blocks)
 

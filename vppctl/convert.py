@@ -24,9 +24,7 @@ from vppctl.errors import ConversionError, SelfCheckError
 from vppctl.gcpause import gc_paused
 from vppctl.mesh import NO_MESH, MeshId
 from vppctl.plan import LayerFacts, Plan, PlanOptions, make_plan, virtual_stages
-from vppctl.program import scan as fields
-from vppctl.program.load import Program
-from vppctl.program.roles import kind
+from vppctl.program import Program, RecordedPlan, kind, read_plan, strip_callstack, write_plan
 from vppctl.verify.checks import Expectation, Violation, verify
 
 
@@ -83,9 +81,7 @@ def plan_program(program: Program, opts: ConvertOptions) -> Planned:
     precheck.check_meshes(index, stages, globals_)
     forward = ForwardOps(index)
     precheck.check_forward_links(index, forward)
-    layers = resolve_layers(
-        index, opts.seg_method, fields.read_plan(program.header), strict=opts.strict
-    )
+    layers = resolve_layers(index, opts.seg_method, read_plan(program.header), strict=opts.strict)
     facts = _facts(index, layers, stages, layer_costs(index, layers, opts.plan.cost))
     plan = _plan(index, layers, facts, stages, opts.plan)
     return Planned(index, forward, layers, facts, plan, tuple(stages), tuple(globals_))
@@ -128,10 +124,10 @@ def convert_program(program: Program, opts: ConvertOptions) -> ConvertResult:
     precheck.refuse_input_problems(index, violations)
     if violations:
         raise SelfCheckError(_self_check_message(violations))
-    fields.write_plan(program.header, plan)
+    write_plan(program.header, plan)
     saved = None
     if opts.strip_callstack:
-        saved = sum(fields.strip_callstack(b) for b in program.blocks)
+        saved = sum(strip_callstack(b) for b in program.blocks)
     return ConvertResult(
         plan=plan,
         stats=segment_stats(index, plan, stages),
@@ -192,7 +188,7 @@ def expectation(planned: Planned) -> Expectation:
         global_mesh_ids=planned.globals_,
         layers=planned.layers,
         plan_segments=tuple((s.stage, s.chunk, s.layers) for s in plan.segments),
-        recorded=fields.RecordedPlan.of(plan),
+        recorded=RecordedPlan.of(plan),
     )
 
 

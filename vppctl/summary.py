@@ -16,9 +16,7 @@ from vppctl.engine.layers import LayerSet
 from vppctl.errors import ConversionError
 from vppctl.gcpause import gc_paused
 from vppctl.mesh import NO_MESH, Mesh
-from vppctl.program import scan as fields
-from vppctl.program.load import Program
-from vppctl.program.roles import KINDS, Kind, kind
+from vppctl.program import KINDS, OpKind, Program, RecordedPlan, callstack_ops, kind, read_plan
 
 
 @dataclass(frozen=True)
@@ -36,7 +34,7 @@ class StageSummary:
     stage: int
     mesh: Mesh
     layers: tuple[str, ...]
-    ops: dict[Kind, int]
+    ops: dict[OpKind, int]
     chunks: tuple[int, ...]  # the chunk ids of the stage's ops
     layers_by_chunk: tuple[ChunkLayers, ...] = ()  # in chunk order
 
@@ -46,7 +44,7 @@ class Summary:
     source: str
     size: int
     blocks: int
-    ops: dict[Kind, int]
+    ops: dict[OpKind, int]
     vars: int
     params: int
     param_elements: int
@@ -57,7 +55,7 @@ class Summary:
     layout: str  # "plain PP", "interleaved VPP", "unannotated"
     layers: LayerSet | None  # None when they cannot be found (`layers_note` says why)
     layers_note: str
-    plan: fields.RecordedPlan | None
+    plan: RecordedPlan | None
     callstack_ops: int
     unplaced_ops: int = field(default=0)
 
@@ -66,7 +64,7 @@ class Summary:
 def summarize(program: Program, seg_method: str | None = None) -> Summary:
     index = build_index(program)
     stages, globals_ = index.stage_mesh_ids()
-    recorded = fields.read_plan(program.header)
+    recorded = read_plan(program.header)
     layers, note = _layers(index, seg_method, recorded)
     ops = dict.fromkeys(KINDS, 0)
     chunks: set[int] = set()
@@ -95,13 +93,13 @@ def summarize(program: Program, seg_method: str | None = None) -> Summary:
         layers=layers,
         layers_note=note,
         plan=recorded,
-        callstack_ops=sum(map(fields.callstack_ops, program.blocks)),
+        callstack_ops=sum(map(callstack_ops, program.blocks)),
         unplaced_ops=unplaced,
     )
 
 
 def _layers(
-    index: ProgramIndex, seg_method: str | None, recorded: fields.RecordedPlan | None
+    index: ProgramIndex, seg_method: str | None, recorded: RecordedPlan | None
 ) -> tuple[LayerSet | None, str]:
     try:
         layers = resolve_layers(index, seg_method, recorded)

@@ -23,9 +23,16 @@ from vppctl.engine.layers import NO_LAYER, LayerSet
 from vppctl.errors import ConversionError
 from vppctl.mesh import NO_MESH
 from vppctl.plan import Plan
-from vppctl.program import scan as fields
-from vppctl.program.roles import BACKWARD, FORWARD_ROLES, LOSS_GRAD, OPTIMIZE
-from vppctl.program.scan import NO_CHUNK_NAME
+from vppctl.program import (
+    BACKWARD,
+    FORWARD_ROLES,
+    LOSS_GRAD,
+    NO_CHUNK_NAME,
+    OPTIMIZE,
+    encode_mesh,
+    rewrite_ops,
+    rewrite_vars,
+)
 
 GRAD_SUMS = (b"sum", b"grad_add")
 
@@ -241,7 +248,7 @@ class AssignForward:
         block = index.global_block
         op_layer = self.layers.op_layer
         layer_segment = plan.layer_segment()
-        seg_mesh = [index.add_mesh(s.mesh, fields.encode_mesh(s.mesh)) for s in plan.segments]
+        seg_mesh = [index.add_mesh(s.mesh, encode_mesh(s.mesh)) for s in plan.segments]
         seg_chunk = [s.chunk for s in plan.segments]
         auto = plan.mode == "auto"
         last = len(plan.segments) - 1
@@ -418,10 +425,10 @@ def write(index: ProgramIndex, a: Assignment) -> ApplyResult:
     program = index.program
     n_ops = n_vars = 0
     for bi, block in zip(index.blocks, program.blocks):
-        n_ops += fields.rewrite_ops(block, _op_edits(index, a, bi.idx))
+        n_ops += rewrite_ops(block, _op_edits(index, a, bi.idx))
         base = bi.var_base
         edits = _var_edits(index, a, base, len(bi.vars))
-        n_vars += fields.rewrite_vars(block, ((v - base, m, c) for v, m, c in edits))
+        n_vars += rewrite_vars(block, ((v - base, m, c) for v, m, c in edits))
     _adopt(index, a)
     return ApplyResult(ops_changed=n_ops, vars_changed=n_vars, warnings=tuple(a.warnings))
 

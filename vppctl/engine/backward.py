@@ -24,8 +24,7 @@ from __future__ import annotations
 import re
 
 from vppctl.engine.index import ProgramIndex, loss_op
-from vppctl.program.roles import is_backward, is_loss_grad
-from vppctl.program.scan import EMPTY_VAR, NO_VAR, SCOPE_VAR
+from vppctl.program import EMPTY_VAR, NO_VAR, SCOPE_VAR, is_backward, is_loss_grad
 
 NOP = b"nop"
 _SENTINELS = (NO_VAR, EMPTY_VAR, SCOPE_VAR)  # argument ids naming no variable

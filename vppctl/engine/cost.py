@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from vppctl.engine.index import ProgramIndex
 from vppctl.engine.layers import NO_LAYER, LayerSet
 from vppctl.plan import CostKind
-from vppctl.program import scan as fields
+from vppctl.program import op_slots, var_dims
 
 MATMULS = (b"matmul_v2", b"matmul", b"mul", b"fused_gemm_epilogue")
 
@@ -46,7 +46,7 @@ def param_elements(index: ProgramIndex, v: int) -> int:
     n = index.elements.get(v)
     if n is None:
         b = index.blocks[index.var_block[v]]
-        dims = fields.var_dims(index.program.blocks[b.idx], v - b.var_base)
+        dims = var_dims(index.program.blocks[b.idx], v - b.var_base)
         n = index.elements[v] = capped_product(abs(d) for d in dims) if dims else 0
     return n
 
@@ -85,7 +85,7 @@ def matmul_flops(index: ProgramIndex, op: int) -> int:
     if block.ops.type[op] not in MATMULS:
         return 0
     msg = index.program.blocks[0]
-    slots = fields.op_slots(msg, op)
+    slots = op_slots(msg, op)
     x, y = _dims(index, slots.get("X")), _dims(index, slots.get("Y"))
     if len(x) < 1 or len(y) < 2:
         return 0
@@ -101,5 +101,5 @@ def _dims(index: ProgramIndex, names: list[bytes] | None) -> tuple[int, ...]:
     if v < 0:
         return ()
     b = index.blocks[index.var_block[v]]
-    dims = fields.var_dims(index.program.blocks[b.idx], v - b.var_base)
+    dims = var_dims(index.program.blocks[b.idx], v - b.var_base)
     return tuple(abs(d) for d in dims)

@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from vppctl.engine.index import ProgramIndex
 from vppctl.engine.layers import LayerSet, compile_seg_method, find_layers
 from vppctl.errors import ConversionError, UsageError
-from vppctl.program.roles import is_forward
-from vppctl.program.scan import RecordedPlan
+from vppctl.program import RecordedPlan, is_forward
 
 _SUFFIX = re.compile(r"_\d+$")
 

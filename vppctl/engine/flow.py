@@ -17,7 +17,7 @@ from operator import add
 
 from vppctl.engine.index import ProgramIndex
 from vppctl.mesh import MeshId
-from vppctl.program.roles import is_backward, is_loss_grad
+from vppctl.program import is_backward, is_loss_grad
 
 
 def first_forward_writers(index: ProgramIndex) -> dict[int, int]:

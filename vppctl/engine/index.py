@@ -12,17 +12,23 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 
 from vppctl.mesh import NO_MESH, Mesh, MeshId, stages_and_globals
-from vppctl.program import scan as fields
-from vppctl.program.load import Program
-from vppctl.program.roles import FORWARD_ROLES, LOSS, LOSS_GRAD
-from vppctl.program.scan import (
+from vppctl.program import (
     EMPTY_NAMES,
     EMPTY_VAR,
+    FORWARD_ROLES,
+    LOSS,
+    LOSS_GRAD,
     NO_CHUNK_NAME,
     NO_VAR,
     SCOPE_VAR,
     OpColumns,
+    Program,
     VarColumns,
+    decode_mesh,
+    op_arguments,
+    program_meshes,
+    scan_ops,
+    scan_vars,
 )
 
 
@@ -166,11 +172,11 @@ def _first_appearance(op_mesh: array[int]) -> list[int]:
 def build_index(program: Program) -> ProgramIndex:
     """Scan every block of `program` once into a ProgramIndex."""
     index = ProgramIndex(program=program, blocks=[], meshes=[], mesh_raw=[], program_meshes=[])
-    for raw in fields.program_meshes(program.header):
-        index.program_meshes.append(index.add_mesh(fields.decode_mesh(raw), raw))
+    for raw in program_meshes(program.header):
+        index.program_meshes.append(index.add_mesh(decode_mesh(raw), raw))
     var_block = index.var_block
     for b, block in enumerate(program.blocks):
-        vars_ = fields.scan_vars(block, b)
+        vars_ = scan_vars(block, b)
         base = len(var_block)
         names = {n: base + i for i, n in enumerate(vars_.name)}
         var_block.extend([b] * len(vars_))
@@ -203,7 +209,7 @@ def build_index(program: Program) -> ProgramIndex:
 
 
 def _accept_reader_queues(index: ProgramIndex) -> None:
-    """Undeclared reader-queue names (see fields.SCOPE_VAR) name no variable; they are
+    """Undeclared reader-queue names (see SCOPE_VAR) name no variable; they are
     looked for only in the rare blocks that name an undeclared variable at all."""
     for bi, block in zip(index.blocks, index.program.blocks):
         o = bi.ops
@@ -212,7 +218,7 @@ def _accept_reader_queues(index: ProgramIndex) -> None:
                 continue
             for at in [k for k, v in enumerate(column) if v == NO_VAR]:
                 op = bisect_right(offsets, at) - 1
-                names = fields.op_arguments(block, op)[outputs]
+                names = op_arguments(block, op)[outputs]
                 if NO_CHUNK_NAME in names[at - offsets[op]]:
                     column[at] = SCOPE_VAR
 
@@ -226,7 +232,7 @@ def _scan_ops_in_scope(index: ProgramIndex, program: Program) -> None:
     """
     blocks = index.blocks
     root = blocks[0].names
-    blocks[0].ops = fields.scan_ops(program.blocks[0], 0, root.get)
+    blocks[0].ops = scan_ops(program.blocks[0], 0, root.get)
     children: list[list[int]] = [[] for _ in blocks]
     for bi in blocks[1:]:
         children[bi.parent].append(bi.idx)
@@ -254,7 +260,7 @@ def _scan_ops_in_scope(index: ProgramIndex, program: Program) -> None:
         for name, v in blocks[b].names.items():
             undo.append((name, scope.get(name)))
             scope[name] = v
-        blocks[b].ops = fields.scan_ops(program.blocks[b], b, lookup)
+        blocks[b].ops = scan_ops(program.blocks[b], b, lookup)
         stack.append((b, False))
         stack.extend((c, True) for c in reversed(children[b]))
 
@@ -265,7 +271,7 @@ def _classes(index: ProgramIndex, raws: list[bytes]) -> array[int]:
     cache: dict[bytes, int] = {b"": NO_MESH}
     for raw in dict.fromkeys(raws):  # first-appearance order: class ids are deterministic
         if raw not in cache:
-            cache[raw] = index.add_mesh(fields.decode_mesh(raw), raw)
+            cache[raw] = index.add_mesh(decode_mesh(raw), raw)
     return array("q", map(cache.__getitem__, raws))
 
 

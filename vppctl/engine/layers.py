@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from vppctl.engine.index import ProgramIndex
 from vppctl.errors import ConversionError, UsageError
 from vppctl.mesh import NO_MESH
-from vppctl.program.roles import is_forward
+from vppctl.program import is_forward
 
 NO_LAYER = -1
 _SUFFIX = re.compile(r"_\d+$")

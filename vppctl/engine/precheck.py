@@ -18,9 +18,7 @@ from vppctl.engine.layers import LayerSet
 from vppctl.errors import ConversionError
 from vppctl.mesh import NO_MESH, wide_meshes
 from vppctl.plan import Plan, PlanOptions
-from vppctl.program import scan as fields
-from vppctl.program.roles import BACKWARD, FORWARD_ROLES, is_backward, is_forward
-from vppctl.program.scan import NO_VAR
+from vppctl.program import BACKWARD, FORWARD_ROLES, NO_VAR, is_backward, is_forward, op_arguments
 from vppctl.verify.checks import Cause, Violation
 
 
@@ -132,7 +130,7 @@ def _first_undeclared(index: ProgramIndex, b: int) -> tuple[int, str]:
     bi = index.blocks[b]
     for op in range(bi.n_ops):
         if NO_VAR in bi.inputs(op) or NO_VAR in bi.outputs(op):
-            ins, outs = fields.op_arguments(index.program.blocks[b], op)
+            ins, outs = op_arguments(index.program.blocks[b], op)
             for name in (*ins, *outs):
                 if index.lookup(b, name) == NO_VAR:
                     return op, name.decode("utf-8", "backslashreplace")

@@ -27,8 +27,7 @@ from vppctl.convert import ConvertOptions, Planned, plan_program, replan
 from vppctl.engine.cost import layer_costs
 from vppctl.errors import ConversionError, UsageError
 from vppctl.plan import CostKind, Placement, Plan, PlanOptions, Split, segment_costs
-from vppctl.program import scan as fields
-from vppctl.program.load import Program
+from vppctl.program import Program, RecordedPlan, read_plan
 
 Measure = Literal["flops", "ops"]
 
@@ -62,7 +61,7 @@ class ResolvedPlan:
 
 def resolve_plan(program: Program, request: PlanRequest) -> ResolvedPlan:
     """The plan to simulate (see the module docstring)."""
-    recorded = fields.read_plan(program.header)
+    recorded = read_plan(program.header)
     if recorded is not None:
         return _recorded(program, request, recorded)
     if request.vpp is None:
@@ -108,9 +107,7 @@ def _default_split(program: Program, convert_opts: ConvertOptions) -> ResolvedPl
     return ResolvedPlan(planned, False, "balanced", (warning,))
 
 
-def _recorded(
-    program: Program, request: PlanRequest, recorded: fields.RecordedPlan
-) -> ResolvedPlan:
+def _recorded(program: Program, request: PlanRequest, recorded: RecordedPlan) -> ResolvedPlan:
     counts = tuple(len(layers) for _, _, layers in recorded.segments)
     if len(counts) != recorded.pp * recorded.vpp or recorded.placement not in ("loop", "v"):
         raise ConversionError(

@@ -1,7 +1,7 @@
 """Memory: bytes per stage and per chunk, from the program, for a plan and a schedule.
 
 This module's one job is the memory model. It reads the program once, through the
-index's side tables and `fields.var_tensor` (element size, dims, persistable), and
+index's side tables and `var_tensor` (element size, dims, persistable), and
 sums bytes per *slot*: the ops before the first layer (slot 0), each layer (slots
 1..L) and the ops after the last layer (slot L+1) -- the same slots the costs and
 the split use, so any plan's segments are sums of slots.
@@ -42,8 +42,7 @@ from vppctl.engine.backward import ForwardOps
 from vppctl.engine.index import ProgramIndex
 from vppctl.engine.layers import NO_LAYER, LayerSet
 from vppctl.plan import Plan, place
-from vppctl.program import scan as fields
-from vppctl.program.roles import is_backward
+from vppctl.program import VarTensor, is_backward, var_tensor
 
 
 @dataclass(frozen=True)
@@ -108,7 +107,7 @@ class MemoryModel:
         self.activations: dict[tuple[int, ...], int] = {}
         self._unknown_later = 0
         self._sizes: dict[int, int | None] = {}
-        self._tensors: dict[int, fields.VarTensor | None] = {}
+        self._tensors: dict[int, VarTensor | None] = {}
         index = planned.index
         self.index = index
         self.is_param = _param_flags(index)
@@ -132,13 +131,13 @@ class MemoryModel:
 
     # -- reading the program
 
-    def _tensor(self, v: int) -> fields.VarTensor | None:
+    def _tensor(self, v: int) -> VarTensor | None:
         """Variable `v`'s element size, dims and persistable flag, read once."""
         if v in self._tensors:
             return self._tensors[v]
         index = self.index
         b = index.blocks[index.var_block[v]]
-        tensor = self._tensors[v] = fields.var_tensor(index.program.blocks[b.idx], v - b.var_base)
+        tensor = self._tensors[v] = var_tensor(index.program.blocks[b.idx], v - b.var_base)
         return tensor
 
     def nbytes(self, v: int) -> int | None:
@@ -150,7 +149,7 @@ class MemoryModel:
         self._sizes[v] = size
         return size
 
-    def _size(self, tensor: fields.VarTensor) -> int:
+    def _size(self, tensor: VarTensor) -> int:
         elements, unknown = 1, 0
         for d in tensor.dims:
             if d >= 0:

@@ -48,8 +48,7 @@ from vppctl.planner.memory import (
     stage_memory,
     worst_stage,
 )
-from vppctl.program import scan as fields
-from vppctl.program.load import Program
+from vppctl.program import Program, read_plan
 from vppctl.schedule.arguments import MAX_UNITS
 from vppctl.schedule.execute import Pipeline
 from vppctl.schedule.orders import MERGED, SCHEDULES, Schedule
@@ -166,7 +165,7 @@ def _check(opts: PlanSearch) -> None:
 
 def _base(program: Program, opts: PlanSearch) -> Planned:
     """The program indexed and its layers found once: a one-chunk balanced plan."""
-    recorded = fields.read_plan(program.header)
+    recorded = read_plan(program.header)
     if recorded is not None:
         raise ConversionError(
             f"the program is already converted (pp {recorded.pp} x vpp {recorded.vpp}, "

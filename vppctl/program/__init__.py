@@ -1,0 +1,123 @@
+"""The program: every byte and every protobuf message vppctl reads or writes.
+
+A program is loaded with its ops and variables kept serialized (`load`), read in
+one scan into columns of plain values (`scan`) and, on demand, one op or variable
+at a time (`reads`); edited in place (`rewrite`, `record`) and saved (`save`).
+Where the bytes come from and go to (files, stdin, devices, atomic replacement)
+is `files` and `atomic`; `wire` holds the wire-format facts the hand-framed paths
+need, and `roles` Paddle's op roles. The generated protobuf modules (`_proto`)
+are imported nowhere else but the builders (`vppctl.sample`, `vppctl.paddle`).
+
+Other packages import these names from here, never a module of this package.
+"""
+
+from vppctl.program.files import STDIO, Output, resolve_output
+from vppctl.program.load import (
+    MAX_PROGRAM_BYTES,
+    Block,
+    Program,
+    is_text_name,
+    looks_like_text,
+    parse_program,
+    read_program,
+    to_full,
+)
+from vppctl.program.reads import (
+    VarTensor,
+    as_text,
+    callstack_ops,
+    decode_mesh,
+    op_arguments,
+    op_slots,
+    program_meshes,
+    tensor_mesh_conflicts,
+    var_dims,
+    var_tensor,
+)
+from vppctl.program.record import RecordedPlan, RecordedSegment, read_plan, write_plan
+from vppctl.program.rewrite import encode_mesh, rewrite_ops, rewrite_vars, strip_callstack
+from vppctl.program.roles import (
+    BACKWARD,
+    FORWARD,
+    FORWARD_ROLES,
+    KINDS,
+    LOSS,
+    LOSS_GRAD,
+    OPTIMIZE,
+    OpKind,
+    is_backward,
+    is_forward,
+    is_loss_grad,
+    kind,
+)
+from vppctl.program.save import check_size, write_program
+from vppctl.program.scan import (
+    EMPTY_NAMES,
+    EMPTY_VAR,
+    NO_CHUNK_NAME,
+    NO_VAR,
+    SCOPE_VAR,
+    OpColumns,
+    VarColumns,
+    scan_ops,
+    scan_vars,
+)
+from vppctl.program.wire import block_field_start, block_head, varint
+
+__all__ = [
+    "BACKWARD",
+    "EMPTY_NAMES",
+    "EMPTY_VAR",
+    "FORWARD",
+    "FORWARD_ROLES",
+    "KINDS",
+    "LOSS",
+    "LOSS_GRAD",
+    "MAX_PROGRAM_BYTES",
+    "NO_CHUNK_NAME",
+    "NO_VAR",
+    "OPTIMIZE",
+    "SCOPE_VAR",
+    "STDIO",
+    "Block",
+    "OpColumns",
+    "OpKind",
+    "Output",
+    "Program",
+    "RecordedPlan",
+    "RecordedSegment",
+    "VarColumns",
+    "VarTensor",
+    "as_text",
+    "block_field_start",
+    "block_head",
+    "callstack_ops",
+    "check_size",
+    "decode_mesh",
+    "encode_mesh",
+    "is_backward",
+    "is_forward",
+    "is_loss_grad",
+    "is_text_name",
+    "kind",
+    "looks_like_text",
+    "op_arguments",
+    "op_slots",
+    "parse_program",
+    "program_meshes",
+    "read_plan",
+    "read_program",
+    "resolve_output",
+    "rewrite_ops",
+    "rewrite_vars",
+    "scan_ops",
+    "scan_vars",
+    "strip_callstack",
+    "tensor_mesh_conflicts",
+    "to_full",
+    "var_dims",
+    "var_tensor",
+    "varint",
+    "write_plan",
+    "write_program",
+]

@@ -31,8 +31,6 @@ import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from itertools import repeat
-from operator import ge
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +42,16 @@ from vppctl.gcpause import gc_paused
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.program._proto import view_pb2 as view
 from vppctl.program.files import STDIO, read_input
+from vppctl.program.wire import (
+    OP_TAG,
+    VAR_TAG,
+    block_field_start,
+    block_head,
+    field_pieces,
+    fields_size,
+    varint,
+    varint_at,
+)
 
 TEXT_SUFFIXES = (".pbtxt", ".textproto", ".txtpb")
 # protobuf refuses to parse or serialize a message of 2 GiB or more.
@@ -53,11 +61,6 @@ MAX_PROGRAM_BYTES = 2**31 - 1
 MAX_BLOCKS = 1 << 14
 # upb's nesting limit: the program is depth 0, each message or group inside one more.
 MAX_DEPTH = 100
-
-
-# Tags of BlockDesc.vars (3) and BlockDesc.ops (4), length-delimited, and of ProgramDesc.blocks.
-_VAR_TAG, _OP_TAG, _BLOCK_TAG = b"\x1a", b"\x22", b"\x0a"
-_PIECE_ITEMS = 1 << 13  # ops or vars joined per piece when saving
 
 
 @dataclass
@@ -73,20 +76,13 @@ class Block:
 
     def size(self) -> int:
         """Bytes of this block's serialized message."""
-        return len(self.head) + _fields_size(self.vars) + _fields_size(self.ops) + len(self.tail)
+        return len(self.head) + fields_size(self.vars) + fields_size(self.ops) + len(self.tail)
 
     def pieces(self, size: int | None = None) -> Iterator[bytes]:
         """The block as a `ProgramDesc.blocks` field, in pieces (`size`: its size, if known)."""
         yield block_field_start(self.head, self.size() if size is None else size)
-        for prefixes, items in ((_VAR_PREFIX, self.vars), (_OP_PREFIX, self.ops)):
-            for start in range(0, len(items), _PIECE_ITEMS):
-                parts: list[bytes] = []
-                add = parts.append
-                for item in items[start : start + _PIECE_ITEMS]:
-                    n = len(item)
-                    add(prefixes[n] if n < _PREFIXED else prefixes[0][:1] + varint(n))
-                    add(item)
-                yield b"".join(parts)
+        yield from field_pieces(VAR_TAG, self.vars)
+        yield from field_pieces(OP_TAG, self.ops)
         yield self.tail
 
 
@@ -115,48 +111,16 @@ class Program:
         return b"".join(self.pieces())
 
 
-def block_head(idx: int, parent_idx: int) -> bytes:
-    """The serialized fields a block starts with (idx, parent_idx)."""
-    return view.LazyBlock(idx=idx, parent_idx=parent_idx).SerializeToString()
+def corrupt_op(block: int, op: int) -> ProgramFileError:
+    return ProgramFileError(
+        f"not a program: op {op} of block {block} is corrupt (not a valid OpDesc)"
+    )
 
 
-def block_field_start(head: bytes, size: int) -> bytes:
-    """The start of a `ProgramDesc.blocks` field of `size` bytes that begins with `head`;
-    the block's `vars` and `ops` fields follow (the sample generator frames blocks so too)."""
-    return _BLOCK_TAG + varint(size) + head
-
-
-def varint(n: int) -> bytes:
-    """Protobuf's base-128 encoding of a non-negative int (short ones without a loop)."""
-    if n < 0x80:
-        return _SMALL[n]
-    if n < 0x4000:
-        return bytes(((n & 0x7F) | 0x80, n >> 7))
-    if n < 0x200000:
-        return bytes(((n & 0x7F) | 0x80, ((n >> 7) & 0x7F) | 0x80, n >> 14))
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-_SMALL = [bytes((n,)) for n in range(0x80)]
-# Tag and length of a var or op field of n bytes, for n < _PREFIXED (nearly all of them).
-_PREFIXED = 1 << 14
-_VAR_PREFIX = [_VAR_TAG + varint(n) for n in range(_PREFIXED)]
-_OP_PREFIX = [_OP_TAG + varint(n) for n in range(_PREFIXED)]
-
-
-def _fields_size(items: list[bytes]) -> int:
-    """Bytes of a repeated length-delimited field with one-byte tags: per item the tag, the
-    varint of its length (one byte, plus one per 7 bits past the first 7), and the item."""
-    lengths = list(map(len, items))
-    total = 2 * len(items) + sum(lengths)  # tag, first length byte, payload
-    for bound in (1 << 7, 1 << 14, 1 << 21, 1 << 28):
-        total += sum(map(ge, lengths, repeat(bound)))  # extra length bytes
-    return total
+def corrupt_var(block: int, pos: int) -> ProgramFileError:
+    return ProgramFileError(
+        f"not a program: variable {pos} of block {block} is corrupt (not a valid VarDesc)"
+    )
 
 
 def is_text_path(path: Path) -> bool:
@@ -285,7 +249,7 @@ class _Frames:
     def _field(self, buf: bytearray, pos: int) -> int | None:
         """The end of the field at `pos`; None when the bytes end inside its tag or length,
         -1 when it cannot be protobuf."""
-        got = _varint_at(buf, pos)
+        got = varint_at(buf, pos)
         if got is None:
             return None
         tag, pos = got
@@ -295,12 +259,12 @@ class _Frames:
         if self.fields == 0 and not self._first_field_ok(buf, number, wire, pos):
             return -1
         if wire == 0:
-            got = _varint_at(buf, pos)
+            got = varint_at(buf, pos)
             return None if got is None else got[1]
         if wire in (1, 5):
             return pos + (8 if wire == 1 else 4)
         if wire == 2:
-            got = _varint_at(buf, pos)
+            got = varint_at(buf, pos)
             if got is None:
                 return None
             return -1 if got[0] > MAX_PROGRAM_BYTES else got[1] + got[0]
@@ -321,26 +285,11 @@ class _Frames:
             return False
         if number != 1:
             return True
-        got = _varint_at(buf, pos)  # the block's length, then its first byte
+        got = varint_at(buf, pos)  # the block's length, then its first byte
         return got is None or got[1] >= len(buf) or buf[got[1]] == 0x08
 
 
 _PROGRAM_FIELDS = frozenset({1, 4, 5, 1001, 1002})  # blocks, version, op_version_map, vppctl's
-
-
-def _varint_at(buf: bytes | bytearray, pos: int) -> tuple[int, int] | None:
-    """(value, end) of the varint at `pos`; None when `buf` ends inside it; ValueError when it
-    is longer than 10 bytes."""
-    value = shift = 0
-    for i in range(pos, min(len(buf), pos + 10)):
-        byte = buf[i]
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            return value, i + 1
-    if len(buf) >= pos + 10:
-        raise ValueError("varint longer than 10 bytes")
-    return None
 
 
 def nested_too_deeply(data: bytes | bytearray, descriptor: Any) -> bool:
@@ -372,18 +321,18 @@ def _next_level(data: bytes | bytearray, pos: int, stack: list[tuple[Any, int, i
     """Step over the field at `pos` inside the message on top of `stack`, entering it when it
     is a message or group; returns where to go on, -1 when the bytes are corrupt."""
     desc, end, group = stack[-1]
-    got = _varint_at(data, pos)
+    got = varint_at(data, pos)
     if got is None:
         return -1
     tag, pos = got
     number, wire = tag >> 3, tag & 7
     if wire == 0:
-        got = _varint_at(data, pos)
+        got = varint_at(data, pos)
         return -1 if got is None else got[1]
     if wire in (1, 5):
         return pos + (8 if wire == 1 else 4)
     if wire == 2:
-        got = _varint_at(data, pos)
+        got = varint_at(data, pos)
         if got is None or got[1] + got[0] > end:
             return -1
         size, pos = got

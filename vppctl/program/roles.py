@@ -8,7 +8,7 @@ dist, LRSched) mark ops of other passes. An op's *kind* is one of "forward",
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 FORWARD = 0
 BACKWARD = 1
@@ -17,8 +17,8 @@ LOSS = 256
 LOSS_GRAD = LOSS | BACKWARD
 FORWARD_ROLES = frozenset({FORWARD, LOSS})  # for `role in FORWARD_ROLES` in hot loops
 
-Kind = Literal["forward", "backward", "optimizer", "other"]
-KINDS: tuple[Kind, ...] = ("forward", "backward", "optimizer", "other")
+OpKind = Literal["forward", "backward", "optimizer", "other"]
+KINDS: tuple[OpKind, ...] = get_args(OpKind)
 
 
 def is_forward(role: int) -> bool:
@@ -35,12 +35,7 @@ def is_loss_grad(role: int) -> bool:
     return role == LOSS_GRAD
 
 
-def is_optimizer(role: int) -> bool:
-    """An optimizer op: the optimize bit without the backward bit."""
-    return bool(role & OPTIMIZE) and not role & BACKWARD
-
-
-def kind(role: int) -> Kind:
+def kind(role: int) -> OpKind:
     """An op's kind from its role."""
     if is_forward(role):
         return "forward"

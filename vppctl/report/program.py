@@ -19,7 +19,7 @@ from vppctl.commands import (
 from vppctl.convert import ConvertResult
 from vppctl.plan import Plan
 from vppctl.planner.memory import worst_stage
-from vppctl.program.scan import RecordedPlan
+from vppctl.program import RecordedPlan
 from vppctl.report.common import (
     BUBBLE_DEFINITION,
     TABLE_ROWS,

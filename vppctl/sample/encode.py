@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import TYPE_CHECKING, cast
 
+from vppctl.program import block_field_start, block_head, varint
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.program._proto import view_pb2 as view
-from vppctl.program.load import block_field_start, block_head, varint
 from vppctl.sample.model import (
     CALLSTACK_FRAMES,
     COMMON_ATTRS,

@@ -10,7 +10,7 @@ written unit by unit (`stamp.write_units`).
 from __future__ import annotations
 
 from vppctl.gcpause import paused_gc
-from vppctl.program.roles import BACKWARD, FORWARD, LOSS, OPTIMIZE
+from vppctl.program import BACKWARD, FORWARD, LOSS, OPTIMIZE
 from vppctl.sample.encode import Writer
 from vppctl.sample.model import Model, SampleOptions, Unit
 from vppctl.sample.stamp import write_units

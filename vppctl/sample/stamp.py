@@ -18,7 +18,7 @@ from functools import partial
 from operator import itemgetter
 from typing import Generic, NamedTuple, TypeVar
 
-from vppctl.program.load import varint
+from vppctl.program import varint
 from vppctl.sample.encode import Fragment, UnitBytes, Writer
 from vppctl.sample.model import DIGITS, Unit
 

@@ -21,16 +21,20 @@ from vppctl.engine.index import ProgramIndex, loss_op
 from vppctl.engine.layers import LayerSet
 from vppctl.mesh import NO_MESH, Mesh, MeshId, wide_meshes
 from vppctl.plan import Placement, place, virtual_stage
-from vppctl.program import scan as fields
-from vppctl.program.roles import (
+from vppctl.program import (
     BACKWARD,
     FORWARD_ROLES,
     LOSS_GRAD,
+    NO_CHUNK_NAME,
+    NO_VAR,
     OPTIMIZE,
+    RecordedPlan,
+    decode_mesh,
     is_backward,
     is_forward,
+    op_arguments,
+    tensor_mesh_conflicts,
 )
-from vppctl.program.scan import NO_VAR, RecordedPlan
 
 RULES: dict[str, str] = {
     "V001": "every op of every executed block (block 0 and the blocks executed ops name as "
@@ -288,10 +292,10 @@ def _only_reader_queues(index: ProgramIndex, b: int, op: int) -> bool:
     """Whether every undeclared name of an op is a reader queue: `DataLoader.from_generator`
     puts `lod_tensor_blocking_queue_N` in the Scope and declares it in no block, and Paddle
     accepts the program (its chunk-id step skips exactly these names)."""
-    ins, outs = fields.op_arguments(index.program.blocks[b], op)  # in the index's order
+    ins, outs = op_arguments(index.program.blocks[b], op)  # in the index's order
     bi = index.blocks[b]
     ids = (*bi.inputs(op), *bi.outputs(op))
-    return all(fields.NO_CHUNK_NAME in n for n, v in zip((*ins, *outs), ids) if v == NO_VAR)
+    return all(NO_CHUNK_NAME in n for n, v in zip((*ins, *outs), ids) if v == NO_VAR)
 
 
 def _check_placements(c: _Checker) -> None:
@@ -386,15 +390,13 @@ def _check_tensor_meshes(c: _Checker) -> None:
     keys = [m.key for m in index.meshes]
     for b in sorted(c.executed):
         bi = index.blocks[b]
-        for op, entry, raw in fields.tensor_mesh_conflicts(
-            index.program.blocks[b], bi.op_mesh, keys
-        ):
+        for op, entry, raw in tensor_mesh_conflicts(index.program.blocks[b], bi.op_mesh, keys):
             c.add(
                 "V017",
                 Cause.TENSOR_MESH_MISMATCH,
                 b,
                 op,
-                f"its {entry} has a tensor dist attr on {mesh_text(fields.decode_mesh(raw))}, "
+                f"its {entry} has a tensor dist attr on {mesh_text(decode_mesh(raw))}, "
                 f"but the op is on {c.mesh_str(index.blocks[b].op_mesh[op])}",
             )
 
@@ -923,4 +925,4 @@ def _read_in_sub_blocks(index: ProgramIndex, first_read: dict[int, int]) -> None
 
 def _no_chunk_ok(index: ProgramIndex, v: int, got: tuple[int, int], want: tuple[int, int]) -> bool:
     """Reader-queue variables never get a chunk id (Paddle's rule); only their mesh counts."""
-    return got[0] == want[0] and fields.NO_CHUNK_NAME in index.var_name_bytes(v)
+    return got[0] == want[0] and NO_CHUNK_NAME in index.var_name_bytes(v)

@@ -18,9 +18,7 @@ from vppctl.engine.layers import LayerSet
 from vppctl.errors import ConversionError, UsageError
 from vppctl.gcpause import gc_paused
 from vppctl.plan import MAX_DEGREE, Placement
-from vppctl.program import scan as fields
-from vppctl.program.load import Program
-from vppctl.program.scan import RecordedPlan
+from vppctl.program import Program, RecordedPlan, read_plan
 from vppctl.verify.checks import Cause, Expectation, Violation, verify
 
 
@@ -54,7 +52,7 @@ def verify_program(
 ) -> VerifyReport:
     """Check an annotated program; expectations come from the options, then the recorded plan."""
     index = build_index(program)
-    recorded = fields.read_plan(program.header)
+    recorded = read_plan(program.header)
     stages, globals_ = index.stage_mesh_ids()
     early: list[Violation] = []
     n_pp = len(stages)

@@ -1,0 +1,252 @@
+"""Reads: what the engine asks of one op or variable at a time, and the mesh values.
+
+The scan (`vppctl.program.scan`) reads what every op needs; the functions here
+read the rest on demand, for the few ops that need it: argument names and slots,
+a variable's dims and data type, a serialized mesh as a `Mesh` value, the meshes
+of an op's per-tensor dist attrs (verify's rule V017), the callstack attrs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import groupby
+from typing import NamedTuple
+
+from google.protobuf.message import DecodeError
+
+from vppctl.errors import ProgramFileError
+from vppctl.mesh import Mesh
+from vppctl.program._proto import program_pb2 as pb
+from vppctl.program._proto import view_pb2 as view
+from vppctl.program.load import Block, corrupt_op, corrupt_var
+from vppctl.program.scan import PIECE_ITEMS, joinable
+
+CALLSTACK_NAME = b"op_callstack"
+
+# -- per-tensor meshes (verify's rule V017) ------------------------------------
+
+MeshKey = tuple[tuple[int, ...], tuple[int, ...]]  # Mesh.key
+
+
+def tensor_mesh_conflicts(
+    block: Block, op_mesh: Sequence[int], keys: Sequence[MeshKey]
+) -> list[tuple[int, str, bytes]]:
+    """Ops of `block` whose per-input/output tensor dist attrs name another mesh than the
+    op's own: (op index, "input NAME" or "output NAME" of the first such entry, its raw
+    mesh), in op order. `op_mesh` is each op's mesh class (negative: none; such ops are
+    left out), `keys` each class's `Mesh.key`: meshes are equal when their keys are.
+
+    Every op has to be read, so this is written for speed: each run of consecutive ops
+    on one mesh is joined, in pieces, and parsed as one op through the MeshMerge view
+    (see view.proto), whose lists then hold every tensor mesh of the piece; only a
+    piece with a mesh of another key among them, or one that does not parse, is read
+    op by op. The ops' own fields were read by the index's scan, so joining them cannot
+    misframe one.
+    """
+    ops = block.ops
+    out = []
+    end = 0
+    for mesh, run in groupby(op_mesh):
+        run_start, end = end, end + len(list(run))
+        if mesh < 0:
+            continue
+        for start in range(run_start, end, PIECE_ITEMS):  # pieces: bounded memory
+            stop = min(start + PIECE_ITEMS, end)
+            piece = ops[start:stop]
+            if joinable(piece) and _run_on(piece, keys[mesh]):
+                continue
+            for i in range(start, stop):
+                conflict = _tensor_conflict(block, i, keys[mesh])
+                if conflict is not None:
+                    out.append((i, *conflict))
+    return out
+
+
+def _run_on(run: list[bytes], own: MeshKey) -> bool:
+    """Whether every tensor dist attr of the ops of `run` that names a mesh names `own`
+    (False also when the ops do not parse: reading them one by one names the corrupt one)."""
+    try:
+        d = view.MeshMerge.FromString(b"".join(run)).dist_attr
+    except DecodeError:
+        return False
+    found = set(d.input_dist_attrs.tensor_dist_attr.process_mesh)
+    found.update(d.output_dist_attrs.tensor_dist_attr.process_mesh)
+    found.discard(b"")  # a tensor dist attr without a mesh is not compared
+    try:
+        return all(decode_mesh(raw).key == own for raw in found)
+    except ProgramFileError:  # a corrupt or invalid mesh: reading op by op reports it
+        return False
+
+
+def _tensor_conflict(block: Block, op: int, own: MeshKey) -> tuple[str, bytes] | None:
+    """The first tensor dist attr of one op whose mesh is not `own`, if any (read as the
+    index reads meshes: a field given twice counts once, the last)."""
+    try:
+        d = view.EditOp.FromString(block.ops[op]).dist_attr
+        for side, entries in (("input", d.input_dist_attrs), ("output", d.output_dist_attrs)):
+            for e in entries:
+                raw = view.ScanTensorDist.FromString(e.tensor_dist_attr).process_mesh
+                if raw and decode_mesh(raw).key != own:
+                    return f"{side} {as_text(e.name)}", raw
+    except DecodeError:
+        raise corrupt_op(block.idx, op) from None
+    return None
+
+
+def _slot_op(block: Block, op: int) -> view.SlotOp:
+    try:
+        return view.SlotOp.FromString(block.ops[op])
+    except DecodeError:
+        raise corrupt_op(block.idx, op) from None
+
+
+def _scan_op(block: Block, op: int) -> view.ScanOp:
+    try:
+        return view.ScanOp.FromString(block.ops[op])
+    except DecodeError:
+        raise corrupt_op(block.idx, op) from None
+
+
+def _scan_var(block: Block, pos: int) -> view.ScanVar:
+    try:
+        return view.ScanVar.FromString(block.vars[pos])
+    except DecodeError:
+        raise corrupt_var(block.idx, pos) from None
+
+
+def op_arguments(block: Block, op: int) -> tuple[list[bytes], list[bytes]]:
+    """The input and output argument names of one op (for messages and fallbacks)."""
+    o = _scan_op(block, op)
+    return list(o.inputs.arguments), list(o.outputs.arguments)
+
+
+def op_slots(block: Block, op: int) -> dict[str, list[bytes]]:
+    """An op's input slots -> argument names (cost estimates read matmul shapes)."""
+    o = _slot_op(block, op)
+    return {v.parameter.decode(): list(v.arguments) for v in o.inputs}
+
+
+def var_dims(block: Block, pos: int) -> tuple[int, ...]:
+    """The dims of a dense-tensor variable (empty when it has none)."""
+    v = _scan_var(block, pos)
+    try:
+        t = pb.VarType.FromString(v.type)
+    except DecodeError:
+        raise corrupt_var(block.idx, pos) from None
+    if t.HasField("dense_tensor"):
+        return tuple(t.dense_tensor.tensor.dims)
+    if t.HasField("selected_rows"):
+        return tuple(t.selected_rows.dims)
+    return ()
+
+
+# Bytes per element of each VarType data type (Paddle's `SizeOfType`).
+_DTYPE_BYTES = {
+    pb.VarType.BOOL: 1,
+    pb.VarType.INT16: 2,
+    pb.VarType.INT32: 4,
+    pb.VarType.INT64: 8,
+    pb.VarType.FP16: 2,
+    pb.VarType.FP32: 4,
+    pb.VarType.FP64: 8,
+    pb.VarType.SIZE_T: 8,
+    pb.VarType.UINT8: 1,
+    pb.VarType.INT8: 1,
+    pb.VarType.BF16: 2,
+    pb.VarType.COMPLEX64: 8,
+    pb.VarType.COMPLEX128: 16,
+    pb.VarType.FP8_E4M3FN: 1,
+    pb.VarType.FP8_E5M2: 1,
+    pb.VarType.UINT16: 2,
+    pb.VarType.UINT32: 4,
+    pb.VarType.UINT64: 8,
+}
+
+
+class VarTensor(NamedTuple):
+    """What the memory model needs of one tensor variable (a tuple: one per variable
+    read, so it must be cheap)."""
+
+    dtype_bytes: int  # bytes per element; 0 when the data type is not a known one
+    dims: tuple[int, ...]  # -1 for a dimension unknown until run time
+    persistable: bool
+
+
+def var_tensor(block: Block, pos: int) -> VarTensor | None:
+    """Element size, dims and persistable flag of a dense-tensor or selected-rows
+    variable; None for other kinds (readers, scopes, arrays, ...)."""
+    try:
+        v = pb.VarDesc.FromString(block.vars[pos])
+    except DecodeError:
+        raise corrupt_var(block.idx, pos) from None
+    t = v.type
+    if t.HasField("dense_tensor"):
+        desc = t.dense_tensor.tensor
+    elif t.HasField("selected_rows"):
+        desc = t.selected_rows
+    else:
+        return None
+    return VarTensor(_DTYPE_BYTES.get(desc.data_type, 0), tuple(desc.dims), v.persistable)
+
+
+_meshes: dict[bytes, Mesh] = {}
+
+
+def decode_mesh(raw: bytes) -> Mesh:
+    """A ProcessMesh message's bytes as a Mesh value (cached: programs have few meshes)."""
+    mesh = _meshes.get(raw)
+    if mesh is None:
+        try:
+            m = pb.ProcessMesh.FromString(raw)
+        except DecodeError:
+            raise ProgramFileError("not a program: a process mesh is corrupt") from None
+        mesh = Mesh(tuple(m.shape), tuple(m.process_ids), tuple(map(as_text, m.dim_names)))
+        problem = mesh.problem()
+        if problem:
+            raise ProgramFileError(
+                f"not a valid program: process mesh {_mesh_text(mesh)} is invalid: {problem}; a "
+                "mesh needs distinct non-negative process ids and a shape whose product is their "
+                "number"
+            )
+        _meshes[raw] = mesh
+    return mesh
+
+
+def as_text(value: str | bytes) -> str:
+    """A string field's value: protobuf hands proto2 strings that are not UTF-8 over as bytes."""
+    return value if isinstance(value, str) else value.decode("utf-8", "backslashreplace")
+
+
+def _mesh_text(mesh: Mesh) -> str:
+    ids = ",".join(map(str, mesh.process_ids[:8])) + ("..." if len(mesh.process_ids) > 8 else "")
+    return f"[{ids}] (shape {list(mesh.shape[:8])})"
+
+
+def program_meshes(program: view.LazyProgram) -> list[bytes]:
+    """`ProgramDesc.process_meshes`, raw, in order."""
+    return list(program.process_meshes)
+
+
+def is_callstack(attr: bytes) -> bool:
+    """Whether a serialized OpDesc.Attr is `op_callstack`, however it is encoded (fields
+    out of order, a long length, the name given twice: the last one counts, as protobuf
+    reads it)."""
+    if CALLSTACK_NAME not in attr:
+        return False
+    try:
+        return pb.OpDesc.Attr.FromString(attr).name == "op_callstack"
+    except DecodeError:
+        return False
+
+
+def callstack_ops(block: Block) -> int:
+    """Ops of `block` that carry an `op_callstack` attr (for reports; not on the hot path)."""
+    n = 0
+    for i, blob in enumerate(block.ops):
+        if CALLSTACK_NAME in blob:  # cheap filter; the parse makes it exact
+            try:
+                attrs = view.EditOp.FromString(blob).attrs
+            except DecodeError:
+                raise corrupt_op(block.idx, i) from None
+            n += any(map(is_callstack, attrs))
+    return n

@@ -1,0 +1,91 @@
+"""Wire: protobuf's encoding at the byte level, for the paths that frame bytes themselves.
+
+Loading keeps ops and variables as serialized messages and saving writes them
+back framed by hand (tag, length, payload), so the few wire-format facts those
+paths need live here: varints, the tags of the repeated fields a program is
+made of, and the size and pieces of such a field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from itertools import repeat
+from operator import ge
+
+from vppctl.program._proto import view_pb2 as view
+
+# Tags of BlockDesc.vars (3) and BlockDesc.ops (4), length-delimited, and of ProgramDesc.blocks.
+VAR_TAG, OP_TAG, BLOCK_TAG = b"\x1a", b"\x22", b"\x0a"
+_PIECE_ITEMS = 1 << 13  # ops or vars joined per piece when saving
+
+
+def varint(n: int) -> bytes:
+    """Protobuf's base-128 encoding of a non-negative int (short ones without a loop)."""
+    if n < 0x80:
+        return _SMALL[n]
+    if n < 0x4000:
+        return bytes(((n & 0x7F) | 0x80, n >> 7))
+    if n < 0x200000:
+        return bytes(((n & 0x7F) | 0x80, ((n >> 7) & 0x7F) | 0x80, n >> 14))
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def varint_at(buf: bytes | bytearray, pos: int) -> tuple[int, int] | None:
+    """(value, end) of the varint at `pos`; None when `buf` ends inside it; ValueError when it
+    is longer than 10 bytes."""
+    value = shift = 0
+    for i in range(pos, min(len(buf), pos + 10)):
+        byte = buf[i]
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return value, i + 1
+    if len(buf) >= pos + 10:
+        raise ValueError("varint longer than 10 bytes")
+    return None
+
+
+_SMALL = [bytes((n,)) for n in range(0x80)]
+# Tag and length of a var or op field of n bytes, for n < _PREFIXED (nearly all of them).
+_PREFIXED = 1 << 14
+_PREFIXES = {tag: [tag + varint(n) for n in range(_PREFIXED)] for tag in (VAR_TAG, OP_TAG)}
+
+
+def block_head(idx: int, parent_idx: int) -> bytes:
+    """The serialized fields a block starts with (idx, parent_idx)."""
+    return view.LazyBlock(idx=idx, parent_idx=parent_idx).SerializeToString()
+
+
+def block_field_start(head: bytes, size: int) -> bytes:
+    """The start of a `ProgramDesc.blocks` field of `size` bytes that begins with `head`;
+    the block's `vars` and `ops` fields follow (the sample generator frames blocks so too)."""
+    return BLOCK_TAG + varint(size) + head
+
+
+def fields_size(items: list[bytes]) -> int:
+    """Bytes of a repeated length-delimited field with one-byte tags: per item the tag, the
+    varint of its length (one byte, plus one per 7 bits past the first 7), and the item."""
+    lengths = list(map(len, items))
+    total = 2 * len(items) + sum(lengths)  # tag, first length byte, payload
+    for bound in (1 << 7, 1 << 14, 1 << 21, 1 << 28):
+        total += sum(map(ge, lengths, repeat(bound)))  # extra length bytes
+    return total
+
+
+def field_pieces(tag: bytes, items: list[bytes]) -> Iterator[bytes]:
+    """A repeated length-delimited field (VAR_TAG or OP_TAG) of `items`, framed, in pieces of
+    a few thousand items each."""
+    prefixes = _PREFIXES[tag]
+    for start in range(0, len(items), _PIECE_ITEMS):
+        parts: list[bytes] = []
+        add = parts.append
+        for item in items[start : start + _PIECE_ITEMS]:
+            n = len(item)
+            add(prefixes[n] if n < _PREFIXED else tag + varint(n))
+            add(item)
+        yield b"".join(parts)
