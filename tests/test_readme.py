@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from vppctl import errors
 from vppctl.cli import cli
-from vppctl.verify.checks import RULES
+from vppctl.verify import RULES
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()

@@ -29,7 +29,7 @@ from vppctl.errors import SelfCheckError
 from vppctl.plan import PlanOptions
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.program.load import parse_program
-from vppctl.verify.checks import RULES, Violation
+from vppctl.verify import RULES, Violation
 from vppctl.verify.expectation import verify_program
 
 REFERENCE = Path(__file__).resolve().parent / "paddle_reference"

@@ -17,52 +17,52 @@ first use, so `import vppctl` stays cheap.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from vppctl._lazy import face
 from vppctl._version import __version__
 
-# name -> the module that defines it
+# name -> the module (or package) that defines it
 _API = {
     # one call per command, and their outcomes
-    "convert_file": "vppctl.commands",
-    "verify_file": "vppctl.commands",
-    "inspect_file": "vppctl.commands",
-    "dump_file": "vppctl.commands",
-    "sample_file": "vppctl.commands",
-    "simulate_run": "vppctl.commands",
-    "plan_run": "vppctl.commands",
-    "ConvertOutcome": "vppctl.commands",
-    "DumpOutcome": "vppctl.commands",
-    "SampleOutcome": "vppctl.commands",
-    "SimulateOutcome": "vppctl.commands",
-    "PlanOutcome": "vppctl.commands",
-    "Bubble": "vppctl.commands",
-    "VerifyReport": "vppctl.verify.expectation",
-    "Summary": "vppctl.summary",
+    "convert_file": "commands",
+    "verify_file": "commands",
+    "inspect_file": "commands",
+    "dump_file": "commands",
+    "sample_file": "commands",
+    "simulate_run": "commands",
+    "plan_run": "commands",
+    "ConvertOutcome": "commands",
+    "DumpOutcome": "commands",
+    "SampleOutcome": "commands",
+    "SimulateOutcome": "commands",
+    "PlanOutcome": "commands",
+    "Bubble": "commands",
+    "VerifyReport": "verify",
+    "Summary": "summary",
     # options
-    "ConvertOptions": "vppctl.convert",
-    "PlanOptions": "vppctl.plan",
-    "SampleOptions": "vppctl.sample",
-    "MemoryOptions": "vppctl.planner.memory",
+    "ConvertOptions": "convert",
+    "PlanOptions": "plan",
+    "SampleOptions": "sample",
+    "MemoryOptions": "planner",
     # programs in memory
-    "Program": "vppctl.program.load",
-    "read_program": "vppctl.program.load",
-    "parse_program": "vppctl.program.load",
-    "write_program": "vppctl.program.save",
-    "convert_program": "vppctl.convert",
-    "ConvertResult": "vppctl.convert",
-    "verify_program": "vppctl.verify.expectation",
-    "Plan": "vppctl.plan",
-    "Segment": "vppctl.plan",
-    "Violation": "vppctl.verify.checks",
-    "RULES": "vppctl.verify.checks",
+    "Program": "program",
+    "read_program": "program",
+    "parse_program": "program",
+    "write_program": "program",
+    "convert_program": "convert",
+    "ConvertResult": "convert",
+    "verify_program": "verify",
+    "Plan": "plan",
+    "Segment": "plan",
+    "Violation": "verify",
+    "RULES": "verify",
     # errors
-    "VppctlError": "vppctl.errors",
-    "UsageError": "vppctl.errors",
-    "ProgramFileError": "vppctl.errors",
-    "ConversionError": "vppctl.errors",
-    "SelfCheckError": "vppctl.errors",
+    "VppctlError": "errors",
+    "UsageError": "errors",
+    "ProgramFileError": "errors",
+    "ConversionError": "errors",
+    "SelfCheckError": "errors",
 }
 
 __all__ = ["__version__", *_API]
@@ -92,22 +92,11 @@ if TYPE_CHECKING:
         VppctlError,
     )
     from vppctl.plan import Plan, PlanOptions, Segment
-    from vppctl.planner.memory import MemoryOptions
+    from vppctl.planner import MemoryOptions
     from vppctl.program import Program, parse_program, read_program, write_program
     from vppctl.sample import SampleOptions
     from vppctl.summary import Summary
-    from vppctl.verify.checks import RULES, Violation
-    from vppctl.verify.expectation import VerifyReport, verify_program
+    from vppctl.verify import RULES, VerifyReport, Violation, verify_program
 
 
-def __getattr__(name: str) -> Any:
-    module = _API.get(name)
-    if module is None:
-        raise AttributeError(f"module 'vppctl' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # later lookups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = face(__name__, _API, globals())

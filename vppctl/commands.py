@@ -35,13 +35,11 @@ from vppctl.program import (
     write_program,
 )
 from vppctl.summary import Summary, summarize
-from vppctl.verify.expectation import VerifyReport, verify_program
+from vppctl.verify import VerifyReport, verify_program
 
 if TYPE_CHECKING:  # the schedule side, the planner and the sample generator load on use
     from vppctl.plan import CostKind, Placement, Plan, Split
-    from vppctl.planner.costs import PlanRequest
-    from vppctl.planner.memory import MemoryOptions, StageMemory
-    from vppctl.planner.search import PlanResult, PlanSearch
+    from vppctl.planner import MemoryOptions, PlanRequest, PlanResult, PlanSearch, StageMemory
     from vppctl.sample import SampleOptions
     from vppctl.schedule.simulate import Schedule, SimResult
 
@@ -139,8 +137,14 @@ def convert_file(
 def _bubble(program: Program, micro_batches: int) -> tuple[Bubble | None, tuple[str, ...]]:
     """The converted program simulated as `simulate` does it: its recorded plan, its
     costs, 1F1B and the placement's interleaving schedule."""
-    from vppctl.planner.costs import CostModel, PlanRequest, resolve_plan
-    from vppctl.planner.memory import MemoryModel, MemoryOptions, stage_memory
+    from vppctl.planner import (
+        CostModel,
+        MemoryModel,
+        MemoryOptions,
+        PlanRequest,
+        resolve_plan,
+        stage_memory,
+    )
     from vppctl.schedule.simulate import held_peak, simulate
 
     try:
@@ -315,8 +319,7 @@ def simulate_run(
     forward FLOPs, and `outcome.memory` holds each stage's bytes. Without it, `pp` and
     `vpp` are required and every chunk costs `costs` (F,B,W; default 1,1,1). `schedule`
     None compares 1F1B with the plan's interleaving schedule."""
-    from vppctl.planner.costs import PlanRequest
-    from vppctl.planner.memory import MemoryOptions
+    from vppctl.planner import MemoryOptions, PlanRequest
     from vppctl.schedule.arguments import check_size as check_simulation_size
     from vppctl.schedule.arguments import parse_unit_costs
 
@@ -378,8 +381,7 @@ def _simulate_program(
 ) -> SimulateOutcome:
     """A program simulated with the plan `convert` would make (or made), its FLOP costs
     and its bytes per stage."""
-    from vppctl.planner.costs import CostModel, resolve_plan
-    from vppctl.planner.memory import MemoryModel, stage_memory
+    from vppctl.planner import CostModel, MemoryModel, resolve_plan, stage_memory
     from vppctl.schedule.simulate import held_peak
 
     resolved = resolve_plan(read_program(prog), request)
@@ -498,8 +500,7 @@ def plan_run(
     for the fastest step that fits `memory.limit`; candidates best first, each with the
     `vppctl convert` command that makes it. Raises ConversionError (exit 4) when none
     fits, naming the smallest peak found."""
-    from vppctl.planner.memory import MemoryOptions
-    from vppctl.planner.search import PLACEMENTS, SPLITS, PlanSearch, search
+    from vppctl.planner import PLACEMENTS, SPLITS, MemoryOptions, PlanSearch, search_plans
     from vppctl.schedule.orders import SCHEDULES
 
     opts = PlanSearch(
@@ -515,7 +516,7 @@ def plan_run(
         memory=memory or MemoryOptions(),
     )
     program = read_program(_path(prog))
-    return PlanOutcome(str(prog), opts, search(program, str(prog), opts))
+    return PlanOutcome(str(prog), opts, search_plans(program, str(prog), opts))
 
 
 def _exact_cost(value: float) -> Fraction:

@@ -12,20 +12,27 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from vppctl.engine import precheck
-from vppctl.engine.apply import assign, write
-from vppctl.engine.backward import ForwardOps
-from vppctl.engine.cost import LayerCosts, layer_costs, param_elements
-from vppctl.engine.detect import resolve_layers
-from vppctl.engine.flow import cross_stage_edges
-from vppctl.engine.index import ProgramIndex, build_index
-from vppctl.engine.layers import LayerSet, with_matches
+from vppctl.engine import (
+    ForwardOps,
+    LayerCosts,
+    LayerSet,
+    ProgramIndex,
+    assign,
+    build_index,
+    cross_stage_edges,
+    layer_costs,
+    param_elements,
+    precheck,
+    resolve_layers,
+    with_matches,
+    write,
+)
 from vppctl.errors import ConversionError, SelfCheckError
 from vppctl.gcpause import gc_paused
 from vppctl.mesh import NO_MESH, MeshId
 from vppctl.plan import LayerFacts, Plan, PlanOptions, make_plan, virtual_stages
 from vppctl.program import Program, RecordedPlan, kind, read_plan, strip_callstack, write_plan
-from vppctl.verify.checks import Expectation, Violation, verify
+from vppctl.verify import Expectation, Violation, refuse_input_problems, verify
 
 
 @dataclass(frozen=True)
@@ -121,7 +128,7 @@ def convert_program(program: Program, opts: ConvertOptions) -> ConvertResult:
     edges_before = cross_stage_edges(index, stages)
     applied = write(index, assign(index, plan, layers, planned.forward))
     violations = verify(index, expectation(planned))
-    precheck.refuse_input_problems(index, violations)
+    refuse_input_problems(index, violations)
     if violations:
         raise SelfCheckError(_self_check_message(violations))
     write_plan(program.header, plan)

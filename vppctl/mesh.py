@@ -55,6 +55,21 @@ def format_ids(ids: Sequence[int]) -> str:
     return "[" + ",".join(map(str, ids)) + "]"
 
 
+_SHOWN_IDS = 8  # process ids a message shows of a mesh that is no run
+
+
+def mesh_text(mesh: Mesh) -> str:
+    """How messages show a mesh: its process ids, compact (`[0-3]`, `[0,2,5]`, the first few
+    of a long list that is no run), and its shape when it is not the flat one (meshes with
+    the same ids and different shapes differ): `[0-3] (shape [2, 2])`."""
+    ids = mesh.process_ids
+    shown = str(mesh)
+    if len(ids) > _SHOWN_IDS and "," in shown:  # a long list that is no run
+        shown = "[" + ",".join(map(str, ids[:_SHOWN_IDS])) + ",...]"
+    flat = mesh.shape == (len(ids),)
+    return shown if flat else f"{shown} (shape {list(mesh.shape[:_SHOWN_IDS])})"
+
+
 def stages_and_globals(meshes: Sequence[Mesh]) -> tuple[list[Mesh], list[Mesh]]:
     """Rule 1: (stage meshes in order, dropped global meshes).
 

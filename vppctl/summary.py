@@ -9,10 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from vppctl.engine.cost import param_elements
-from vppctl.engine.detect import resolve_layers
-from vppctl.engine.index import ProgramIndex, build_index
-from vppctl.engine.layers import LayerSet
+from vppctl.engine import LayerSet, ProgramIndex, build_index, param_elements, resolve_layers
 from vppctl.errors import ConversionError
 from vppctl.gcpause import gc_paused
 from vppctl.mesh import NO_MESH, Mesh

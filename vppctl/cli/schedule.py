@@ -85,7 +85,7 @@ def _memory_options(f: F) -> F:
 def _parse_size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
     if value is None:
         return None
-    from vppctl.planner.memory import parse_size
+    from vppctl.planner import parse_size
 
     size = parse_size(value)
     if size is None or size <= 0:
@@ -96,7 +96,7 @@ def _parse_size(ctx: click.Context, param: click.Parameter, value: str | None) -
 
 
 def _memory(micro_batch_size: int | None, seq_len: int | None, memory_limit: int | None) -> Any:
-    from vppctl.planner.memory import MemoryOptions
+    from vppctl.planner import MemoryOptions
 
     if micro_batch_size is None and seq_len is None and memory_limit is None:
         return None

@@ -1,0 +1,52 @@
+"""The engine: a loaded program's facts, and the conversion's decisions and edits.
+
+One scan of the program gives integer side tables (`index`); from them come the
+facts the rules need: which forward op each backward op belongs to (`backward`),
+the forward data flow and the gradients' (`flow`), the layers (`layers`,
+`detect`) and their costs (`cost`). `precheck` refuses, with a fix, what no rule
+can convert; `apply` assigns every op and variable its mesh and chunk and writes
+them in one pass. The plan itself is `vppctl.plan`; checking the result is
+`vppctl.verify`, which reads the facts but never the decisions (`apply`,
+`precheck`).
+"""
+
+from vppctl.engine import precheck
+from vppctl.engine.apply import ApplyResult, Assignment, assign, write
+from vppctl.engine.backward import GRAD_SUMS, NOP, ForwardOps
+from vppctl.engine.cost import LayerCosts, layer_costs, param_elements
+from vppctl.engine.detect import resolve_layers
+from vppctl.engine.flow import (
+    GradientFlow,
+    cross_stage_edges,
+    first_forward_writers,
+    recomputed_ops,
+)
+from vppctl.engine.index import ProgramIndex, build_index, loss_op
+from vppctl.engine.layers import NO_LAYER, LayerSet, compile_seg_method, find_layers, with_matches
+
+__all__ = [
+    "GRAD_SUMS",
+    "NOP",
+    "NO_LAYER",
+    "ApplyResult",
+    "Assignment",
+    "ForwardOps",
+    "GradientFlow",
+    "LayerCosts",
+    "LayerSet",
+    "ProgramIndex",
+    "assign",
+    "build_index",
+    "compile_seg_method",
+    "cross_stage_edges",
+    "find_layers",
+    "first_forward_writers",
+    "layer_costs",
+    "loss_op",
+    "param_elements",
+    "precheck",
+    "recomputed_ops",
+    "resolve_layers",
+    "with_matches",
+    "write",
+]

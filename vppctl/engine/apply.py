@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from itertools import compress
 from operator import ne, or_
 
-from vppctl.engine.backward import NOP, ForwardOps
+from vppctl.engine.backward import GRAD_SUMS, NOP, ForwardOps
 from vppctl.engine.index import ProgramIndex, loss_op
 from vppctl.engine.layers import NO_LAYER, LayerSet
 from vppctl.errors import ConversionError
@@ -33,8 +33,6 @@ from vppctl.program import (
     rewrite_ops,
     rewrite_vars,
 )
-
-GRAD_SUMS = (b"sum", b"grad_add")
 
 
 @dataclass

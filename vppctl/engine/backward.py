@@ -27,6 +27,7 @@ from vppctl.engine.index import ProgramIndex, loss_op
 from vppctl.program import EMPTY_VAR, NO_VAR, SCOPE_VAR, is_backward, is_loss_grad
 
 NOP = b"nop"
+GRAD_SUMS = (b"sum", b"grad_add")  # the ops that add up a variable's gradient parts
 _SENTINELS = (NO_VAR, EMPTY_VAR, SCOPE_VAR)  # argument ids naming no variable
 _SUBPROG = re.compile(rb"^(.*)\.subprog_(\d+)$", re.S)
 _GRAD = b"@GRAD"

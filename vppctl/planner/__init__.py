@@ -1,0 +1,92 @@
+"""The planner: the program-facing side of the schedules.
+
+Which plan a program is simulated with and what each of its segments costs
+(`costs`), how many bytes each stage holds (`memory`), and `plan`'s search over
+conversions and schedules (`search`). It sits above the conversion engine (it
+plans programs as `convert` does) and the pure simulator (`vppctl.schedule`).
+Names load on first use: `convert` reads the memory figures without loading the
+search and the simulator.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from vppctl._lazy import face
+
+_NAMES = {
+    "CostModel": "costs",
+    "Measure": "costs",
+    "PlanRequest": "costs",
+    "ResolvedPlan": "costs",
+    "resolve_plan": "costs",
+    "ChunkMemory": "memory",
+    "MemoryModel": "memory",
+    "MemoryOptions": "memory",
+    "SegmentMemory": "memory",
+    "StageMemory": "memory",
+    "iec": "memory",
+    "parse_size": "memory",
+    "stage_memory": "memory",
+    "worst_stage": "memory",
+    "PLACEMENTS": "search",
+    "SPLITS": "search",
+    "Candidate": "search",
+    "PlanResult": "search",
+    "PlanSearch": "search",
+    "convert_command": "search",
+    "megatron_layout": "search",
+    "search_plans": "search",
+    "shell": "search",
+}
+__all__ = [
+    "PLACEMENTS",
+    "SPLITS",
+    "Candidate",
+    "ChunkMemory",
+    "CostModel",
+    "Measure",
+    "MemoryModel",
+    "MemoryOptions",
+    "PlanRequest",
+    "PlanResult",
+    "PlanSearch",
+    "ResolvedPlan",
+    "SegmentMemory",
+    "StageMemory",
+    "convert_command",
+    "iec",
+    "megatron_layout",
+    "parse_size",
+    "resolve_plan",
+    "search_plans",
+    "shell",
+    "stage_memory",
+    "worst_stage",
+]
+__getattr__, __dir__ = face(__name__, _NAMES, globals())
+
+if TYPE_CHECKING:
+    from vppctl.planner.costs import CostModel, Measure, PlanRequest, ResolvedPlan, resolve_plan
+    from vppctl.planner.memory import (
+        ChunkMemory,
+        MemoryModel,
+        MemoryOptions,
+        SegmentMemory,
+        StageMemory,
+        iec,
+        parse_size,
+        stage_memory,
+        worst_stage,
+    )
+    from vppctl.planner.search import (
+        PLACEMENTS,
+        SPLITS,
+        Candidate,
+        PlanResult,
+        PlanSearch,
+        convert_command,
+        megatron_layout,
+        search_plans,
+        shell,
+    )

@@ -24,7 +24,7 @@ from fractions import Fraction
 from typing import Literal
 
 from vppctl.convert import ConvertOptions, Planned, plan_program, replan
-from vppctl.engine.cost import layer_costs
+from vppctl.engine import layer_costs
 from vppctl.errors import ConversionError, UsageError
 from vppctl.plan import CostKind, Placement, Plan, PlanOptions, Split, segment_costs
 from vppctl.program import Program, RecordedPlan, read_plan

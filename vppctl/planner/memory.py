@@ -38,9 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from vppctl.convert import Planned
-from vppctl.engine.backward import ForwardOps
-from vppctl.engine.index import ProgramIndex
-from vppctl.engine.layers import NO_LAYER, LayerSet
+from vppctl.engine import NO_LAYER, ForwardOps, LayerSet, ProgramIndex
 from vppctl.plan import Plan, place
 from vppctl.program import VarTensor, is_backward, var_tensor
 

@@ -114,7 +114,7 @@ class PlanResult:
     warnings: tuple[str, ...]
 
 
-def search(program: Program, source: str, opts: PlanSearch) -> PlanResult:
+def search_plans(program: Program, source: str, opts: PlanSearch) -> PlanResult:
     """Every candidate of `program` (see the module docstring), best first."""
     _check(opts)
     base = _base(program, opts)

@@ -15,7 +15,7 @@ from typing import NamedTuple
 from google.protobuf.message import DecodeError
 
 from vppctl.errors import ProgramFileError
-from vppctl.mesh import Mesh
+from vppctl.mesh import Mesh, mesh_text
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.program._proto import view_pb2 as view
 from vppctl.program.load import Block, corrupt_op, corrupt_var
@@ -204,7 +204,7 @@ def decode_mesh(raw: bytes) -> Mesh:
         problem = mesh.problem()
         if problem:
             raise ProgramFileError(
-                f"not a valid program: process mesh {_mesh_text(mesh)} is invalid: {problem}; a "
+                f"not a valid program: process mesh {mesh_text(mesh)} is invalid: {problem}; a "
                 "mesh needs distinct non-negative process ids and a shape whose product is their "
                 "number"
             )
@@ -215,11 +215,6 @@ def decode_mesh(raw: bytes) -> Mesh:
 def as_text(value: str | bytes) -> str:
     """A string field's value: protobuf hands proto2 strings that are not UTF-8 over as bytes."""
     return value if isinstance(value, str) else value.decode("utf-8", "backslashreplace")
-
-
-def _mesh_text(mesh: Mesh) -> str:
-    ids = ",".join(map(str, mesh.process_ids[:8])) + ("..." if len(mesh.process_ids) > 8 else "")
-    return f"[{ids}] (shape {list(mesh.shape[:8])})"
 
 
 def program_meshes(program: view.LazyProgram) -> list[bytes]:

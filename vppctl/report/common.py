@@ -10,7 +10,7 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
-from vppctl.engine.layers import LayerSet
+from vppctl.engine import LayerSet
 
 
 def human(n: float) -> str:

@@ -18,7 +18,7 @@ from vppctl.commands import (
 )
 from vppctl.convert import ConvertResult
 from vppctl.plan import Plan
-from vppctl.planner.memory import worst_stage
+from vppctl.planner import worst_stage
 from vppctl.program import RecordedPlan
 from vppctl.report.common import (
     BUBBLE_DEFINITION,
@@ -31,8 +31,7 @@ from vppctl.report.common import (
 )
 from vppctl.schedule.orders import SCHEDULE_NAMES
 from vppctl.summary import ChunkLayers, Summary
-from vppctl.verify.checks import RULES, Violation
-from vppctl.verify.expectation import VerifyReport
+from vppctl.verify import RULES, VerifyReport, Violation
 
 
 def layers_line(plan: Plan) -> str:

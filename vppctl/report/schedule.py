@@ -16,7 +16,7 @@ from vppctl.commands import (
     SimulatedPlan,
     SimulateOutcome,
 )
-from vppctl.planner.memory import MemoryOptions, StageMemory, iec, worst_stage
+from vppctl.planner import MemoryOptions, StageMemory, iec, worst_stage
 from vppctl.report.common import BUBBLE_DEFINITION, compact_table
 from vppctl.schedule.simulate import SimResult, Step
 from vppctl.schedule.timeline import (
@@ -28,7 +28,7 @@ from vppctl.schedule.timeline import (
 )
 
 if TYPE_CHECKING:  # the planner loads with `vppctl plan` only
-    from vppctl.planner.search import Candidate
+    from vppctl.planner import Candidate
 
 # -- simulate: names and the plan line
 
@@ -461,7 +461,7 @@ def plan_notes(o: PlanOutcome, shown: int) -> list[str]:
 
 
 def render_plan(console: Console, o: PlanOutcome, top: int) -> None:
-    from vppctl.planner.search import shell
+    from vppctl.planner import shell
 
     candidates = o.result.candidates[:top]
     for line in plan_heading(o):
@@ -475,7 +475,7 @@ def render_plan(console: Console, o: PlanOutcome, top: int) -> None:
 
 
 def candidate_json(c: Candidate, best: Candidate) -> dict[str, Any]:
-    from vppctl.planner.search import shell
+    from vppctl.planner import shell
 
     worst = c.worst
     return {

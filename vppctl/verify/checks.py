@@ -1,6 +1,6 @@
-"""Verify: check an annotated VPP program against numbered rules; collect every violation.
+"""Checks: an annotated VPP program against the numbered rules; every violation collected.
 
-Each rule has a stable id, listed in `RULES` (and in the README). `verify`
+Each rule has a stable id (`vppctl.verify.rules.RULES`, and the README). `verify`
 returns data, one `Violation` per problem, never stops at the first, and runs
 in one linear pass per rule family. `convert` runs the same checks on its own
 result before writing and never writes a program that fails them.
@@ -10,17 +10,21 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Sequence
-from dataclasses import dataclass
-from enum import Enum
 from itertools import chain, compress, repeat
 from operator import sub as minus
 
-from vppctl.engine.backward import ForwardOps
-from vppctl.engine.flow import GradientFlow, first_forward_writers, recomputed_ops
-from vppctl.engine.index import ProgramIndex, loss_op
-from vppctl.engine.layers import LayerSet
-from vppctl.mesh import NO_MESH, Mesh, MeshId, wide_meshes
-from vppctl.plan import Placement, place, virtual_stage
+from vppctl.engine import (
+    GRAD_SUMS,
+    ForwardOps,
+    GradientFlow,
+    LayerSet,
+    ProgramIndex,
+    first_forward_writers,
+    loss_op,
+    recomputed_ops,
+)
+from vppctl.mesh import NO_MESH, mesh_text, wide_meshes
+from vppctl.plan import place, virtual_stage
 from vppctl.program import (
     BACKWARD,
     FORWARD_ROLES,
@@ -35,110 +39,7 @@ from vppctl.program import (
     op_arguments,
     tensor_mesh_conflicts,
 )
-
-RULES: dict[str, str] = {
-    "V001": "every op of every executed block (block 0 and the blocks executed ops name as "
-    "sub_block) has a process mesh and a chunk id",
-    "V002": "every chunk id of an executed op lies in [0, vpp)",
-    "V003": "every executed op's mesh is a stage mesh (optimizer and other non-forward, "
-    "non-backward ops may also run on a mesh holding every stage's ranks: a global mesh, or a "
-    "world an earlier program left)",
-    "V004": "all ops of a layer share one stage and one chunk",
-    "V005": "every layer lies in exactly one segment and every (stage, chunk) holds a layer",
-    "V006": "segment k sits on the stage and chunk the placement gives (loop: k % pp, k // pp)",
-    "V007": "forward data flow never runs backwards through the virtual stages",
-    "V008": "every grad op sits on its forward op's mesh and chunk (the loss-grad op on the "
-    "loss op's)",
-    "V009": "every sum/grad_add op sits on the mesh and chunk of the nearest earlier backward "
-    "op that writes one of its inputs",
-    "V010": "every optimizer op with a Param input sits on its parameter's mesh and chunk (in a "
-    "program without a recorded vppctl plan, chunk 0 too: Paddle leaves optimizer chunk ids at "
-    "0)",
-    "V011": "every variable first written by a forward or backward op has that op's mesh and "
-    "chunk (a sum/grad_add output: its forward variable's)",
-    "V012": "the pipeline plan recorded in the program agrees with the ops: each segment's "
-    "layers, stage, chunk, mesh and op range; known names (placement loop/v, mode auto/manual, "
-    "split uniform/keep/balanced/explicit, cost params/ops/flops); uniform: equal layer counts; "
-    "keep: each stage's layers dealt over its chunks, earlier chunks taking the extras",
-    "V013": "every variable an op names is declared in its block or an ancestor (except names "
-    "containing lod_tensor_blocking_queue: the reader's queue lives in the Scope)",
-    "V014": "every sub_block attribute names an existing later block, without cycles",
-    "V015": "the program has the stage and chunk counts asked for (--pp, --vpp, the recorded plan)",
-    "V016": "every op of an executed sub-block sits on the mesh and chunk of an op that runs the "
-    "block (so, recursively, of its op in the global block)",
-    "V017": "every per-input/output tensor dist attr of an op that names a mesh names the op's own",
-    "V018": "every parameter read before any op writes it sits on the mesh and chunk of the "
-    "first forward op that reads it (a tied weight read on several stages: the first one's)",
-    "V019": "a grad op's forward_op_id names a forward op it shares a variable with (one of the "
-    "op's inputs or outputs, or the gradient of one)",
-    "V020": "every backward op that reads the gradient of a forward op's output and writes the "
-    "gradient of one of its inputs sits on that forward op's mesh and chunk (data flow, whatever "
-    "forward_op_id says)",
-    "V021": "every recomputed op (Paddle's recompute pass: a backward copy of a forward op whose "
-    "outputs are renamed NAME.subprog_K) sits on its forward op's mesh and chunk",
-}
-
-
-class Cause(str, Enum):
-    """Why a rule failed, for programs (the message is for people and may be reworded)."""
-
-    NO_MESH = "no_mesh"  # an op without a process mesh
-    NO_CHUNK = "no_chunk"  # an op without a chunk id
-    CHUNK_OUT_OF_RANGE = "chunk_out_of_range"
-    NOT_STAGE_MESH = "not_stage_mesh"
-    LAYER_SPLIT = "layer_split"  # a layer's ops on more than one (stage, chunk)
-    LAYER_OFF_STAGE = "layer_off_stage"  # a layer not on a stage mesh
-    LAYERS_NOT_FOUND = "layers_not_found"
-    SEGMENT_TWICE = "segment_twice"  # one (stage, chunk) holds two runs of layers
-    EMPTY_SEGMENT = "empty_segment"
-    SEGMENT_MISPLACED = "segment_misplaced"
-    BACKWARD_FLOW = "backward_flow"  # forward data flow runs to an earlier virtual stage
-    GRAD_MISPLACED = "grad_misplaced"
-    SUM_MISPLACED = "sum_misplaced"
-    UPDATE_MISPLACED = "update_misplaced"
-    VAR_MISPLACED = "var_misplaced"  # a variable not where its first writer is
-    PLAN_MISMATCH = "plan_mismatch"
-    PLAN_CORRUPT = "plan_corrupt"
-    UNDECLARED_VAR = "undeclared_var"
-    DUPLICATE_VAR = "duplicate_var"
-    BAD_SUB_BLOCK = "bad_sub_block"
-    COUNT_MISMATCH = "count_mismatch"  # stage or chunk counts differ from those asked for
-    UPDATE_OFF_CHUNK = "update_off_chunk"  # an update on another chunk than its parameter
-    SUB_BLOCK_MISPLACED = "sub_block_misplaced"  # a sub-block op away from the op running it
-    TENSOR_MESH_MISMATCH = "tensor_mesh_mismatch"  # a tensor dist attr on another mesh
-    PARAM_MISPLACED = "param_misplaced"  # a parameter away from its first forward reader
-    FORWARD_LINK_CONTRADICTED = "forward_link_contradicted"  # forward_op_id vs data flow
-    GRAD_OFF_DATA_FLOW = "grad_off_data_flow"  # a gradient away from the op it differentiates
-    RECOMPUTE_MISPLACED = "recompute_misplaced"  # a recomputed op away from its forward op
-
-
-@dataclass(frozen=True)
-class Violation:
-    rule: str
-    block: int
-    op: int  # -1 when the violation is not about one op
-    type: str
-    message: str
-    cause: Cause
-
-
-@dataclass(frozen=True)
-class Expectation:
-    """What the program is checked against (from options, the recorded plan, or the program)."""
-
-    pp: int
-    vpp: int
-    placement: Placement
-    stage_mesh_ids: tuple[MeshId, ...]  # in stage order
-    global_mesh_ids: tuple[MeshId, ...]
-    layers: LayerSet | None
-    plan_segments: tuple[tuple[int, int, tuple[str, ...]], ...] | None = (
-        None  # (stage, chunk, layers)
-    )
-    recorded: RecordedPlan | None = None  # the whole plan, for V012's other checks
-
-
-GRAD_SUMS = (b"sum", b"grad_add")
+from vppctl.verify.rules import Cause, Expectation, Violation
 
 
 class _Checker:
@@ -151,9 +52,9 @@ class _Checker:
         self._first_written: dict[int, int] | None = None
         self._vstages: list[int | None] | None = None  # per global-block op, on first use
 
-    def add(self, rule: str, cause: Cause, block: int, op: int, message: str) -> None:
+    def add(self, cause: Cause, block: int, op: int, message: str) -> None:
         t = self.index.op_type(block, op) if op >= 0 else ""
-        self.out.append(Violation(rule, block, op, t, message, cause))
+        self.out.append(Violation(cause, block, op, t, message))
 
     def op_vstage(self, op: int) -> int | None:
         """Virtual stage of a global-block op from its mesh and chunk, if it has one."""
@@ -202,12 +103,6 @@ class _Checker:
             o = self.index.global_block.ops
             self._first_written = _first_positions(o.out_var, o.out_off)
         return self._first_written
-
-
-def mesh_text(m: Mesh) -> str:
-    # Meshes with the same ids but different shapes differ: show any unusual shape.
-    flat = m.shape == (len(m.process_ids),)
-    return str(m) if flat else f"{m} (shape {list(m.shape)})"
 
 
 def executed_blocks(index: ProgramIndex) -> set[int]:
@@ -260,7 +155,6 @@ def _check_structure(c: _Checker) -> None:
             for sub in subs:
                 if not bi.idx < sub < len(index.blocks):
                     c.add(
-                        "V014",
                         Cause.BAD_SUB_BLOCK,
                         bi.idx,
                         op,
@@ -268,7 +162,7 @@ def _check_structure(c: _Checker) -> None:
                         f"later block (the program has {len(index.blocks)} blocks)",
                     )
     for problem in index.problems:
-        c.add("V013", Cause.DUPLICATE_VAR, -1, -1, problem)
+        c.add(Cause.DUPLICATE_VAR, -1, -1, problem)
 
 
 def _undeclared(c: _Checker, b: int) -> None:
@@ -280,7 +174,6 @@ def _undeclared(c: _Checker, b: int) -> None:
             or NO_VAR in o.out_var[o.out_off[op] : o.out_off[op + 1]]
         ) and not _only_reader_queues(c.index, b, op):
             c.add(
-                "V013",
                 Cause.UNDECLARED_VAR,
                 b,
                 op,
@@ -310,12 +203,11 @@ def _check_placements(c: _Checker) -> None:
         for op in range(bi.n_ops):
             mesh, chunk = meshes[op], chunks[op]
             if mesh == NO_MESH:
-                c.add("V001", Cause.NO_MESH, bi.idx, op, "has no process mesh")
+                c.add(Cause.NO_MESH, bi.idx, op, "has no process mesh")
             elif chunk == -1:
-                c.add("V001", Cause.NO_CHUNK, bi.idx, op, "has no chunk id")
+                c.add(Cause.NO_CHUNK, bi.idx, op, "has no chunk id")
             elif not 0 <= chunk < vpp:
                 c.add(
-                    "V002",
                     Cause.CHUNK_OUT_OF_RANGE,
                     bi.idx,
                     op,
@@ -326,7 +218,6 @@ def _check_placements(c: _Checker) -> None:
                 may_be_wide = not is_forward(role) and not is_backward(role)
                 if not (mesh in wide and may_be_wide):
                     c.add(
-                        "V003",
                         Cause.NOT_STAGE_MESH,
                         bi.idx,
                         op,
@@ -374,7 +265,6 @@ def _check_sub_blocks(c: _Checker) -> None:
             if not allowed.isdisjoint(((mesh, chunk), (_ANY, chunk), (mesh, _ANY), (_ANY, _ANY))):
                 continue
             c.add(
-                "V016",
                 Cause.SUB_BLOCK_MISPLACED,
                 sub,
                 op,
@@ -392,7 +282,6 @@ def _check_tensor_meshes(c: _Checker) -> None:
         bi = index.blocks[b]
         for op, entry, raw in tensor_mesh_conflicts(index.program.blocks[b], bi.op_mesh, keys):
             c.add(
-                "V017",
                 Cause.TENSOR_MESH_MISMATCH,
                 b,
                 op,
@@ -412,7 +301,6 @@ def _check_layers(c: _Checker, layers: LayerSet) -> list[tuple[int, int, list[in
         for i in range(first, layer.last + 1):
             if layers.op_layer[i] == k and (meshes[i], chunks[i]) != where:
                 c.add(
-                    "V004",
                     Cause.LAYER_SPLIT,
                     0,
                     i,
@@ -425,7 +313,6 @@ def _check_layers(c: _Checker, layers: LayerSet) -> list[tuple[int, int, list[in
     if any(p is None for p in places):
         k = places.index(None)
         c.add(
-            "V005",
             Cause.LAYER_OFF_STAGE,
             0,
             layers.layers[k].first,
@@ -450,7 +337,6 @@ def _segments_of(
         first = layers.layers[ks[0]]
         if (stage, chunk) in seen:
             c.add(
-                "V005",
                 Cause.SEGMENT_TWICE,
                 0,
                 first.first,
@@ -460,7 +346,6 @@ def _segments_of(
         seen.setdefault((stage, chunk), r)
     if exp.pp * exp.vpp > len(layers):  # listing every empty pair could run to millions
         c.add(
-            "V005",
             Cause.EMPTY_SEGMENT,
             0,
             -1,
@@ -471,14 +356,11 @@ def _segments_of(
         for s in range(exp.pp):
             for ch in range(exp.vpp):
                 if (s, ch) not in seen:
-                    c.add(
-                        "V005", Cause.EMPTY_SEGMENT, 0, -1, f"stage {s} chunk {ch} holds no layer"
-                    )
+                    c.add(Cause.EMPTY_SEGMENT, 0, -1, f"stage {s} chunk {ch} holds no layer")
     for k, (stage, chunk, ks) in enumerate(runs[: exp.pp * exp.vpp]):
         want = place(k, exp.pp, exp.placement)
         if (stage, chunk) != want:
             c.add(
-                "V006",
                 Cause.SEGMENT_MISPLACED,
                 0,
                 layers.layers[ks[0]].first,
@@ -499,7 +381,6 @@ def _check_plan(c: _Checker, runs: list[tuple[int, int, list[int]]]) -> None:
     actual = [(s, ch, tuple(layers.layers[k].name for k in ks)) for s, ch, ks in runs]
     if len(recorded) != len(actual):
         c.add(
-            "V012",
             Cause.PLAN_MISMATCH,
             0,
             -1,
@@ -509,7 +390,6 @@ def _check_plan(c: _Checker, runs: list[tuple[int, int, list[int]]]) -> None:
     for k, (want, got) in enumerate(zip(recorded, actual)):
         if want != got:
             c.add(
-                "V012",
                 Cause.PLAN_MISMATCH,
                 0,
                 -1,
@@ -539,7 +419,6 @@ def _check_plan_spans(
             if seg.mesh is None or seg.mesh.key != mesh.key:
                 shown = "no mesh" if seg.mesh is None else mesh_text(seg.mesh)
                 c.add(
-                    "V012",
                     Cause.PLAN_MISMATCH,
                     0,
                     -1,
@@ -548,7 +427,6 @@ def _check_plan_spans(
                 )
         if (seg.op_begin, seg.op_end) != (begins[k], ends[k]):
             c.add(
-                "V012",
                 Cause.PLAN_MISMATCH,
                 0,
                 -1,
@@ -573,24 +451,24 @@ def _check_plan_record(c: _Checker, plan: RecordedPlan) -> None:
     for what, value in values.items():
         if value not in _KNOWN[what]:
             message = f"the plan records {what} {value!r}, not {'/'.join(_KNOWN[what])}"
-            c.add("V012", Cause.PLAN_CORRUPT, 0, -1, message)
+            c.add(Cause.PLAN_CORRUPT, 0, -1, message)
     if plan.mode == "manual" and plan.vpp == 1:
         message = "the plan records manual mode (an interleaved input) with vpp 1"
-        c.add("V012", Cause.PLAN_MISMATCH, 0, -1, message)
+        c.add(Cause.PLAN_MISMATCH, 0, -1, message)
     if plan.vpp and len(plan.details) != plan.pp * plan.vpp:
         message = (
             f"the plan records {len(plan.details)} segments, but pp*vpp = "
             f"{plan.pp}*{plan.vpp} = {plan.pp * plan.vpp}"
         )
-        c.add("V012", Cause.PLAN_MISMATCH, 0, -1, message)
+        c.add(Cause.PLAN_MISMATCH, 0, -1, message)
         return
     for k, seg in enumerate(plan.details):
         if seg.virtual_stage != k or not 0 <= seg.cost < float("inf"):
             message = f"segment {k} records virtual stage {seg.virtual_stage} and cost {seg.cost}"
-            c.add("V012", Cause.PLAN_CORRUPT, 0, -1, message)
+            c.add(Cause.PLAN_CORRUPT, 0, -1, message)
     problem = _split_problem(plan)
     if problem:
-        c.add("V012", Cause.PLAN_MISMATCH, 0, -1, problem)
+        c.add(Cause.PLAN_MISMATCH, 0, -1, problem)
 
 
 def _split_problem(plan: RecordedPlan) -> str:
@@ -639,7 +517,6 @@ def _check_forward_flow(c: _Checker) -> None:
             theirs = c.op_vstage(p)
             if theirs is not None and theirs > mine:
                 c.add(
-                    "V007",
                     Cause.BACKWARD_FLOW,
                     0,
                     op,
@@ -672,7 +549,6 @@ def _check_backward(c: _Checker) -> None:
             src = max((last_writer.get(v, -1) for v in block.inputs(op)), default=-1)
             if src >= 0 and (meshes[src], chunks[src]) != here:
                 c.add(
-                    "V009",
                     Cause.SUM_MISPLACED,
                     0,
                     op,
@@ -709,7 +585,6 @@ def _check_grad(
     by_flow = flow.of(op)
     if claimed is not None and not flow.shares(op, claimed):
         c.add(
-            "V019",
             Cause.FORWARD_LINK_CONTRADICTED,
             0,
             op,
@@ -725,8 +600,7 @@ def _check_grad(
         # input's link and its data flow disagree (an input problem, not a misplacement).
         linked = claimed is not None and claimed not in by_flow
         c.add(
-            "V020",
-            Cause.FORWARD_LINK_CONTRADICTED if linked else Cause.GRAD_OFF_DATA_FLOW,
+            Cause.LINK_OFF_DATA_FLOW if linked else Cause.GRAD_OFF_DATA_FLOW,
             0,
             op,
             f"is on {c.where(0, op)}, but it differentiates {c.index.op_label(0, g)} (it reads "
@@ -741,7 +615,6 @@ def _check_grad(
 
 def _grad_misplaced(c: _Checker, op: int, f: int) -> None:
     c.add(
-        "V008",
         Cause.GRAD_MISPLACED,
         0,
         op,
@@ -757,7 +630,6 @@ def _check_recomputed(c: _Checker) -> None:
     for r, f in recomputed_ops(c.index).items():
         if (meshes[r], chunks[r]) != (meshes[f], chunks[f]):
             c.add(
-                "V021",
                 Cause.RECOMPUTE_MISPLACED,
                 0,
                 r,
@@ -781,7 +653,6 @@ def _check_optimizer(c: _Checker) -> None:
             continue
         if block.op_mesh[op] != index.var_mesh[p]:
             c.add(
-                "V010",
                 Cause.UPDATE_MISPLACED,
                 0,
                 op,
@@ -792,7 +663,6 @@ def _check_optimizer(c: _Checker) -> None:
         chunk, want = block.ops.chunk[op], max(index.var_chunks[p], 0)
         if c.valid_chunk(chunk) and chunk != want and (vppctl_plan or chunk != 0):
             c.add(
-                "V010",
                 Cause.UPDATE_OFF_CHUNK,
                 0,
                 op,
@@ -837,7 +707,6 @@ def _param_at(c: _Checker, v: int, op: int) -> None:
     got = (index.var_mesh[v], index.var_chunks[v])
     if got != want:
         c.add(
-            "V018",
             Cause.PARAM_MISPLACED,
             0,
             op,
@@ -886,7 +755,6 @@ def _check_variables(c: _Checker) -> None:
         got = (index.var_mesh[v], index.var_chunks[v])
         if got != want and not _no_chunk_ok(index, v, got, want):
             c.add(
-                "V011",
                 Cause.VAR_MISPLACED,
                 0,
                 op,

@@ -11,15 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from vppctl.engine.detect import resolve_layers
-from vppctl.engine.flow import cross_stage_edges
-from vppctl.engine.index import ProgramIndex, build_index
-from vppctl.engine.layers import LayerSet
+from vppctl.engine import LayerSet, ProgramIndex, build_index, cross_stage_edges, resolve_layers
 from vppctl.errors import ConversionError, UsageError
 from vppctl.gcpause import gc_paused
 from vppctl.plan import MAX_DEGREE, Placement
 from vppctl.program import Program, RecordedPlan, read_plan
-from vppctl.verify.checks import Cause, Expectation, Violation, verify
+from vppctl.verify.checks import verify
+from vppctl.verify.rules import Cause, Expectation, Violation
 
 
 @dataclass(frozen=True)
@@ -37,8 +35,8 @@ class VerifyReport:
         return not self.violations
 
 
-def _early(rule: str, cause: Cause, message: str) -> Violation:
-    return Violation(rule, -1, -1, "", message, cause)
+def _early(cause: Cause, message: str) -> Violation:
+    return Violation(cause, -1, -1, "", message)
 
 
 @gc_paused
@@ -59,19 +57,19 @@ def verify_program(
     for label, want in (("--pp", pp), ("the recorded plan's pp", recorded and recorded.pp)):
         if want and want != n_pp:
             message = f"{label} is {want} but the program has {n_pp} stage meshes"
-            early.append(_early("V015", Cause.COUNT_MISMATCH, message))
+            early.append(_early(Cause.COUNT_MISMATCH, message))
     if recorded and not 1 <= recorded.vpp <= MAX_DEGREE:
         message = f"the recorded plan's vpp {recorded.vpp} is not a chunk count"
-        early.append(_early("V012", Cause.PLAN_CORRUPT, message))
+        early.append(_early(Cause.PLAN_CORRUPT, message))
         recorded = replace(recorded, vpp=0)
     n_vpp = vpp or (recorded.vpp if recorded else 0) or _chunks_used(index)
     if recorded and recorded.vpp and vpp and recorded.vpp != vpp:
         message = f"--vpp is {vpp} but the recorded plan says {recorded.vpp}"
-        early.append(_early("V015", Cause.COUNT_MISMATCH, message))
+        early.append(_early(Cause.COUNT_MISMATCH, message))
     where: Placement = placement or _recorded_placement(recorded)
     layers, problem = _layers(index, seg_method, recorded)
     if problem:
-        early.append(Violation("V005", 0, -1, "", problem, Cause.LAYERS_NOT_FOUND))
+        early.append(Violation(Cause.LAYERS_NOT_FOUND, 0, -1, "", problem))
     expect = Expectation(
         pp=max(n_pp, 1),
         vpp=max(n_vpp, 1),
