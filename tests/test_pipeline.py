@@ -14,7 +14,7 @@ from vppctl.errors import UsageError
 from vppctl.plan import stage_balanced_split, stage_loads
 from vppctl.schedule.execute import Pipeline
 from vppctl.schedule.orders import SCHEDULES, legal_group_sizes
-from vppctl.schedule.simulate import DeadlockError, Op, held_peak, simulate
+from vppctl.schedule.simulation import DeadlockError, Op, held_peak, simulate
 
 
 @settings(max_examples=150, deadline=None)

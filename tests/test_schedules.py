@@ -26,7 +26,7 @@ from vppctl.schedule.orders import (
     schedule_table,
     stage_orders,
 )
-from vppctl.schedule.simulate import (
+from vppctl.schedule.simulation import (
     SimResult,
     compare,
     held_peak,

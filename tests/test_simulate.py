@@ -23,7 +23,7 @@ from rich.console import Console
 from vppctl.errors import ConversionError, UsageError
 from vppctl.report import render_simulation, simulation_json, simulation_warnings
 from vppctl.schedule.orders import legal_group_sizes
-from vppctl.schedule.simulate import (
+from vppctl.schedule.simulation import (
     DeadlockError,
     Op,
     SimResult,

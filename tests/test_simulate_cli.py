@@ -19,7 +19,7 @@ import pytest
 from vppctl.cli import cli
 from vppctl.sample import SampleOptions, build_sample
 from vppctl.schedule.orders import SCHEDULES
-from vppctl.schedule.simulate import simulate
+from vppctl.schedule.simulation import simulate
 from vppctl.schedule.torchcsv import parse_csv, to_ops
 
 
@@ -390,6 +390,6 @@ def test_the_cli_offers_every_schedule_without_importing_the_simulator() -> None
     from vppctl.cli import schedule as cli_module
 
     assert cli_module._schedule_names() == list(SCHEDULES)
-    code = "import sys, vppctl.cli; print('vppctl.schedule.simulate' in sys.modules)"
+    code = "import sys, vppctl.cli; print('vppctl.schedule.simulation' in sys.modules)"
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert run.stdout.strip() == "False"

@@ -26,7 +26,7 @@ from rich.console import Console
 from vppctl.cli import cli
 from vppctl.report import render_simulation
 from vppctl.schedule import timeline
-from vppctl.schedule.simulate import SimResult, compare, simulate
+from vppctl.schedule.simulation import SimResult, compare, simulate
 from vppctl.schedule.timeline import to_chrome_trace, to_svg
 
 NS = "{http://www.w3.org/2000/svg}"

@@ -17,7 +17,13 @@ def face(
     package: str, names: Mapping[str, str], namespace: dict[str, Any]
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """(`__getattr__`, `__dir__`) for `package`: `names` maps each public name to the module
-    (relative to `package`) that defines it; a name once loaded is kept in `namespace`."""
+    (relative to `package`) that defines it; a name once loaded is kept in `namespace`.
+
+    No name may be a module's: importing a submodule sets the package's attribute of that
+    name to the module, and the face would then hand out the module instead."""
+    clash = set(names) & set(names.values())
+    if clash:
+        raise ValueError(f"{package}: {', '.join(sorted(clash))} name both a value and a module")
 
     def getattr_(name: str) -> Any:
         module = names.get(name)

@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # the schedule side, the planner and the sample generator loa
     from vppctl.plan import CostKind, Placement, Plan, Split
     from vppctl.planner import MemoryOptions, PlanRequest, PlanResult, PlanSearch, StageMemory
     from vppctl.sample import SampleOptions
-    from vppctl.schedule.simulate import Schedule, SimResult
+    from vppctl.schedule import Schedule, SimResult
 
 PathLike = str | os.PathLike[str]
 
@@ -145,7 +145,7 @@ def _bubble(program: Program, micro_batches: int) -> tuple[Bubble | None, tuple[
         resolve_plan,
         stage_memory,
     )
-    from vppctl.schedule.simulate import held_peak, simulate
+    from vppctl.schedule import held_peak, simulate
 
     try:
         resolved = resolve_plan(program, PlanRequest())
@@ -320,8 +320,8 @@ def simulate_run(
     `vpp` are required and every chunk costs `costs` (F,B,W; default 1,1,1). `schedule`
     None compares 1F1B with the plan's interleaving schedule."""
     from vppctl.planner import MemoryOptions, PlanRequest
-    from vppctl.schedule.arguments import check_size as check_simulation_size
-    from vppctl.schedule.arguments import parse_unit_costs
+    from vppctl.schedule import check_size as check_simulation_size
+    from vppctl.schedule import parse_unit_costs
 
     outputs = _picture_outputs(prog, {"--svg": svg, "--trace": trace, "--csv": csv})
     ratios = parse_unit_costs(costs) if isinstance(costs, str) else costs or _UNIT_COSTS
@@ -382,7 +382,7 @@ def _simulate_program(
     """A program simulated with the plan `convert` would make (or made), its FLOP costs
     and its bytes per stage."""
     from vppctl.planner import CostModel, MemoryModel, resolve_plan, stage_memory
-    from vppctl.schedule.simulate import held_peak
+    from vppctl.schedule import held_peak
 
     resolved = resolve_plan(read_program(prog), request)
     plan = resolved.plan
@@ -413,7 +413,7 @@ def _runs(
     run: _StepOptions,
 ) -> tuple[SimResult, ...]:
     """One schedule, or 1F1B and the placement's interleaving schedule side by side."""
-    from vppctl.schedule.simulate import compare, simulate
+    from vppctl.schedule import compare, simulate
 
     forward, backward, weight = costs if costs is not None else (None, None, None)
     m, hop, group = run.micro_batches, run.p2p_cost, run.group_size
@@ -456,12 +456,11 @@ def _picture_outputs(prog: PathLike | None, specs: dict[str, PathLike | None]) -
 
 def _pictures(runs: tuple[SimResult, ...], outputs: dict[str, Output]) -> list[tuple[str, int]]:
     """Every schedule simulated as SVG and Chrome trace; the last as torch's schedule CSV."""
-    from vppctl.schedule import timeline
-    from vppctl.schedule.torchcsv import to_csv
+    from vppctl.schedule import to_chrome_trace, to_csv, to_svg
 
     draw = {
-        "--svg": lambda: timeline.to_svg(runs),
-        "--trace": lambda: json.dumps(timeline.to_chrome_trace(runs)),
+        "--svg": lambda: to_svg(runs),
+        "--trace": lambda: json.dumps(to_chrome_trace(runs)),
         "--csv": lambda: to_csv(runs[-1].orders),
     }
     written = []
@@ -501,7 +500,7 @@ def plan_run(
     `vppctl convert` command that makes it. Raises ConversionError (exit 4) when none
     fits, naming the smallest peak found."""
     from vppctl.planner import PLACEMENTS, SPLITS, MemoryOptions, PlanSearch, search_plans
-    from vppctl.schedule.orders import SCHEDULES
+    from vppctl.schedule import SCHEDULES
 
     opts = PlanSearch(
         micro_batches=tuple(micro_batches),

@@ -17,7 +17,6 @@ from vppctl.engine import (
     LayerCosts,
     LayerSet,
     ProgramIndex,
-    assign,
     build_index,
     cross_stage_edges,
     layer_costs,
@@ -25,8 +24,8 @@ from vppctl.engine import (
     precheck,
     resolve_layers,
     with_matches,
-    write,
 )
+from vppctl.engine.apply import assign, write
 from vppctl.errors import ConversionError, SelfCheckError
 from vppctl.gcpause import gc_paused
 from vppctl.mesh import NO_MESH, MeshId

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 #   Mesh     a value (shape, process ids, dim names), in plans and messages;
 #   MeshId   an int, a mesh class (equal meshes share one) in the index's side tables,
 #            NO_MESH for "no mesh", the only sentinel outside the protobuf layer;
-#   raw      a serialized ProcessMesh (bytes), only in fields.py and the index.
+#   raw      a serialized ProcessMesh (bytes), only in vppctl.program and the index.
 MeshId = int
 NO_MESH: MeshId = -1
 

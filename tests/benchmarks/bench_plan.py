@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from vppctl.schedule.execute import Pipeline
-from vppctl.schedule.simulate import simulate
+from vppctl.schedule.simulation import simulate
 
 RATIO_MAX = 3.0
 SIZES = ((4, 2, 32), (8, 2, 64), (16, 2, 128), (16, 8, 128))  # pp, vpp, m

@@ -18,7 +18,7 @@ import argparse
 import statistics
 import time
 
-from vppctl.schedule.simulate import SCHEDULES, Schedule, simulate
+from vppctl.schedule.simulation import SCHEDULES, Schedule, simulate
 
 # (pp, m) per size; vpp is 2 for the interleaving schedules, 1 for the others.
 SIZES = ((4, 32), (8, 64), (16, 128))

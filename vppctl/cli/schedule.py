@@ -26,7 +26,7 @@ from vppctl.cli.base import (
 
 if TYPE_CHECKING:
     from vppctl.plan import CostKind, Placement, Split
-    from vppctl.schedule.simulate import Schedule
+    from vppctl.schedule import Schedule
 
 
 # -- simulate and plan: shared options ---------------------------------------------

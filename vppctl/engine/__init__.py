@@ -6,12 +6,14 @@ the forward data flow and the gradients' (`flow`), the layers (`layers`,
 `detect`) and their costs (`cost`). `precheck` refuses, with a fix, what no rule
 can convert; `apply` assigns every op and variable its mesh and chunk and writes
 them in one pass. The plan itself is `vppctl.plan`; checking the result is
-`vppctl.verify`, which reads the facts but never the decisions (`apply`,
-`precheck`).
+`vppctl.verify`.
+
+This face holds the facts. The decisions, `precheck` and `apply`, are imported by
+module and by the pipeline alone (`vppctl.convert`): the verifier checks a
+program against the facts and the rules, never against the engine's own
+decisions, and an import-linter contract keeps it so.
 """
 
-from vppctl.engine import precheck
-from vppctl.engine.apply import ApplyResult, Assignment, assign, write
 from vppctl.engine.backward import GRAD_SUMS, NOP, ForwardOps
 from vppctl.engine.cost import LayerCosts, layer_costs, param_elements
 from vppctl.engine.detect import resolve_layers
@@ -28,14 +30,11 @@ __all__ = [
     "GRAD_SUMS",
     "NOP",
     "NO_LAYER",
-    "ApplyResult",
-    "Assignment",
     "ForwardOps",
     "GradientFlow",
     "LayerCosts",
     "LayerSet",
     "ProgramIndex",
-    "assign",
     "build_index",
     "compile_seg_method",
     "cross_stage_edges",
@@ -44,9 +43,7 @@ __all__ = [
     "layer_costs",
     "loss_op",
     "param_elements",
-    "precheck",
     "recomputed_ops",
     "resolve_layers",
     "with_matches",
-    "write",
 ]

@@ -49,9 +49,7 @@ from vppctl.planner.memory import (
     worst_stage,
 )
 from vppctl.program import Program, read_plan
-from vppctl.schedule.arguments import MAX_UNITS
-from vppctl.schedule.execute import Pipeline
-from vppctl.schedule.orders import MERGED, SCHEDULES, Schedule
+from vppctl.schedule import MAX_UNITS, MERGED, SCHEDULES, Pipeline, Schedule
 
 SPLITS: tuple[Split, ...] = ("uniform", "keep", "balanced")
 PLACEMENTS: tuple[Placement, ...] = ("loop", "v")

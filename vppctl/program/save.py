@@ -18,14 +18,12 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
 
 from google.protobuf import text_format
 from google.protobuf.message import EncodeError
 
 from vppctl.errors import ConversionError
 from vppctl.gcpause import gc_paused
-from vppctl.program.atomic import Data
 from vppctl.program.files import Output, resolve_output
 from vppctl.program.load import (
     MAX_PROGRAM_BYTES,
@@ -34,8 +32,6 @@ from vppctl.program.load import (
     is_text_name,
     to_full,
 )
-
-__all__ = ["check_size", "is_text_name", "serialize", "write_atomic", "write_program"]
 
 UNKNOWN_FIELDS_WARNING = (
     "text format cannot carry fields vppctl does not know; they are left out (write a binary "
@@ -58,16 +54,9 @@ def check_size(size: int, *, text: bool = False, fix: str = STRIP_FIX) -> None:
     )
 
 
-def serialize(
-    program: Program, legacy_path: Path | None = None, *, text: bool | None = None
-) -> tuple[bytes, list[str]]:
+def serialize(program: Program, *, text: bool) -> tuple[bytes, list[str]]:
     """The program's bytes, binary or text, and any warnings. ConversionError (exit 4) when
-    they could not be read back (2 GiB or more, or a string that is not UTF-8 as text).
-
-    `legacy_path`: the old way of choosing text by a path's extension, kept until cli.py
-    passes `text=` (issue 13); `text` wins when both are given."""
-    if text is None:
-        text = legacy_path is not None and is_text_name(legacy_path)
+    they could not be read back (2 GiB or more, or a string that is not UTF-8 as text)."""
     try:
         if not text:
             check_size(program.byte_size())
@@ -120,10 +109,9 @@ def write_program(
     """Serialize and write; returns (bytes written, warnings).
 
     With an `Output` the format is `not output.binary` (`text` must agree if given).
-    With a path (the old call, until cli.py resolves its outputs, issue 13) the output is
-    resolved here and `text` None means by extension. ConversionError (exit 4) for a
-    program that could not be read back, nothing written; ProgramFileError (exit 3) when
-    the output cannot be written."""
+    With a path the output is resolved here, and `text` None means by its extension.
+    ConversionError (exit 4) for a program that could not be read back, nothing written;
+    ProgramFileError (exit 3) when the output cannot be written."""
     if not isinstance(output, Output):
         text = is_text_name(output) if text is None else text
         output = resolve_output(output, binary=not text)
@@ -140,9 +128,3 @@ def write_program(
     check_size(size)
     output.write(lambda: program.pieces(sizes))
     return size, []
-
-
-def write_atomic(path: Path, data: Data) -> None:
-    """Write `data` to the output named `path` (the old call of sample and simulate, until
-    cli.py resolves its outputs): atomically for a regular file, straight into a device."""
-    resolve_output(path, binary=False).write(data)

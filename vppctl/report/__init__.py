@@ -10,6 +10,7 @@ the planner); `common` holds what they share. The pictures of a schedule
 
 from typing import TYPE_CHECKING
 
+from vppctl._lazy import face
 from vppctl.report.common import (
     BUBBLE_DEFINITION,
     TABLE_ROWS,
@@ -74,18 +75,14 @@ __all__ = [
     "violations_table",
 ]
 
-_SCHEDULE = (
-    "plan_json",
-    "render_plan",
-    "render_simulation",
-    "simulation_json",
-    "simulation_warnings",
-)
-
-
-def __getattr__(name: str) -> object:
-    if name in _SCHEDULE:
-        from vppctl.report import schedule
-
-        return getattr(schedule, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+_SCHEDULE = {
+    name: "schedule"
+    for name in (
+        "plan_json",
+        "render_plan",
+        "render_simulation",
+        "simulation_json",
+        "simulation_warnings",
+    )
+}
+__getattr__, __dir__ = face(__name__, _SCHEDULE, globals())

@@ -29,7 +29,7 @@ from vppctl.report.common import (
     human_bytes,
     layers_json,
 )
-from vppctl.schedule.orders import SCHEDULE_NAMES
+from vppctl.schedule import SCHEDULE_NAMES
 from vppctl.summary import ChunkLayers, Summary
 from vppctl.verify import RULES, VerifyReport, Violation
 
@@ -211,7 +211,7 @@ def peak_memory_line(bubble: Bubble) -> str:
 
 
 def _bubble_json(bubble: Bubble) -> dict[str, Any]:
-    from vppctl.schedule.timeline import rounded
+    from vppctl.schedule import rounded
 
     return {
         "definition": BUBBLE_DEFINITION,

@@ -18,8 +18,9 @@ from vppctl.commands import (
 )
 from vppctl.planner import MemoryOptions, StageMemory, iec, worst_stage
 from vppctl.report.common import BUBBLE_DEFINITION, compact_table
-from vppctl.schedule.simulate import SimResult, Step
-from vppctl.schedule.timeline import (
+from vppctl.schedule import (
+    SimResult,
+    Step,
     number,
     percent,
     render_timelines,

@@ -17,7 +17,7 @@ import io
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 from vppctl.program import block_field_start, block_head, varint
 from vppctl.program._proto import program_pb2 as pb
@@ -30,9 +30,6 @@ from vppctl.sample.model import (
     Model,
     SampleOptions,
 )
-
-if TYPE_CHECKING:
-    from vppctl.sample.stamp import Template
 
 SMALL_VARINTS = [varint(n) for n in range(1 << 14)]
 
@@ -353,24 +350,6 @@ class Writer:
         # New keys are at the end of the dict, in the order they were registered.
         unit.registered = list(islice(reversed(dims.items()), len(dims) - before))[::-1]
         return unit
-
-    def stamp(self, template: Template, step: int, remember: bool = True) -> None:
-        """Write a unit from `template` without encoding its ops one by one.
-
-        With `remember`, the unit's new variables and their dims are recorded for
-        the units encoded op by op after it.
-        """
-        if self.unit.ops.parts or self.unit.vars.parts:
-            self.flush()
-        stamp = template.render(step)
-        if stamp.ops:
-            self.ops_out.add(stamp.ops)
-        if stamp.vars:
-            self.vars_out.add(stamp.vars)
-        if remember:
-            self.seen.update(stamp.names)
-            self.model.dims.update(zip(stamp.registered, template.registered_dims))
-        self.next_id += template.n_ops
 
     def write_program(self) -> bytes:
         """The serialized program: one block with the variables, then the ops, then meshes."""

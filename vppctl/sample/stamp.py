@@ -265,7 +265,7 @@ class Stamper:
                 if self.check:
                     self._check(template, k, write_layer)
                 else:
-                    self.w.stamp(template, k, self.remember)
+                    stamp_unit(self.w, template, k, self.remember)
                 return
         unit = self.w.record(write_layer)
         probe, self.probe, self.template = self.probe, (step, key, unit), None
@@ -283,6 +283,25 @@ class Stamper:
         )
         if stamped != encoded or template.registered_dims != [d for _, d in unit.registered]:
             raise AssertionError(f"a stamped layer differs from the encoded one (k={k})")
+
+
+def stamp_unit(w: Writer, template: Template, step: int, remember: bool = True) -> None:
+    """Write a unit from `template` without encoding its ops one by one.
+
+    With `remember`, the unit's new variables and their dims are recorded for the units
+    encoded op by op after it.
+    """
+    if w.unit.ops.parts or w.unit.vars.parts:
+        w.flush()
+    stamp = template.render(step)
+    if stamp.ops:
+        w.ops_out.add(stamp.ops)
+    if stamp.vars:
+        w.vars_out.add(stamp.vars)
+    if remember:
+        w.seen.update(stamp.names)
+        w.model.dims.update(zip(stamp.registered, template.registered_dims))
+    w.next_id += template.n_ops
 
 
 def write_units(

@@ -1,5 +1,109 @@
-"""Pipeline schedules: the simulator (`simulate`) and its pictures (`timeline`).
+"""Pipeline schedules: each schedule's per-stage orders, the simulator, and its pictures.
 
-A side product of the engine: it needs no program, only stage and chunk counts
-and a cost per virtual stage (which `vppctl.engine.cost` can derive from a program).
+The pure side of vppctl: it needs no program, only stage and chunk counts and a
+cost per virtual stage, and imports nothing but `vppctl.plan` and
+`vppctl.errors` (an import-linter contract keeps it so). `orders` says in which
+order each stage runs its actions, `arguments` checks a simulation's inputs,
+`execute` places the actions in time, `results` holds what comes out,
+`simulation` is the one call (`simulate`), `timeline` draws it (terminal, SVG, Chrome trace)
+and `torchcsv` reads and writes torch.distributed.pipelining's schedule CSV.
+What a program's segments cost, and its memory, is `vppctl.planner`'s. Names
+load on first use: the command line reads the schedule names without loading
+the simulator.
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from vppctl._lazy import face
+
+_NAMES = {
+    "MAX_UNITS": "arguments",
+    "check_size": "arguments",
+    "parse_unit_costs": "arguments",
+    "Pipeline": "execute",
+    "held_peak": "execute",
+    "MERGED": "orders",
+    "SCHEDULES": "orders",
+    "SCHEDULE_NAMES": "orders",
+    "SPLIT": "orders",
+    "Op": "orders",
+    "Schedule": "orders",
+    "legal_group_sizes": "orders",
+    "stage_orders": "orders",
+    "DeadlockError": "results",
+    "SimResult": "results",
+    "SimulationError": "results",
+    "Step": "results",
+    "compare": "simulation",
+    "simulate": "simulation",
+    "simulate_orders": "simulation",
+    "number": "timeline",
+    "percent": "timeline",
+    "render_timelines": "timeline",
+    "rounded": "timeline",
+    "stage_units": "timeline",
+    "to_chrome_trace": "timeline",
+    "to_svg": "timeline",
+    "parse_csv": "torchcsv",
+    "to_csv": "torchcsv",
+}
+__all__ = [
+    "MAX_UNITS",
+    "MERGED",
+    "SCHEDULES",
+    "SCHEDULE_NAMES",
+    "SPLIT",
+    "DeadlockError",
+    "Op",
+    "Pipeline",
+    "Schedule",
+    "SimResult",
+    "SimulationError",
+    "Step",
+    "check_size",
+    "compare",
+    "held_peak",
+    "legal_group_sizes",
+    "number",
+    "parse_csv",
+    "parse_unit_costs",
+    "percent",
+    "render_timelines",
+    "rounded",
+    "simulate",
+    "simulate_orders",
+    "stage_orders",
+    "stage_units",
+    "to_chrome_trace",
+    "to_csv",
+    "to_svg",
+]
+__getattr__, __dir__ = face(__name__, _NAMES, globals())
+
+if TYPE_CHECKING:
+    from vppctl.schedule.arguments import MAX_UNITS, check_size, parse_unit_costs
+    from vppctl.schedule.execute import Pipeline, held_peak
+    from vppctl.schedule.orders import (
+        MERGED,
+        SCHEDULE_NAMES,
+        SCHEDULES,
+        SPLIT,
+        Op,
+        Schedule,
+        legal_group_sizes,
+        stage_orders,
+    )
+    from vppctl.schedule.results import DeadlockError, SimResult, SimulationError, Step
+    from vppctl.schedule.simulation import compare, simulate, simulate_orders
+    from vppctl.schedule.timeline import (
+        number,
+        percent,
+        render_timelines,
+        rounded,
+        stage_units,
+        to_chrome_trace,
+        to_svg,
+    )
+    from vppctl.schedule.torchcsv import parse_csv, to_csv

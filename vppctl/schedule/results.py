@@ -3,7 +3,7 @@
 `Step` is one action placed in time; `SimResult` holds every step of one schedule
 and the figures measured from them (makespan, bubble, in-flight peaks). The
 errors a simulation can raise are here too, so that the executor
-(`vppctl.schedule.execute`) and the entry points (`vppctl.schedule.simulate`)
+(`vppctl.schedule.execute`) and the entry points (`vppctl.schedule.simulation`)
 share them.
 """
 

@@ -1,6 +1,6 @@
 """Pictures of simulated pipeline schedules: the terminal timeline, SVG, Chrome trace.
 
-This module's one job is drawing :class:`vppctl.schedule.simulate.SimResult` values; it
+This module's one job is drawing :class:`vppctl.schedule.simulation.SimResult` values; it
 computes nothing about schedules itself (the tables and JSON are in `vppctl.report`).
 Every function here is pure except :func:`render_timeline`, which writes to the rich
 console it is given.
@@ -35,7 +35,7 @@ from rich.console import Console
 from rich.text import Text
 
 from vppctl.plan import Placement, virtual_stages
-from vppctl.schedule.simulate import SimResult, Step
+from vppctl.schedule.simulation import SimResult, Step
 
 KIND_NAMES = {"F": "forward", "B": "backward", "I": "input gradient", "W": "weight gradient"}
 KIND_ORDER = "FBIW"
