@@ -1,7 +1,14 @@
-"""Shared fixtures: sample programs (built once per session) and a CLI runner."""
+"""Shared fixtures: sample programs (built once per session) and a CLI runner; the policy
+for the opt-in long runs and for a missing Paddle.
+
+Tests marked `paddle` need the real PaddlePaddle (`pip install 'vppctl[paddle]'`). Without
+it they are skipped, the reason naming the extra, so a bare `pytest` passes; CI sets
+VPPCTL_REQUIRE_PADDLE=1 (.ci/run), and then a missing Paddle fails the run instead.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -12,15 +19,27 @@ from click.testing import CliRunner
 sys.path.insert(0, str(Path(__file__).parent))
 
 SLOW = os.environ.get("VPPCTL_SLOW") == "1"
+HAVE_PADDLE = importlib.util.find_spec("paddle") is not None
+REQUIRE_PADDLE = os.environ.get("VPPCTL_REQUIRE_PADDLE") == "1"
+NO_PADDLE = (
+    "PaddlePaddle is not installed; this test needs the paddle extra: "
+    "pip install 'vppctl[paddle]' (paddlepaddle==3.3.1)"
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if REQUIRE_PADDLE and not HAVE_PADDLE:
+        raise pytest.UsageError(f"VPPCTL_REQUIRE_PADDLE=1, but {NO_PADDLE}")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if SLOW:
-        return
-    skip = pytest.mark.skip(reason="long run; set VPPCTL_SLOW=1 to run it")
+    long_run = pytest.mark.skip(reason="long run; set VPPCTL_SLOW=1 to run it")
+    no_paddle = pytest.mark.skip(reason=NO_PADDLE)
     for item in items:
-        if "slow" in item.keywords:
-            item.add_marker(skip)
+        if "slow" in item.keywords and not SLOW:
+            item.add_marker(long_run)
+        if "paddle" in item.keywords and not HAVE_PADDLE:
+            item.add_marker(no_paddle)
 
 
 @pytest.fixture

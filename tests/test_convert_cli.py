@@ -445,3 +445,26 @@ def test_sample_without_ids_converts_like_the_sample_with_ids(
     pa = placements(pb.ProgramDesc.FromString((tmp_path / "a.vpp.pb").read_bytes()))
     pb_ = placements(pb.ProgramDesc.FromString((tmp_path / "b.vpp.pb").read_bytes()))
     assert pa == pb_
+
+
+def test_micro_batches_simulates_the_plan_it_converted_with_without_planning_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`convert -m M` indexes and prechecks the program once: the bubble comes from the
+    conversion's own plan, not from planning the converted program a second time."""
+    from vppctl import convert as pipeline
+
+    calls: list[int] = []
+    index = pipeline.build_index
+
+    def counting(program: object) -> object:
+        calls.append(1)
+        return index(program)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(pipeline, "build_index", counting)
+    src = Path(__file__).parents[1] / "samples" / "gpt-8l-pp4.pb"
+    out = tmp_path / "out.pb"
+    r = CliRunner().invoke(cli, ["convert", str(src), "--vpp", "2", "-m", "8", "-o", str(out)])
+    assert r.exit_code == 0, r.output
+    assert "bubble at m=8" in r.stdout
+    assert len(calls) == 1

@@ -594,7 +594,7 @@ def _boom(*args: object, **kwargs: object) -> object:
 @pytest.mark.parametrize(
     ("command", "module", "name"),
     [
-        ("convert", commands, "convert_program"),
+        ("convert", commands, "converted"),
         ("verify", commands, "verify_program"),
         ("inspect", commands, "summarize"),
         ("dump", save, "serialize"),

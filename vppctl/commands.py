@@ -21,7 +21,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from vppctl.convert import ConvertOptions, ConvertResult, convert_program
+from vppctl.convert import ConvertOptions, ConvertResult, Planned, converted
 from vppctl.errors import UsageError, VppctlError
 from vppctl.program import (
     STDIO,
@@ -127,34 +127,24 @@ def convert_file(
         fix = "pass --in-place to overwrite it, or -o another path"
         output = program_output(default_output(src) if out is None else out, (src,), fix)
     program = read_program(src)
-    result = convert_program(program, opts)
-    bubble, sim_warnings = (None, ()) if micro_batches is None else _bubble(program, micro_batches)
+    result, planned = converted(program, opts)
+    bubble, sim_warnings = (None, ()) if micro_batches is None else _bubble(planned, micro_batches)
     written, save_warnings = write_program(program, output)
     warnings = (*result.warnings, *sim_warnings, *save_warnings)
     return ConvertOutcome(result, output.shown, written, bubble, warnings)
 
 
-def _bubble(program: Program, micro_batches: int) -> tuple[Bubble | None, tuple[str, ...]]:
-    """The converted program simulated as `simulate` does it: its recorded plan, its
-    costs, 1F1B and the placement's interleaving schedule."""
-    from vppctl.planner import (
-        CostModel,
-        MemoryModel,
-        MemoryOptions,
-        PlanRequest,
-        resolve_plan,
-        stage_memory,
-    )
+def _bubble(planned: Planned, micro_batches: int) -> tuple[Bubble | None, tuple[str, ...]]:
+    """The converted plan simulated as `simulate OUT` does it: the same plan, its costs,
+    1F1B and the placement's interleaving schedule (from the conversion's own planning:
+    the converted program is not planned again)."""
+    from vppctl.planner import CostModel, MemoryModel, MemoryOptions, stage_memory
     from vppctl.schedule import held_peak, simulate
 
-    try:
-        resolved = resolve_plan(program, PlanRequest())
-    except VppctlError as e:
-        return None, (f"no bubble line: {e} (the conversion is unaffected)",)
-    plan = resolved.plan
-    model = CostModel(resolved.planned)
+    plan = planned.plan
+    model = CostModel(planned)
     forward = model.forward(plan)
-    memory_model = MemoryModel(resolved.planned, MemoryOptions())
+    memory_model = MemoryModel(planned, MemoryOptions())
     segments = memory_model.segments(plan)
     sizes = [s.activations for s in segments]
     shown: list[tuple[Schedule, Fraction]] = []
@@ -499,7 +489,8 @@ def plan_run(
     for the fastest step that fits `memory.limit`; candidates best first, each with the
     `vppctl convert` command that makes it. Raises ConversionError (exit 4) when none
     fits, naming the smallest peak found."""
-    from vppctl.planner import PLACEMENTS, SPLITS, MemoryOptions, PlanSearch, search_plans
+    from vppctl.choices import PLACEMENTS, SEARCHED_SPLITS
+    from vppctl.planner import MemoryOptions, PlanSearch, search_plans
     from vppctl.schedule import SCHEDULES
 
     opts = PlanSearch(
@@ -507,7 +498,7 @@ def plan_run(
         pp=pp,
         vpp=tuple(vpp),
         placements=tuple(placements) or PLACEMENTS,
-        splits=tuple(splits) or SPLITS,
+        splits=tuple(splits) or SEARCHED_SPLITS,
         schedules=tuple(schedules) or SCHEDULES,
         cost=cost,
         seg_method=seg_method,

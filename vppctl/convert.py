@@ -122,6 +122,14 @@ def _plan(
 @gc_paused
 def convert_program(program: Program, opts: ConvertOptions) -> ConvertResult:
     """Convert `program` in place; see the module docstring."""
+    return converted(program, opts)[0]
+
+
+@gc_paused
+def converted(program: Program, opts: ConvertOptions) -> tuple[ConvertResult, Planned]:
+    """`convert_program`, with the plan it was converted with and the index and layers it
+    was planned from (`convert --micro-batches` simulates that plan without planning the
+    converted program again)."""
     planned = plan_program(program, opts)
     index, layers, plan, stages = planned.index, planned.layers, planned.plan, planned.stages
     edges_before = cross_stage_edges(index, stages)
@@ -134,7 +142,7 @@ def convert_program(program: Program, opts: ConvertOptions) -> ConvertResult:
     saved = None
     if opts.strip_callstack:
         saved = sum(strip_callstack(b) for b in program.blocks)
-    return ConvertResult(
+    result = ConvertResult(
         plan=plan,
         stats=segment_stats(index, plan, stages),
         n_ops=sum(b.n_ops for b in index.blocks),
@@ -146,6 +154,7 @@ def convert_program(program: Program, opts: ConvertOptions) -> ConvertResult:
         callstack_bytes_saved=saved,
         warnings=(*plan.warnings, *applied.warnings),
     )
+    return result, planned
 
 
 def _facts(

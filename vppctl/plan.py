@@ -16,17 +16,15 @@ import bisect
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
+# The plan's option types, re-exported: their one definition is vppctl.choices.
+from vppctl.choices import MAX_DEGREE as MAX_DEGREE
+from vppctl.choices import CostKind as CostKind
+from vppctl.choices import Mode as Mode
+from vppctl.choices import Placement as Placement
+from vppctl.choices import Split as Split
 from vppctl.errors import ConversionError, UsageError
 from vppctl.mesh import Mesh
-
-Placement = Literal["loop", "v"]
-Split = Literal["uniform", "keep", "balanced", "explicit"]
-CostKind = Literal["params", "ops", "flops"]
-Mode = Literal["auto", "manual"]  # manual: the input is already interleaved (Paddle's term)
-
-MAX_DEGREE = 4096  # no real job has more stages or chunks; larger values are typos
 
 
 @dataclass(frozen=True)

@@ -32,18 +32,20 @@ HERE = Path(__file__).resolve().parents[2]  # this checkout
 
 
 def worker(path: Path, out: Path) -> None:
-    """Convert `path` once per line read from stdin; print each conversion's CPU ms."""
-    from vppctl.convert import ConvertOptions, convert_program
-    from vppctl.plan import PlanOptions
-    from vppctl.program.load import read_program
-    from vppctl.program.save import write_program
+    """Convert `path` once per line read from stdin; print each conversion's CPU ms.
 
-    opts = ConvertOptions(plan=PlanOptions(vpp=bench.VPP), seg_method=bench.SEG_METHOD)
+    Only the top-level API is used (`vppctl.read_program`, `convert_program`, ...), which
+    every version since 0.1.0 has, wherever its modules live."""
+    import vppctl
+
+    opts = vppctl.ConvertOptions(
+        plan=vppctl.PlanOptions(vpp=bench.VPP), seg_method=bench.SEG_METHOD
+    )
     for _ in sys.stdin:
         t0 = time.process_time()
-        program = read_program(path)
-        convert_program(program, opts)
-        write_program(program, out)
+        program = vppctl.read_program(path)
+        vppctl.convert_program(program, opts)
+        vppctl.write_program(program, out)
         print(f"{(time.process_time() - t0) * 1000:.2f}", flush=True)
 
 

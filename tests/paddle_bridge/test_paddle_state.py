@@ -15,6 +15,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.paddle
+
 _SCRIPT = """
 import json, sys
 import paddle

@@ -20,9 +20,9 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -32,8 +32,6 @@ from vppctl.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, VppctlError
 if TYPE_CHECKING:
     from rich.console import Console
 
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_CODES_HELP = """Exit codes: 0 success, 1 verification found problems, 2 usage error,
 3 file cannot be read or written (or is not a program), 4 program cannot be converted as
@@ -131,44 +129,7 @@ def main() -> None:
     cli(prog_name="vppctl")
 
 
-# -- shared options ------------------------------------------------------------
-
-
-def json_option(f: F) -> F:
-    return click.option(
-        "--json",
-        "as_json",
-        is_flag=True,
-        help="Print one JSON object on stdout instead of the table.",
-    )(f)
-
-
-def seg_method_option(f: F) -> F:
-    return click.option(
-        "--seg-method",
-        metavar="REGEX",
-        help="Regex naming the repeated layer in the ops' struct names "
-        "(Paddle's vpp_seg_method), e.g. DecoderLayer. Default: detected.",
-    )(f)
-
-
-def program_argument(name: str) -> Callable[[F], F]:
-    # Existence is checked by the loader, so a missing file is exit 3, not a usage error.
-    return click.argument(name, type=PATH)
-
-
-# Paths stay strings: "-" is stdin or stdout, and a trailing "/" must reach the checks.
-PATH = click.Path(path_type=str, allow_dash=True)
-
-
-def output_option(help_text: str, required: bool = False) -> Callable[[F], F]:
-    return click.option(
-        "-o", "--output", type=PATH, required=required, metavar="OUT", help=help_text
-    )
-
-
-def quiet_option(f: F) -> F:
-    return click.option("-q", "--quiet", is_flag=True, help="No warnings or progress.")(f)
+# -- output ---------------------------------------------------------------------
 
 
 def wrote(console: Console, output: str, size: int) -> None:
@@ -221,14 +182,3 @@ def status(console: Console, quiet: bool, text: str) -> Iterator[None]:
         return
     with console.status(text):
         yield
-
-
-def parse_counts(value: str | None) -> tuple[int, ...]:
-    if not value:
-        return ()
-    try:
-        return tuple(int(x) for x in value.replace(" ", "").split(","))
-    except ValueError:
-        raise click.BadParameter(
-            f"{value!r} is not a comma-separated list of layer counts, e.g. 3,4,4,5"
-        ) from None

@@ -6,21 +6,28 @@ from typing import TYPE_CHECKING, cast
 
 import click
 
+from vppctl.choices import LAYOUTS, OPTIMIZERS, PLACEMENTS
 from vppctl.cli.base import (
     EXIT_CODES_HELP,
     cli,
-    json_option,
-    output_option,
-    parse_counts,
     print_json,
-    program_argument,
-    quiet_option,
-    seg_method_option,
     status,
     stderr_console,
     stdout_console,
     warn,
     wrote,
+)
+from vppctl.cli.options import (
+    DEGREE,
+    MICRO_BATCHES,
+    json_option,
+    output_option,
+    parse_counts,
+    plan_options,
+    pp_option,
+    program_argument,
+    quiet_option,
+    seg_method_option,
 )
 
 if TYPE_CHECKING:
@@ -41,48 +48,14 @@ if TYPE_CHECKING:
 @click.option(
     "--in-place", is_flag=True, help="Overwrite SRC (atomically, through a link); takes no -o."
 )
-@click.option(
-    "--pp",
-    type=click.IntRange(1, 4096),
-    help="Expected number of stages; derived from the program.",
-)
-@click.option(
-    "--vpp", type=click.IntRange(1, 4096), required=True, help="Chunks (virtual stages) per stage."
-)
-@seg_method_option
+@plan_options("convert")
 @click.option(
     "--strict", is_flag=True, help="Refuse forward ops inside the layer region that match no layer."
 )
 @click.option(
-    "--placement",
-    type=click.Choice(["loop", "v"]),
-    default="loop",
-    show_default=True,
-    help="loop: segment k on stage k % pp; v: stages 0..pp-1 then pp-1..0 (ZB-V).",
-)
-@click.option(
-    "--split",
-    type=click.Choice(["uniform", "keep", "balanced", "explicit"]),
-    help="uniform (default): equal layer counts (must divide); keep: each stage keeps its "
-    "layer count; balanced: minimise the busiest stage's load; explicit: the counts of "
-    "--layers-per-chunk.",
-)
-@click.option(
-    "--layers-per-chunk",
-    metavar="N,N,...",
-    help="Explicit layer counts per segment, in virtual-stage order (implies --split explicit).",
-)
-@click.option(
-    "--cost",
-    type=click.Choice(["params", "ops", "flops"]),
-    default="params",
-    show_default=True,
-    help="Cost measure for --split balanced and the table.",
-)
-@click.option(
     "--micro-batches",
     "-m",
-    type=click.IntRange(1, 1 << 16),
+    type=MICRO_BATCHES,
     metavar="M",
     help="Also simulate the converted plan's bubble at M micro-batches: the idle share of "
     "the step with the program's FLOP costs, as vppctl simulate OUT -m M prints it.",
@@ -157,16 +130,16 @@ def convert(
 
 @cli.command(epilog=EXIT_CODES_HELP, short_help="Check a VPP program against the numbered rules.")
 @program_argument("prog")
-@click.option("--pp", type=click.IntRange(1, 4096), help="Expected number of stages.")
+@pp_option()
 @click.option(
     "--vpp",
-    type=click.IntRange(1, 4096),
+    type=DEGREE,
     help="Expected chunks per stage. Default: the recorded plan's, else the chunk ids used.",
 )
 @seg_method_option
 @click.option(
     "--placement",
-    type=click.Choice(["loop", "v"]),
+    type=click.Choice(PLACEMENTS),
     help="Expected placement. Default: the recorded plan's, else loop.",
 )
 @json_option
@@ -277,13 +250,13 @@ def dump(prog: str, output: str | None, strip_callstack: bool, as_json: bool, qu
 
 @cli.command(epilog=EXIT_CODES_HELP, short_help="Write a GPT-like plain-PP sample program.")
 @click.option("--layers", type=click.IntRange(1), required=True, help="Decoder layers.")
-@click.option("--pp", type=click.IntRange(1, 4096), required=True, help="Pipeline stages.")
+@click.option("--pp", type=DEGREE, required=True, help="Pipeline stages.")
 @click.option(
     "--ranks-per-stage", type=int, default=1, show_default=True, help="Ranks in each stage mesh."
 )
 @click.option(
     "--layout",
-    type=click.Choice(["blocked", "interleaved"]),
+    type=click.Choice(LAYOUTS),
     default="blocked",
     show_default=True,
     help="blocked: layer i on stage i*pp//layers (plain PP); "
@@ -291,7 +264,7 @@ def dump(prog: str, output: str | None, strip_callstack: bool, as_json: bool, qu
 )
 @click.option(
     "--vpp",
-    type=click.IntRange(1, 4096),
+    type=DEGREE,
     default=2,
     show_default=True,
     help="Chunks per stage of the interleaved layout.",
@@ -302,9 +275,7 @@ def dump(prog: str, output: str | None, strip_callstack: bool, as_json: bool, qu
     show_default=True,
     help="Add the backward ops (and the optimizer).",
 )
-@click.option(
-    "--optimizer", type=click.Choice(["adamw", "sgd", "none"]), default="adamw", show_default=True
-)
+@click.option("--optimizer", type=click.Choice(OPTIMIZERS), default="adamw", show_default=True)
 @click.option(
     "--grad-clip/--no-grad-clip",
     default=True,

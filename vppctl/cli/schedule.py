@@ -7,92 +7,33 @@ from typing import TYPE_CHECKING, Any, cast
 
 import click
 
+from vppctl.choices import COST_KINDS, PLACEMENTS, SCHEDULES, SEARCHED_SPLITS
 from vppctl.cli.base import (
     EXIT_CODES_HELP,
-    PATH,
-    F,
     cli,
-    json_option,
-    parse_counts,
     print_json,
-    program_argument,
-    quiet_option,
-    seg_method_option,
     stderr_console,
     stdout_console,
     warn,
     wrote,
 )
+from vppctl.cli.options import (
+    MICRO_BATCHES,
+    PATH,
+    json_option,
+    memory_options,
+    p2p_cost_option,
+    parse_counts,
+    plan_options,
+    pp_option,
+    program_argument,
+    quiet_option,
+    seg_method_option,
+)
 
 if TYPE_CHECKING:
     from vppctl.plan import CostKind, Placement, Split
     from vppctl.schedule import Schedule
-
-
-# -- simulate and plan: shared options ---------------------------------------------
-
-
-def _placement_option(f: F) -> F:
-    return click.option(
-        "--placement",
-        type=click.Choice(["loop", "v"]),
-        help="loop: segment k on stage k % pp; v: stages 0..pp-1 then pp-1..0 (ZB-V). "
-        "Default: the recorded plan's, else loop.",
-    )(f)
-
-
-def _split_options(f: F) -> F:
-    f = click.option(
-        "--cost",
-        type=click.Choice(["params", "ops", "flops"]),
-        help="Cost measure for --split balanced (default params, as convert).",
-    )(f)
-    f = click.option(
-        "--layers-per-chunk",
-        metavar="N,N,...",
-        help="Explicit layer counts per segment, in virtual-stage order (implies --split "
-        "explicit).",
-    )(f)
-    return click.option(
-        "--split",
-        type=click.Choice(["uniform", "keep", "balanced", "explicit"]),
-        help="As convert: uniform, keep, balanced (the busiest stage's load minimised) or "
-        "explicit. Default: the recorded plan's, else uniform when the layers divide, else "
-        "balanced (with a warning).",
-    )(f)
-
-
-def _memory_options(f: F) -> F:
-    f = click.option(
-        "--memory-limit",
-        metavar="SIZE",
-        callback=_parse_size,
-        help="Bytes per stage, e.g. 80GiB or 80GB: stages whose peak exceeds it are flagged.",
-    )(f)
-    f = click.option(
-        "--seq-len",
-        type=click.IntRange(1, 1 << 24),
-        help="Size of an activation's later unknown (-1) dimensions. Default: counted as 1 "
-        "(with a warning when there are any).",
-    )(f)
-    return click.option(
-        "--micro-batch-size",
-        type=click.IntRange(1, 1 << 24),
-        help="Size of an activation's first unknown (-1) dimension. Default 1.",
-    )(f)
-
-
-def _parse_size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
-    if value is None:
-        return None
-    from vppctl.planner import parse_size
-
-    size = parse_size(value)
-    if size is None or size <= 0:
-        raise click.BadParameter(
-            f"{value!r} is not a size: give bytes with a unit, e.g. 80GiB, 80GB, 512MiB"
-        )
-    return size
 
 
 def _memory(micro_batch_size: int | None, seq_len: int | None, memory_limit: int | None) -> Any:
@@ -103,11 +44,6 @@ def _memory(micro_batch_size: int | None, seq_len: int | None, memory_limit: int
     return MemoryOptions(micro_batch_size or 1, seq_len, memory_limit)
 
 
-def _schedule_names() -> list[str]:
-    # The schedule names without importing the simulator (vppctl --help stays fast).
-    return ["fthenb", "1f1b", "eager1f1b", "interleaved", "zbh1", "zbv"]
-
-
 # -- simulate --------------------------------------------------------------------
 
 
@@ -115,22 +51,17 @@ def _schedule_names() -> list[str]:
     epilog=EXIT_CODES_HELP, short_help="Simulate pipeline schedules: bubble, memory, timeline."
 )
 @click.argument("prog", required=False, type=PATH)
-@click.option("--pp", type=click.IntRange(1, 4096), help="Stages (default: the program's).")
-@click.option(
-    "--vpp",
-    type=click.IntRange(1, 4096),
-    help="Chunks per stage. Default: a converted program's recorded plan; needed otherwise.",
-)
+@plan_options("simulate")
 @click.option(
     "--micro-batches",
     "-m",
-    type=click.IntRange(1, 1 << 16),
+    type=MICRO_BATCHES,
     required=True,
     help="Micro-batches per step.",
 )
 @click.option(
     "--schedule",
-    type=click.Choice(_schedule_names()),
+    type=click.Choice(SCHEDULES),
     help="One schedule; default: 1F1B and the plan's interleaving schedule (interleaved "
     "1F1B, or ZB-V for a V plan with vpp 2) side by side.",
 )
@@ -147,17 +78,8 @@ def _schedule_names() -> list[str]:
     "schedules without the I/W split run B+W). With PROG, per unit of each segment's "
     "FLOP share.",
 )
-@_placement_option
-@_split_options
-@seg_method_option
-@click.option(
-    "--p2p-cost",
-    type=click.FloatRange(0),
-    default=0.0,
-    show_default=True,
-    help="Time per point-to-point hop between stages, in the units of the costs.",
-)
-@_memory_options
+@p2p_cost_option
+@memory_options
 @json_option
 @click.option(
     "--svg", type=PATH, metavar="OUT", help="Draw every schedule simulated as SVG (- for stdout)."
@@ -268,7 +190,7 @@ def _ints(flag: str) -> Callable[[click.Context, click.Parameter, str | None], t
 
 
 def _names(
-    choices: list[str],
+    choices: tuple[str, ...],
 ) -> Callable[[click.Context, click.Parameter, str | None], tuple[str, ...]]:
     def parse(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[str, ...]:
         if value is None:
@@ -296,7 +218,7 @@ def _names(
     callback=_ints("--micro-batches"),
     help="Micro-batches per step: one count or a list, e.g. 16,32,64.",
 )
-@click.option("--pp", type=click.IntRange(1, 4096), help="Expected number of stages.")
+@pp_option()
 @click.option(
     "--vpp",
     metavar="V[,V...]",
@@ -306,37 +228,31 @@ def _names(
 @click.option(
     "--placement",
     metavar="loop,v",
-    callback=_names(["loop", "v"]),
+    callback=_names(PLACEMENTS),
     help="Placements to try (default both; V runs ZB-V with vpp 2).",
 )
 @click.option(
     "--split",
     metavar="uniform,keep,balanced",
-    callback=_names(["uniform", "keep", "balanced"]),
+    callback=_names(SEARCHED_SPLITS),
     help="Splits to try (default all three; uniform only where the layers divide).",
 )
 @click.option(
     "--schedule",
     metavar="NAME[,NAME...]",
-    callback=_names(_schedule_names()),
-    help="Schedules to try (default all: " + ", ".join(_schedule_names()) + ").",
+    callback=_names(SCHEDULES),
+    help="Schedules to try (default all: " + ", ".join(SCHEDULES) + ").",
 )
 @click.option(
     "--cost",
-    type=click.Choice(["params", "ops", "flops"]),
+    type=click.Choice(COST_KINDS),
     default="flops",
     show_default=True,
     help="Cost measure of the balanced split (the schedule's costs are always FLOPs).",
 )
 @seg_method_option
-@click.option(
-    "--p2p-cost",
-    type=click.FloatRange(0),
-    default=0.0,
-    show_default=True,
-    help="Time per point-to-point hop, in units of the mean stage's forward.",
-)
-@_memory_options
+@p2p_cost_option
+@memory_options
 @click.option(
     "--top",
     type=click.IntRange(1, 1000),

@@ -29,8 +29,6 @@ _NAMES = {
     "parse_size": "memory",
     "stage_memory": "memory",
     "worst_stage": "memory",
-    "PLACEMENTS": "search",
-    "SPLITS": "search",
     "Candidate": "search",
     "PlanResult": "search",
     "PlanSearch": "search",
@@ -40,8 +38,6 @@ _NAMES = {
     "shell": "search",
 }
 __all__ = [
-    "PLACEMENTS",
-    "SPLITS",
     "Candidate",
     "ChunkMemory",
     "CostModel",
@@ -80,8 +76,6 @@ if TYPE_CHECKING:
         worst_stage,
     )
     from vppctl.planner.search import (
-        PLACEMENTS,
-        SPLITS,
         Candidate,
         PlanResult,
         PlanSearch,

@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from vppctl.choices import MAX_DEGREE, PLACEMENTS, SEARCHED_SPLITS
 from vppctl.convert import ConvertOptions, Planned, plan_program, replan
 from vppctl.errors import ConversionError, UsageError, VppctlError
 from vppctl.plan import CostKind, Placement, Plan, PlanOptions, Split
@@ -51,8 +52,6 @@ from vppctl.planner.memory import (
 from vppctl.program import Program, read_plan
 from vppctl.schedule import MAX_UNITS, MERGED, SCHEDULES, Pipeline, Schedule
 
-SPLITS: tuple[Split, ...] = ("uniform", "keep", "balanced")
-PLACEMENTS: tuple[Placement, ...] = ("loop", "v")
 # The most (micro-batch, chunk) units one search may time, summed over its candidates:
 # the 126-layer sample at pp 8 with m 16, 32 and 64 needs about 220,000; this bounds a
 # search to about a minute whatever the options.
@@ -67,7 +66,7 @@ class PlanSearch:
     pp: int | None = None
     vpp: tuple[int, ...] = ()
     placements: tuple[Placement, ...] = PLACEMENTS
-    splits: tuple[Split, ...] = SPLITS
+    splits: tuple[Split, ...] = SEARCHED_SPLITS
     schedules: tuple[Schedule, ...] = SCHEDULES
     cost: CostKind = "flops"  # the balanced split's measure
     seg_method: str | None = None
@@ -157,8 +156,8 @@ def _check(opts: PlanSearch) -> None:
         if not 1 <= m <= 1 << 16:
             raise UsageError(f"--micro-batches values must be between 1 and 65536, got {m}")
     for v in opts.vpp:
-        if not 1 <= v <= 4096:
-            raise UsageError(f"--vpp values must be between 1 and 4096, got {v}")
+        if not 1 <= v <= MAX_DEGREE:
+            raise UsageError(f"--vpp values must be between 1 and {MAX_DEGREE}, got {v}")
 
 
 def _base(program: Program, opts: PlanSearch) -> Planned:
@@ -304,7 +303,7 @@ _NONE_ASKED = (
     "no schedule runs the vpp and placements asked for (zbv: V with vpp 2; interleaved: "
     "loop with vpp > 1; fthenb, 1f1b, eager1f1b, zbh1: vpp 1)"
 )
-_SPLIT_ORDER = {s: i for i, s in enumerate(SPLITS)}
+_SPLIT_ORDER = {s: i for i, s in enumerate(SEARCHED_SPLITS)}
 _SCHEDULE_ORDER = {s: i for i, s in enumerate(SCHEDULES)}
 
 

@@ -33,7 +33,8 @@ formatted from templates), `sections` (the program, section by section).
   is about 1.7x the output at 10,000 layers, most of the rest being the names).
 """
 
-from vppctl.sample.model import Layout, Optimizer, SampleOptions
+from vppctl.choices import Layout, Optimizer
+from vppctl.sample.model import SampleOptions
 from vppctl.sample.sections import build_sample
 from vppctl.sample.size import estimate_size
 

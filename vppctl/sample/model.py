@@ -14,19 +14,17 @@ import re
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
+from vppctl.choices import MAX_DEGREE, Layout, Optimizer
 from vppctl.errors import UsageError
 from vppctl.program._proto import program_pb2 as pb
-
-Layout = Literal["blocked", "interleaved"]
-Optimizer = Literal["adamw", "sgd", "none"]
 
 SEQ_LEN = 1024
 # Bounds far past any real model that keep every size an int64 and every process id an
 # int32 (a 2 GiB program, which protobuf cannot read back, is refused from its size).
 MAX_LAYERS = 10_000_000
-MAX_PP = 4096
+MAX_PP = MAX_DEGREE
 MAX_RANKS = 1 << 20  # ranks in all stages
 MAX_HIDDEN = 1 << 20
 MAX_VOCAB = 1 << 31

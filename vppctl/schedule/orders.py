@@ -40,15 +40,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Literal
 
+from vppctl.choices import SCHEDULES as SCHEDULES
+from vppctl.choices import Schedule as Schedule
 from vppctl.errors import UsageError
 from vppctl.plan import Placement, virtual_stages
 
-Schedule = Literal["fthenb", "1f1b", "eager1f1b", "interleaved", "zbh1", "zbv"]
 Kind = Literal["F", "B", "I", "W"]
 
-SCHEDULES: tuple[Schedule, ...] = get_args(Schedule)
 SCHEDULE_NAMES: dict[str, str] = {  # the name people read, in tables and pictures
     "fthenb": "F-then-B",
     "1f1b": "1F1B",

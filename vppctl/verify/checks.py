@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from itertools import chain, compress, repeat
 from operator import sub as minus
 
+from vppctl.choices import COST_KINDS, MODES, PLACEMENTS, SPLITS
 from vppctl.engine import (
     GRAD_SUMS,
     ForwardOps,
@@ -435,11 +436,11 @@ def _check_plan_spans(
             )
 
 
-_KNOWN = {
-    "placement": ("loop", "v"),
-    "mode": ("auto", "manual"),
-    "split": ("uniform", "keep", "balanced", "explicit"),
-    "cost": ("params", "ops", "flops"),
+_KNOWN: dict[str, tuple[str, ...]] = {
+    "placement": PLACEMENTS,
+    "mode": MODES,
+    "split": SPLITS,
+    "cost": COST_KINDS,
 }
 
 

@@ -1,0 +1,100 @@
+"""The house's floor plan: modules stay small, every package shows its face, and every
+list of names a user picks from is one `Literal` type's values everywhere.
+
+The layering itself (which package may import which, protobuf only under program/,
+no import cycle) is import-linter's contracts in pyproject.toml, run by .ci/run.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from vppctl import choices
+from vppctl.cli import cli
+from vppctl.cli.program import convert, sample, verify
+from vppctl.cli.schedule import plan, simulate
+from vppctl.planner import PlanSearch
+from vppctl.verify import checks
+
+PACKAGE = Path(__file__).resolve().parents[1] / "vppctl"
+MAX_LINES = 800
+FACES = ["vppctl", *(f"vppctl.{p.parent.name}" for p in sorted(PACKAGE.glob("*/__init__.py")))]
+
+
+def _modules() -> list[Path]:
+    return [p for p in PACKAGE.rglob("*.py") if not p.name.endswith("_pb2.py")]
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_module_is_over_800_lines(path: Path) -> None:
+    n = len(path.read_text().splitlines())
+    assert n <= MAX_LINES, f"{path.name} has {n} lines: split it by job"
+
+
+@pytest.mark.parametrize("name", FACES)
+def test_every_package_face_lists_names_it_has(name: str) -> None:
+    package = importlib.import_module(name)
+    public = getattr(package, "__all__", None)
+    assert public, f"{name} has no __all__"
+    assert list(public) == sorted(set(public), key=list(public).index), "a name twice"
+    for attr in public:
+        assert getattr(package, attr) is not None, f"{name}.{attr}"
+
+
+def _choices(command: click.Command, option: str) -> tuple[str, ...]:
+    param = next(p for p in command.params if p.name == option)
+    assert isinstance(param.type, click.Choice), f"{command.name} --{option}"
+    return tuple(param.type.choices)
+
+
+def test_the_cli_offers_each_choice_type_s_names() -> None:
+    for command in (convert, simulate):
+        assert _choices(command, "placement") == choices.PLACEMENTS
+        assert _choices(command, "split") == choices.SPLITS
+        assert _choices(command, "cost") == choices.COST_KINDS
+    assert _choices(verify, "placement") == choices.PLACEMENTS
+    assert _choices(simulate, "schedule") == choices.SCHEDULES
+    assert _choices(plan, "cost") == choices.COST_KINDS
+    assert _choices(sample, "layout") == choices.LAYOUTS
+    assert _choices(sample, "optimizer") == choices.OPTIMIZERS
+
+
+@pytest.mark.parametrize(
+    ("option", "names"),
+    [
+        ("--placement", choices.PLACEMENTS),
+        ("--split", choices.SEARCHED_SPLITS),
+        ("--schedule", choices.SCHEDULES),
+    ],
+)
+def test_plan_s_lists_take_exactly_the_searched_names(option: str, names: tuple[str, ...]) -> None:
+    """plan's comma-separated options accept each name (then fail on the missing program,
+    exit 3) and refuse any other, listing the names."""
+    runner = CliRunner()
+    for name in names:
+        r = runner.invoke(cli, ["plan", "missing.pb", "-m", "8", option, name])
+        assert r.exit_code == 3, r.output
+    r = runner.invoke(cli, ["plan", "missing.pb", "-m", "8", option, "bogus"])
+    assert r.exit_code == 2
+    assert f"choose from {', '.join(names)}" in r.stderr
+
+
+def test_the_verifier_knows_the_names_the_plan_can_record() -> None:
+    assert checks._KNOWN == {
+        "placement": choices.PLACEMENTS,
+        "mode": choices.MODES,
+        "split": choices.SPLITS,
+        "cost": choices.COST_KINDS,
+    }
+
+
+def test_the_planner_searches_every_placement_and_every_split_but_explicit() -> None:
+    search = PlanSearch(micro_batches=(8,))
+    assert search.placements == choices.PLACEMENTS
+    assert search.splits == choices.SEARCHED_SPLITS == ("uniform", "keep", "balanced")
+    assert search.schedules == choices.SCHEDULES

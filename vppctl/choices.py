@@ -1,0 +1,38 @@
+"""Choices: every name a user picks from, once, as a `Literal` type and its values.
+
+The command line's choices, the verifier's known names, the planner's search
+space and the option checks of the Python API are all derived from these types
+(`typing.get_args`), so a name added here is known everywhere. The module is
+imported by `vppctl --help`: it holds nothing else.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+# How segments are dealt to stages (vppctl.plan.place).
+Placement = Literal["loop", "v"]
+# How layers are split into segments (vppctl.plan).
+Split = Literal["uniform", "keep", "balanced", "explicit"]
+# What a layer costs, for the balanced split and the table (vppctl.engine.cost).
+CostKind = Literal["params", "ops", "flops"]
+# How a program was converted: auto (plain PP, layers move), manual (already interleaved).
+Mode = Literal["auto", "manual"]
+# The pipeline schedules vppctl simulates (vppctl.schedule.orders).
+Schedule = Literal["fthenb", "1f1b", "eager1f1b", "interleaved", "zbh1", "zbv"]
+# The sample generator's layer layout and optimizer (vppctl.sample).
+Layout = Literal["blocked", "interleaved"]
+Optimizer = Literal["adamw", "sgd", "none"]
+
+PLACEMENTS: tuple[Placement, ...] = get_args(Placement)
+SPLITS: tuple[Split, ...] = get_args(Split)
+COST_KINDS: tuple[CostKind, ...] = get_args(CostKind)
+MODES: tuple[Mode, ...] = get_args(Mode)
+SCHEDULES: tuple[Schedule, ...] = get_args(Schedule)
+LAYOUTS: tuple[Layout, ...] = get_args(Layout)
+OPTIMIZERS: tuple[Optimizer, ...] = get_args(Optimizer)
+# The splits `vppctl plan` searches (explicit counts are given, not searched).
+SEARCHED_SPLITS: tuple[Split, ...] = tuple(s for s in SPLITS if s != "explicit")
+
+# The most stages or chunks per stage: no real job has more; larger values are typos.
+MAX_DEGREE = 4096

@@ -1,0 +1,198 @@
+"""The options several commands share, declared once: names, types, choices and help.
+
+Every choice is derived from its `Literal` type in `vppctl.choices`, so the command
+line offers exactly the names the library knows. The plan options (`--pp`,
+`--vpp`, `--placement`, `--split`, `--layers-per-chunk`, `--cost`,
+`--seg-method`) mean the same in `convert` and `simulate`; only what each takes
+by default differs (`simulate` replays a converted program's recorded plan).
+`plan` takes lists of the same names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, TypeVar
+
+import click
+
+from vppctl.choices import (
+    COST_KINDS,
+    MAX_DEGREE,
+    PLACEMENTS,
+    SPLITS,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# Paths stay strings: "-" is stdin or stdout, and a trailing "/" must reach the checks.
+PATH = click.Path(path_type=str, allow_dash=True)
+DEGREE = click.IntRange(1, MAX_DEGREE)
+MICRO_BATCHES = click.IntRange(1, 1 << 16)
+
+PLACEMENT_HELP = "loop: segment k on stage k % pp; v: stages 0..pp-1 then pp-1..0 (ZB-V)."
+SPLIT_HELP = (
+    "uniform: equal layer counts (must divide); keep: each stage keeps its layer count; "
+    "balanced: minimise the busiest stage's load; explicit: the counts of --layers-per-chunk."
+)
+
+
+def _apply(f: F, decorators: Sequence[Callable[[F], F]]) -> F:
+    for decorate in reversed(decorators):  # the first decorator's option is listed first
+        f = decorate(f)
+    return f
+
+
+def program_argument(name: str) -> Callable[[F], F]:
+    # Existence is checked by the loader, so a missing file is exit 3, not a usage error.
+    return click.argument(name, type=PATH)
+
+
+def output_option(help_text: str, required: bool = False) -> Callable[[F], F]:
+    return click.option(
+        "-o", "--output", type=PATH, required=required, metavar="OUT", help=help_text
+    )
+
+
+def json_option(f: F) -> F:
+    return click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        help="Print one JSON object on stdout instead of the table.",
+    )(f)
+
+
+def quiet_option(f: F) -> F:
+    return click.option("-q", "--quiet", is_flag=True, help="No warnings or progress.")(f)
+
+
+def seg_method_option(f: F) -> F:
+    return click.option(
+        "--seg-method",
+        metavar="REGEX",
+        help="Regex naming the repeated layer in the ops' struct names "
+        "(Paddle's vpp_seg_method), e.g. DecoderLayer. Default: detected.",
+    )(f)
+
+
+def pp_option(help_text: str = "Expected number of stages.") -> Callable[[F], F]:
+    return click.option("--pp", type=DEGREE, help=help_text)
+
+
+def plan_options(command: Literal["convert", "simulate"]) -> Callable[[F], F]:
+    """`--pp`, `--vpp`, `--placement`, `--split`, `--layers-per-chunk`, `--cost` and
+    `--seg-method`, as `command` takes them: convert needs `--vpp` and defaults to loop
+    placement and the params cost; simulate defaults to what the program records."""
+    converting = command == "convert"
+    recorded = "" if converting else " Default: the recorded plan's, else"
+    decorators: list[Callable[[F], F]] = [
+        pp_option(
+            "Expected number of stages; derived from the program."
+            if converting
+            else "Stages (default: the program's)."
+        ),
+        click.option(
+            "--vpp",
+            type=DEGREE,
+            required=converting,
+            help="Chunks (virtual stages) per stage."
+            + ("" if converting else " Default: a converted program's recorded plan."),
+        ),
+        seg_method_option,
+        click.option(
+            "--placement",
+            type=click.Choice(PLACEMENTS),
+            default="loop" if converting else None,
+            show_default=converting,
+            help=PLACEMENT_HELP + (f"{recorded} loop." if recorded else ""),
+        ),
+        click.option(
+            "--split",
+            type=click.Choice(SPLITS),
+            help=SPLIT_HELP
+            + (
+                " Default: uniform."
+                if converting
+                else f"{recorded} uniform when the layers divide, else balanced (with a warning)."
+            ),
+        ),
+        click.option(
+            "--layers-per-chunk",
+            metavar="N,N,...",
+            help="Explicit layer counts per segment, in virtual-stage order (implies --split "
+            "explicit).",
+        ),
+        click.option(
+            "--cost",
+            type=click.Choice(COST_KINDS),
+            default="params" if converting else None,
+            show_default=converting,
+            help="Cost measure for --split balanced"
+            + (" and the table." if converting else " (default params, as convert)."),
+        ),
+    ]
+    return lambda f: _apply(f, decorators)
+
+
+def p2p_cost_option(f: F) -> F:
+    return click.option(
+        "--p2p-cost",
+        type=click.FloatRange(0),
+        default=0.0,
+        show_default=True,
+        help="Time per point-to-point hop between stages, in the costs' unit: the mean "
+        "stage's forward of one micro-batch (without a program, a chunk's forward).",
+    )(f)
+
+
+def memory_options(f: F) -> F:
+    """`--micro-batch-size`, `--seq-len` and `--memory-limit`: how to size a program's
+    unknown dimensions, and the limit to check."""
+    return _apply(
+        f,
+        [
+            click.option(
+                "--micro-batch-size",
+                type=click.IntRange(1, 1 << 24),
+                help="Size of an activation's first unknown (-1) dimension. Default 1.",
+            ),
+            click.option(
+                "--seq-len",
+                type=click.IntRange(1, 1 << 24),
+                help="Size of an activation's later unknown (-1) dimensions. Default: counted "
+                "as 1 (with a warning when there are any).",
+            ),
+            click.option(
+                "--memory-limit",
+                metavar="SIZE",
+                callback=_parse_size,
+                help="Bytes per stage, e.g. 80GiB or 80GB: stages whose peak exceeds it are "
+                "flagged.",
+            ),
+        ],
+    )
+
+
+def _parse_size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
+    if value is None:
+        return None
+    from vppctl.planner import parse_size
+
+    size = parse_size(value)
+    if size is None or size <= 0:
+        raise click.BadParameter(
+            f"{value!r} is not a size: give bytes with a unit, e.g. 80GiB, 80GB, 512MiB"
+        )
+    return size
+
+
+def parse_counts(value: str | None) -> tuple[int, ...]:
+    """`--layers-per-chunk`'s value as layer counts."""
+    if not value:
+        return ()
+    try:
+        return tuple(int(x) for x in value.replace(" ", "").split(","))
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r} is not a comma-separated list of layer counts, e.g. 3,4,4,5"
+        ) from None
