@@ -19,7 +19,7 @@ from vppctl.cli import cli
 from vppctl.cli.program import convert, sample, verify
 from vppctl.cli.schedule import plan, simulate
 from vppctl.planner import PlanSearch
-from vppctl.verify import checks
+from vppctl.verify import segments
 
 PACKAGE = Path(__file__).resolve().parents[1] / "vppctl"
 MAX_LINES = 800
@@ -85,7 +85,7 @@ def test_plan_s_lists_take_exactly_the_searched_names(option: str, names: tuple[
 
 
 def test_the_verifier_knows_the_names_the_plan_can_record() -> None:
-    assert checks._KNOWN == {
+    assert segments._KNOWN == {
         "placement": choices.PLACEMENTS,
         "mode": choices.MODES,
         "split": choices.SPLITS,

@@ -48,6 +48,7 @@ def programs(work: Path, bench: bool) -> Iterator[tuple[str, Path]]:
         sys.path.insert(0, str(Path(__file__).parent))
         import bench_convert
 
+        (ROOT / "bench-out").mkdir(exist_ok=True)
         for size in ("10k", "100k"):
             for callstack in (False, True):
                 case = bench_convert.Case(size, callstack)

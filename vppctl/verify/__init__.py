@@ -1,13 +1,15 @@
 """Verify: an annotated VPP program checked against numbered rules, every violation kept.
 
 `rules` holds the rules and the records a check returns (data only), `checks`
-the checks, `expectation` what `vppctl verify` checks a program against (the
+the checks (`segments` those of the layers and the recorded plan, `checker` what
+they share while they run), `expectation` what `vppctl verify` checks a program against (the
 options, the recorded plan, the program), and `refusals` which violations of a
 converted program its input caused. The checks read the engine's facts about
 the program (index, data flow, layers), never its decisions.
 """
 
-from vppctl.verify.checks import executed_blocks, verify
+from vppctl.verify.checker import executed_blocks
+from vppctl.verify.checks import verify
 from vppctl.verify.expectation import VerifyReport, verify_program
 from vppctl.verify.refusals import refuse_input_problems
 from vppctl.verify.rules import RULES, Cause, Expectation, Violation

@@ -1,0 +1,122 @@
+"""Checker: what every check shares while it runs: the program's index, what it is checked
+against, the violations found so far, and the facts several rules read (memoised).
+"""
+
+from __future__ import annotations
+
+from array import array
+from itertools import chain, repeat
+from operator import sub as minus
+
+from vppctl.engine import (
+    ProgramIndex,
+)
+from vppctl.mesh import NO_MESH, mesh_text
+from vppctl.plan import virtual_stage
+from vppctl.verify.rules import Cause, Expectation, Violation
+
+
+class Checker:
+    def __init__(self, index: ProgramIndex, expect: Expectation) -> None:
+        self.index, self.expect = index, expect
+        self.out: list[Violation] = []
+        self.stage_of = {m: s for s, m in enumerate(expect.stage_mesh_ids)}
+        self.executed = executed_blocks(index)
+        self._first_read: dict[int, int] | None = None
+        self._first_written: dict[int, int] | None = None
+        self._vstages: list[int | None] | None = None  # per global-block op, on first use
+
+    def add(self, cause: Cause, block: int, op: int, message: str) -> None:
+        t = self.index.op_type(block, op) if op >= 0 else ""
+        self.out.append(Violation(cause, block, op, t, message))
+
+    def op_vstage(self, op: int) -> int | None:
+        """Virtual stage of a global-block op from its mesh and chunk, if it has one."""
+        if self._vstages is None:
+            # One entry per (mesh, chunk) pair the ops use: never more than the ops
+            # (20,000 stage meshes times 4,096 chunks must not be a table).
+            e, get = self.expect, self.stage_of.get
+            block = self.index.global_block
+            pairs = list(zip(block.op_mesh, block.ops.chunk))
+            of: dict[tuple[int, int], int | None] = {}
+            for m, chunk in set(pairs):
+                s = get(m)
+                if s is None or not 0 <= chunk < e.vpp:
+                    of[m, chunk] = None
+                else:
+                    of[m, chunk] = virtual_stage(s, chunk, e.pp, e.placement)
+            self._vstages = list(map(of.__getitem__, pairs))
+        return self._vstages[op]
+
+    def valid_chunk(self, chunk: int) -> bool:
+        """A chunk id V001 and V002 accept (other rules leave the rest to them)."""
+        return 0 <= chunk < self.expect.vpp
+
+    def mesh_str(self, mesh: int) -> str:
+        if mesh == NO_MESH:
+            return "no mesh"
+        return mesh_text(self.index.meshes[mesh])
+
+    def where(self, block: int, op: int) -> str:
+        """An op's placement as messages show it: `[1] chunk 0`."""
+        bi = self.index.blocks[block]
+        return f"{self.mesh_str(bi.op_mesh[op])} chunk {bi.ops.chunk[op]}"
+
+    def first_read(self) -> dict[int, int]:
+        """Variable -> the first global-block op that reads it, a sub-block's reads counted
+        at the op running it (memoised: V011 and V018 share it)."""
+        if self._first_read is None:
+            o = self.index.global_block.ops
+            self._first_read = first_positions(o.in_var, o.in_off)
+            read_in_sub_blocks(self.index, self._first_read)
+        return self._first_read
+
+    def first_written(self) -> dict[int, int]:
+        """Variable -> the first global-block op that lists it as an output (memoised)."""
+        if self._first_written is None:
+            o = self.index.global_block.ops
+            self._first_written = first_positions(o.out_var, o.out_off)
+        return self._first_written
+
+
+def executed_blocks(index: ProgramIndex) -> set[int]:
+    """Block 0 and every block an op of an executed block names as its sub_block. Paddle
+    runs no other block: the recompute pass's scratch block, which no op names, holds
+    copies of forward ops that are never executed."""
+    seen = {0}
+    todo = [0]
+    n = len(index.blocks)
+    while todo:
+        for subs in index.blocks[todo.pop()].ops.sub_blocks.values():
+            for b in subs:
+                if 0 <= b < n and b not in seen:
+                    seen.add(b)
+                    todo.append(b)
+    return seen
+
+
+def first_positions(var: array[int], off: array[int]) -> dict[int, int]:
+    """Variable -> the first op that lists it, from flattened per-op argument columns."""
+    counts = map(minus, off[1:], off[:-1])
+    owners = list(chain.from_iterable(map(repeat, range(len(off) - 1), counts)))
+    return dict(zip(reversed(var), reversed(owners)))  # the earliest op is written last
+
+
+def read_in_sub_blocks(index: ProgramIndex, first_read: dict[int, int]) -> None:
+    """Count a sub-block's variables (nested ones included) as read at the earliest
+    global-block op that runs it. Ops are taken in order and every block is walked
+    once, by the first op reaching it: linear however the sub-blocks nest or are shared."""
+    seen = {0}
+    for op, subs in sorted(index.global_block.ops.sub_blocks.items()):
+        todo = list(subs)  # a stack, not recursion: sub-blocks may nest thousands deep
+        while todo:
+            b = todo.pop()
+            if not 0 <= b < len(index.blocks) or b in seen:
+                continue
+            seen.add(b)
+            bi = index.blocks[b]
+            for v in (*bi.ops.in_var, *bi.ops.out_var):
+                if first_read.get(v, op) >= op:
+                    first_read[v] = op
+            for more in bi.ops.sub_blocks.values():
+                todo.extend(more)
