@@ -94,10 +94,15 @@ def digest(checkout: Path, bench: bool) -> Iterator[str]:
             for args in runs(name, src, out):
                 written = [out, Path(f"{out}.pbtxt"), Path(f"{out}.svg"), Path(f"{out}.csv")]
                 for path in written:
-                    path.unlink(missing_ok=True)
+                    if str(path) in args:  # what this run writes; the converted file stays
+                        path.unlink(missing_ok=True)
                 cmd = [sys.executable, "-m", "vppctl", *args]
                 p = subprocess.run(cmd, env=env, capture_output=True, cwd=work)
-                files = " ".join(f"{f.name}={sha(f.read_bytes())}" for f in written if f.exists())
+                files = " ".join(
+                    f"{f.name}={sha(f.read_bytes())}"
+                    for f in written
+                    if str(f) in args and f.exists()
+                )
                 shown = " ".join(a.replace(str(work), "W").replace(str(ROOT), "R") for a in args)
                 yield (
                     f"{shown} | exit {p.returncode} | out {sha(_neutral(p.stdout, work))} | "
