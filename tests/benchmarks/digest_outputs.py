@@ -92,10 +92,10 @@ def digest(checkout: Path, bench: bool) -> Iterator[str]:
         for name, src in programs(work, bench):
             out = work / "out.pb"
             for args in runs(name, src, out):
-                written = [out, Path(f"{out}.pbtxt"), Path(f"{out}.svg"), Path(f"{out}.csv")]
+                # What this run writes (the converted file stays for the runs that read it).
+                written = [Path(v) for k, v in zip(args, args[1:]) if k in ("-o", "--svg", "--csv")]
                 for path in written:
-                    if str(path) in args:  # what this run writes; the converted file stays
-                        path.unlink(missing_ok=True)
+                    path.unlink(missing_ok=True)
                 cmd = [sys.executable, "-m", "vppctl", *args]
                 p = subprocess.run(cmd, env=env, capture_output=True, cwd=work)
                 files = " ".join(
