@@ -11,6 +11,7 @@ from array import array
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
+from vppctl import progress
 from vppctl.mesh import NO_MESH, Mesh, MeshId, stages_and_globals
 from vppctl.program import (
     EMPTY_NAMES,
@@ -171,6 +172,7 @@ def _first_appearance(op_mesh: array[int]) -> list[int]:
 
 def build_index(program: Program) -> ProgramIndex:
     """Scan every block of `program` once into a ProgramIndex."""
+    progress.phase("indexing", sum(len(block.ops) for block in program.blocks))
     index = ProgramIndex(program=program, blocks=[], meshes=[], mesh_raw=[], program_meshes=[])
     for raw in program_meshes(program.header):
         index.program_meshes.append(index.add_mesh(decode_mesh(raw), raw))

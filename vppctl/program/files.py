@@ -55,6 +55,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Literal
 
+from vppctl import progress
 from vppctl.errors import ProgramFileError, UsageError
 from vppctl.program import atomic
 from vppctl.program.atomic import Data
@@ -64,6 +65,7 @@ STDIO = "-"
 WAIT_SECONDS = 10.0
 _MAX_LINKS = 40  # as Linux's MAXSYMLINKS
 _PIECE = 1 << 20  # bytes per read of a stream
+_REPORTED_PIECE = 1 << 26  # bytes per read of a regular file, between progress reports
 
 OutputKind = Literal["file", "device", "fd", "stdout"]
 Check = Callable[[bytearray], None]
@@ -392,12 +394,14 @@ def read_input(spec: str | os.PathLike[str], *, limit: int, check: Check | None 
         if stat.S_ISREG(st.st_mode):
             if st.st_size > limit:
                 raise _too_big(shown, st.st_size, limit)
+            progress.phase("reading", st.st_size)
             return Input(shown, _read_regular(fd, st.st_size, shown, limit), stream=False)
         if stat.S_ISFIFO(st.st_mode):
             fd = _wait_for_writer(fd, shown)
         os.set_blocking(fd, True)
         if os.isatty(fd):
             raise UsageError(_terminal_input(shown))
+        progress.phase("reading")
         return Input(shown, _read_stream(fd, shown, limit, check), stream=True)
     except PermissionError:
         raise ProgramFileError(f"cannot read {shown}: permission denied") from None
@@ -461,10 +465,11 @@ def _read_regular(fd: int, size: int, shown: str, limit: int) -> bytearray:
     got = 0
     with memoryview(buf) as view:
         while got < size:
-            n = os.readv(fd, [view[got:]])
+            n = os.readv(fd, [view[got : got + _REPORTED_PIECE]])
             if n == 0:
                 break
             got += n
+            progress.advance(got)
     del buf[got:]  # the file shrank while being read: what is there
     rest = os.read(fd, _PIECE)
     while rest:  # it grew: read on, within the limit
@@ -482,6 +487,7 @@ def _read_stream(fd: int, shown: str, limit: int, check: Check | None) -> bytear
         if not piece:
             return buf
         buf += piece
+        progress.advance(len(buf))
         if len(buf) > limit:
             raise _too_big(shown, None, limit)
         if check is not None:
@@ -500,12 +506,14 @@ def _read_stdin(limit: int, check: Check | None) -> Input:
         if stat.S_ISREG(st.st_mode) and st.st_size > limit:
             raise _too_big("stdin", st.st_size, limit)
     buf = bytearray()
+    progress.phase("reading")
     try:
         while True:
             piece = stream.read(_PIECE)
             if not piece:
                 break
             buf += piece
+            progress.advance(len(buf))
             if len(buf) > limit:
                 raise _too_big("stdin", None, limit)
             if check is not None:

@@ -8,8 +8,10 @@ result before writing and never writes a program that fails them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import compress
 
+from vppctl import progress
 from vppctl.engine import (
     GRAD_SUMS,
     ForwardOps,
@@ -41,22 +43,20 @@ from vppctl.verify.segments import check_layers, check_plan, check_plan_record
 def verify(index: ProgramIndex, expect: Expectation) -> list[Violation]:
     """Every violation of RULES in `index` (empty: the program is valid)."""
     c = Checker(index, expect)
-    _check_structure(c)
-    _check_placements(c)
-    _check_sub_blocks(c)
-    _check_tensor_meshes(c)
+    progress.phase("verifying", len(_CHECKS) + 1)
+    for done, check in enumerate(_CHECKS[:4], 1):
+        check(c)
+        progress.advance(done)
     if expect.recorded is not None:
         check_plan_record(c, expect.recorded)
     if expect.layers is not None:
         segments = check_layers(c, expect.layers)
         if segments is not None:
             check_plan(c, segments)
-    _check_forward_flow(c)
-    _check_backward(c)
-    _check_recomputed(c)
-    _check_optimizer(c)
-    _check_parameters(c)
-    _check_variables(c)
+    progress.advance(5)
+    for done, check in enumerate(_CHECKS[4:], 6):
+        check(c)
+        progress.advance(done)
     return c.out
 
 
@@ -323,7 +323,7 @@ def _grad_misplaced(c: Checker, op: int, f: int) -> None:
         Cause.GRAD_MISPLACED,
         0,
         op,
-        f"is on {c.where(0, op)} but its forward op {c.index.op_label(0, f)} is on {c.where(0, f)}",
+        f"is on {c.where(0, op)}, its forward {c.index.op_label(0, f)} on {c.where(0, f)}",
     )
 
 
@@ -472,3 +472,19 @@ def _check_variables(c: Checker) -> None:
 def _no_chunk_ok(index: ProgramIndex, v: int, got: tuple[int, int], want: tuple[int, int]) -> bool:
     """Reader-queue variables never get a chunk id (Paddle's rule); only their mesh counts."""
     return got[0] == want[0] and NO_CHUNK_NAME in index.var_name_bytes(v)
+
+
+# The checks of every program, in order (those of the layers and the recorded plan run
+# between the fourth and the fifth).
+_CHECKS: tuple[Callable[[Checker], None], ...] = (
+    _check_structure,
+    _check_placements,
+    _check_sub_blocks,
+    _check_tensor_meshes,
+    _check_forward_flow,
+    _check_backward,
+    _check_recomputed,
+    _check_optimizer,
+    _check_parameters,
+    _check_variables,
+)
