@@ -47,6 +47,17 @@ def runner() -> CliRunner:
     return CliRunner()
 
 
+@pytest.fixture
+def terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CliRunner's stdout taken for an 80-column terminal without colours: tables are
+    rendered to fit it (a pipe, CliRunner's own, gets whole lines instead)."""
+    from vppctl.cli import streams
+
+    monkeypatch.setattr(streams, "is_terminal", lambda name: name == "stdout")
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("TERM", "dumb")  # no styles: the text as it reads
+
+
 @pytest.fixture(scope="session")
 def sample_bytes() -> dict[tuple[int, int], bytes]:
     """Serialized samples by (layers, pp), built on first use."""

@@ -30,6 +30,7 @@ _NAMES = {
     "stage_memory": "memory",
     "worst_stage": "memory",
     "Candidate": "search",
+    "NoPlanFits": "search",
     "PlanResult": "search",
     "PlanSearch": "search",
     "convert_command": "search",
@@ -44,6 +45,7 @@ __all__ = [
     "Measure",
     "MemoryModel",
     "MemoryOptions",
+    "NoPlanFits",
     "PlanRequest",
     "PlanResult",
     "PlanSearch",
@@ -77,6 +79,7 @@ if TYPE_CHECKING:
     )
     from vppctl.planner.search import (
         Candidate,
+        NoPlanFits,
         PlanResult,
         PlanSearch,
         convert_command,

@@ -224,11 +224,16 @@ def render_timeline(
 
 
 def render_timelines(
-    results: Sequence[SimResult], console: Console, *, suggest_files: bool = True
+    results: Sequence[SimResult],
+    console: Console,
+    *,
+    suggest_files: bool = True,
+    columns: int | None = None,
 ) -> None:
-    """Every result's timeline on one time scale, so that they compare column by column."""
+    """Every result's timeline on one time scale, so that they compare column by column,
+    scaled to `columns` (default: the console's width)."""
     label = max(len(_stage_label(0, r.pp)) for r in results)
-    span = column_span(results, max(console.width - label, 1))
+    span = column_span(results, max((columns or console.width) - label, 1))
     for result in results:
         render_timeline(result, console, suggest_files=suggest_files, span=span)
 
