@@ -125,8 +125,9 @@ def test_convert_and_simulate_give_the_same_bubble(runner, tmp_path: Path, place
     assert percents(row) == shown
     convert_json = run_json(runner, [*args, "-o", str(tmp_path / "o2.pb")])["bubble"]
     second = "interleaved" if placement == "loop" else "zbv"
-    assert set(convert_json) == {"definition", "micro_batches", "costs", "1f1b", second}
-    assert [convert_json["1f1b"], convert_json[second]] == [
+    assert set(convert_json) == {"definition", "micro_batches", "costs", "schedules"}
+    assert list(convert_json["schedules"]) == ["1f1b", second]
+    assert [convert_json["schedules"]["1f1b"], convert_json["schedules"][second]] == [
         r["bubble"] for r in from_output["results"]
     ]
     assert convert_json["definition"] == from_output["bubble_definition"]
@@ -152,7 +153,8 @@ def test_convert_with_a_micro_batch_count_interleaving_refuses_still_converts(
     assert "legal --group-size values: 6" in result.stderr
     assert "the conversion is unaffected" in result.stderr
     data = run_json(runner, ["convert", str(src), "--vpp", "2", "-m", "6", "-o", str(out)])
-    assert set(data["bubble"]) == {"definition", "micro_batches", "costs", "1f1b"}
+    assert set(data["bubble"]) == {"definition", "micro_batches", "costs", "schedules"}
+    assert list(data["bubble"]["schedules"]) == ["1f1b"]
 
 
 def test_fewer_micro_batches_than_stages_warn_in_convert(runner, tmp_path: Path) -> None:

@@ -252,7 +252,8 @@ def _usage_failure(ctx: click.Context, e: click.ClickException, as_json: bool) -
     if as_json:
         hint = None
         if isinstance(e, click.UsageError) and e.ctx is not None:
-            hint = f"Try '{e.ctx.command_path} --help' for help."
+            path = " ".join(["vppctl", *e.ctx.command_path.split()[1:]])
+            hint = f"Try '{path} --help' for help."
         text = json.dumps(
             error_json(e.exit_code, KINDS.get(e.exit_code, "usage"), e.format_message(), hint),
             indent=2,

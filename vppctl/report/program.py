@@ -191,7 +191,7 @@ def _bubble_json(bubble: Bubble) -> dict[str, Any]:
         "definition": BUBBLE_DEFINITION,
         "micro_batches": bubble.micro_batches,
         "costs": bubble.measure,
-        **{schedule: rounded(share) for schedule, share in bubble.schedules},
+        "schedules": {schedule: rounded(share) for schedule, share in bubble.schedules},
     }
 
 
