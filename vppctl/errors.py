@@ -79,3 +79,10 @@ class SelfCheckError(VppctlError):
     so it exits with the internal-error code."""
 
     exit_code = EXIT_INTERNAL
+
+
+def os_reason(e: OSError) -> str:
+    """An OS error's reason in vppctl's one style, lower case like every message of
+    vppctl's own: `no space left on device`, `permission denied`."""
+    reason = e.strerror or str(e)
+    return reason[:1].lower() + reason[1:]

@@ -24,7 +24,7 @@ import os
 import sys
 from typing import IO, TYPE_CHECKING, Any, Literal
 
-from vppctl.errors import ProgramFileError
+from vppctl.errors import ProgramFileError, os_reason
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -68,10 +68,6 @@ def silence(name: StreamName) -> None:
     if stream is not None:
         with contextlib.suppress(OSError, ValueError):
             stream.flush()  # what was buffered goes to /dev/null now
-
-
-def _reason(e: OSError) -> str:
-    return e.strerror or str(e)
 
 
 class Stream:
@@ -135,7 +131,7 @@ class Stream:
                 if isinstance(e, ReportStreamError):
                     raise
                 raise ReportStreamError(
-                    f"cannot write the report to {self.name}: {_reason(e)}"
+                    f"cannot write the report to {self.name}: {os_reason(e)}"
                 ) from None
 
 

@@ -13,7 +13,7 @@ typed into an `Output`, refusing what cannot work before any work is done;
     /proc/self/fd/N              descriptor, as shell redirection does (fd 1 is stdout)
     char or block device, FIFO   written straight into (O_WRONLY|O_TRUNC, never created or
                                  replaced), as cp and `>` do: /dev/null stays /dev/null,
-                                 /dev/full says "No space left on device"; a FIFO waits
+                                 /dev/full says "no space left on device"; a FIFO waits
                                  WAIT_SECONDS for a reader; binary onto a terminal is
                                  refused when it is opened, before any byte is written
     socket, directory, "x/",     refused (ProgramFileError, exit 3)
@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import BinaryIO, Literal
 
 from vppctl import progress
-from vppctl.errors import ProgramFileError, UsageError
+from vppctl.errors import ProgramFileError, UsageError, os_reason
 from vppctl.program import atomic
 from vppctl.program.atomic import Data
 
@@ -108,7 +108,7 @@ class Output:
         except PermissionError:
             raise ProgramFileError(f"cannot write {self.name}: permission denied") from None
         except OSError as e:
-            raise ProgramFileError(f"cannot write {self.name}: {e.strerror or e}") from None
+            raise ProgramFileError(f"cannot write {self.name}: {os_reason(e)}") from None
 
     @property
     def name(self) -> str:
@@ -193,7 +193,7 @@ def _lstat_for_writing(path: Path, shown: str) -> os.stat_result | None:
     except PermissionError:
         raise ProgramFileError(f"cannot write {shown}: permission denied") from None
     except OSError as e:
-        raise ProgramFileError(f"cannot write {shown}: {e.strerror or e}") from None
+        raise ProgramFileError(f"cannot write {shown}: {os_reason(e)}") from None
 
 
 def _first_non_directory(path: Path) -> Path:
@@ -217,7 +217,7 @@ def _file_output(shown: str, target: Path, binary: bool) -> Output:
             f"cannot write {shown}: {_first_non_directory(target)} is not a directory"
         ) from None
     except OSError as e:
-        raise ProgramFileError(f"cannot write {shown}: {e.strerror or e}") from None
+        raise ProgramFileError(f"cannot write {shown}: {os_reason(e)}") from None
     if not stat.S_ISDIR(st.st_mode):
         raise ProgramFileError(f"cannot write {shown}: {directory} is not a directory")
     return Output(shown, "file", target, binary=binary)
@@ -320,7 +320,7 @@ def _write_stdout(data: Data) -> None:
     except BrokenPipeError:
         raise
     except OSError as e:
-        raise ProgramFileError(f"cannot write to stdout: {e.strerror or e}") from None
+        raise ProgramFileError(f"cannot write to stdout: {os_reason(e)}") from None
 
 
 def _open_device(out: Output) -> int:
@@ -408,7 +408,7 @@ def read_input(spec: str | os.PathLike[str], *, limit: int, check: Check | None 
     except (ProgramFileError, UsageError):
         raise
     except OSError as e:
-        raise ProgramFileError(f"cannot read {shown}: {e.strerror or e}") from None
+        raise ProgramFileError(f"cannot read {shown}: {os_reason(e)}") from None
     finally:
         with contextlib.suppress(OSError):
             os.close(fd)
@@ -436,7 +436,7 @@ def _open_for_reading(shown: str) -> int:
             raise ProgramFileError(
                 f"cannot read {shown}: {_first_non_directory(Path(shown))} is not a directory"
             ) from None
-        raise ProgramFileError(f"cannot read {shown}: {e.strerror or e}") from None
+        raise ProgramFileError(f"cannot read {shown}: {os_reason(e)}") from None
 
 
 def _open_read(path: str) -> int:
@@ -519,7 +519,7 @@ def _read_stdin(limit: int, check: Check | None) -> Input:
             if check is not None:
                 check(buf)
     except OSError as e:
-        raise ProgramFileError(f"cannot read stdin: {e.strerror or e}") from None
+        raise ProgramFileError(f"cannot read stdin: {os_reason(e)}") from None
     return Input("stdin", buf, stream=True)
 
 
