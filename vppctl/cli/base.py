@@ -142,9 +142,10 @@ def _show_version(ctx: click.Context, param: click.Parameter, value: bool) -> No
 
 
 def write_text(text: str) -> None:
-    """Text that is the whole report (help, the version, XML), on stdout as it is."""
+    """Text that is the whole report (help, the version, XML), on stdout as it is, ended
+    by a newline unless it is empty or has its own."""
     stream = Stream("stdout", report=True)
-    stream.write(text + "\n")
+    stream.write(text if not text or text.endswith("\n") else text + "\n")
     stream.flush()
 
 
