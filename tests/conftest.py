@@ -59,6 +59,17 @@ def terminal(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(scope="session")
+def gpt126(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The 126-layer sample at pp 8 (`vppctl sample --layers 126 --pp 8`), built once."""
+    from vppctl.commands import sample_file
+    from vppctl.sample import SampleOptions
+
+    path = tmp_path_factory.mktemp("gpt126") / "gpt126.pb"
+    sample_file(SampleOptions(layers=126, pp=8), path)
+    return path
+
+
+@pytest.fixture(scope="session")
 def sample_bytes() -> dict[tuple[int, int], bytes]:
     """Serialized samples by (layers, pp), built on first use."""
     return _SampleCache()

@@ -33,6 +33,52 @@ def child(*args: str) -> list[str]:
     return [sys.executable, str(HERE / "iohelpers.py"), *args]
 
 
+def run_in_pty(
+    argv: list[str], *, columns: int = 80, env: dict[str, str] | None = None, timeout: float = 120
+) -> tuple[int, bytes]:
+    """Run `argv` with a pseudo-terminal of `columns` columns as its stdin, stdout and
+    stderr (a person at a terminal); (exit code, everything it wrote)."""
+    import fcntl
+    import pty
+    import select
+    import struct
+    import termios
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: size its terminal, then become the command
+        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+        os.execvpe(argv[0], argv, env if env is not None else os.environ)
+    out = bytearray()
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], 0.5)
+            if ready:
+                try:
+                    piece = os.read(fd, 1 << 16)
+                except OSError:  # EIO: the child closed the terminal
+                    break
+                if not piece:
+                    break
+                out += piece
+    finally:
+        os.close(fd)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), bytes(out)
+
+
+def terminal_env(**extra: str) -> dict[str, str]:
+    """The environment of a person at a colour terminal: no COLUMNS, no FORCE_COLOR."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("COLUMNS", "LINES", "FORCE_COLOR", "NO_COLOR", "TTY_COMPATIBLE")
+    }
+    env["TERM"] = "xterm-256color"
+    env.update(extra)
+    return env
+
+
 def wchar() -> int:
     """Bytes this process has passed to write-like system calls (/proc/self/io)."""
     for line in Path("/proc/self/io").read_text().splitlines():

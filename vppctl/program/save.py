@@ -122,8 +122,8 @@ def write_program(
     elif text == output.binary:
         raise ValueError("write_program: text= contradicts the output's binary flag")
     if text:
+        progress.phase("writing")  # most of it is the text serialization
         data, warnings = serialize(program, text=True)
-        progress.phase("writing", len(data))
         output.write(data)
         progress.advance(len(data))
         return len(data), warnings
