@@ -34,6 +34,7 @@ from xml.sax.saxutils import escape
 from rich.console import Console
 from rich.text import Text
 
+from vppctl.escape import printable
 from vppctl.plan import Placement, virtual_stages
 from vppctl.schedule.simulation import SimResult, Step
 
@@ -445,6 +446,7 @@ def to_svg(results: SimResult | Sequence[SimResult]) -> str:
     if first.p2p_cost:
         heading += f", p2p cost {number(first.p2p_cost)} per hop"
     legend, legend_height, legend_width = _svg_legend(runs, 28)
+    heading = printable(heading)  # XML cannot hold control characters; a person not read them
     parts = [f'<text x="4" y="17" font-size="13" font-weight="bold">{escape(heading)}</text>']
     parts += legend
     top = 28 + legend_height + 6
