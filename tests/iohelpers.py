@@ -13,6 +13,12 @@ Run as a script, this module is the child process of the subprocess tests:
     python iohelpers.py write-stdout SPEC BINARY(0|1) DATA [REPEAT]
         resolve_output(SPEC).write(DATA * REPEAT); prints "error <exit code> <message>" or
         "broken pipe" on stderr instead of a traceback
+    python iohelpers.py cli-streams CASES.json
+        runs the command line once per case ({"args": [...], "stdout": MODE, "stderr": MODE},
+        MODE "pipe", "full" for /dev/full or "closed" as `>&-` leaves it), each in a forked
+        child of this one process (so vppctl is imported once), and prints a JSON list of
+        {"code", "stdout", "stderr"} (what a "pipe" stream received; exit 120 when the
+        interpreter's last flush would fail, as Python reports it)
 """
 
 from __future__ import annotations
@@ -207,6 +213,63 @@ def _write_stdout(spec: str, binary: bool, data: str, repeat: int) -> int:
     return 0
 
 
+def _cli_streams(cases_path: str) -> None:
+    import tempfile
+
+    import vppctl.cli.progress
+    import vppctl.commands
+    import vppctl.planner.search
+    import vppctl.report.schedule
+    import vppctl.report.verify  # noqa: F401  (what the commands load on use: once, here)
+    from vppctl.cli import cli  # imported once, before the forks
+
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for k, case in enumerate(json.loads(Path(cases_path).read_text())):
+            paths = {name: Path(tmp) / f"{k}.{name}" for name in ("stdout", "stderr")}
+            pid = os.fork()
+            if pid == 0:
+                os._exit(_run_case(cli, case, paths))
+            _, status = os.waitpid(pid, 0)
+            results.append(
+                {
+                    "code": os.waitstatus_to_exitcode(status),
+                    **{
+                        name: path.read_text(errors="replace") if path.exists() else None
+                        for name, path in paths.items()
+                    },
+                }
+            )
+    print(json.dumps(results))
+
+
+def _run_case(cli: object, case: dict[str, object], paths: dict[str, Path]) -> int:
+    import io
+
+    for fd, name in ((2, "stderr"), (1, "stdout")):
+        mode = case[name]
+        if mode == "closed":
+            os.close(fd)
+            setattr(sys, name, None)  # what Python gives a process started with it closed
+            continue
+        target = os.open("/dev/full" if mode == "full" else paths[name], os.O_WRONLY | os.O_CREAT)
+        os.dup2(target, fd)
+        os.close(target)
+        setattr(sys, name, io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), encoding="utf-8"))
+    code = 0
+    try:
+        cli.main(args=case["args"], prog_name="vppctl")  # type: ignore[attr-defined]
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    for stream in (sys.stdout, sys.stderr):  # the interpreter's last flush
+        try:
+            if stream is not None:
+                stream.flush()
+        except OSError:
+            return 120
+    return code
+
+
 def main(argv: list[str]) -> int:
     if "named" in argv[2:]:
         del os.O_TMPFILE
@@ -218,6 +281,8 @@ def main(argv: list[str]) -> int:
         _count_write(args[0], args[1])
     elif command == "write-stdout":
         return _write_stdout(args[0], args[1] == "1", args[2], int(args[3]) if args[3:] else 1)
+    elif command == "cli-streams":
+        _cli_streams(args[0])
     else:
         raise SystemExit(f"unknown command {command}")
     return 0

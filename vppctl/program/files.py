@@ -133,6 +133,8 @@ def resolve_output(
     SVG, JSON)."""
     shown = os.fspath(spec)
     if shown == STDIO:
+        if sys.stdout is None:  # started with stdout closed (`>&-`)
+            raise ProgramFileError("cannot write to stdout: it is closed")
         out = Output(shown, "stdout", None, binary=binary)
         if binary and _stdout_is_terminal():
             raise UsageError(
@@ -310,7 +312,8 @@ def _write_stdout(data: Data) -> None:
     sys.stdout.flush()  # what was printed before comes first
     stream: BinaryIO | None = getattr(sys.stdout, "buffer", None)
     if stream is None:
-        raise ProgramFileError("cannot write to stdout: it does not take bytes")
+        reason = "it is closed" if sys.stdout is None else "it does not take bytes"
+        raise ProgramFileError(f"cannot write to stdout: {reason}")
     try:
         for piece in _pieces(data):
             view = memoryview(piece).cast("B")
