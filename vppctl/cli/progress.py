@@ -110,6 +110,9 @@ class BarObserver:
             TimeRemainingColumn(),
             console=console,
             transient=True,
+            # vppctl prints through its own consoles; rich's stream proxies are not needed
+            redirect_stdout=False,
+            redirect_stderr=False,
         )
         self.task: TaskID | None = None
         self.unit: str | None = None
@@ -121,6 +124,7 @@ class BarObserver:
             self.bar.remove_task(self.task)
         self.unit, self.total = UNITS[name], total
         self.task = self.bar.add_task(name, total=total, count=self._shown(0))
+        self.bar.refresh()  # every phase is on screen at least once, however short
 
     def advance(self, done: int) -> None:
         if self.task is not None:

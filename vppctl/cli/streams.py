@@ -71,27 +71,28 @@ def silence(name: StreamName) -> None:
 
 
 class Stream:
-    """A text stream as rich writes it: stdout or stderr, looked up at each write (tests and
-    callers may swap them), with trailing whitespace stripped off each line when the
-    stream is not a terminal. `report`: a failure raises ReportStreamError (exit 3);
-    otherwise the stream is given up quietly."""
+    """A text stream as rich writes it: stdout or stderr as it is when the stream is made
+    (not as a live display may redirect it later), with trailing whitespace stripped off
+    each line when the stream is not a terminal. `report`: a failure raises
+    ReportStreamError (exit 3); otherwise the stream is given up quietly."""
 
     def __init__(self, name: StreamName, *, report: bool) -> None:
         self.name = name
         self.report = report
+        self._stream = _target(name)
         self.failed = False
         self._strip = not is_terminal(name)
         self._tail = ""  # the last, unfinished line (not yet stripped)
 
     @property
     def encoding(self) -> str:
-        return getattr(_target(self.name), "encoding", None) or "utf-8"
+        return getattr(self._stream, "encoding", None) or "utf-8"
 
     def isatty(self) -> bool:
         return not self._strip
 
     def fileno(self) -> int:
-        stream = _target(self.name)
+        stream = self._stream
         if stream is None:
             raise OSError(f"{self.name} is closed")
         return stream.fileno()
@@ -117,7 +118,7 @@ class Stream:
     def _do(self, action: Any) -> None:
         if self.failed:
             return
-        stream = _target(self.name)
+        stream = self._stream
         try:
             if stream is None:
                 raise ReportStreamError(f"cannot write the report to {self.name}: it is closed")
