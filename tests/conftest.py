@@ -19,6 +19,11 @@ from click.testing import CliRunner
 sys.path.insert(0, str(Path(__file__).parent))
 
 SLOW = os.environ.get("VPPCTL_SLOW") == "1"
+
+# Progress lines appear for phases that take over a second, which depends on the machine's
+# load: off for the suite (child processes inherit it), so that a test that asserts what
+# stderr holds cannot flake; tests/test_progress.py turns it on where it is the subject.
+os.environ["VPPCTL_PROGRESS"] = "off"
 HAVE_PADDLE = importlib.util.find_spec("paddle") is not None
 REQUIRE_PADDLE = os.environ.get("VPPCTL_REQUIRE_PADDLE") == "1"
 NO_PADDLE = (

@@ -74,12 +74,10 @@ def run_in_pty(
 
 
 def terminal_env(**extra: str) -> dict[str, str]:
-    """The environment of a person at a colour terminal: no COLUMNS, no FORCE_COLOR."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("COLUMNS", "LINES", "FORCE_COLOR", "NO_COLOR", "TTY_COMPATIBLE")
-    }
+    """The environment of a person at a colour terminal: no COLUMNS, no FORCE_COLOR, the
+    default progress."""
+    unset = ("COLUMNS", "LINES", "FORCE_COLOR", "NO_COLOR", "TTY_COMPATIBLE", "VPPCTL_PROGRESS")
+    env = {k: v for k, v in os.environ.items() if k not in unset}
     env["TERM"] = "xterm-256color"
     env.update(extra)
     return env

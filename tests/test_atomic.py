@@ -138,7 +138,7 @@ def test_failure_after_writing_leaves_the_earlier_output(
         raise OSError(errno.EIO, os.strerror(errno.EIO))
 
     monkeypatch.setattr(atomic.os, step, fail)
-    with pytest.raises(ProgramFileError, match="Input/output error"):
+    with pytest.raises(ProgramFileError, match="input/output error"):
         _write(out, b"new" * 1000)
     _assert_intact(tmp_path, out, stamp)
 

@@ -24,6 +24,12 @@ SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "gpt-8l-pp4.pb"
 PHASES = ["reading", "indexing", "planning", "applying", "verifying", "writing"]
 
 
+@pytest.fixture(autouse=True)
+def progress_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite turns progress off (conftest.py); here it is the subject."""
+    monkeypatch.delenv("VPPCTL_PROGRESS", raising=False)
+
+
 class Recorder:
     """An observer that keeps what it is told."""
 
@@ -104,6 +110,16 @@ def test_quiet_silences_the_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     ):
         result = CliRunner().invoke(cli, args)
         assert result.exit_code == 0 and result.stderr == "", args
+
+
+def test_the_environment_can_turn_progress_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cli_progress, "LOG_AFTER", 0.0)
+    monkeypatch.setenv("VPPCTL_PROGRESS", "off")
+    args = ["convert", str(SAMPLE), "--vpp", "2", "-o", str(tmp_path / "o.pb")]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0 and result.stderr.startswith("wrote ")
 
 
 def test_a_long_phase_says_how_far_it_got_in_a_log(monkeypatch: pytest.MonkeyPatch) -> None:

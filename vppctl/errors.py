@@ -20,6 +20,8 @@ a `hint`: what to do about it, when that is not already part of the message.
 
 from __future__ import annotations
 
+from vppctl.escape import printable
+
 EXIT_OK = 0
 EXIT_VIOLATIONS = 1
 EXIT_USAGE = 2
@@ -45,8 +47,10 @@ class VppctlError(Exception):
     exit_code = EXIT_INTERNAL
 
     def __init__(self, message: str = "", *, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.hint = hint
+        # Messages quote names and text from programs: their control characters are
+        # escaped here, once, for every place a message is shown (the Error: line, JSON).
+        super().__init__(printable(message))
+        self.hint = None if hint is None else printable(hint)
 
     @property
     def kind(self) -> str:

@@ -6,7 +6,10 @@ screen, set the window title), BEL rings, CR and a newline forge lines in a CI l
 and C1 controls confuse tools that read the log, and the bidirectional overrides reorder
 what is shown (Trojan Source). `printable` shows each as Python does in a string literal
 (`\\x1b`, `\\r`, `\\n`, `\\u202e`); every other character, backslash included, is kept, so
-ordinary names read as they are. JSON needs none of this: it escapes control characters
+ordinary names read as they are. Every error message is escaped when it is made
+(`vppctl.errors.VppctlError`), so the `Error:` line and `--json` say the same; tables,
+notes and warnings are escaped when printed (`vppctl.report.printed`, `vppctl.cli`).
+JSON values other than messages keep names exact: JSON escapes control characters
 itself.
 """
 

@@ -9,11 +9,14 @@ job shows it is alive and small runs stay quiet:
     indexing: 3.2 s (999,500 ops)
     verifying: 50% of 11 checks, 10.0 s
 
-Nothing under `-q`, and nothing when stderr carries a JSON report.
+Nothing under `-q`, nothing when stderr carries a JSON report, and nothing when the
+environment says VPPCTL_PROGRESS=off (or 0, no, false): a CI job that wants no phase
+lines in its log but its warnings kept.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from typing import TYPE_CHECKING
 
@@ -31,11 +34,16 @@ LOG_EVERY = 10.0  # seconds between the lines of a phase still running, in a log
 
 def observer(quiet: bool, *, json_on_stderr: bool = False) -> Observer | None:
     """The observer for a command: a bar at a terminal, lines in a log, none when quiet."""
-    if quiet or json_on_stderr:
+    if quiet or json_on_stderr or not wanted():
         return None
     if is_terminal("stderr"):
         return BarObserver(stderr_console())
     return LogObserver(stderr_console())
+
+
+def wanted() -> bool:
+    """Whether the environment allows progress (VPPCTL_PROGRESS, module docstring)."""
+    return os.environ.get("VPPCTL_PROGRESS", "").strip().lower() not in ("0", "off", "no", "false")
 
 
 def _count(n: int, unit: str | None) -> str:

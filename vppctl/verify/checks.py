@@ -8,7 +8,6 @@ result before writing and never writes a program that fails them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from itertools import compress
 
 from vppctl import progress
@@ -43,10 +42,12 @@ from vppctl.verify.segments import check_layers, check_plan, check_plan_record
 def verify(index: ProgramIndex, expect: Expectation) -> list[Violation]:
     """Every violation of RULES in `index` (empty: the program is valid)."""
     c = Checker(index, expect)
-    progress.phase("verifying", len(_CHECKS) + 1)
-    for done, check in enumerate(_CHECKS[:4], 1):
-        check(c)
-        progress.advance(done)
+    progress.phase("verifying", CHECKS)
+    _check_structure(c)
+    _check_placements(c)
+    _check_sub_blocks(c)
+    _check_tensor_meshes(c)
+    progress.advance(4)
     if expect.recorded is not None:
         check_plan_record(c, expect.recorded)
     if expect.layers is not None:
@@ -54,10 +55,20 @@ def verify(index: ProgramIndex, expect: Expectation) -> list[Violation]:
         if segments is not None:
             check_plan(c, segments)
     progress.advance(5)
-    for done, check in enumerate(_CHECKS[4:], 6):
-        check(c)
-        progress.advance(done)
+    _check_forward_flow(c)
+    _check_backward(c)
+    progress.advance(7)
+    _check_recomputed(c)
+    _check_optimizer(c)
+    _check_parameters(c)
+    progress.advance(10)
+    _check_variables(c)
+    progress.advance(CHECKS)
     return c.out
+
+
+# The checks `verify` runs, as its progress counts them (the layers and the plan's as one).
+CHECKS = 11
 
 
 def _check_structure(c: Checker) -> None:
@@ -472,19 +483,3 @@ def _check_variables(c: Checker) -> None:
 def _no_chunk_ok(index: ProgramIndex, v: int, got: tuple[int, int], want: tuple[int, int]) -> bool:
     """Reader-queue variables never get a chunk id (Paddle's rule); only their mesh counts."""
     return got[0] == want[0] and NO_CHUNK_NAME in index.var_name_bytes(v)
-
-
-# The checks of every program, in order (those of the layers and the recorded plan run
-# between the fourth and the fifth).
-_CHECKS: tuple[Callable[[Checker], None], ...] = (
-    _check_structure,
-    _check_placements,
-    _check_sub_blocks,
-    _check_tensor_meshes,
-    _check_forward_flow,
-    _check_backward,
-    _check_recomputed,
-    _check_optimizer,
-    _check_parameters,
-    _check_variables,
-)
