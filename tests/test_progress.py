@@ -145,5 +145,12 @@ def test_a_terminal_shows_a_bar_with_the_phases(tmp_path: Path) -> None:
     assert [phase for phase in PHASES if phase in text] == PHASES  # each was on screen
     # transient: the last screen holds the table and the `wrote` line, no bar
     assert text.rstrip().splitlines()[-1].strip().startswith("wrote ")
-    code, quiet = run_in_pty([*argv, "-o", str(tmp_path / "q.pb"), "-q"], env=terminal_env())
-    assert code == 0 and "━" not in quiet.decode(errors="replace").replace("─", "")
+
+
+def test_quiet_means_no_bar_at_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli_progress, "is_terminal", lambda name: True)
+    assert cli_progress.observer(quiet=True) is None
+    assert cli_progress.observer(quiet=False, json_on_stderr=True) is None
+    bar = cli_progress.observer(quiet=False)
+    assert isinstance(bar, cli_progress.BarObserver)
+    bar.close()
