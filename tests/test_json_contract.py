@@ -226,3 +226,16 @@ def test_json_after_double_dash_is_not_an_option() -> None:
     assert json_requested(["verify", "x", "--output-format", "json"])
     assert not json_requested(["verify", "x", "--output-format", "junit"])
     assert not json_requested(["inspect", "--", "--json"])
+
+
+def test_the_schemas_enums_are_the_choices() -> None:
+    """A name added to vppctl.choices must reach the schemas (and this test says where)."""
+    from vppctl.choices import COST_KINDS, PLACEMENTS, PROGRAM_LAYOUTS, SCHEDULES, SPLITS
+
+    convert = schema("convert")["properties"]
+    assert tuple(convert["placement"]["enum"]) == PLACEMENTS
+    assert tuple(convert["split"]["enum"]) == SPLITS
+    assert tuple(convert["cost"]["enum"]) == COST_KINDS
+    result = schema("simulate")["properties"]["results"]["items"]["properties"]
+    assert tuple(result["schedule"]["enum"]) == SCHEDULES
+    assert tuple(schema("inspect")["properties"]["layout"]["enum"]) == PROGRAM_LAYOUTS
