@@ -310,15 +310,15 @@ def simulate_run(
     `vpp` are required and every chunk costs `costs` (F,B,W; default 1,1,1). `schedule`
     None compares 1F1B with the plan's interleaving schedule."""
     from vppctl.planner import MemoryOptions, PlanRequest
+    from vppctl.schedule import GROUPED, parse_unit_costs
     from vppctl.schedule import check_size as check_simulation_size
-    from vppctl.schedule import parse_unit_costs
 
     outputs = _picture_outputs(prog, {"--svg": svg, "--trace": trace, "--csv": csv})
     ratios = parse_unit_costs(costs) if isinstance(costs, str) else costs or _UNIT_COSTS
-    if schedule is not None and group_size is not None and schedule != "interleaved":
+    if schedule is not None and group_size is not None and schedule not in GROUPED:
         raise UsageError(
-            f"--group-size is Megatron's interleaved schedule's; --schedule {schedule} takes "
-            "none: drop --group-size"
+            f"--group-size is the interleaved schedules' (interleaved, interleaved-zb); "
+            f"--schedule {schedule} takes none: drop --group-size"
         )
     run = _StepOptions(micro_batches, schedule, group_size, ratios, p2p_cost)
     if prog is not None:
