@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from vppctl.choices import SCHEDULES
 from vppctl.cli import cli
 from vppctl.planner.search import megatron_layout
 from vppctl.program.load import parse_program
 from vppctl.sample import SampleOptions, build_sample
-from vppctl.choices import SCHEDULES
 from vppctl.schedule.orders import legal_group_sizes
 from vppctl.verify.expectation import verify_program
 

@@ -42,6 +42,7 @@ from vppctl.convert import ConvertOptions, Planned, plan_program, replan
 from vppctl.errors import ConversionError, UsageError, VppctlError
 from vppctl.plan import CostKind, Placement, Plan, PlanOptions, Split
 from vppctl.planner.costs import CostModel
+from vppctl.planner.launch import LaunchCandidate, Settings, launch_settings, megatron_layout
 from vppctl.planner.memory import (
     MemoryModel,
     MemoryOptions,
@@ -100,6 +101,56 @@ class Candidate:
     def worst(self) -> StageMemory:
         return worst_stage(self.memory)
 
+    @property
+    def pp(self) -> int:
+        return len(self.memory)
+
+    def launch(self, layer_class: str, micro_batch_size: int) -> tuple[Settings, ...]:
+        """Paddle's, Megatron-Core's and torch's settings to run this candidate."""
+        return launch_settings(
+            LaunchCandidate(
+                schedule=self.schedule,
+                pp=self.pp,
+                vpp=self.vpp,
+                placement=self.placement,
+                micro_batches=self.micro_batches,
+                group_size=self.group_size,
+                layers_per_segment=self.layers_per_segment,
+                layer_class=layer_class,
+                micro_batch_size=micro_batch_size,
+            )
+        )
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """One distinct conversion (one `vppctl convert` command) and every candidate that was
+    simulated on it, best first: the schedules and micro-batch counts it ran under."""
+
+    command: tuple[str, ...]
+    candidates: tuple[Candidate, ...]
+
+    @property
+    def best(self) -> Candidate:
+        return self.candidates[0]
+
+    @property
+    def schedules(self) -> tuple[Schedule, ...]:
+        """The schedules simulated, in vppctl's order."""
+        return tuple(s for s in SCHEDULES if any(c.schedule == s for c in self.candidates))
+
+    @property
+    def micro_batches(self) -> tuple[int, ...]:
+        return tuple(sorted({c.micro_batches for c in self.candidates}))
+
+
+def group_conversions(candidates: Sequence[Candidate]) -> tuple[Conversion, ...]:
+    """The candidates (best first) grouped by conversion, ranked by each one's best."""
+    groups: dict[tuple[str, ...], list[Candidate]] = {}
+    for c in candidates:
+        groups.setdefault(c.command, []).append(c)
+    return tuple(Conversion(command, tuple(found)) for command, found in groups.items())
+
 
 @dataclass(frozen=True)
 class PlanResult:
@@ -111,6 +162,11 @@ class PlanResult:
     over_limit: int  # candidates left out by the memory limit
     refused: tuple[tuple[str, int], ...]  # (reason, how many) of what was left out
     warnings: tuple[str, ...]
+
+    @property
+    def conversions(self) -> tuple[Conversion, ...]:
+        """One entry per distinct conversion, best first."""
+        return group_conversions(self.candidates)
 
 
 def search_plans(program: Program, source: str, opts: PlanSearch) -> PlanResult:
@@ -383,15 +439,3 @@ def convert_command(source: str, plan: Plan, split: Split, opts: PlanSearch) -> 
 
 def shell(argv: Sequence[str]) -> str:
     return " ".join(shlex.quote(a) for a in argv)
-
-
-def megatron_layout(layers_per_segment: Sequence[int]) -> str:
-    """Megatron-Core's `--pipeline-model-parallel-layout` for a loop-placed plan: one
-    `|`-separated stage per virtual stage, in order; `E` the embedding (in segment 0),
-    `t` a decoder layer (`t*n` for n of them), `L` the loss (in the last segment)."""
-    last = len(layers_per_segment) - 1
-    stages = []
-    for k, n in enumerate(layers_per_segment):
-        body = "t" if n == 1 else f"t*{n}" if n > 1 else ""
-        stages.append(("E" if k == 0 else "") + body + ("L" if k == last else ""))
-    return "|".join(stages)
