@@ -88,6 +88,14 @@ def _memory(micro_batch_size: int | None, seq_len: int | None, memory_limit: int
     "--svg", type=PATH, metavar="OUT", help="Draw every schedule simulated as SVG (- for stdout)."
 )
 @click.option(
+    "--width",
+    "svg_width",
+    type=click.IntRange(640, 100_000),
+    metavar="PX",
+    help="Widest the SVG may be, in pixels (default 1800, a page): boxes too narrow for "
+    "their label are drawn without one, each keeps its hover title.",
+)
+@click.option(
     "--trace",
     type=PATH,
     metavar="OUT",
@@ -120,6 +128,7 @@ def simulate(
     memory_limit: int | None,
     as_json: bool,
     svg: str | None,
+    svg_width: int | None,
     trace: str | None,
     csv_path: str | None,
     quiet: bool,
@@ -157,6 +166,7 @@ def simulate(
         p2p_cost=p2p_cost,
         memory=_memory(micro_batch_size, seq_len, memory_limit),
         svg=svg,
+        svg_width=svg_width,
         trace=trace,
         csv=csv_path,
     )

@@ -34,31 +34,13 @@ if TYPE_CHECKING:  # the planner loads with `vppctl plan` only
 # -- simulate: names and the plan line
 
 
-def counts_text(counts: Sequence[int]) -> str:
-    """Layer counts per segment: `7,7,9,9`; beyond 32 segments runs as `7 (x6)`."""
-    if len(counts) <= 32:
-        return ",".join(map(str, counts))
-    parts: list[str] = []
-    i = 0
-    while i < len(counts):
-        j = i
-        while j < len(counts) and counts[j] == counts[i]:
-            j += 1
-        parts.append(f"{counts[i]} (x{j - i})" if j - i > 1 else str(counts[i]))
-        i = j
-    return ", ".join(parts)
-
-
 def plan_lines(simulated: SimulatedPlan) -> list[str]:
     """`plan: pp 8 x vpp 2, loop placement, split balanced (layers 4,8,9,...)` and the
     costs line."""
-    p = simulated.plan
-    source = "as converted" if simulated.recorded else f"split {simulated.split}"
-    counts = counts_text([len(s.layers) for s in p.segments])
     measure = "forward FLOPs" if simulated.measure == "flops" else "forward op count"
     f, b, w = (number(x) for x in simulated.costs)
     return [
-        f"plan: pp {p.pp} x vpp {p.vpp}, {p.placement} placement, {source} (layers {counts})",
+        f"plan: {simulated.description}",
         f"costs: F,B,W = {f},{b},{w} x each segment's {measure}",
     ]
 

@@ -42,6 +42,7 @@ _NAMES = {
     "compare": "simulation",
     "simulate": "simulation",
     "simulate_orders": "simulation",
+    "DEFAULT_WIDTH": "timeline",
     "number": "timeline",
     "percent": "timeline",
     "render_timelines": "timeline",
@@ -53,6 +54,7 @@ _NAMES = {
     "to_csv": "torchcsv",
 }
 __all__ = [
+    "DEFAULT_WIDTH",
     "GROUPED",
     "MAX_UNITS",
     "MERGED",
@@ -105,6 +107,7 @@ if TYPE_CHECKING:
     from vppctl.schedule.results import DeadlockError, SimResult, SimulationError, Step
     from vppctl.schedule.simulation import compare, simulate, simulate_orders
     from vppctl.schedule.timeline import (
+        DEFAULT_WIDTH,
         number,
         percent,
         render_timelines,
