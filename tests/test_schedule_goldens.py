@@ -158,3 +158,16 @@ def test_paddle_zbh1_keeps_the_first_weight_passes_for_the_end() -> None:
     assert paddle[1] == "1F0 1F1 1F2 1I0 1F3 1B1 1F4 1B2 1F5 1B3 1F6 1B4 1F7 1B5 1B6 1I7 1W7 1W0"
     # torch's ZB1P splits every backward and runs W0 one slot after I0, first in, first out.
     assert ours("zb1p", 4, 1, 8, None)[1].startswith("1F0 1F1 1F2 1I0 1F3 1I1 1W0 1F4")
+
+
+def test_the_readme_counts_per_schedule_and_reference_are_the_goldens() -> None:
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    table = readme.split("| schedule | reference | cases |")[1].split("\n\n")[0]
+    names = {"Paddle": "paddle", "torch": "torch", "Megatron-Core": "megatron"}
+    said: dict[tuple[str, str], int] = {}
+    for row in table.strip().splitlines()[1:]:
+        schedule, refs, counts = (cell.strip() for cell in row.strip("|").split("|"))
+        for ref, n in zip(refs.split(", "), counts.split(", ")):
+            said[schedule.strip("`"), names[ref]] = int(n)
+    counted = Counter((c["schedule"], c["reference"]) for c in goldens()["cases"])
+    assert said == dict(counted)

@@ -113,8 +113,8 @@ def paddle_settings(c: LaunchCandidate) -> Settings:
         (prefix + "micro_batch_size", c.micro_batch_size),
     )
     note = (
-        f"a legacy program (vppctl's output) is scheduled by Paddle {PADDLE_LEGACY_VPP}; "
-        "Paddle 3.1.0 to 3.3.1 schedule PIR programs only"
+        f"vppctl writes legacy programs: Paddle {PADDLE_LEGACY_VPP} schedules them, 3.1.0 to "
+        "3.3.1 schedule PIR programs only"
     )
     if c.schedule != "vpp" and mode == "VPP":
         note = "the same order as Megatron's interleaved 1F1B here; " + note

@@ -439,9 +439,9 @@ def simulated_line(conversion: Conversion) -> str:
 def plan_notes(o: PlanOutcome, shown: int) -> list[str]:
     r = o.result
     notes = [
-        "each row: one conversion at its best schedule and m; time: one micro-batch's share "
-        "of the step (makespan / m) relative to #1; bubble: idle share of the step; peak: "
-        "the worst stage's bytes",
+        "each row: one conversion, at its best schedule and m",
+        "time: one micro-batch's share of the step (makespan / m) relative to #1; "
+        "bubble: idle share of the step; peak: the worst stage's bytes",
         f"{len(r.conversions)} conversions ({len(r.candidates)} candidates), {shown} shown",
     ]
     if r.over_limit:
