@@ -395,3 +395,14 @@ def test_the_cli_offers_every_schedule_without_importing_the_simulator() -> None
     code = "import sys, vppctl.cli; print('vppctl.schedule.simulation' in sys.modules)"
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert run.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    ("given", "canonical"), [("VPP", "vpp"), ("ZBH1", "zbh1"), ("FThenB", "fthenb")]
+)
+def test_schedule_takes_paddles_schedule_mode_names_in_any_case(
+    runner, given: str, canonical: str
+) -> None:
+    vpp = "2" if canonical == "vpp" else "1"
+    data = run_json(runner, ["simulate", "--pp", "4", "--vpp", vpp, "-m", "8", "--schedule", given])
+    assert data["results"][0]["schedule"] == canonical
