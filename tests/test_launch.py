@@ -38,7 +38,7 @@ def planned(src: Path) -> dict:  # type: ignore[type-arg]
 
 
 def candidate(schedule: str, vpp: int = 2, m: int = 8, **kw: object) -> LaunchCandidate:
-    placement = "v" if schedule in ("zbv", "dualpipev") else "loop"
+    placement = "v" if schedule in ("zbvpp", "zbv", "dualpipev") else "loop"
     fields: dict[str, object] = dict(
         schedule=schedule,
         pp=4,
@@ -202,3 +202,12 @@ def test_check_legacy_schedule_reads_the_installed_paddle() -> None:
     assert paddle.__version__ == "3.3.1"  # the test extra
     with pytest.raises(ScheduleUnsupportedError, match="Paddle 3.0.0 is the release"):
         check_legacy_schedule("1F1B")
+
+
+def test_zbvpp_launches_under_paddle_with_the_runtimes_its_greedy_ran_with() -> None:
+    paddle, megatron, torch = launch_settings(candidate("zbvpp", m=4))
+    settings = dict(paddle.settings)
+    assert settings["strategy.pipeline.schedule_mode"] == "ZBVPP"
+    assert settings["strategy.pipeline.program_runtimes"] == (61, 72, 71, 34, 3)
+    assert "3.3.1 cannot" in paddle.note and "_get_max_memory" in paddle.note
+    assert not megatron.runs and not torch.runs

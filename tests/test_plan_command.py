@@ -69,7 +69,7 @@ def test_no_candidate_is_one_a_runtime_would_refuse(runner, src: Path) -> None:
     for c in candidates:
         m, vpp = c["micro_batches"], c["vpp"]
         assert m >= pp
-        if c["schedule"] in ("zbv", "dualpipev"):
+        if c["schedule"] in ("zbvpp", "zbv", "dualpipev"):
             assert vpp == 2 and c["placement"] == "v"
         elif c["schedule"] in ("interleaved", "vpp", "interleaved-zb"):
             assert vpp > 1 and c["placement"] == "loop"
@@ -81,6 +81,8 @@ def test_no_candidate_is_one_a_runtime_would_refuse(runner, src: Path) -> None:
             assert m >= 2 * pp - 1
         if c["schedule"] == "dualpipev":
             assert m >= 2 * pp
+        if c["schedule"] == "zbvpp":
+            assert m == pp
         if c["schedule"] in ("zb1p", "interleaved-zb"):
             assert m % max(1, m // pp) == 0  # torch's rounds divide m
     assert {c["schedule"] for c in candidates} == set(SCHEDULES)

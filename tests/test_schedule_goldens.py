@@ -120,7 +120,9 @@ def test_paddle_schedules_equal_paddles_job_lists_live() -> None:
         assert mine == case["orders"] if "orders" in case else digest(mine) == case["sha256"]
         count[case["schedule"]] += 1
     # 55 (pp, m) pairs on the grid; Eager1F1B refuses m < 2pp - 1 on 13 of them.
-    assert count == {"fthenb": 55, "1f1b": 55, "eager1f1b": 42, "zbh1": 55, "vpp": 4 * 55}
+    assert count == {
+        "fthenb": 55, "1f1b": 55, "eager1f1b": 42, "zbh1": 55, "vpp": 4 * 55, "zbvpp": 4
+    }  # fmt: skip
 
 
 @pytest.mark.paddle
@@ -171,3 +173,47 @@ def test_the_readme_counts_per_schedule_and_reference_are_the_goldens() -> None:
             said[schedule.strip("`"), names[ref]] = int(n)
     counted = Counter((c["schedule"], c["reference"]) for c in goldens()["cases"])
     assert said == dict(counted)
+
+
+@pytest.mark.paddle
+@pytest.mark.parametrize(
+    ("pp", "vpp", "runtimes"),
+    [
+        (3, 2, (1, 1, 1, 0, 0)),
+        (4, 2, (10, 20, 15, 5, 1)),
+        (5, 3, (61, 72, 71, 34, 3)),
+        (4, 4, (3, 5, 2, 7, 2)),
+    ],
+)
+def test_zbvpp_is_paddles_greedy_for_any_runtimes(
+    pp: int, vpp: int, runtimes: tuple[int, ...]
+) -> None:
+    """Paddle's own ZBVPP builder (its missing _get_max_memory supplied as Paddle's
+    default has it) against vppctl's greedy, also at vpp 3 and 4 and other runtimes."""
+    from make_schedule_goldens import supply_zbvpp_memory
+    from paddle.distributed.passes.pipeline_scheduler_pass import (
+        PipelineZeroBubbleVirtualPipelinePass,
+    )
+
+    from vppctl.schedule.zbvpp import Runtimes, zbvpp_orders
+
+    ours = zbvpp_orders(pp, pp, vpp, Runtimes(*runtimes))
+    kinds = {"forward": "F", "backward_b": "I", "backward_w": "W"}
+    for stage in range(pp):
+        p = PipelineZeroBubbleVirtualPipelinePass()
+        for name, value in (
+            ("num_micro_batches", pp),
+            ("pp_stage", stage),
+            ("pp_degree", pp),
+            ("vpp_degree", vpp),
+            ("program_runtimes", list(runtimes)),
+        ):
+            p.set_attr(name, value)
+        supply_zbvpp_memory(p, pp, vpp)
+        paddle = []
+        for job in p._create_job_list():
+            base = job.type().rstrip("0123456789")
+            if base in kinds:
+                chunk = job.type()[len(base) :]
+                paddle.append(f"{kinds[base]}{job.micro_batch_id()}.c{chunk}")
+        assert [op.label for op in ours[stage]] == paddle

@@ -411,7 +411,8 @@ def test_csv_is_one_row_per_stage_in_torch_notation() -> None:
 @pytest.mark.parametrize("schedule", SCHEDULES)
 def test_csv_round_trips_to_the_same_orders(schedule: str) -> None:
     v = 1 if schedule in MERGED else 2
-    result = simulate(4, v, 8, schedule)  # type: ignore[arg-type]
+    m = 4 if schedule == "zbvpp" else 8  # Paddle runs ZBVPP at m == pp only
+    result = simulate(4, v, m, schedule)  # type: ignore[arg-type]
     rows = parse_csv(to_csv(result.orders))
     assert to_ops(rows, result.vpp, result.placement) == result.ops
 
@@ -454,12 +455,16 @@ def test_every_virtual_stage_in_torch_notation_is_the_plans_segment() -> None:
 def test_the_executor_examines_each_action_at_most_twice(schedule: str) -> None:
     for p, m in [(2, 4), (4, 16), (8, 64)]:
         v = 1 if schedule in MERGED else 2
+        m = p if schedule == "zbvpp" else m
         result = simulate(p, v, m, schedule)  # type: ignore[arg-type]
         assert len(result.steps) <= result.work <= 2 * len(result.steps)
 
 
 def test_stage_orders_names_every_schedule() -> None:
-    assert {len(stage_orders(s, 2, 1 if s in MERGED else 2, 4)) for s in SCHEDULES} == {2}
+    assert {
+        len(stage_orders(s, 2, 1 if s in MERGED else 2, 2 if s == "zbvpp" else 4))
+        for s in SCHEDULES
+    } == {2}
 
 
 # ---------------------------------------------------------------------------
@@ -527,3 +532,12 @@ def test_paddles_vpp_order_with_a_short_last_group_can_deadlock_and_is_refused()
         simulate(4, 3, 5, "vpp")
     assert "pass --micro-batches a multiple of pp 4" in str(e.value)
     assert simulate(4, 2, 6, "vpp").micro_batches == 6  # a short last group that runs
+
+
+def test_zbvpp_runs_one_micro_batch_per_stage_in_v_placement_only() -> None:
+    result = simulate(4, 2, 4, "zbvpp")
+    assert result.placement == "v" and {s.kind for s in result.steps} == {"F", "I", "W"}
+    with pytest.raises(UsageError, match="zbvpp \\(Paddle's ZBVPP\\) runs exactly pp = 4"):
+        simulate(4, 2, 8, "zbvpp")
+    with pytest.raises(UsageError, match="at most 64 stages"):
+        simulate(65, 2, 65, "zbvpp")

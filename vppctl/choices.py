@@ -26,6 +26,7 @@ Schedule = Literal[
     "eager1f1b",
     "vpp",
     "zbh1",
+    "zbvpp",
     "interleaved",
     "zb1p",
     "interleaved-zb",

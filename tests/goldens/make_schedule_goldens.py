@@ -32,7 +32,10 @@ What each reference is asked, and how:
   ``pp - rank - 1`` warm-up forwards.
 * Paddle 3.3.1: each pipeline pass's own job-list builder, called directly with the
   pass attributes set (``_create_job_list``; VPP's PIR ``_pir_create_job_list``, the
-  one 3.3.1 runs; ZBH1 and Eager1F1B have one builder for both IRs). Job types map to
+  one 3.3.1 runs; ZBH1 and Eager1F1B have one builder for both IRs). ZBVPP's builder
+  also reads memory figures Paddle measures on the device and calls a
+  ``_get_max_memory`` 3.3.1 does not define: both are supplied as Paddle's default
+  (``memory_limit_times`` -1) has them, no limit (see ``supply_zbvpp_memory``). Job types map to
   actions: ``forward`` F, ``backward`` B, ``backward_b`` I, ``backward_w`` W (a
   trailing digit is the chunk); communication and optimizer jobs are not compute.
 
@@ -293,6 +296,7 @@ def paddle_cases() -> Iterator[dict[str, Any]]:
                 yield case(schedule, "paddle", pp, 1, m, None, paddle_orders(mode, pp, 1, m))
             for vpp in VPPS:
                 yield case("vpp", "paddle", pp, vpp, m, None, paddle_orders("VPP", pp, vpp, m))
+        yield case("zbvpp", "paddle", pp, 2, pp, None, paddle_orders("ZBVPP", pp, 2, pp))
 
 
 def paddle_orders(mode: str, pp: int, vpp: int, m: int) -> Orders:
@@ -307,6 +311,7 @@ def paddle_stage(mode: str, pp: int, vpp: int, m: int, stage: int) -> list[str]:
         PipelineFThenBPass,
         PipelineVirtualPipelinePass,
         PipelineZeroBubblePipelinePass,
+        PipelineZeroBubbleVirtualPipelinePass,
     )
 
     cls = {
@@ -315,8 +320,11 @@ def paddle_stage(mode: str, pp: int, vpp: int, m: int, stage: int) -> list[str]:
         "Eager1F1B": PipelineEager1F1BPass,
         "ZBH1": PipelineZeroBubblePipelinePass,
         "VPP": PipelineVirtualPipelinePass,
+        "ZBVPP": PipelineZeroBubbleVirtualPipelinePass,
     }[mode]
     p = cls()
+    if mode == "ZBVPP":
+        supply_zbvpp_memory(p, pp, vpp)
     for name, value in (
         ("num_micro_batches", m),
         ("pp_stage", stage),
@@ -339,8 +347,22 @@ def paddle_stage(mode: str, pp: int, vpp: int, m: int, stage: int) -> list[str]:
         if base not in kinds:
             continue  # recv_forward, send_backward, optimizer
         chunk = int(name[len(base) :] or 0)
-        out.append(f"{chunk * pp + stage}{kinds[base]}{job.micro_batch_id()}")
+        # ZBVPP's odd chunks run back up the pipeline: the V placement's virtual stages.
+        down = mode != "ZBVPP" or chunk % 2 == 0
+        virtual = chunk * pp + (stage if down else pp - 1 - stage)
+        out.append(f"{virtual}{kinds[base]}{job.micro_batch_id()}")
     return out
+
+
+def supply_zbvpp_memory(p: Any, pp: int, vpp: int) -> None:
+    """What ZBVPP's builder reads besides its attributes, as Paddle has it by default
+    (``memory_limit_times`` -1): no memory limit (3.3.1 calls a ``_get_max_memory`` it
+    does not define; 3.0.0's returns infinity then) and no memory use per job."""
+    zero = {f"{t}{c}": 0 for t in ("forward", "backward_b", "backward_w") for c in range(vpp)}
+    p.program_mem_usages = [dict(zero) for _ in range(pp)]
+    p.program_max_mem_usages = [dict(zero) for _ in range(pp)]
+    p.base_memory = [0] * pp
+    p._get_max_memory = lambda: None  # None: VScheduleCreator's "no limit"
 
 
 def paddle_version() -> str:

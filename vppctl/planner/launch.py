@@ -36,8 +36,13 @@ from vppctl.schedule.runtimes import (
     PADDLE_MODES,
     TORCH_CLASSES,
 )
+from vppctl.schedule.zbvpp import PADDLE_RUNTIMES
 
 Runtime = Literal["paddle", "megatron", "torch"]
+# program_runtimes as Paddle's Strategy holds them (the greedy zbvpp simulated).
+ZBVPP_RUNTIMES = tuple(PADDLE_RUNTIMES.as_list())
+# A setting's value: a flag, a count, a name, or a list of numbers.
+Value = str | int | bool | tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -62,7 +67,7 @@ class Settings:
 
     runtime: Runtime
     runs: bool
-    settings: tuple[tuple[str, str | int | bool], ...]
+    settings: tuple[tuple[str, Value], ...]
     note: str
 
 
@@ -93,7 +98,7 @@ def paddle_mode(c: LaunchCandidate) -> str | None:
 
 def paddle_settings(c: LaunchCandidate) -> Settings:
     mode = paddle_mode(c)
-    if mode is None:
+    if mode is None or (c.placement == "v") != (mode == "ZBVPP"):
         nearest = "VPP" if c.vpp > 1 and c.placement == "loop" else "ZBH1 or 1F1B"
         why = (
             f"Paddle has no {c.schedule} schedule (its nearest schedule_mode is {nearest})"
@@ -103,7 +108,7 @@ def paddle_settings(c: LaunchCandidate) -> Settings:
         )
         return Settings("paddle", False, (), why)
     prefix = "strategy.pipeline."
-    settings: tuple[tuple[str, str | int | bool], ...] = (
+    settings: tuple[tuple[str, Value], ...] = (
         (prefix + "enable", True),
         (prefix + "schedule_mode", mode),
         (prefix + "pp_degree", c.pp),
@@ -112,12 +117,19 @@ def paddle_settings(c: LaunchCandidate) -> Settings:
         (prefix + "accumulate_steps", c.micro_batches),
         (prefix + "micro_batch_size", c.micro_batch_size),
     )
+    if mode == "ZBVPP":  # the greedy's runtime model: vppctl simulated Paddle's default
+        settings += ((prefix + "program_runtimes", ZBVPP_RUNTIMES),)
     note = (
         f"vppctl writes legacy programs: Paddle {PADDLE_LEGACY_VPP} schedules them, 3.1.0 to "
         "3.3.1 schedule PIR programs only"
     )
     if c.schedule != "vpp" and mode == "VPP":
         note = "the same order as Megatron's interleaved 1F1B here; " + note
+    if mode == "ZBVPP":
+        note = (
+            f"Paddle {PADDLE_LEGACY_VPP} builds this job list, 3.3.1 cannot: its ZBVPP pass "
+            "calls an undefined _get_max_memory; keep memory_limit_times at -1"
+        )
     return Settings("paddle", True, settings, note)
 
 
@@ -156,7 +168,7 @@ def megatron_settings(c: LaunchCandidate) -> Settings:
             (),
             f"Megatron-Core has no {c.schedule} schedule (its nearest is {nearest})",
         )
-    flags: list[tuple[str, str | int | bool]] = [("--pipeline-model-parallel-size", c.pp)]
+    flags: list[tuple[str, Value]] = [("--pipeline-model-parallel-size", c.pp)]
     uniform = len(set(c.layers_per_segment)) == 1
     if uniform and c.vpp > 1:
         flags.append(("--num-layers-per-virtual-pipeline-stage", c.layers_per_segment[0]))
@@ -214,7 +226,7 @@ def torch_settings(c: LaunchCandidate) -> Settings:
         stages = "2 PipelineStages per rank (rank r: stages r and 2*pp-1-r, V)"
     else:
         stages = f"{c.vpp} PipelineStages per rank (rank r: stages r + k*pp, k < {c.vpp})"
-    settings: tuple[tuple[str, str | int | bool], ...] = (
+    settings: tuple[tuple[str, Value], ...] = (
         ("class", f"torch.distributed.pipelining.{name}"),
         ("n_microbatches", c.micro_batches),
         ("stages", stages),

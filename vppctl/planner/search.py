@@ -13,7 +13,7 @@ Candidates, and what a runtime would refuse (left out, never shown):
 * vpp >= 2, loop placement: `interleaved` with Megatron's default group size pp
   (m must be one it accepts), `vpp` (Paddle's; not where its job list deadlocks),
   `interleaved-zb` with torch's own group size;
-* vpp 2, V placement: `zbv`, `dualpipev` (m >= 2pp);
+* vpp 2, V placement: `zbvpp` (m == pp), `zbv`, `dualpipev` (m >= 2pp);
 * every micro-batch count asked for, except m < pp;
 * splits `uniform` (where the layers divide), `keep` (where every stage keeps at
   least vpp layers) and `balanced` (stage-balanced, `--cost` measure); a split equal
@@ -329,6 +329,8 @@ def _refusal(schedule: Schedule, pp: int, vpp: int, m: int, why: str) -> str:
         return f"eager1f1b at m {m} < 2pp - 1"
     if schedule == "dualpipev":
         return f"dualpipev at m {m} < 2pp"
+    if schedule == "zbvpp":
+        return f"zbvpp at m {m}: Paddle runs it at m == pp only"
     if "deadlocks" in why:
         return f"vpp at m {m}: Paddle's job list deadlocks (short last group)"
     if "rounds" in why:
@@ -374,7 +376,7 @@ def _candidate(
 
 
 _NONE_ASKED = (
-    "no schedule runs the vpp and placements asked for (zbv, dualpipev: V with vpp 2; "
+    "no schedule runs the vpp and placements asked for (zbvpp, zbv, dualpipev: V with vpp 2; "
     "interleaved, vpp, interleaved-zb: loop with vpp > 1; fthenb, 1f1b, eager1f1b, zbh1, "
     "zb1p: vpp 1)"
 )

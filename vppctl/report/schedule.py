@@ -465,7 +465,8 @@ def settings_text(s: Settings) -> str:
         return f"cannot: {s.note}"
     if s.runtime == "paddle":
         fields = ", ".join(
-            f"{key.removeprefix('strategy.pipeline.')}={value!r}" for key, value in s.settings
+            f"{key.removeprefix('strategy.pipeline.')}={_python(value)}"
+            for key, value in s.settings
         )
         return f"strategy.pipeline: {fields}"
     if s.runtime == "megatron":
@@ -474,6 +475,11 @@ def settings_text(s: Settings) -> str:
     return (
         f"{values['class']}(stages, n_microbatches={values['n_microbatches']}); {values['stages']}"
     )
+
+
+def _python(value: object) -> str:
+    """A setting as Python writes it (a list for a tuple of numbers)."""
+    return repr(list(value)) if isinstance(value, tuple) else repr(value)
 
 
 def shell_pair(flag: str, value: object) -> str:
@@ -514,7 +520,8 @@ def render_plan(console: Console, o: PlanOutcome, top: int) -> None:
 
 
 def settings_json(s: Settings) -> dict[str, Any]:
-    return {"runs": s.runs, "settings": dict(s.settings), "note": s.note}
+    settings = {k: list(v) if isinstance(v, tuple) else v for k, v in s.settings}
+    return {"runs": s.runs, "settings": settings, "note": s.note}
 
 
 def candidate_json(

@@ -35,6 +35,8 @@ The schedules, by the runtime whose order each one is (the names are Paddle's
   the ZB-H1 of the zero-bubble paper, Qi et al., 2023): every backward split, stage
   ``s`` deferring its first ``s`` weight passes by ``s`` slots (first in, first out).
 * ``interleaved-zb``: the same torch class with several chunks per stage.
+* ``zbvpp``: Paddle's ``ZBVPP``, a greedy on Paddle's runtime model, two chunks in V
+  placement, ``m == pp`` only (:mod:`vppctl.schedule.zbvpp`).
 * ``zbv`` and ``dualpipev``: torch's V-shaped schedules (:mod:`vppctl.schedule.vshape`).
 """
 
@@ -60,6 +62,7 @@ from vppctl.schedule.interleaving import interleaved_warmup as interleaved_warmu
 from vppctl.schedule.interleaving import legal_group_sizes as legal_group_sizes
 from vppctl.schedule.interleaving import schedule_table as schedule_table
 from vppctl.schedule.vshape import dualpipev, zbv
+from vppctl.schedule.zbvpp import zbvpp_orders
 
 SCHEDULE_NAMES: dict[str, str] = {  # the name people read, in tables and pictures
     "fthenb": "F-then-B",
@@ -67,6 +70,7 @@ SCHEDULE_NAMES: dict[str, str] = {  # the name people read, in tables and pictur
     "eager1f1b": "eager 1F1B",
     "vpp": "Paddle VPP",
     "zbh1": "Paddle ZB-H1",
+    "zbvpp": "Paddle ZB-VPP",
     "interleaved": "interleaved 1F1B",
     "zb1p": "ZB1P",
     "interleaved-zb": "interleaved ZB",
@@ -76,9 +80,9 @@ SCHEDULE_NAMES: dict[str, str] = {  # the name people read, in tables and pictur
 # Schedules that run each stage's chunks as one (their orders use chunk 0 only).
 MERGED: frozenset[str] = frozenset({"fthenb", "1f1b", "eager1f1b", "zbh1", "zb1p"})
 # Schedules of two chunks per stage in V placement.
-V_SHAPED: frozenset[str] = frozenset({"zbv", "dualpipev"})
+V_SHAPED: frozenset[str] = frozenset({"zbvpp", "zbv", "dualpipev"})
 # Schedules whose backward is split into I and W (all or some of it).
-SPLIT: frozenset[str] = frozenset({"zbh1", "zb1p", "interleaved-zb", "zbv", "dualpipev"})
+SPLIT: frozenset[str] = frozenset({"zbh1", "zbvpp", "zb1p", "interleaved-zb", "zbv", "dualpipev"})
 # Schedules that take a micro-batch group size (--group-size).
 GROUPED: frozenset[str] = frozenset({"interleaved", "interleaved-zb"})
 
@@ -214,6 +218,8 @@ def stage_orders(
         return zbv(pp, micro_batches)
     if schedule == "dualpipev":
         return dualpipev(pp, micro_batches)
+    if schedule == "zbvpp":
+        return zbvpp_orders(pp, micro_batches)
     if schedule == "vpp":
         return paddle_vpp(pp, vpp, micro_batches)
     n = check_group(schedule, pp, vpp, micro_batches, group_size)

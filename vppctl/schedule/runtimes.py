@@ -20,6 +20,7 @@ PADDLE_MODES: dict[Schedule, str] = {
     "eager1f1b": "Eager1F1B",
     "vpp": "VPP",
     "zbh1": "ZBH1",
+    "zbvpp": "ZBVPP",
 }
 # torch.distributed.pipelining's class of each schedule that is torch's order.
 TORCH_CLASSES: dict[Schedule, str] = {
