@@ -62,8 +62,8 @@ def _memory(micro_batch_size: int | None, seq_len: int | None, memory_limit: int
 @click.option(
     "--schedule",
     type=click.Choice(SCHEDULES, case_sensitive=False),
-    help="One schedule: Paddle's schedule_mode names (FThenB, 1F1B, Eager1F1B, VPP, ZBH1; "
-    "any case), then Megatron's interleaved and torch's zb1p, interleaved-zb, zbv, "
+    help="One schedule: Paddle's schedule_mode names (FThenB, 1F1B, Eager1F1B, VPP, ZBH1, "
+    "ZBVPP; any case), then Megatron's interleaved and torch's zb1p, interleaved-zb, zbv, "
     "dualpipev. Default: 1F1B and the plan's interleaving schedule (interleaved 1F1B, or "
     "ZB-V for a V plan with vpp 2) side by side.",
 )
