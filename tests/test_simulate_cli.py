@@ -19,7 +19,7 @@ import pytest
 
 from vppctl.cli import cli
 from vppctl.sample import SampleOptions, build_sample
-from vppctl.schedule.orders import SCHEDULES
+from vppctl.schedule.orders import MERGED, SCHEDULES, V_SHAPED
 from vppctl.schedule.simulation import simulate
 from vppctl.schedule.torchcsv import parse_csv, to_ops
 
@@ -222,10 +222,11 @@ def test_uniform_impossible_falls_back_to_balanced_with_a_warning(runner, tmp_pa
 
 @pytest.mark.parametrize("schedule", SCHEDULES)
 def test_every_schedule_runs_from_the_command_line(runner, schedule: str) -> None:
-    extra = ["--placement", "v"] if schedule == "zbv" else []
-    vpp = "2" if schedule in ("interleaved", "zbv") else "1"
+    extra = ["--placement", "v"] if schedule in V_SHAPED else []
+    vpp = "1" if schedule in MERGED else "2"
+    m = "4" if schedule == "zbvpp" else "8"  # Paddle runs ZBVPP at m == pp only
     data = run_json(
-        runner, ["simulate", "--pp", "4", "--vpp", vpp, "-m", "8", "--schedule", schedule, *extra]
+        runner, ["simulate", "--pp", "4", "--vpp", vpp, "-m", m, "--schedule", schedule, *extra]
     )
     (result,) = data["results"]
     assert result["schedule"] == schedule
@@ -268,10 +269,10 @@ def test_group_size_is_checked_and_recorded(runner) -> None:
 def test_unit_costs_reproduce_the_published_makespans(runner) -> None:
     base = ["simulate", "--pp", "4", "--vpp", "1", "-m", "8", "--costs", "1,1,1"]
     one_f_one_b = run_json(runner, [*base, "--schedule", "1f1b"])["results"][0]
-    zbh1 = run_json(runner, [*base, "--schedule", "zbh1"])["results"][0]
-    assert one_f_one_b["makespan"] == 33 and zbh1["makespan"] == 27
+    zb1p = run_json(runner, [*base, "--schedule", "zb1p"])["results"][0]
+    assert one_f_one_b["makespan"] == 33 and zb1p["makespan"] == 27
     assert [s["idle"] for s in one_f_one_b["per_stage"]] == [9] * 4
-    assert [s["idle"] for s in zbh1["per_stage"]] == [3] * 4
+    assert [s["idle"] for s in zb1p["per_stage"]] == [3] * 4
     bad = runner.invoke(cli, [*base, "--costs", "1,x,1"])
     assert bad.exit_code == 2 and "--costs takes three" in bad.stderr
 
@@ -404,3 +405,14 @@ def test_the_cli_offers_every_schedule_without_importing_the_simulator() -> None
     code = "import sys, vppctl.cli; print('vppctl.schedule.simulation' in sys.modules)"
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert run.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize(
+    ("given", "canonical"), [("VPP", "vpp"), ("ZBH1", "zbh1"), ("FThenB", "fthenb")]
+)
+def test_schedule_takes_paddles_schedule_mode_names_in_any_case(
+    runner, given: str, canonical: str
+) -> None:
+    vpp = "2" if canonical == "vpp" else "1"
+    data = run_json(runner, ["simulate", "--pp", "4", "--vpp", vpp, "-m", "8", "--schedule", given])
+    assert data["results"][0]["schedule"] == canonical

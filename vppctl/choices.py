@@ -18,8 +18,21 @@ Split = Literal["uniform", "keep", "balanced", "explicit"]
 CostKind = Literal["params", "ops", "flops"]
 # How a program was converted: auto (plain PP, layers move), manual (already interleaved).
 Mode = Literal["auto", "manual"]
-# The pipeline schedules vppctl simulates (vppctl.schedule.orders).
-Schedule = Literal["fthenb", "1f1b", "eager1f1b", "interleaved", "zbh1", "zbv"]
+# The pipeline schedules vppctl simulates (vppctl.schedule.orders): Paddle's schedule_mode
+# names in lower case first, then torch's and Megatron-Core's where Paddle has none.
+Schedule = Literal[
+    "fthenb",
+    "1f1b",
+    "eager1f1b",
+    "vpp",
+    "zbh1",
+    "zbvpp",
+    "interleaved",
+    "zb1p",
+    "interleaved-zb",
+    "zbv",
+    "dualpipev",
+]
 # The sample generator's layer layout and optimizer (vppctl.sample).
 Layout = Literal["blocked", "interleaved"]
 Optimizer = Literal["adamw", "sgd", "none"]

@@ -283,6 +283,30 @@ class SimulatedPlan:
     segment_costs: tuple[int, ...]  # each segment's forward FLOPs (or ops)
     costs: tuple[Fraction, Fraction, Fraction]  # F,B,W per unit of a segment's cost
 
+    @property
+    def description(self) -> str:
+        """`pp 8 x vpp 2, loop placement, split balanced (layers 4,8,9,...)`: the plan
+        line of the table and the caption of the pictures."""
+        p = self.plan
+        source = "as converted" if self.recorded else f"split {self.split}"
+        counts = counts_text([len(s.layers) for s in p.segments])
+        return f"pp {p.pp} x vpp {p.vpp}, {p.placement} placement, {source} (layers {counts})"
+
+
+def counts_text(counts: Sequence[int]) -> str:
+    """Layer counts per segment: `7,7,9,9`; beyond 32 segments runs as `7 (x6)`."""
+    if len(counts) <= 32:
+        return ",".join(map(str, counts))
+    parts: list[str] = []
+    i = 0
+    while i < len(counts):
+        j = i
+        while j < len(counts) and counts[j] == counts[i]:
+            j += 1
+        parts.append(f"{counts[i]} (x{j - i})" if j - i > 1 else str(counts[i]))
+        i = j
+    return ", ".join(parts)
+
 
 @dataclass(frozen=True)
 class SimulateOutcome:
@@ -314,9 +338,11 @@ def simulate_run(
     svg: PathLike | None = None,
     trace: PathLike | None = None,
     csv: PathLike | None = None,
+    svg_width: int | None = None,
     progress: Observer | None = None,
 ) -> SimulateOutcome:
-    """Simulate one training step and write the pictures.
+    """Simulate one training step and write the pictures (the SVG at most `svg_width`
+    px wide, default a page's width, captioned with the plan simulated).
 
     With `prog`, the plan is the one `convert` makes with the same options (a converted
     program: its recorded plan, so `vpp` is not needed), costs are its segments'
@@ -324,22 +350,28 @@ def simulate_run(
     `vpp` are required and every chunk costs `costs` (F,B,W; default 1,1,1). `schedule`
     None compares 1F1B with the plan's interleaving schedule."""
     from vppctl.planner import MemoryOptions, PlanRequest
+    from vppctl.schedule import GROUPED, parse_unit_costs
     from vppctl.schedule import check_size as check_simulation_size
-    from vppctl.schedule import parse_unit_costs
 
     outputs = _picture_outputs(prog, {"--svg": svg, "--trace": trace, "--csv": csv})
     ratios = parse_unit_costs(costs) if isinstance(costs, str) else costs or _UNIT_COSTS
-    if schedule is not None and group_size is not None and schedule != "interleaved":
+    if schedule is not None and group_size is not None and schedule not in GROUPED:
         raise UsageError(
-            f"--group-size is Megatron's interleaved schedule's; --schedule {schedule} takes "
-            "none: drop --group-size"
+            f"--group-size is the interleaved schedules' (interleaved, interleaved-zb); "
+            f"--schedule {schedule} takes none: drop --group-size"
         )
     run = _StepOptions(micro_batches, schedule, group_size, ratios, p2p_cost)
     if prog is not None:
         request = PlanRequest(vpp, pp, placement, split, tuple(layers_per_chunk), cost, seg_method)
         with observing(progress):
             outcome = _simulate_program(prog, request, run, memory or MemoryOptions())
-        written = tuple(_pictures(outcome.results, outputs))
+        assert outcome.plan is not None  # a program's simulation always has its plan
+        drawing = _Drawing(
+            svg_width,
+            f"{prog}, plan {outcome.plan.description}",
+            "time (1 = the mean stage's forward of one micro-batch)",
+        )
+        written = tuple(_pictures(outcome.results, outputs, drawing))
         return replace(outcome, written=written)
     program_only = {
         "--split": split,
@@ -363,8 +395,23 @@ def simulate_run(
     n = pp * vpp
     unit = None if costs is None else ([f] * n, [b] * n, [w] * n)
     runs = _runs(pp, vpp, placement, unit, run)
-    written = tuple(_pictures(runs, outputs))
+    drawing = _Drawing(
+        svg_width,
+        f"plan pp {pp} x vpp {vpp}, {runs[-1].placement} placement, every chunk F,B,W = "
+        + ",".join(str(x) for x in ratios),
+        "time (1 = the unit of --costs)",
+    )
+    written = tuple(_pictures(runs, outputs, drawing))
     return SimulateOutcome(runs, None, written, warnings=_run_warnings(runs))
+
+
+@dataclass(frozen=True)
+class _Drawing:
+    """How the SVG is drawn: its width bound (None: a page), caption and time unit."""
+
+    width: int | None
+    caption: str
+    unit: str
 
 
 _UNIT_COSTS = (Fraction(1), Fraction(1), Fraction(1))
@@ -463,12 +510,19 @@ def _picture_outputs(prog: PathLike | None, specs: dict[str, PathLike | None]) -
     return outputs
 
 
-def _pictures(runs: tuple[SimResult, ...], outputs: dict[str, Output]) -> list[tuple[str, int]]:
+def _pictures(
+    runs: tuple[SimResult, ...], outputs: dict[str, Output], drawing: _Drawing
+) -> list[tuple[str, int]]:
     """Every schedule simulated as SVG and Chrome trace; the last as torch's schedule CSV."""
-    from vppctl.schedule import to_chrome_trace, to_csv, to_svg
+    from vppctl.schedule import DEFAULT_WIDTH, to_chrome_trace, to_csv, to_svg
 
     draw = {
-        "--svg": lambda: to_svg(runs),
+        "--svg": lambda: to_svg(
+            runs,
+            width=drawing.width or DEFAULT_WIDTH,
+            caption=drawing.caption,
+            unit=drawing.unit,
+        ),
         "--trace": lambda: json.dumps(to_chrome_trace(runs)),
         "--csv": lambda: to_csv(runs[-1].orders),
     }

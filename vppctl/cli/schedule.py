@@ -86,14 +86,17 @@ def _memory(micro_batch_size: int | None, seq_len: int | None, memory_limit: int
 @click.option(
     "--schedule",
     type=choice(SCHEDULES),
-    help="One schedule; default: 1F1B and the plan's interleaving schedule (interleaved "
-    "1F1B, or ZB-V for a V plan with vpp 2) side by side.",
+    help="One schedule: Paddle's schedule_mode names (FThenB, 1F1B, Eager1F1B, VPP, ZBH1, "
+    "ZBVPP; any case), then Megatron's interleaved and torch's zb1p, interleaved-zb, zbv, "
+    "dualpipev. Default: 1F1B and the plan's interleaving schedule (interleaved 1F1B, or "
+    "ZB-V for a V plan with vpp 2) side by side.",
 )
 @click.option(
     "--group-size",
     type=click.IntRange(1, 1 << 16),
     metavar="N",
-    help="Megatron's micro-batch group size of the interleaved schedule (default pp).",
+    help="Micro-batch group size: Megatron's of interleaved (default pp), torch's "
+    "microbatches_per_round of interleaved-zb (default m // max(1, m // pp)).",
 )
 @click.option(
     "--costs",
@@ -107,6 +110,14 @@ def _memory(micro_batch_size: int | None, seq_len: int | None, memory_limit: int
 @json_option
 @click.option(
     "--svg", type=PATH, metavar="OUT", help="Draw every schedule simulated as SVG (- for stdout)."
+)
+@click.option(
+    "--width",
+    "svg_width",
+    type=click.IntRange(640, 100_000),
+    metavar="PX",
+    help="Widest the SVG may be, in pixels (default 1800, a page): boxes too narrow for "
+    "their label are drawn without one, each keeps its hover title.",
 )
 @click.option(
     "--trace",
@@ -141,6 +152,7 @@ def simulate(
     memory_limit: int | None,
     as_json: bool,
     svg: str | None,
+    svg_width: int | None,
     trace: str | None,
     csv_path: str | None,
     quiet: bool,
@@ -181,6 +193,7 @@ def simulate(
         p2p_cost=p2p_cost,
         memory=_memory(micro_batch_size, seq_len, memory_limit),
         svg=svg,
+        svg_width=svg_width,
         trace=trace,
         csv=csv_path,
         progress=observer(quiet, json_on_stderr=as_json and to_stderr),

@@ -2,7 +2,8 @@
 
 Which plan a program is simulated with and what each of its segments costs
 (`costs`), how many bytes each stage holds (`memory`), and `plan`'s search over
-conversions and schedules (`search`). It sits above the conversion engine (it
+conversions and schedules (`search`), and how to launch a candidate under Paddle,
+Megatron-Core and torch (`launch`). It sits above the conversion engine (it
 plans programs as `convert` does) and the pure simulator (`vppctl.schedule`).
 Names load on first use: `convert` reads the memory figures without loading the
 search and the simulator.
@@ -29,19 +30,25 @@ _NAMES = {
     "parse_size": "memory",
     "stage_memory": "memory",
     "worst_stage": "memory",
+    "LaunchCandidate": "launch",
+    "Settings": "launch",
+    "launch_settings": "launch",
+    "megatron_layout": "launch",
     "Candidate": "search",
+    "Conversion": "search",
     "NoPlanFits": "search",
     "PlanResult": "search",
     "PlanSearch": "search",
     "convert_command": "search",
-    "megatron_layout": "search",
     "search_plans": "search",
     "shell": "search",
 }
 __all__ = [
     "Candidate",
     "ChunkMemory",
+    "Conversion",
     "CostModel",
+    "LaunchCandidate",
     "Measure",
     "MemoryModel",
     "MemoryOptions",
@@ -51,9 +58,11 @@ __all__ = [
     "PlanSearch",
     "ResolvedPlan",
     "SegmentMemory",
+    "Settings",
     "StageMemory",
     "convert_command",
     "iec",
+    "launch_settings",
     "megatron_layout",
     "parse_size",
     "resolve_plan",
@@ -66,6 +75,12 @@ __getattr__, __dir__ = face(__name__, _NAMES, globals())
 
 if TYPE_CHECKING:
     from vppctl.planner.costs import CostModel, Measure, PlanRequest, ResolvedPlan, resolve_plan
+    from vppctl.planner.launch import (
+        LaunchCandidate,
+        Settings,
+        launch_settings,
+        megatron_layout,
+    )
     from vppctl.planner.memory import (
         ChunkMemory,
         MemoryModel,
@@ -79,11 +94,11 @@ if TYPE_CHECKING:
     )
     from vppctl.planner.search import (
         Candidate,
+        Conversion,
         NoPlanFits,
         PlanResult,
         PlanSearch,
         convert_command,
-        megatron_layout,
         search_plans,
         shell,
     )

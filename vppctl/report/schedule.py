@@ -34,36 +34,18 @@ from vppctl.schedule import (
 )
 
 if TYPE_CHECKING:  # the planner loads with `vppctl plan` only
-    from vppctl.planner import Candidate
+    from vppctl.planner import Candidate, Conversion, Settings
 
 # -- simulate: names and the plan line
-
-
-def counts_text(counts: Sequence[int]) -> str:
-    """Layer counts per segment: `7,7,9,9`; beyond 32 segments runs as `7 (x6)`."""
-    if len(counts) <= 32:
-        return ",".join(map(str, counts))
-    parts: list[str] = []
-    i = 0
-    while i < len(counts):
-        j = i
-        while j < len(counts) and counts[j] == counts[i]:
-            j += 1
-        parts.append(f"{counts[i]} (x{j - i})" if j - i > 1 else str(counts[i]))
-        i = j
-    return ", ".join(parts)
 
 
 def plan_lines(simulated: SimulatedPlan) -> list[str]:
     """`plan: pp 8 x vpp 2, loop placement, split balanced (layers 4,8,9,...)` and the
     costs line."""
-    p = simulated.plan
-    source = "as converted" if simulated.recorded else f"split {simulated.split}"
-    counts = counts_text([len(s.layers) for s in p.segments])
     measure = "forward FLOPs" if simulated.measure == "flops" else "forward op count"
     f, b, w = (number(x) for x in simulated.costs)
     return [
-        f"plan: pp {p.pp} x vpp {p.vpp}, {p.placement} placement, {source} (layers {counts})",
+        f"plan: {simulated.description}",
         f"costs: F,B,W = {f},{b},{w} x each segment's {measure}",
     ]
 
@@ -454,7 +436,9 @@ def plan_heading(o: PlanOutcome) -> list[str]:
     ]
 
 
-def plan_table(candidates: Sequence[Candidate], best: Candidate) -> Table:
+def plan_table(conversions: Sequence[Conversion], best: Candidate) -> Table:
+    """One row per conversion, at its best schedule and micro-batch count (the schedules
+    and counts it was simulated under are listed with its command)."""
     table = compact_table()
     for name, justify in (
         ("#", "right"),
@@ -470,7 +454,8 @@ def plan_table(candidates: Sequence[Candidate], best: Candidate) -> Table:
         ("Stg", "right"),
     ):
         table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
-    for i, c in enumerate(candidates, start=1):
+    for i, conversion in enumerate(conversions, start=1):
+        c = conversion.best
         worst = c.worst
         cells = (
             str(i),
@@ -489,12 +474,20 @@ def plan_table(candidates: Sequence[Candidate], best: Candidate) -> Table:
     return table
 
 
+def simulated_line(conversion: Conversion) -> str:
+    """`simulated: fthenb, 1f1b, zbh1 at m 8, 16`: what a conversion was tried under."""
+    schedules = ", ".join(conversion.schedules)
+    counts = ", ".join(map(str, conversion.micro_batches))
+    return f"simulated: {schedules} at m {counts}"
+
+
 def plan_notes(o: PlanOutcome, shown: int) -> list[str]:
     r = o.result
     notes = [
+        "each row: one conversion, at its best schedule and m",
         "time: one micro-batch's share of the step (makespan / m) relative to #1; "
         "bubble: idle share of the step; peak: the worst stage's bytes",
-        f"{len(r.candidates)} candidates, {shown} shown",
+        f"{len(r.conversions)} conversions ({len(r.candidates)} candidates), {shown} shown",
     ]
     if r.over_limit:
         notes.append(f"{r.over_limit} over --memory-limit left out")
@@ -506,21 +499,79 @@ def plan_notes(o: PlanOutcome, shown: int) -> list[str]:
     return notes
 
 
+# How many of the best conversions `plan` shows the launch settings of.
+LAUNCHES_SHOWN = 3
+RUNTIME_NAMES = {"paddle": "Paddle", "megatron": "Megatron-Core", "torch": "torch"}
+
+
+def settings_text(s: Settings) -> str:
+    """One runtime's settings on one line, as they are written in its own language."""
+    if not s.runs:
+        return f"cannot: {s.note}"
+    if s.runtime == "paddle":
+        fields = ", ".join(
+            f"{key.removeprefix('strategy.pipeline.')}={_python(value)}"
+            for key, value in s.settings
+        )
+        return f"strategy.pipeline: {fields}"
+    if s.runtime == "megatron":
+        return " ".join(shell_pair(flag, value) for flag, value in s.settings)
+    values = dict(s.settings)
+    return (
+        f"{values['class']}(stages, n_microbatches={values['n_microbatches']}); {values['stages']}"
+    )
+
+
+def _python(value: object) -> str:
+    """A setting as Python writes it (a list for a tuple of numbers)."""
+    return repr(list(value)) if isinstance(value, tuple) else repr(value)
+
+
+def shell_pair(flag: str, value: object) -> str:
+    from vppctl.planner import shell
+
+    return shell([flag, str(value)])
+
+
+def launch_lines(o: PlanOutcome, conversions: Sequence[Conversion]) -> list[str]:
+    """For the best conversions: how to run each one's best candidate in every runtime."""
+    lines = []
+    size = o.search.memory.micro_batch_size
+    for i, conversion in enumerate(conversions[:LAUNCHES_SHOWN], start=1):
+        c = conversion.best
+        lines.append(f"to launch #{i} ({c.schedule}, m {c.micro_batches}):")
+        for s in c.launch(o.result.layer_class, size):
+            lines.append(f"  {RUNTIME_NAMES[s.runtime]}: {settings_text(s)}")
+            if s.runs and s.note:
+                lines.append(f"    ({s.note})")
+    return lines
+
+
 def render_plan(console: Console, o: PlanOutcome, top: int) -> None:
     from vppctl.planner import shell
 
-    candidates = o.result.candidates[:top]
+    conversions = o.result.conversions[:top]
     for line in plan_heading(o):
         console.print(printed(line))
-    console.print(plan_table(candidates, o.result.candidates[0]))
+    console.print(plan_table(conversions, o.result.candidates[0]))
     console.print(printed("to convert:"))
-    for i, c in enumerate(candidates, start=1):
-        console.print(printed(f"{i:>2}  {shell(c.command)}"), soft_wrap=True)
-    for line in plan_notes(o, len(candidates)):
+    for i, conversion in enumerate(conversions, start=1):
+        console.print(printed(f"{i:>2}  {shell(conversion.command)}"), soft_wrap=True)
+        console.print(printed(f"    {simulated_line(conversion)}"), soft_wrap=True)
+    for line in launch_lines(o, conversions):
+        console.print(printed(line), soft_wrap=True)
+    for line in plan_notes(o, len(conversions)):
         console.print(printed(line))
 
 
-def candidate_json(c: Candidate, best: Candidate) -> dict[str, Any]:
+def settings_json(s: Settings) -> dict[str, Any]:
+    settings = {k: list(v) if isinstance(v, tuple) else v for k, v in s.settings}
+    return {"runs": s.runs, "settings": settings, "note": s.note}
+
+
+def candidate_json(
+    c: Candidate, best: Candidate, layer_class: str, micro_batch_size: int
+) -> dict[str, Any]:
     from vppctl.planner import shell
 
     worst = c.worst
@@ -543,27 +594,49 @@ def candidate_json(c: Candidate, best: Candidate) -> dict[str, Any]:
         "peak_bytes": worst.peak_bytes,
         "worst_stage": worst.stage,
         "per_stage": [{"stage": s.stage, **stage_memory_json(s)} for s in c.memory],
+        "launch": {s.runtime: settings_json(s) for s in c.launch(layer_class, micro_batch_size)},
         "exact": {"makespan": str(c.makespan), "bubble": str(c.bubble)},
     }
 
 
-def over_limit_json(c: Candidate, best: Candidate, limit: int | None) -> dict[str, Any]:
+def over_limit_json(
+    c: Candidate, best: Candidate, layer_class: str, micro_batch_size: int, limit: int | None
+) -> dict[str, Any]:
     """A candidate left out by --memory-limit, and why: the stages over it."""
     over = [s for s in c.memory if s.over_limit]
     shown = ", ".join(f"stage {s.stage} {iec(s.peak_bytes)}" for s in over)
     reason = f"over --memory-limit {iec(limit)}: {shown}" if limit is not None else "over the limit"
     return {
-        **candidate_json(c, best),
+        **candidate_json(c, best, layer_class, micro_batch_size),
         "reason": reason,
         "stages_over_limit": [s.stage for s in over],
+    }
+
+
+def conversion_json(conversion: Conversion, index: dict[int, int]) -> dict[str, Any]:
+    from vppctl.planner import shell
+
+    c = conversion.best
+    return {
+        "command": shell(conversion.command),
+        "argv": list(conversion.command),
+        "vpp": c.vpp,
+        "placement": c.placement,
+        "split": c.split,
+        "layers_per_segment": list(c.layers_per_segment),
+        "schedules": list(conversion.schedules),
+        "micro_batches": list(conversion.micro_batches),
+        "best": index[id(c)],
     }
 
 
 def plan_json(o: PlanOutcome) -> dict[str, Any]:
     r, opts = o.result, o.search
     best = (r.candidates or r.over or (None,))[0]
-    fits = [candidate_json(c, best) for c in r.candidates] if best is not None else []
-    over = [over_limit_json(c, best, opts.memory.limit) for c in r.over] if best else []
+    index = {id(c): i for i, c in enumerate(r.candidates)}
+    size, limit, layer_class = opts.memory.micro_batch_size, opts.memory.limit, r.layer_class
+    fits = [candidate_json(c, best, layer_class, size) for c in r.candidates] if best else []
+    over = [over_limit_json(c, best, layer_class, size, limit) for c in r.over] if best else []
     return document(
         "plan",
         {
@@ -580,6 +653,7 @@ def plan_json(o: PlanOutcome) -> dict[str, Any]:
                 "seq_len": opts.memory.seq_len,
                 "limit_bytes": opts.memory.limit,
             },
+            "conversions": [conversion_json(v, index) for v in r.conversions],
             "candidates": fits,
             "over_limit": r.over_limit,
             "over_limit_candidates": over,
