@@ -30,9 +30,9 @@ def sample(tmp_path: Path, layers: int = 8, pp: int = 4, name: str = "p.pb") -> 
     return src
 
 
-def run_json(runner, args: list[str]) -> dict:  # type: ignore[type-arg]
+def run_json(runner, args: list[str], exit_code: int = 0) -> dict:  # type: ignore[type-arg]
     result = runner.invoke(cli, [*args, "--json"])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == exit_code, result.output
     return json.loads(result.stdout)  # type: ignore[no-any-return]
 
 
@@ -125,8 +125,9 @@ def test_convert_and_simulate_give_the_same_bubble(runner, tmp_path: Path, place
     assert percents(row) == shown
     convert_json = run_json(runner, [*args, "-o", str(tmp_path / "o2.pb")])["bubble"]
     second = "interleaved" if placement == "loop" else "zbv"
-    assert set(convert_json) == {"definition", "micro_batches", "costs", "1f1b", second}
-    assert [convert_json["1f1b"], convert_json[second]] == [
+    assert set(convert_json) == {"definition", "micro_batches", "costs", "schedules"}
+    assert list(convert_json["schedules"]) == ["1f1b", second]
+    assert [convert_json["schedules"]["1f1b"], convert_json["schedules"][second]] == [
         r["bubble"] for r in from_output["results"]
     ]
     assert convert_json["definition"] == from_output["bubble_definition"]
@@ -152,7 +153,8 @@ def test_convert_with_a_micro_batch_count_interleaving_refuses_still_converts(
     assert "legal --group-size values: 6" in result.stderr
     assert "the conversion is unaffected" in result.stderr
     data = run_json(runner, ["convert", str(src), "--vpp", "2", "-m", "6", "-o", str(out)])
-    assert set(data["bubble"]) == {"definition", "micro_batches", "costs", "1f1b"}
+    assert set(data["bubble"]) == {"definition", "micro_batches", "costs", "schedules"}
+    assert list(data["bubble"]["schedules"]) == ["1f1b"]
 
 
 def test_fewer_micro_batches_than_stages_warn_in_convert(runner, tmp_path: Path) -> None:
@@ -322,10 +324,10 @@ def test_an_absurd_simulation_is_refused_at_once(runner) -> None:
     assert "lower --micro-batches" in result.stderr
 
 
-def test_memory_per_stage_is_in_the_table_and_the_json(runner, tmp_path: Path) -> None:
+def test_memory_per_stage_is_in_the_table_and_the_json(runner, tmp_path: Path, terminal) -> None:
     src = sample(tmp_path)
     base = ["simulate", str(src), "--vpp", "2", "-m", "8", "--micro-batch-size", "2"]
-    table = runner.invoke(cli, base, env={"COLUMNS": "80"})
+    table = runner.invoke(cli, base)
     assert table.exit_code == 0, table.output
     assert "memory per stage (micro-batch size 2)" in table.stdout
     assert all(len(line) <= 80 for line in table.stdout.splitlines()[:40])
@@ -351,11 +353,18 @@ def test_memory_limit_flags_the_stages_over_it(runner, tmp_path: Path) -> None:
     base = ["simulate", str(src), "--vpp", "2", "-m", "8", "--schedule", "interleaved"]
     peaks = [s["peak_bytes"] for s in run_json(runner, base)["results"][0]["per_stage"]]
     limit = sorted(peaks)[1]  # between the lowest and the highest peak
-    data = run_json(runner, [*base, "--memory-limit", str(limit)])
+    data = run_json(runner, [*base, "--memory-limit", str(limit)], exit_code=1)
     flags = [s["over_limit"] for s in data["results"][0]["per_stage"]]
     assert flags == [p > limit for p in peaks] and any(flags) and not all(flags)
+    assert data["over_memory_limit"] is True
     table = runner.invoke(cli, [*base, "--memory-limit", str(limit)])
+    assert table.exit_code == 1  # a gate a CI job can fail on
     assert "over the limit: stage" in table.stdout
+    over = [str(stage) for stage, flag in enumerate(flags) if flag]
+    noun = "stage" if len(over) == 1 else "stages"
+    assert "over --memory-limit" in table.stderr and f"{noun} {', '.join(over)}" in table.stderr
+    fits = run_json(runner, [*base, "--memory-limit", str(max(peaks))])
+    assert fits["over_memory_limit"] is False
     bad = runner.invoke(cli, [*base, "--memory-limit", "lots"])
     assert bad.exit_code == 2 and "is not a size" in bad.stderr
 

@@ -36,6 +36,11 @@ Schedule = Literal[
 # The sample generator's layer layout and optimizer (vppctl.sample).
 Layout = Literal["blocked", "interleaved"]
 Optimizer = Literal["adamw", "sgd", "none"]
+# What `vppctl inspect` finds a program laid out for (vppctl.summary).
+ProgramLayout = Literal["plain", "interleaved", "unannotated"]
+# The formats of `vppctl verify`'s report: a table, one line per violation, JSON, GitHub
+# Actions workflow commands, a JUnit XML report (vppctl.report.verify).
+OutputFormat = Literal["full", "concise", "json", "github", "junit"]
 
 PLACEMENTS: tuple[Placement, ...] = get_args(Placement)
 SPLITS: tuple[Split, ...] = get_args(Split)
@@ -44,6 +49,8 @@ MODES: tuple[Mode, ...] = get_args(Mode)
 SCHEDULES: tuple[Schedule, ...] = get_args(Schedule)
 LAYOUTS: tuple[Layout, ...] = get_args(Layout)
 OPTIMIZERS: tuple[Optimizer, ...] = get_args(Optimizer)
+PROGRAM_LAYOUTS: tuple[ProgramLayout, ...] = get_args(ProgramLayout)
+OUTPUT_FORMATS: tuple[OutputFormat, ...] = get_args(OutputFormat)
 # The splits `vppctl plan` searches (explicit counts are given, not searched).
 SEARCHED_SPLITS: tuple[Split, ...] = tuple(s for s in SPLITS if s != "explicit")
 

@@ -36,6 +36,7 @@ _NAMES = {
     "megatron_layout": "launch",
     "Candidate": "search",
     "Conversion": "search",
+    "NoPlanFits": "search",
     "PlanResult": "search",
     "PlanSearch": "search",
     "convert_command": "search",
@@ -51,6 +52,7 @@ __all__ = [
     "Measure",
     "MemoryModel",
     "MemoryOptions",
+    "NoPlanFits",
     "PlanRequest",
     "PlanResult",
     "PlanSearch",
@@ -93,6 +95,7 @@ if TYPE_CHECKING:
     from vppctl.planner.search import (
         Candidate,
         Conversion,
+        NoPlanFits,
         PlanResult,
         PlanSearch,
         convert_command,

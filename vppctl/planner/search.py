@@ -162,11 +162,22 @@ class PlanResult:
     over_limit: int  # candidates left out by the memory limit
     refused: tuple[tuple[str, int], ...]  # (reason, how many) of what was left out
     warnings: tuple[str, ...]
+    over: tuple[Candidate, ...] = ()  # the candidates over the memory limit, best first
 
     @property
     def conversions(self) -> tuple[Conversion, ...]:
         """One entry per distinct conversion, best first."""
         return group_conversions(self.candidates)
+
+
+class NoPlanFits(ConversionError):
+    """No candidate fits (exit 4): `result` holds what the search found, the candidates
+    over the memory limit (`result.over`) and what was refused, so that a report can
+    still say why each was left out."""
+
+    def __init__(self, message: str, result: PlanResult) -> None:
+        super().__init__(message)
+        self.result = result
 
 
 def search_plans(program: Program, source: str, opts: PlanSearch) -> PlanResult:
@@ -192,10 +203,9 @@ def search_plans(program: Program, source: str, opts: PlanSearch) -> PlanResult:
                     plan, split, schedule, m, timed, seg_costs, seg_memory, source, opts
                 )
                 (over if any(s.over_limit for s in candidate.memory) else found).append(candidate)
-    if not found:
-        raise _nothing_fits(over, refused, opts)
     found.sort(key=_rank)
-    return PlanResult(
+    over.sort(key=_rank)
+    result = PlanResult(
         candidates=tuple(found),
         pp=pp,
         n_layers=n,
@@ -204,7 +214,14 @@ def search_plans(program: Program, source: str, opts: PlanSearch) -> PlanResult:
         over_limit=len(over),
         refused=tuple(sorted(refused.items())),
         warnings=(*base.plan.warnings, *memory.warnings),
+        over=tuple(over),
     )
+    if not found:
+        error = _nothing_fits(over, refused, opts)
+        if isinstance(error, ConversionError):
+            raise NoPlanFits(str(error), result)
+        raise error
+    return result
 
 
 def _check(opts: PlanSearch) -> None:

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
-from rich.text import Text
 
 from vppctl.commands import (
     PlanOutcome,
@@ -17,7 +16,13 @@ from vppctl.commands import (
     SimulateOutcome,
 )
 from vppctl.planner import MemoryOptions, StageMemory, iec, worst_stage
-from vppctl.report.common import BUBBLE_DEFINITION, compact_table
+from vppctl.report.common import (
+    BUBBLE_DEFINITION,
+    compact_table,
+    document,
+    picture_columns,
+    printed,
+)
 from vppctl.schedule import (
     SimResult,
     Step,
@@ -146,7 +151,7 @@ def memory_table(
         for stages in memory:
             s = stages[stage]
             cells += [iec_short(s.peak_activation_bytes), iec_short(s.peak_bytes)]
-        row = [Text(c) for c in cells]
+        row = [printed(c) for c in cells]
         for i, stages in enumerate(memory):
             if stages[stage].over_limit:  # the notes below name these stages too
                 row[5 + 2 * i].stylize("bold red")
@@ -204,22 +209,24 @@ def render_simulation(
     outcome, runs = _unpack(results)
     if outcome is not None and outcome.plan is not None:
         for line in plan_lines(outcome.plan):
-            console.print(Text(line))
-    console.print(Text(f"bubble: {BUBBLE_DEFINITION}"))
-    console.print(Text(summary_heading(runs) + ":"))
+            console.print(printed(line))
+    console.print(printed(f"bubble: {BUBBLE_DEFINITION}"))
+    console.print(printed(summary_heading(runs) + ":"))
     console.print(summary_table(runs))
-    console.print(Text("per stage (bubble: the stage's idle share of the step):"))
+    console.print(printed("per stage (bubble: the stage's idle share of the step):"))
     console.print(stage_table(runs))
     if outcome is not None and outcome.memory and outcome.memory_options is not None:
-        console.print(Text(memory_heading(outcome.memory_options)))
+        console.print(printed(memory_heading(outcome.memory_options)))
         console.print(memory_table(runs, outcome.memory, outcome.memory_options))
         for line in memory_notes(outcome.memory, runs):
-            console.print(Text(line))
+            console.print(printed(line))
     gain = gain_line(runs)
     if gain is not None:
-        console.print(Text(gain, style="bold"))
+        console.print(printed(gain, style="bold"))
     if timeline:
-        render_timelines(runs, console, suggest_files=suggest_files)
+        render_timelines(
+            runs, console, suggest_files=suggest_files, columns=picture_columns(console)
+        )
 
 
 # -- simulate: JSON
@@ -236,6 +243,20 @@ def _step_json(step: Step) -> dict[str, Any]:
         "start": rounded(step.start),
         "end": rounded(step.end),
     }
+
+
+# A stage's memory keys, null when there is no program to size.
+NO_STAGE_MEMORY: dict[str, Any] = dict.fromkeys(
+    (
+        "params_bytes",
+        "grads_bytes",
+        "optimizer_bytes",
+        "peak_activation_bytes",
+        "peak_bytes",
+        "over_limit",
+        "chunks",
+    )
+)
 
 
 def stage_memory_json(s: StageMemory) -> dict[str, Any]:
@@ -278,8 +299,7 @@ def _result_json(
             "peak_in_flight_per_chunk": list(result.peak_in_flight_per_chunk[stage]),
             "order": list(orders[stage]),
         }
-        if memory is not None:
-            entry.update(stage_memory_json(memory[stage]))
+        entry.update(NO_STAGE_MEMORY if memory is None else stage_memory_json(memory[stage]))
         per_stage.append(entry)
     data: dict[str, Any] = {
         "schedule": result.schedule,
@@ -306,11 +326,11 @@ def _result_json(
             "bubble_vs_ideal": str(result.bubble_vs_ideal),
         },
     }
+    data["memory"] = None
     if memory is not None:
         worst = worst_stage(memory)
         data["memory"] = {"worst_stage": worst.stage, "peak_bytes": worst.peak_bytes}
-    if steps:
-        data["steps"] = [_step_json(step) for step in result.steps]
+    data["steps"] = [_step_json(step) for step in result.steps] if steps else None
     return data
 
 
@@ -326,8 +346,9 @@ def _plan_json(simulated: SimulatedPlan, opts: MemoryOptions | None) -> dict[str
         "costs": {
             "measure": simulated.measure,
             "forward": list(simulated.segment_costs),
-            "F,B,W": [str(x) for x in simulated.costs],
+            "ratios": dict(zip(("forward", "backward", "weight"), map(rounded, simulated.costs))),
         },
+        "memory": None,
     }
     if opts is not None:
         out["memory"] = {
@@ -355,9 +376,12 @@ def simulation_json(
         outcome.memory if outcome is not None and outcome.memory else [None] * len(runs)
     )
     data: dict[str, Any] = {"bubble_definition": BUBBLE_DEFINITION}
+    data["plan"] = None
     if outcome is not None and outcome.plan is not None:
         data["plan"] = _plan_json(outcome.plan, outcome.memory_options)
     data["results"] = [_result_json(r, steps, m) for r, m in zip(runs, memory)]
+    data["over_memory_limit"] = None if outcome is None else over_memory_limit(outcome)
+    data["comparison"] = None
     pair = _pair(runs)
     if pair is not None:
         base, vpp = pair
@@ -371,10 +395,31 @@ def simulation_json(
                 vpp.peak_in_flight_stage_units[0] / base.peak_in_flight_stage_units[0]
             ),
         }
-    if outcome is not None:
-        data["written"] = [{"path": path, "bytes": size} for path, size in outcome.written]
-        data["warnings"] = list(outcome.warnings)
-    return data
+    written = () if outcome is None else outcome.written
+    data["written"] = [{"path": path, "bytes": size} for path, size in written]
+    data["warnings"] = simulation_warnings(runs) if outcome is None else list(outcome.warnings)
+    return document("simulate", data)
+
+
+def stages_over_limit(outcome: SimulateOutcome) -> str:
+    """`stage 0 in 1F1B (v=1); stages 0, 1 in interleaved 1F1B (v=2)`: what is over the
+    memory limit, per schedule simulated."""
+    parts = []
+    for result, stages in zip(outcome.results, outcome.memory):
+        over = [str(s.stage) for s in stages if s.over_limit]
+        if over:
+            noun = "stage" if len(over) == 1 else "stages"
+            parts.append(f"{noun} {', '.join(over)} in {result.title}")
+    return "; ".join(parts)
+
+
+def over_memory_limit(outcome: SimulateOutcome) -> bool | None:
+    """Whether a stage's peak exceeds --memory-limit in any schedule simulated (None: no
+    limit was given, or no program to size)."""
+    opts = outcome.memory_options
+    if opts is None or opts.limit is None or not outcome.memory:
+        return None
+    return any(s.over_limit for stages in outcome.memory for s in stages)
 
 
 # -- plan ------------------------------------------------------------------------
@@ -425,7 +470,7 @@ def plan_table(conversions: Sequence[Conversion], best: Candidate) -> Table:
             iec_short(worst.peak_bytes),
             str(worst.stage),
         )
-        table.add_row(*map(Text, cells))
+        table.add_row(*map(printed, cells))
     return table
 
 
@@ -507,16 +552,16 @@ def render_plan(console: Console, o: PlanOutcome, top: int) -> None:
 
     conversions = o.result.conversions[:top]
     for line in plan_heading(o):
-        console.print(Text(line))
+        console.print(printed(line))
     console.print(plan_table(conversions, o.result.candidates[0]))
-    console.print(Text("to convert:"))
+    console.print(printed("to convert:"))
     for i, conversion in enumerate(conversions, start=1):
-        console.print(Text(f"{i:>2}  {shell(conversion.command)}"), soft_wrap=True)
-        console.print(Text(f"    {simulated_line(conversion)}"), soft_wrap=True)
+        console.print(printed(f"{i:>2}  {shell(conversion.command)}"), soft_wrap=True)
+        console.print(printed(f"    {simulated_line(conversion)}"), soft_wrap=True)
     for line in launch_lines(o, conversions):
-        console.print(Text(line), soft_wrap=True)
+        console.print(printed(line), soft_wrap=True)
     for line in plan_notes(o, len(conversions)):
-        console.print(Text(line))
+        console.print(printed(line))
 
 
 def settings_json(s: Settings) -> dict[str, Any]:
@@ -554,6 +599,20 @@ def candidate_json(
     }
 
 
+def over_limit_json(
+    c: Candidate, best: Candidate, layer_class: str, micro_batch_size: int, limit: int | None
+) -> dict[str, Any]:
+    """A candidate left out by --memory-limit, and why: the stages over it."""
+    over = [s for s in c.memory if s.over_limit]
+    shown = ", ".join(f"stage {s.stage} {iec(s.peak_bytes)}" for s in over)
+    reason = f"over --memory-limit {iec(limit)}: {shown}" if limit is not None else "over the limit"
+    return {
+        **candidate_json(c, best, layer_class, micro_batch_size),
+        "reason": reason,
+        "stages_over_limit": [s.stage for s in over],
+    }
+
+
 def conversion_json(conversion: Conversion, index: dict[int, int]) -> dict[str, Any]:
     from vppctl.planner import shell
 
@@ -573,26 +632,32 @@ def conversion_json(conversion: Conversion, index: dict[int, int]) -> dict[str, 
 
 def plan_json(o: PlanOutcome) -> dict[str, Any]:
     r, opts = o.result, o.search
-    best = r.candidates[0]
+    best = (r.candidates or r.over or (None,))[0]
     index = {id(c): i for i, c in enumerate(r.candidates)}
-    size = opts.memory.micro_batch_size
-    return {
-        "source": o.source,
-        "pp": r.pp,
-        "layers": {"count": r.n_layers, "class": r.layer_class},
-        "costs": r.measure,
-        "time_unit": "the mean stage's forward of one micro-batch",
-        "bubble_definition": BUBBLE_DEFINITION,
-        "order": "time per micro-batch (makespan / micro_batches), then the worst stage's "
-        "peak bytes, then p2p messages",
-        "memory": {
-            "micro_batch_size": opts.memory.micro_batch_size,
-            "seq_len": opts.memory.seq_len,
-            "limit_bytes": opts.memory.limit,
+    size, limit, layer_class = opts.memory.micro_batch_size, opts.memory.limit, r.layer_class
+    fits = [candidate_json(c, best, layer_class, size) for c in r.candidates] if best else []
+    over = [over_limit_json(c, best, layer_class, size, limit) for c in r.over] if best else []
+    return document(
+        "plan",
+        {
+            "source": o.source,
+            "pp": r.pp,
+            "layers": {"count": r.n_layers, "class": r.layer_class},
+            "costs": r.measure,
+            "time_unit": "the mean stage's forward of one micro-batch",
+            "bubble_definition": BUBBLE_DEFINITION,
+            "order": "time per micro-batch (makespan / micro_batches), then the worst stage's "
+            "peak bytes, then p2p messages",
+            "memory": {
+                "micro_batch_size": opts.memory.micro_batch_size,
+                "seq_len": opts.memory.seq_len,
+                "limit_bytes": opts.memory.limit,
+            },
+            "conversions": [conversion_json(v, index) for v in r.conversions],
+            "candidates": fits,
+            "over_limit": r.over_limit,
+            "over_limit_candidates": over,
+            "refused": [{"reason": reason, "count": n} for reason, n in r.refused],
+            "warnings": list(r.warnings),
         },
-        "conversions": [conversion_json(v, index) for v in r.conversions],
-        "candidates": [candidate_json(c, best, r.layer_class, size) for c in r.candidates],
-        "over_limit": r.over_limit,
-        "refused": [{"reason": reason, "count": n} for reason, n in r.refused],
-        "warnings": list(r.warnings),
-    }
+    )

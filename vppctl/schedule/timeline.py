@@ -38,6 +38,7 @@ from xml.sax.saxutils import escape
 from rich.console import Console
 from rich.text import Text
 
+from vppctl.escape import printable
 from vppctl.plan import Placement, virtual_stages
 from vppctl.schedule.simulation import SimResult, Step
 
@@ -228,11 +229,16 @@ def render_timeline(
 
 
 def render_timelines(
-    results: Sequence[SimResult], console: Console, *, suggest_files: bool = True
+    results: Sequence[SimResult],
+    console: Console,
+    *,
+    suggest_files: bool = True,
+    columns: int | None = None,
 ) -> None:
-    """Every result's timeline on one time scale, so that they compare column by column."""
+    """Every result's timeline on one time scale, so that they compare column by column,
+    scaled to `columns` (default: the console's width)."""
     label = max(len(_stage_label(0, r.pp)) for r in results)
-    span = column_span(results, max(console.width - label, 1))
+    span = column_span(results, max((columns or console.width) - label, 1))
     for result in results:
         render_timeline(result, console, suggest_files=suggest_files, span=span)
 
@@ -470,6 +476,8 @@ def to_svg(
     heading = f"vppctl simulate: pp {first.pp}, m {first.micro_batches}"
     if first.p2p_cost:
         heading += f", p2p cost {number(first.p2p_cost)} per hop"
+    # XML cannot hold control characters, and a person should not read them raw
+    heading, caption = printable(heading), printable(caption)
     lines = textwrap.wrap(caption, max(int((width - 8) / 6.6), 20)) if caption else []
     parts = [f'<text x="4" y="17" font-size="13" font-weight="bold">{escape(heading)}</text>']
     for i, line in enumerate(lines):

@@ -29,6 +29,7 @@ class VerifyReport:
     layers: LayerSet | None  # None when they could not be found
     cross_stage_edges: int | None  # for a valid program
     recorded: RecordedPlan | None  # the plan the program carries, if any
+    source: str = "<memory>"  # the program's name, as reports show it
 
     @property
     def valid(self) -> bool:
@@ -90,6 +91,7 @@ def verify_program(
         layers=layers,
         cross_stage_edges=edges,
         recorded=recorded,
+        source=program.source,
     )
 
 
