@@ -70,7 +70,7 @@ def gpt126(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from vppctl.sample import SampleOptions
 
     path = tmp_path_factory.mktemp("gpt126") / "gpt126.pb"
-    sample_file(SampleOptions(layers=126, pp=8), path)
+    sample_file(path, SampleOptions(layers=126, pp=8))
     return path
 
 

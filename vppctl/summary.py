@@ -7,14 +7,25 @@ PP, interleaved VPP, or is not annotated.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from vppctl.choices import ProgramLayout
-from vppctl.engine import LayerSet, ProgramIndex, build_index, param_elements, resolve_layers
+from vppctl.engine import (
+    LayerSet,
+    ProgramIndex,
+    build_index,
+    check_seg_method,
+    param_elements,
+    resolve_layers,
+)
 from vppctl.errors import ConversionError
 from vppctl.gcpause import gc_paused
 from vppctl.mesh import NO_MESH, Mesh
 from vppctl.program import KINDS, OpKind, Program, RecordedPlan, callstack_ops, kind, read_plan
+from vppctl.shapes import document
+from vppctl.verify import layers_json, recorded_plan_json
 
 
 @dataclass(frozen=True)
@@ -56,6 +67,62 @@ class Summary:
     plan: RecordedPlan | None
     callstack_ops: int
     unplaced_ops: int = field(default=0)
+
+    def to_json(self) -> dict[str, Any]:
+        """The object `vppctl inspect --json` prints."""
+        return summary_json(self)
+
+
+def summary_json(s: Summary) -> dict[str, Any]:
+    return document(
+        "inspect",
+        {
+            "source": s.source,
+            "bytes": s.size,
+            "blocks": s.blocks,
+            "ops": {"total": sum(s.ops.values()), **s.ops},
+            "vars": s.vars,
+            "params": {"count": s.params, "elements": s.param_elements},
+            "stage_meshes": [list(m.process_ids) for m in s.stage_meshes],
+            "global_meshes": [list(m.process_ids) for m in s.global_meshes],
+            "stages": [
+                {
+                    "stage": s.stage,
+                    "mesh": list(s.mesh.process_ids),
+                    "layers": list(s.layers),
+                    "ops": s.ops,
+                    "chunks": list(s.chunks),
+                    "layers_by_chunk": [
+                        {"chunk": c.chunk, "layers": list(c.names), "numbers": list(c.numbers)}
+                        for c in s.layers_by_chunk
+                    ],
+                }
+                for s in s.stages
+            ],
+            "chunks": list(s.chunks),
+            "layout": s.layout,
+            "layers": {
+                **layers_json(s.layers),
+                "note": s.layers_note,
+                "names": list(s.layers.names) if s.layers else [],
+            },
+            "plan": recorded_plan_json(s.plan),
+            "ops_with_callstack": s.callstack_ops,
+            "ops_without_mesh": s.unplaced_ops,
+        },
+    )
+
+
+@dataclass(frozen=True)
+class InspectOptions:
+    """What `inspect` is asked. Checked when made (UsageError, exit 2)."""
+
+    seg_method: str | None = None  # regex naming the repeated layer; None: detected
+
+    FLAGS: ClassVar[Mapping[str, str]] = {"seg_method": "--seg-method"}
+
+    def __post_init__(self) -> None:
+        check_seg_method(self, "seg_method")
 
 
 @gc_paused

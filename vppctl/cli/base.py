@@ -52,6 +52,7 @@ from vppctl.errors import (
     EXIT_VIOLATIONS,
     KINDS,
     VppctlError,
+    failure_object,
 )
 from vppctl.escape import printable
 
@@ -227,7 +228,7 @@ def error_json(exit_code: int, kind: str, message: str, hint: str | None) -> dic
     return {
         "vppctl_version": __version__,
         "schema": ERROR_SCHEMA,
-        "error": {"exit_code": exit_code, "kind": kind, "message": message, "hint": hint},
+        "error": failure_object(exit_code, kind, message, hint),
     }
 
 

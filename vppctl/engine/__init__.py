@@ -24,7 +24,14 @@ from vppctl.engine.flow import (
     recomputed_ops,
 )
 from vppctl.engine.index import ProgramIndex, build_index, loss_op
-from vppctl.engine.layers import NO_LAYER, LayerSet, compile_seg_method, find_layers, with_matches
+from vppctl.engine.layers import (
+    NO_LAYER,
+    LayerSet,
+    check_seg_method,
+    compile_seg_method,
+    find_layers,
+    with_matches,
+)
 
 __all__ = [
     "GRAD_SUMS",
@@ -36,6 +43,7 @@ __all__ = [
     "LayerSet",
     "ProgramIndex",
     "build_index",
+    "check_seg_method",
     "compile_seg_method",
     "cross_stage_edges",
     "find_layers",

@@ -18,7 +18,6 @@ from vppctl._lazy import face
 _NAMES = {
     "CostModel": "costs",
     "Measure": "costs",
-    "PlanRequest": "costs",
     "ResolvedPlan": "costs",
     "resolve_plan": "costs",
     "ChunkMemory": "memory",
@@ -29,6 +28,8 @@ _NAMES = {
     "iec": "memory",
     "parse_size": "memory",
     "stage_memory": "memory",
+    "stage_memory_json": "memory",
+    "NO_STAGE_MEMORY": "memory",
     "worst_stage": "memory",
     "LaunchCandidate": "launch",
     "Settings": "launch",
@@ -38,12 +39,13 @@ _NAMES = {
     "Conversion": "search",
     "NoPlanFits": "search",
     "PlanResult": "search",
-    "PlanSearch": "search",
+    "PlanSearchOptions": "search",
     "convert_command": "search",
     "search_plans": "search",
     "shell": "search",
 }
 __all__ = [
+    "NO_STAGE_MEMORY",
     "Candidate",
     "ChunkMemory",
     "Conversion",
@@ -53,9 +55,8 @@ __all__ = [
     "MemoryModel",
     "MemoryOptions",
     "NoPlanFits",
-    "PlanRequest",
     "PlanResult",
-    "PlanSearch",
+    "PlanSearchOptions",
     "ResolvedPlan",
     "SegmentMemory",
     "Settings",
@@ -69,12 +70,13 @@ __all__ = [
     "search_plans",
     "shell",
     "stage_memory",
+    "stage_memory_json",
     "worst_stage",
 ]
 __getattr__, __dir__ = face(__name__, _NAMES, globals())
 
 if TYPE_CHECKING:
-    from vppctl.planner.costs import CostModel, Measure, PlanRequest, ResolvedPlan, resolve_plan
+    from vppctl.planner.costs import CostModel, Measure, ResolvedPlan, resolve_plan
     from vppctl.planner.launch import (
         LaunchCandidate,
         Settings,
@@ -82,6 +84,7 @@ if TYPE_CHECKING:
         megatron_layout,
     )
     from vppctl.planner.memory import (
+        NO_STAGE_MEMORY,
         ChunkMemory,
         MemoryModel,
         MemoryOptions,
@@ -90,6 +93,7 @@ if TYPE_CHECKING:
         iec,
         parse_size,
         stage_memory,
+        stage_memory_json,
         worst_stage,
     )
     from vppctl.planner.search import (
@@ -97,7 +101,7 @@ if TYPE_CHECKING:
         Conversion,
         NoPlanFits,
         PlanResult,
-        PlanSearch,
+        PlanSearchOptions,
         convert_command,
         search_plans,
         shell,
