@@ -36,6 +36,12 @@ def test_every_name_in_all_imports(name: str) -> None:
     assert getattr(vppctl, name) is not None
 
 
+def test_all_is_what_the_package_loads_on_use() -> None:
+    names = vppctl.__all__
+    assert len(set(names)) == len(names)
+    assert set(names) == {"__version__", *vppctl._API}  # type: ignore[attr-defined]
+
+
 def test_all_lists_one_call_per_command() -> None:
     calls = {f"{c}_file" for c in ("convert", "verify", "inspect", "dump", "sample")}
     assert calls | {"simulate_run", "plan_run"} <= set(vppctl.__all__)

@@ -79,9 +79,58 @@ _API = {
     "NoConversionFits": "outcomes",
 }
 
-__all__ = ["__version__", *_API]
+# A list a type checker reads (it cannot read one built from _API); tests/test_api.py checks
+# that the two name the same.
+__all__ = [
+    "RULES",
+    "Bubble",
+    "ConversionError",
+    "ConvertOptions",
+    "ConvertOutcome",
+    "ConvertResult",
+    "DeadlockError",
+    "DumpOptions",
+    "DumpOutcome",
+    "InspectOptions",
+    "MemoryOptions",
+    "NoConversionFits",
+    "Pictures",
+    "Plan",
+    "PlanOptions",
+    "PlanOutcome",
+    "PlanSearchOptions",
+    "Program",
+    "ProgramFileError",
+    "SampleOptions",
+    "SampleOutcome",
+    "Segment",
+    "SelfCheckError",
+    "SimulateOptions",
+    "SimulateOutcome",
+    "SimulatedPlan",
+    "SimulationError",
+    "Summary",
+    "UsageError",
+    "VerifyOptions",
+    "VerifyReport",
+    "Violation",
+    "VppctlError",
+    "__version__",
+    "convert_file",
+    "convert_program",
+    "dump_file",
+    "inspect_file",
+    "parse_program",
+    "plan_run",
+    "read_program",
+    "sample_file",
+    "simulate_run",
+    "verify_file",
+    "verify_program",
+    "write_program",
+]
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the names, re-exported, for type checkers (`X`: PEP 484)
     from vppctl.commands import (
         DumpOptions,
         Pictures,
@@ -94,7 +143,11 @@ if TYPE_CHECKING:
         simulate_run,
         verify_file,
     )
-    from vppctl.convert import ConvertOptions, ConvertResult, convert_program
+    from vppctl.convert import (
+        ConvertOptions,
+        ConvertResult,
+        convert_program,
+    )
     from vppctl.errors import (
         ConversionError,
         ProgramFileError,
@@ -113,12 +166,26 @@ if TYPE_CHECKING:
         SimulateOutcome,
     )
     from vppctl.plan import Plan, PlanOptions, Segment
-    from vppctl.planner import MemoryOptions, PlanSearchOptions
-    from vppctl.program import Program, parse_program, read_program, write_program
+    from vppctl.planner import (
+        MemoryOptions,
+        PlanSearchOptions,
+    )
+    from vppctl.program import (
+        Program,
+        parse_program,
+        read_program,
+        write_program,
+    )
     from vppctl.sample import SampleOptions
     from vppctl.schedule import DeadlockError, SimulationError
     from vppctl.summary import InspectOptions, Summary
-    from vppctl.verify import RULES, VerifyOptions, VerifyReport, Violation, verify_program
+    from vppctl.verify import (
+        RULES,
+        VerifyOptions,
+        VerifyReport,
+        Violation,
+        verify_program,
+    )
 
 
 __getattr__, __dir__ = face(__name__, _API, globals())
