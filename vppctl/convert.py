@@ -71,6 +71,8 @@ class ConvertOptions:
 
 @dataclass(frozen=True)
 class SegmentStats:
+    """One segment's ops by role and its parameter elements, after the conversion."""
+
     forward: int = 0
     backward: int = 0
     optimizer: int = 0
@@ -79,6 +81,10 @@ class SegmentStats:
 
 @dataclass(frozen=True)
 class ConvertResult:
+    """What a conversion did: the plan it applied, each segment's ops and parameters (in
+    virtual-stage order), how many ops and variables changed, and the point-to-point
+    edges between stages per micro-batch before and after."""
+
     plan: Plan
     stats: tuple[SegmentStats, ...]
     n_ops: int

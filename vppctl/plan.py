@@ -110,6 +110,9 @@ class PlanSpec:
 
 @dataclass(frozen=True)
 class Segment:
+    """One segment (virtual stage): a contiguous run of layers, the stage and chunk it
+    is placed on, its stage's mesh, its forward ops and its cost (by the plan's cost kind)."""
+
     virtual_stage: int
     stage: int
     chunk: int
@@ -123,6 +126,10 @@ class Segment:
 
 @dataclass(frozen=True)
 class Plan:
+    """Which layers form which segment, and where each goes: what `convert` decides and
+    records in the program (`mode`: auto moves layers of a plain-PP program, manual keeps
+    an already interleaved layout)."""
+
     pp: int
     vpp: int
     seg_method: str

@@ -40,6 +40,8 @@ class ChunkLayers:
 
 @dataclass(frozen=True)
 class StageSummary:
+    """One stage: its mesh, layers, ops by role and chunk ids."""
+
     stage: int
     mesh: Mesh
     layers: tuple[str, ...]
@@ -50,6 +52,10 @@ class StageSummary:
 
 @dataclass(frozen=True)
 class Summary:
+    """What `inspect` finds in a program: blocks, ops by role, variables, parameters,
+    meshes, each stage's layers by chunk, the chunk ids present, the layout, the layers
+    and the recorded plan."""
+
     source: str
     size: int
     blocks: int

@@ -83,11 +83,13 @@ class PlanSearchOptions:
     pp: int | None = None  # None: the program's
     vpp: Sequence[int] = ()
     placements: Sequence[Placement] = ()
-    splits: Sequence[Split] = ()
+    splits: Sequence[Split] = ()  # not explicit: counts are given, not searched
     schedules: Sequence[Schedule] = ()
     cost: CostKind = "flops"  # the balanced split's measure
     seg_method: str | None = None  # regex naming the repeated layer; None: detected
-    p2p_cost: float | Fraction = 0  # per hop, in the time unit (module docstring)
+    # Time per hop between stages, in the time unit: the mean stage's forward of one
+    # micro-batch (module docstring).
+    p2p_cost: float | Fraction = 0
     memory: MemoryOptions = field(default_factory=MemoryOptions)
 
     FLAGS: ClassVar[Mapping[str, str]] = {
