@@ -22,6 +22,7 @@ from vppctl.program.load import (
     read_program,
     to_full,
 )
+from vppctl.program.pir_tables import PirOrigin
 from vppctl.program.reads import (
     VarTensor,
     as_text,
@@ -83,6 +84,7 @@ __all__ = [
     "OpColumns",
     "OpKind",
     "Output",
+    "PirOrigin",
     "Program",
     "RecordedPlan",
     "RecordedSegment",
