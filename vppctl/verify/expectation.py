@@ -29,6 +29,7 @@ class VerifyReport:
     layers: LayerSet | None  # None when they could not be found
     cross_stage_edges: int | None  # for a valid program
     recorded: RecordedPlan | None  # the plan the program carries, if any
+    pir: bool = False  # read from PIR: the rules of PIR_RULES apply in part
 
     @property
     def valid(self) -> bool:
@@ -79,6 +80,7 @@ def verify_program(
         layers=layers,
         plan_segments=recorded.segments if recorded else None,
         recorded=recorded,
+        pir=program.is_pir,
     )
     violations = early + verify(index, expect)
     edges = None if violations else cross_stage_edges(index, stages)
@@ -90,6 +92,7 @@ def verify_program(
         layers=layers,
         cross_stage_edges=edges,
         recorded=recorded,
+        pir=program.is_pir,
     )
 
 
