@@ -163,6 +163,7 @@ def verify(
 
     if list_rules:
         stdout_console().print(report.rules_table())
+        stdout_console().print(report.pir_rules_table())
         return
     from vppctl.commands import verify_file
 

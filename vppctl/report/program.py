@@ -19,7 +19,7 @@ from vppctl.commands import (
 from vppctl.convert import ConvertResult
 from vppctl.plan import Plan
 from vppctl.planner import worst_stage
-from vppctl.program import RecordedPlan
+from vppctl.program import PirOrigin, RecordedPlan
 from vppctl.report.common import (
     BUBBLE_DEFINITION,
     TABLE_ROWS,
@@ -31,7 +31,7 @@ from vppctl.report.common import (
 )
 from vppctl.schedule import SCHEDULE_NAMES
 from vppctl.summary import ChunkLayers, Summary
-from vppctl.verify import RULES, VerifyReport, Violation
+from vppctl.verify import PIR_RULES, RULES, VerifyReport, Violation
 
 
 def layers_line(plan: Plan) -> str:
@@ -244,7 +244,13 @@ def verify_line(report: VerifyReport) -> str:
     )
     if report.recorded is None:
         line += f"; {NO_PLAN}"
+    if report.pir:
+        line += f"; {PIR_NOTE}"
     return line
+
+
+# Said of every PIR program `verify` checks (`vppctl verify --rules` lists how).
+PIR_NOTE = f"read from PIR: {', '.join(PIR_RULES)} apply in part (vppctl verify --rules)"
 
 
 # Said whenever a program carries no plan: its vpp then comes from --vpp or its chunk
@@ -269,6 +275,8 @@ def render_verify(console: Console, report: VerifyReport) -> None:
             ),
             soft_wrap=True,
         )
+    if report.pir:
+        console.print(Text(PIR_NOTE), soft_wrap=True)
 
 
 def recorded_plan_json(plan: RecordedPlan | None) -> dict[str, Any] | None:
@@ -305,6 +313,7 @@ def verify_json(report: VerifyReport) -> dict[str, Any]:
         "layers": layers_json(report.layers),
         "cross_stage_edges": report.cross_stage_edges,
         "plan": recorded_plan_json(report.recorded),
+        "pir": report.pir,
     }
 
 
@@ -313,6 +322,16 @@ def rules_table() -> Table:
     table.add_column("Rule", no_wrap=True)
     table.add_column("Checks")
     for rule, text in RULES.items():
+        table.add_row(Text(rule), Text(text))
+    return table
+
+
+def pir_rules_table() -> Table:
+    """How the rules apply in part to a program read from PIR (the others as stated)."""
+    table = compact_table("on a PIR program (Paddle 3.x); the other rules apply as stated")
+    table.add_column("Rule", no_wrap=True)
+    table.add_column("Checks")
+    for rule, text in PIR_RULES.items():
         table.add_row(Text(rule), Text(text))
     return table
 
@@ -351,7 +370,17 @@ def summary_json(s: Summary) -> dict[str, Any]:
         "plan": recorded_plan_json(s.plan),
         "ops_with_callstack": s.callstack_ops,
         "ops_without_mesh": s.unplaced_ops,
+        "pir": None if s.pir is None else {"version": s.pir.version, "folded": dict(s.pir.folded)},
     }
+
+
+def pir_line(origin: PirOrigin) -> str:
+    """What `inspect` says of a program read from PIR: the ops it read as something else."""
+    folded = ", ".join(f"{n} {t}" for t, n in origin.folded) or "none"
+    return (
+        f"read from PIR (Paddle 3.x JSON, version {origin.version}); ops read as variables or "
+        f"read through: {folded}"
+    )
 
 
 def number_runs(numbers: Sequence[int]) -> str:
@@ -404,6 +433,8 @@ def render_summary(console: Console, s: Summary) -> None:
         lines.append(f"{s.callstack_ops} ops carry op_callstack (--strip-callstack drops them)")
     if s.unplaced_ops:
         lines.append(f"{s.unplaced_ops} ops have no process mesh")
+    if s.pir is not None:
+        lines.append(pir_line(s.pir))
     for line in lines:
         console.print(Text(line))
     table = compact_table("stages")
