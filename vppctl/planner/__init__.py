@@ -2,7 +2,8 @@
 
 Which plan a program is simulated with and what each of its segments costs
 (`costs`), how many bytes each stage holds (`memory`), and `plan`'s search over
-conversions and schedules (`search`). It sits above the conversion engine (it
+conversions and schedules (`search`), and the Paddle PIR strategy that runs a plan
+(`pir`). It sits above the conversion engine (it
 plans programs as `convert` does) and the pure simulator (`vppctl.schedule`).
 Names load on first use: `convert` reads the memory figures without loading the
 search and the simulator.
@@ -29,6 +30,10 @@ _NAMES = {
     "parse_size": "memory",
     "stage_memory": "memory",
     "worst_stage": "memory",
+    "PIR_SCHEDULE_MODES": "pir",
+    "PirMismatch": "pir",
+    "PirStrategy": "pir",
+    "pir_strategy": "pir",
     "Candidate": "search",
     "PlanResult": "search",
     "PlanSearch": "search",
@@ -38,12 +43,15 @@ _NAMES = {
     "shell": "search",
 }
 __all__ = [
+    "PIR_SCHEDULE_MODES",
     "Candidate",
     "ChunkMemory",
     "CostModel",
     "Measure",
     "MemoryModel",
     "MemoryOptions",
+    "PirMismatch",
+    "PirStrategy",
     "PlanRequest",
     "PlanResult",
     "PlanSearch",
@@ -54,6 +62,7 @@ __all__ = [
     "iec",
     "megatron_layout",
     "parse_size",
+    "pir_strategy",
     "resolve_plan",
     "search_plans",
     "shell",
@@ -75,6 +84,7 @@ if TYPE_CHECKING:
         stage_memory,
         worst_stage,
     )
+    from vppctl.planner.pir import PIR_SCHEDULE_MODES, PirMismatch, PirStrategy, pir_strategy
     from vppctl.planner.search import (
         Candidate,
         PlanResult,
