@@ -110,13 +110,16 @@ def _built(case: Case, vpp: int) -> Any:
     engine_module.apply_partition_pass = keep
     amp = strategy.amp
     try:
-        with _amp_on_cpu(case.amp), paddle.amp.auto_cast(
-            enable=amp.enable,
-            custom_white_list=amp.custom_white_list,
-            custom_black_list=amp.custom_black_list,
-            level=amp.level,
-            dtype=amp.dtype,
-            use_promote=amp.use_promote,
+        with (
+            _amp_on_cpu(case.amp),
+            paddle.amp.auto_cast(
+                enable=amp.enable,
+                custom_white_list=amp.custom_white_list,
+                custom_black_list=amp.custom_black_list,
+                level=amp.level,
+                dtype=amp.dtype,
+                use_promote=amp.use_promote,
+            ),
         ):
             engine._build("train")
         engine._parallel_pir("train")
@@ -258,12 +261,23 @@ def _layers(case: Case) -> dict[str, Any]:
     def whole(w: Any, mesh: Any) -> Any:
         return dist.shard_tensor(w, mesh, replicate)
 
+    def linear(n_in: int, n_out: int, mesh: Any, split: Any, bias: bool = True) -> Any:
+        layer = nn.Linear(n_in, n_out, bias_attr=None if bias else False)
+        layer.weight = split(layer.weight, mesh)
+        if bias:
+            layer.bias = whole(layer.bias, mesh)
+        return layer
+
+    def layer_norm(mesh: Any) -> Any:
+        norm = nn.LayerNorm(h)
+        norm.weight, norm.bias = whole(norm.weight, mesh), whole(norm.bias, mesh)
+        return norm
+
     class MLP(nn.Layer):  # type: ignore[misc]
         def __init__(self, mesh: Any) -> None:
             super().__init__()
-            self.fc1, self.fc2 = nn.Linear(h, 4 * h), nn.Linear(4 * h, h)
-            self.fc1.weight, self.fc1.bias = column(self.fc1.weight, mesh), whole(self.fc1.bias, mesh)
-            self.fc2.weight, self.fc2.bias = row(self.fc2.weight, mesh), whole(self.fc2.bias, mesh)
+            self.fc1 = linear(h, 4 * h, mesh, column)
+            self.fc2 = linear(4 * h, h, mesh, row)
 
         def forward(self, x: Any) -> Any:
             return self.fc2(F.gelu(self.fc1(x)))
@@ -271,8 +285,7 @@ def _layers(case: Case) -> dict[str, Any]:
     class DecoderLayer(nn.Layer):  # type: ignore[misc]
         def __init__(self, mesh: Any) -> None:
             super().__init__()
-            self.norm, self.mlp = nn.LayerNorm(h), MLP(mesh)
-            self.norm.weight, self.norm.bias = whole(self.norm.weight, mesh), whole(self.norm.bias, mesh)
+            self.norm, self.mlp = layer_norm(mesh), MLP(mesh)
 
         def forward(self, x: Any) -> Any:
             return x + self.mlp(self.norm(x))
@@ -289,10 +302,8 @@ def _layers(case: Case) -> dict[str, Any]:
     class Attention(nn.Layer):  # type: ignore[misc]
         def __init__(self, mesh: Any) -> None:
             super().__init__()
-            self.q, self.k, self.v, self.o = (nn.Linear(h, h, bias_attr=False) for _ in range(4))
-            for proj in (self.q, self.k, self.v):
-                proj.weight = column(proj.weight, mesh)
-            self.o.weight = row(self.o.weight, mesh)
+            self.q, self.k, self.v = (linear(h, h, mesh, column, False) for _ in range(3))
+            self.o = linear(h, h, mesh, row, False)
 
         def forward(self, x: Any) -> Any:
             b, s, heads = x.shape[0], x.shape[1], 2
@@ -307,10 +318,8 @@ def _layers(case: Case) -> dict[str, Any]:
     class LlamaMLP(nn.Layer):  # type: ignore[misc]
         def __init__(self, mesh: Any) -> None:
             super().__init__()
-            self.gate, self.up = (nn.Linear(h, 2 * h, bias_attr=False) for _ in range(2))
-            self.down = nn.Linear(2 * h, h, bias_attr=False)
-            self.gate.weight, self.up.weight = column(self.gate.weight, mesh), column(self.up.weight, mesh)
-            self.down.weight = row(self.down.weight, mesh)
+            self.gate, self.up = (linear(h, 2 * h, mesh, column, False) for _ in range(2))
+            self.down = linear(2 * h, h, mesh, row, False)
 
         def forward(self, x: Any) -> Any:
             return self.down(F.silu(self.gate(x)) * self.up(x))
@@ -338,13 +347,8 @@ def _layers(case: Case) -> dict[str, Any]:
             self.embed.weight = whole(self.embed.weight, meshes[0])
             self.layers = nn.LayerList([layer_class(meshes[s]) for s in stage_of])
             last = meshes[-1]
-            if case.model == "gpt":
-                self.norm = nn.LayerNorm(h)
-                self.norm.weight, self.norm.bias = whole(self.norm.weight, last), whole(self.norm.bias, last)
-            else:
-                self.norm = RMSNorm(last)
-            self.head = nn.Linear(h, VOCAB, bias_attr=False)
-            self.head.weight = whole(self.head.weight, last)
+            self.norm = layer_norm(last) if case.model == "gpt" else RMSNorm(last)
+            self.head = linear(h, VOCAB, last, whole, False)
 
         def forward(self, ids: Any) -> Any:
             x, stage = self.embed(ids), 0

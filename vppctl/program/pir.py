@@ -267,7 +267,30 @@ def _str(x: Any, what: str) -> str:
 
 
 def _ints(x: Any, what: str) -> tuple[int, ...]:
-    return tuple(_int(v, what) for v in _arr(x, what))
+    values = tuple(_arr(x, what))
+    if not all(type(v) is int for v in values):  # bools are no ints here
+        raise _Malformed(f"{what} holds a value that is not an integer")
+    return values
+
+
+def _type_key(type_: Any) -> tuple[Any, ...] | None:
+    """A hashable key of a value's type as the JSON gives it (what `_read_type` reads of it),
+    or None for a type that has no such key (then it is read every time)."""
+    try:
+        if type_["#"] == "4.t_dist_dtensor":
+            dense, dist = type_["D"][0], type_["D"][1]
+            mesh = dist["D"][0]["D"]
+            return (
+                dense["#"],
+                dense["D"][0]["#"],
+                tuple(dense["D"][1]),
+                tuple(mesh[0]),
+                tuple(mesh[1]),
+                tuple(mesh[2]),
+            )
+    except (TypeError, KeyError, IndexError):
+        pass
+    return None
 
 
 def op_type(compressed: str) -> str:
@@ -289,7 +312,7 @@ class _Reader:
         self.max_blocks = max_blocks
         self.t = PirTables()
         self._meshes: dict[tuple[Any, ...], bytes] = {}
-        self._data_names: set[str] = set()
+        self._types: dict[tuple[Any, ...], tuple[int, tuple[int, ...], bytes]] = {}
 
     def read(self) -> tuple[PirTables, int]:
         j = self.json
@@ -490,8 +513,7 @@ class _Reader:
         flags = _result_flags(op.get("OA", []), 1, what)
         self.t.v_persistable[v] = flags[0]
         name = attrs.get("name")
-        if isinstance(name, str) and name not in self._data_names:
-            self._data_names.add(name)
+        if isinstance(name, str):
             self.t.v_name[v] = name
         self.t.folded[DATA] += 1
 
@@ -539,7 +561,17 @@ class _Reader:
         return v
 
     def _type(self, type_: Any, what: str) -> tuple[int, tuple[int, ...], bytes]:
-        """(data type code or -1, global dims, raw mesh) of a value's type."""
+        """(data type code or -1, global dims, raw mesh) of a value's type; a type seen
+        before (most are: a program has few shapes) is looked up, not read again."""
+        key = _type_key(type_)
+        found = self._types.get(key) if key is not None else None
+        if found is None:
+            found = self._read_type(type_, what)
+            if key is not None:
+                self._types[key] = found
+        return found
+
+    def _read_type(self, type_: Any, what: str) -> tuple[int, tuple[int, ...], bytes]:
         if type_ is None:
             return -1, (), b""
         type_ = _obj(type_, f"{what}'s type")
@@ -549,7 +581,7 @@ class _Reader:
             parts = _arr(data, f"{what}'s type")
             if len(parts) < 2:
                 raise _Malformed(f"{what}'s dist type has {len(parts)} parts")
-            dtype, dims, _ = self._type(parts[0], what)
+            dtype, dims, _ = self._read_type(parts[0], what)
             return dtype, dims, self._tensor_mesh(parts[1], what)
         if name == "t_dtensor":
             parts = _arr(data, f"{what}'s type")
@@ -562,22 +594,28 @@ class _Reader:
     # -- meshes ------------------------------------------------------------------------------
 
     def _mesh(self, attr: Any, what: str) -> bytes:
-        """A serialized ProcessMesh of a `4.a_process_mesh` [shape, ids, dim names]."""
+        """A serialized ProcessMesh of a `4.a_process_mesh` [shape, ids, dim names] (a mesh
+        seen before is looked up: every op names a few)."""
+        try:
+            data = attr["D"]
+            return self._meshes[(tuple(data[0]), tuple(data[1]), tuple(data[2]))]
+        except (TypeError, KeyError, IndexError):  # not seen yet, or malformed: read it
+            return self._read_mesh(attr, what)
+
+    def _read_mesh(self, attr: Any, what: str) -> bytes:
         data = _arr(_obj(attr, f"{what}'s mesh").get("D"), f"{what}'s mesh")
         if len(data) != 3:
             raise _Malformed(f"{what}'s mesh has {len(data)} parts, not 3")
         shape, ids = _ints(data[0], f"{what}'s mesh"), _ints(data[1], f"{what}'s mesh")
         names = tuple(_str(n, f"{what}'s mesh dim name") for n in _arr(data[2], what))
-        if not ids:
-            return b""
-        key = (shape, ids, names)
-        raw = self._meshes.get(key)
-        if raw is None:
+        raw = b""
+        if ids:
             try:
                 msg = pb.ProcessMesh(shape=shape, process_ids=ids, dim_names=names)
             except ValueError:  # an id out of int64's range
                 raise _Malformed(f"{what}'s mesh has an id out of range") from None
-            raw = self._meshes[key] = msg.SerializeToString()
+            raw = msg.SerializeToString()
+        self._meshes[shape, ids, names] = raw
         return raw
 
     def _tensor_mesh(self, attr: Any, what: str) -> bytes:

@@ -19,7 +19,9 @@ the PIR reader recovers them from the data flow, in program order:
 
 A value X's gradient is named `X@GRAD`; when parts of it are added up, the parts are
 `X@GRAD@RENAME@k` (k in program order) and the sum `X@GRAD`, as legacy Paddle names them.
-Every other value is `%N` (its PIR id) unless the program names it (parameters, data).
+Every other value is `%N` (its PIR id) unless the program names it (parameters, data; a
+name given twice, as the per-stage copies of `learning_rate_0`, is `NAME%N` the second
+time).
 """
 
 from __future__ import annotations
@@ -192,11 +194,10 @@ def _names(t: PirTables, grad_of: array[int], sum_of: dict[int, int]) -> list[st
     n = len(t.v_id)
     names = [""] * n
     taken: set[str] = set()
-    for v in range(n):  # the program's own names first, then %N
+    for v in range(n):  # the program's own names first (a repeated one: NAME%N), then %N
         name = t.v_name[v]
-        if name and name not in taken and grad_of[v] < 0:
-            names[v] = name
-            taken.add(name)
+        if name and grad_of[v] < 0:
+            names[v] = _unique(name, v, t, taken)
     for v in range(n):
         if not names[v] and grad_of[v] < 0:
             names[v] = _unique(f"%{t.v_id[v]}", v, t, taken)
