@@ -1,0 +1,120 @@
+"""The PIR programs of tests/pir_reference/ (built by Paddle 3.3.1, see its README), and the
+op-by-op comparison of vppctl's plan with Paddle's own PIR VPP completion.
+
+`parity(plain, paddle_vpp, ...)` plans Paddle's plain-PP program with vppctl and reads
+Paddle's VPP completion of the same model: for every forward op inside a layer, vppctl's
+(stage, chunk) is the segment its plan gives the op's layer, Paddle's is the op's stage
+mesh (as an index into the stage meshes) and chunk id. Ops are matched by layer path,
+type and occurrence: Paddle's completion adds and removes only reshards, which the PIR
+reader reads through. The grad ops of those ops are compared too (Paddle copies a
+forward op's chunk id to its grad ops).
+"""
+
+from __future__ import annotations
+
+import lzma
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from vppctl.convert import ConvertOptions, Planned, plan_program
+from vppctl.engine import build_index
+from vppctl.plan import PlanOptions
+from vppctl.program import parse_program
+
+REFERENCE = Path(__file__).resolve().parent / "pir_reference"
+CASES = ("gpt_pp2_v2", "gpt_pp4_v2", "gpt_keep_pp2_v2", "llama_tp2_pp2_v2", "llama_amp_pp4_v2")
+PP = {"gpt_pp2_v2": 2, "gpt_pp4_v2": 4, "gpt_keep_pp2_v2": 2, "llama_tp2_pp2_v2": 2}
+PP["llama_amp_pp4_v2"] = 4
+LAYERS = {"gpt_pp2_v2": 8, "gpt_pp4_v2": 8, "gpt_keep_pp2_v2": 12, "llama_tp2_pp2_v2": 4}
+LAYERS["llama_amp_pp4_v2"] = 8
+
+
+def reference(case: str, kind: str) -> bytes:
+    """A checked-in program: kind "plain" (vppctl's input) or "paddlevpp" (Paddle's VPP)."""
+    return lzma.decompress((REFERENCE / f"{case}_{kind}.json.xz").read_bytes())
+
+
+Place = tuple[int, int]  # (stage, chunk)
+OpKey = tuple[bytes, bytes, int]  # (layer path, op type, occurrence)
+
+
+@dataclass(frozen=True)
+class Parity:
+    forward: int  # forward layer ops compared
+    backward: int  # their grad ops compared
+    differ: tuple[tuple[OpKey, Place, Place | None], ...]  # (op, vppctl's, Paddle's)
+
+
+def planned(plain: bytes, vpp: int, split: str = "keep") -> Planned:
+    options = ConvertOptions(plan=PlanOptions(vpp=vpp, split=split))  # type: ignore[arg-type]
+    return plan_program(parse_program(plain, source="plain"), options)
+
+
+def parity(plain: bytes, paddle_vpp: bytes, vpp: int = 2, split: str = "keep") -> Parity:
+    ours = _vppctl_places(planned(plain, vpp, split))
+    theirs = _paddle_places(paddle_vpp)
+    differ = []
+    for key, place in ours.items():
+        if theirs.get(key) != place:
+            differ.append((key, place, theirs.get(key)))
+    forward = sum(1 for k in ours if not k[1].endswith(b"_grad"))
+    return Parity(forward, len(ours) - forward, tuple(differ))
+
+
+def _vppctl_places(p: Planned) -> dict[OpKey, Place]:
+    block = p.index.global_block
+    segment = {name: (s.stage, s.chunk) for s in p.plan.segments for name in s.layers}
+    out: dict[OpKey, Place] = {}
+    of_op: dict[int, Place] = {}
+    for op, key in _keys(block.ops.struct, block.ops.type, block.forward_ops):
+        k = p.layers.op_layer[op]
+        if k >= 0 and block.ops.struct[op] != b"/":
+            out[key] = of_op[op] = segment[p.layers.names[k]]
+    by_id = {block.ops.op_id[op]: op for op in of_op}
+    for op, key in _grad_keys(p.index):
+        f = by_id.get(block.ops.forward_op_id[op])
+        if f is not None:
+            out[key] = of_op[f]
+    return out
+
+
+def _paddle_places(data: bytes) -> dict[OpKey, Place]:
+    index = build_index(parse_program(data, source="paddle"))
+    stages, _ = index.stage_mesh_ids()
+    stage_of = {m: s for s, m in enumerate(stages)}
+    block = index.global_block
+    out: dict[OpKey, Place] = {}
+    for op, key in [
+        *_keys(block.ops.struct, block.ops.type, block.forward_ops),
+        *_grad_keys(index),
+    ]:
+        out[key] = (stage_of.get(block.op_mesh[op], -1), block.ops.chunk[op])
+    return out
+
+
+def _keys(structs: list[bytes], types: list[bytes], ops: list[int]) -> list[tuple[int, OpKey]]:
+    seen: Counter[tuple[bytes, bytes]] = Counter()
+    out = []
+    for op in ops:
+        seen[structs[op], types[op]] += 1
+        out.append((op, (structs[op], types[op], seen[structs[op], types[op]])))
+    return out
+
+
+def _grad_keys(index: object) -> list[tuple[int, OpKey]]:
+    """Grad ops keyed by their forward op's layer path, their type and occurrence."""
+    block = index.global_block  # type: ignore[attr-defined]
+    struct_of = {block.ops.op_id[op]: block.ops.struct[op] for op in block.forward_ops}
+    grads = [
+        op
+        for op in range(block.n_ops)
+        if block.ops.type[op].endswith(b"_grad") and block.ops.forward_op_id[op] in struct_of
+    ]
+    structs = {op: struct_of[block.ops.forward_op_id[op]] for op in grads}
+    seen: Counter[tuple[bytes, bytes]] = Counter()
+    out = []
+    for op in grads:
+        seen[structs[op], block.ops.type[op]] += 1
+        out.append((op, (structs[op], block.ops.type[op], seen[structs[op], block.ops.type[op]])))
+    return out
