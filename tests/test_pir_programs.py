@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from pir_cases import CASES, LAYERS, PP, parity, planned, reference
+from pir_cases import CASES, LAYERS, PARITY, PP, parity, planned, reference
 
 from vppctl.cli import cli
 from vppctl.plan import PlanOptions
@@ -118,15 +118,6 @@ def test_a_seeded_fault_in_paddles_completion_is_found(edit: str, rule: str) -> 
 
 
 # -- parity: vppctl's plan is Paddle's completion, op by op -------------------------------------
-
-# Forward layer ops and their grad ops compared per case (all equal).
-PARITY = {
-    "gpt_pp2_v2": (56, 56),
-    "gpt_pp4_v2": (56, 56),
-    "gpt_keep_pp2_v2": (84, 84),
-    "llama_tp2_pp2_v2": (176, 128),  # full_int_array and the like have no grad op
-    "llama_amp_pp4_v2": (504, 256),  # nor do casts: a cast's gradient is a cast
-}
 
 
 @pytest.mark.parametrize("case", CASES)
