@@ -191,7 +191,7 @@ BAD: dict[str, tuple[bytes, str]] = {
     "truncated": (GOOD[: len(GOOD) // 2], "ends early"),
     "truncated in a string": (GOOD[: GOOD.index(b'"1.add"') + 4], "ends early"),
     "version 5": (b'{"base_code": ' + _header(5).encode() + b', "program": {}}', "version 5"),
-    "version 0": (b'{"base_code": ' + _header(0).encode() + b', "program": {}}', "version 0"),
+    "version -1": (b'{"base_code": ' + _header(-1).encode() + b', "program": {}}', "version -1"),
     "version as text": (b'{"base_code": ' + _header("4").encode() + b"}", "integer version"),
     "another magic": (b'{"base_code": ' + _header(magic="onnx").encode() + b"}", "'onnx'"),
     "not PIR at all": (b'{"name": "model", "layers": 3}', "PIR's header"),

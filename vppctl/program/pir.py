@@ -69,7 +69,10 @@ from vppctl.program.pir_tables import (
     PirTables,
 )
 
-PIR_VERSIONS = range(1, 5)  # what Paddle 3.x writes (3.3.1: 4) in this one JSON layout
+# The serialization versions Paddle 3.3.1 knows (it writes 4, and any of these on request,
+# in this one layout: the number says which of its loader's patches apply); a later one may
+# change the layout, so it is refused.
+PIR_VERSIONS = range(0, 5)
 MAX_ITEM_CHARS = 8 << 20  # JSON characters of one op (or one block argument, or the header)
 _FIRST_WINDOW = 1 << 14  # characters decoded at first for an item; doubled while too few
 
@@ -148,12 +151,14 @@ class _Json:
     def expect(self, char: str, what: str) -> None:
         found = self.peek()
         if found != char:
-            raise _Malformed(f"{what}: expected {char!r} at {self.where()}, found {found!r}")
+            raise _Malformed(
+                f"invalid JSON in {what} at {self.where()}: expected {char!r}, found {found!r}"
+            )
         self.pos += 1
 
     def string(self, what: str) -> str:
         if self.peek() != '"':
-            raise _Malformed(f"{what}: expected a key at {self.where()}")
+            raise _Malformed(f"invalid JSON in {what} at {self.where()}: expected a key")
         try:
             value, self.pos = _DECODER.raw_decode(self.text, self.pos)
         except JSONDecodeError as e:
