@@ -42,8 +42,8 @@ type RAW), and `kwargs` block arguments. A file that is not such a program
 before any op defines it) is a ProgramFileError (exit 3) with a one-line reason.
 
 Bounds: JSON nesting deeper than the decoder's recursion limit is refused; one op
-(or other item) may hold at most MAX_ITEM_CHARS characters of JSON, so the Python
-objects of one op stay small whatever the file holds.
+(or other item) may hold at most MAX_ITEM_CHARS (4 MiB) of JSON, so the Python objects
+of one op stay small whatever the file holds.
 """
 
 from __future__ import annotations
@@ -73,7 +73,10 @@ from vppctl.program.pir_tables import (
 # in this one layout: the number says which of its loader's patches apply); a later one may
 # change the layout, so it is refused.
 PIR_VERSIONS = range(0, 5)
-MAX_ITEM_CHARS = 8 << 20  # JSON characters of one op (or one block argument, or the header)
+# JSON characters of one op (or block argument, or the header): decoded, an item's Python
+# objects take up to about 25 bytes a character (a list of empty lists), so 4 MiB keeps one
+# item near 100 MB whatever the file holds; a real op is a few KB.
+MAX_ITEM_CHARS = 4 << 20
 _FIRST_WINDOW = 1 << 14  # characters decoded at first for an item; doubled while too few
 
 _DIALECTS = {"0": "builtin", "1": "pd_op", "2": "cf", "3": "custom_op", "4": "dist"}
