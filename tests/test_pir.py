@@ -202,6 +202,16 @@ BAD: dict[str, tuple[bytes, str]] = {
     "a 5000-digit integer": (GOOD.replace(b'"version":4', b'"version":' + b"4" * 5000), "digits"),
     "an op that is no object": (GOOD.replace(b'"ops":[', b'"ops":[7,', 1), "not a JSON object"),
     "no program": (b'{"base_code": ' + _header().encode() + b"}", '"program"'),
+    # found by the fuzzer: a type name that is a list (it was a dict key), dims past int64
+    "a type named by a list": (GOOD.replace(b'"#":"0.t_dtensor"', b'"#":["x"]', 1), "string"),
+    "dims past int64": (
+        GOOD.replace(b'[2,4],"NCHW"', b"[2," + b"9" * 20 + b'],"NCHW"', 1),
+        "64 bits",
+    ),
+    "a role past int32": (
+        GOOD.replace(b'"D":1},"N":"op_role"', b'"D":4294967296},"N":"op_role"', 1),
+        "out of range",
+    ),
 }
 
 

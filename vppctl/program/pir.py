@@ -262,9 +262,15 @@ def _arr(x: Any, what: str) -> list[Any]:
     return x
 
 
-def _int(x: Any, what: str) -> int:
+_INT64 = range(-(1 << 63), 1 << 63)  # ids, dims and chunk ids are int64 in Paddle
+_INT32 = range(-(1 << 31), 1 << 31)  # op_role is an int32 attribute
+
+
+def _int(x: Any, what: str, bounds: range = _INT64) -> int:
     if not isinstance(x, int) or isinstance(x, bool):
         raise _Malformed(f"{what} is not an integer")
+    if x not in bounds:
+        raise _Malformed(f"{what} ({x}) is out of range")
     return x
 
 
@@ -276,8 +282,8 @@ def _str(x: Any, what: str) -> str:
 
 def _ints(x: Any, what: str) -> tuple[int, ...]:
     values = tuple(_arr(x, what))
-    if not all(type(v) is int for v in values):  # bools are no ints here
-        raise _Malformed(f"{what} holds a value that is not an integer")
+    if not all(type(v) is int and v in _INT64 for v in values):  # bools are no ints here
+        raise _Malformed(f"{what} holds a value that is not an integer of 64 bits")
     return values
 
 
@@ -288,7 +294,7 @@ def _type_key(type_: Any) -> tuple[Any, ...] | None:
         if type_["#"] == "4.t_dist_dtensor":
             dense, dist = type_["D"][0], type_["D"][1]
             mesh = dist["D"][0]["D"]
-            return (
+            key = (
                 dense["#"],
                 dense["D"][0]["#"],
                 tuple(dense["D"][1]),
@@ -296,6 +302,8 @@ def _type_key(type_: Any) -> tuple[Any, ...] | None:
                 tuple(mesh[1]),
                 tuple(mesh[2]),
             )
+            hash(key)  # a list or object inside (a malformed type) cannot be a key
+            return key
     except (TypeError, KeyError, IndexError):
         pass
     return None
@@ -472,7 +480,7 @@ class _Reader:
         self, attrs: dict[str, Any], what: str
     ) -> tuple[int, str, bytes, int, tuple[bytes, ...], tuple[bytes, ...]]:
         role = attrs.get("op_role")
-        role = 0 if role is None else _int(role, f"{what}'s op_role")
+        role = 0 if role is None else _int(role, f"{what}'s op_role", _INT32)
         struct = attrs.get("struct_name")
         struct = "" if struct is None else _str(struct, f"{what}'s struct_name")
         dist = attrs.get("op_dist_attr")
