@@ -15,12 +15,13 @@ from __future__ import annotations
 import lzma
 from collections import Counter
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from vppctl.convert import ConvertOptions, Planned, plan_program
 from vppctl.engine import build_index
 from vppctl.plan import PlanOptions
-from vppctl.program import parse_program
+from vppctl.program import Program, parse_program
 
 REFERENCE = Path(__file__).resolve().parent / "pir_reference"
 CASES = ("gpt_pp2_v2", "gpt_pp4_v2", "gpt_keep_pp2_v2", "llama_tp2_pp2_v2", "llama_amp_pp4_v2")
@@ -43,6 +44,12 @@ def reference(case: str, kind: str) -> bytes:
     return lzma.decompress((REFERENCE / f"{case}_{kind}.json.xz").read_bytes())
 
 
+@cache
+def program(case: str, kind: str) -> Program:
+    """A checked-in program, read once (planning, verifying and inspecting change nothing)."""
+    return parse_program(reference(case, kind), source=f"{case}_{kind}.json")
+
+
 Place = tuple[int, int]  # (stage, chunk)
 OpKey = tuple[bytes, bytes, int]  # (layer path, op type, occurrence)
 
@@ -54,12 +61,12 @@ class Parity:
     differ: tuple[tuple[OpKey, Place, Place | None], ...]  # (op, vppctl's, Paddle's)
 
 
-def planned(plain: bytes, vpp: int, split: str = "keep") -> Planned:
+def planned(plain: Program, vpp: int, split: str = "keep") -> Planned:
     options = ConvertOptions(plan=PlanOptions(vpp=vpp, split=split))  # type: ignore[arg-type]
-    return plan_program(parse_program(plain, source="plain"), options)
+    return plan_program(plain, options)
 
 
-def parity(plain: bytes, paddle_vpp: bytes, vpp: int = 2, split: str = "keep") -> Parity:
+def parity(plain: Program, paddle_vpp: Program, vpp: int = 2, split: str = "keep") -> Parity:
     ours = _vppctl_places(planned(plain, vpp, split))
     theirs = _paddle_places(paddle_vpp)
     differ = []
@@ -87,8 +94,8 @@ def _vppctl_places(p: Planned) -> dict[OpKey, Place]:
     return out
 
 
-def _paddle_places(data: bytes) -> dict[OpKey, Place]:
-    index = build_index(parse_program(data, source="paddle"))
+def _paddle_places(paddle_vpp: Program) -> dict[OpKey, Place]:
+    index = build_index(paddle_vpp)
     stages, _ = index.stage_mesh_ids()
     stage_of = {m: s for s, m in enumerate(stages)}
     block = index.global_block

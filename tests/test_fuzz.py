@@ -1011,11 +1011,16 @@ def _at(doc: object, path: tuple[object, ...]) -> object:
 
 def mutate_json(rng: random.Random, doc: dict[str, object]) -> str:
     """One structural mutation of a PIR document, in place; what it was."""
-    ops = doc["program"]["regions"][0]["blocks"][0]["ops"]  # type: ignore[index]
+    try:  # an earlier mutation may have broken the path to the ops
+        ops = doc["program"]["regions"][0]["blocks"][0]["ops"]  # type: ignore[index]
+    except (KeyError, IndexError, TypeError):
+        ops = []
+    if not isinstance(ops, list):
+        ops = []
     kinds = ("key", "value", "op", "op", "id", "chunk", "mesh", "header", "attr", "attr", "attr")
     kind = rng.choice(kinds)
-    if kind == "attr" and ops:
-        return _mutate_attr(rng, rng.choice(ops))
+    if kind == "attr" and ops and isinstance(op := rng.choice(ops), dict):
+        return _mutate_attr(rng, op)
     if kind == "op" and ops:
         how = rng.choice(("delete", "duplicate", "swap", "move"))
         i, j = rng.randrange(len(ops)), rng.randrange(len(ops))
@@ -1028,7 +1033,7 @@ def mutate_json(rng: random.Random, doc: dict[str, object]) -> str:
         else:
             ops.insert(j, ops.pop(i))
         return f"json: op {how}"
-    if kind == "header":
+    if kind == "header" and isinstance(doc.get("base_code"), dict):
         field_ = rng.choice(("magic", "version", "trainable"))
         doc["base_code"][field_] = rng.choice((*ODD_JSON, 4, 3, 5))  # type: ignore[index]
         return f"json: header {field_}"
@@ -1065,11 +1070,12 @@ def mutate_json(rng: random.Random, doc: dict[str, object]) -> str:
 
 def _mutate_attr(rng: random.Random, op: dict[str, object]) -> str:
     """An op's struct name, role, chunk id or mesh set to an odd but well-formed value."""
-    attrs = [a for a in op.get("A", []) if isinstance(a, dict)]  # type: ignore[attr-defined]
-    found = {a.get("N"): a for a in attrs}
+    listed = op.get("A")
+    attrs = [a for a in listed if isinstance(a, dict)] if isinstance(listed, list) else []
+    found = {a.get("N"): a for a in attrs if isinstance(a.get("AT"), dict)}
     name = rng.choice(("struct_name", "op_role", "op_dist_attr"))
     a = found.get(name)
-    if a is None:
+    if a is None or (name == "op_dist_attr" and not _dist_list(a)):
         return "json: attr (none)"
     if name == "struct_name":
         a["AT"]["D"] = rng.choice(ODD_STRINGS)
@@ -1083,6 +1089,11 @@ def _mutate_attr(rng: random.Random, op: dict[str, object]) -> str:
             ids = rng.choice(([0], [1], [2], [0, 1], [1, 0], [5], [0, 0], []))
             dist[0] = {"#": "4.a_process_mesh", "D": [[len(ids)], ids, ["x"]]}
     return f"json: attr {name}"
+
+
+def _dist_list(a: dict[str, object]) -> bool:
+    dist = a["AT"].get("D")  # type: ignore[attr-defined]
+    return isinstance(dist, list) and len(dist) == 4
 
 
 PIR_HOSTILE: dict[str, Callable[[random.Random, bytes], bytes]] = {

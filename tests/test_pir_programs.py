@@ -10,12 +10,11 @@ GPT at pp 2 and pp 4, GPT with 7 + 5 layers per stage, Llama with TP 2, Llama wi
 from __future__ import annotations
 
 import json
-from functools import cache
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from pir_cases import CASES, LAYERS, PARITY, PP, parity, planned, reference
+from pir_cases import CASES, LAYERS, PARITY, PP, parity, planned, program, reference
 
 from vppctl.cli import cli
 from vppctl.plan import PlanOptions
@@ -23,12 +22,6 @@ from vppctl.planner import PirMismatch, PirStrategy, pir_strategy
 from vppctl.program import Program, op_slots, parse_program
 from vppctl.summary import summarize
 from vppctl.verify import PIR_RULES, verify_program
-
-
-@cache
-def program(case: str, kind: str) -> Program:
-    """A checked-in program, read once (the library calls below do not change it)."""
-    return parse_program(reference(case, kind), source=f"{case}_{kind}.json")
 
 
 def json_file(tmp_path: Path, case: str, kind: str) -> Path:
@@ -125,7 +118,7 @@ def test_vppctls_plan_is_paddles_pir_completion_op_by_op(case: str) -> None:
     """The plan Paddle's completion can take (`pir_strategy`: split keep, loop placement)
     puts every layer op where Paddle's complete_chunk_id puts it, and every grad op of one
     where Paddle's backward puts it (its forward op's chunk)."""
-    result = parity(reference(case, "plain"), reference(case, "paddlevpp"))
+    result = parity(program(case, "plain"), program(case, "paddlevpp"))
     assert not result.differ, result.differ[:3]
     assert (result.forward, result.backward) == PARITY[case]
 
@@ -133,11 +126,8 @@ def test_vppctls_plan_is_paddles_pir_completion_op_by_op(case: str) -> None:
 def test_a_split_paddle_does_not_make_differs_from_its_completion() -> None:
     """Against a false positive: with 7 + 5 layers per stage, the uniform split (3 layers a
     chunk) moves layers 3, 6 and 9 to other chunks than Paddle's completion gives them."""
-    plain, paddle_vpp = (
-        reference("gpt_keep_pp2_v2", "plain"),
-        reference("gpt_keep_pp2_v2", "paddlevpp"),
-    )
-    result = parity(plain, paddle_vpp, split="uniform")
+    case = "gpt_keep_pp2_v2"
+    result = parity(program(case, "plain"), program(case, "paddlevpp"), split="uniform")
     layers = {key[0].split(b"/")[2] for key, _, _ in result.differ}
     assert layers == {b"DecoderLayer_3", b"DecoderLayer_6", b"DecoderLayer_9"}
     assert len(result.differ) == 2 * 3 * 7  # 7 forward ops a layer, and their grad ops
@@ -147,7 +137,7 @@ def test_a_split_paddle_does_not_make_differs_from_its_completion() -> None:
 
 
 def test_the_pir_strategy_of_a_plan_paddle_takes() -> None:
-    p = planned(reference("gpt_keep_pp2_v2", "plain"), 2, "keep")
+    p = planned(program("gpt_keep_pp2_v2", "plain"), 2, "keep")
     got = pir_strategy(p.plan, p.facts.stages, "interleaved", 8)
     assert isinstance(got, PirStrategy)
     assert got.settings() == {
@@ -161,7 +151,7 @@ def test_the_pir_strategy_of_a_plan_paddle_takes() -> None:
 
 
 def test_a_uniform_plan_needs_the_layers_moved_between_stages() -> None:
-    p = planned(reference("gpt_keep_pp2_v2", "plain"), 2, "uniform")
+    p = planned(program("gpt_keep_pp2_v2", "plain"), 2, "uniform")
     got = pir_strategy(p.plan, p.facts.stages, "interleaved", 4)
     assert isinstance(got, PirStrategy)
     assert (got.stage_layers, got.chunk_layers, got.moves_layers) == ((6, 6), (3, 3, 3, 3), True)
@@ -192,7 +182,7 @@ def test_why_paddles_pir_pipeline_cannot_run_a_plan(
 
 
 def test_a_plain_pp_plan_runs_1f1b_without_vpp() -> None:
-    p = planned(reference("gpt_pp4_v2", "plain"), 1, "uniform")
+    p = planned(program("gpt_pp4_v2", "plain"), 1, "uniform")
     got = pir_strategy(p.plan, p.facts.stages, "1f1b", 8)
     assert isinstance(got, PirStrategy)
     assert "vpp_seg_method" not in got.settings() and got.schedule_mode == "1F1B"

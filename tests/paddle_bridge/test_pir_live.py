@@ -117,14 +117,14 @@ def test_inspect_plan_verify_read_the_in_memory_export(build: Path, case: str) -
     assert len(summary.layers) == LAYERS[case]
     report = verify_program(paddle_vpp)
     assert [v.rule for v in report.violations] == ["V009"]
-    p = planned((build / f"{case}_plain.export.json").read_bytes(), 2, "keep")
+    p = planned(parse_program((build / f"{case}_plain.export.json").read_bytes()), 2, "keep")
     assert isinstance(pir_strategy(p.plan, p.facts.stages, "interleaved", 8), PirStrategy)
 
 
 @pytest.mark.parametrize("case", _params(CASES))
 def test_vppctls_plan_is_paddles_pir_completion(build: Path, case: str) -> None:
-    plain = (build / f"{case}_plain.export.json").read_bytes()
-    paddle_vpp = (build / f"{case}_paddlevpp.export.json").read_bytes()
+    plain = parse_program((build / f"{case}_plain.export.json").read_bytes())
+    paddle_vpp = parse_program((build / f"{case}_paddlevpp.export.json").read_bytes())
     result = parity(plain, paddle_vpp)
     assert not result.differ, result.differ[:3]
     assert (result.forward, result.backward) == PARITY[case]
