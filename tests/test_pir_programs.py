@@ -226,3 +226,17 @@ def test_plan_searches_a_pir_program(runner: CliRunner, tmp_path: Path) -> None:
     assert r.exit_code == 0, r.stderr
     candidates = json.loads(r.stdout)["candidates"]
     assert any(c["vpp"] == 2 and c["schedule"] == "interleaved" for c in candidates)
+
+
+def test_the_rules_that_apply_in_part_are_rules_and_paddles_deal_is_even() -> None:
+    from typing import get_args
+
+    from vppctl.choices import Schedule
+    from vppctl.planner import PIR_SCHEDULE_MODES
+    from vppctl.planner.pir import dealt_layers
+    from vppctl.verify import RULES
+
+    assert set(PIR_RULES) <= set(RULES)
+    assert set(PIR_SCHEDULE_MODES) <= set(get_args(Schedule))
+    assert dealt_layers(7, 2) == [4, 3] and dealt_layers(5, 3) == [2, 2, 1]
+    assert dealt_layers(1, 2) == [1, 0]  # a chunk without a layer: Paddle refuses it
