@@ -106,7 +106,7 @@ def parse_pir(data: bytes | bytearray, *, source: str, max_blocks: int) -> Encod
     """Read a PIR program's JSON (at most `max_blocks` blocks); ProgramFileError (exit 3) when
     it is not one."""
     try:
-        text = bytes(data).decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise _refused(source, f"its JSON is not UTF-8 (byte {e.start})") from None
     reader = _Reader(text, max_blocks)
