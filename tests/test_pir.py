@@ -248,3 +248,41 @@ def test_one_op_larger_than_the_item_bound_is_refused(monkeypatch: pytest.Monkey
         parse_program(p.bytes(), source="t.json")
     p.ops[5]["A"][-1]["AT"]["D"] = "x" * (1 << 15)  # within the bound: read
     assert parse_program(p.bytes(), source="t.json").is_pir
+
+
+# -- the rules that apply in part still fail -------------------------------------------------
+
+
+def _verified(p: PirJson) -> set[str]:
+    from vppctl.verify import verify_program
+
+    return {v.rule for v in verify_program(parse_program(p.bytes(), source="t.json")).violations}
+
+
+def test_a_completed_program_built_right_is_valid() -> None:
+    assert _verified(training([0, 1, 0, 1], [0, 0, 1, 1])) == set()
+
+
+@pytest.mark.parametrize(
+    ("fault", "rule"),
+    [
+        ("an op without a mesh", "V001"),
+        ("a value on another mesh than its op", "V011"),
+        ("a weight on another mesh than its first reader", "V018"),
+        ("a layer op's operand dist attr on another mesh", "V017"),
+    ],
+)
+def test_the_mesh_part_of_a_rule_that_applies_in_part_still_fails(fault: str, rule: str) -> None:
+    p = training([0, 1, 0, 1], [0, 0, 1, 1])
+    matmul = next(o for o in p.ops if o["#"] == "1.matmul")
+    dist = next(a for a in matmul["A"] if a["N"] == "op_dist_attr")
+    if fault == "an op without a mesh":
+        matmul["A"].remove(dist)
+    elif fault == "a value on another mesh than its op":
+        matmul["O"][0]["TT"]["D"][1]["D"][0]["D"][1] = [1]
+    elif fault == "a weight on another mesh than its first reader":
+        weight = next(o for o in p.ops if o["#"] == "p")
+        weight["O"]["TT"]["D"][1]["D"][0]["D"][1] = [1]
+    else:
+        dist["AT"]["D"][1][1]["D"][0]["D"][1] = [1]
+    assert rule in _verified(p)
