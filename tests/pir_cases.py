@@ -7,7 +7,8 @@ Paddle's VPP completion of the same model: for every forward op inside a layer, 
 mesh (as an index into the stage meshes) and chunk id. Ops are matched by layer path,
 type and occurrence: Paddle's completion adds and removes only reshards, which the PIR
 reader reads through. The grad ops of those ops are compared too (Paddle copies a
-forward op's chunk id to its grad ops).
+forward op's chunk id to its grad ops), and their recompute copies (its recompute pass
+copies the forward op's placement).
 """
 
 from __future__ import annotations
@@ -20,15 +21,21 @@ from pathlib import Path
 
 from vppctl.convert import ConvertOptions, Planned, plan_program
 from vppctl.engine import build_index
+from vppctl.engine.backward import recompute_copies
 from vppctl.plan import PlanOptions
 from vppctl.program import Program, parse_program
 
 REFERENCE = Path(__file__).resolve().parent / "pir_reference"
-CASES = ("gpt_pp2_v2", "gpt_pp4_v2", "gpt_keep_pp2_v2", "llama_tp2_pp2_v2", "llama_amp_pp4_v2")
-PP = {"gpt_pp2_v2": 2, "gpt_pp4_v2": 4, "gpt_keep_pp2_v2": 2, "llama_tp2_pp2_v2": 2}
-PP["llama_amp_pp4_v2"] = 4
-LAYERS = {"gpt_pp2_v2": 8, "gpt_pp4_v2": 8, "gpt_keep_pp2_v2": 12, "llama_tp2_pp2_v2": 4}
-LAYERS["llama_amp_pp4_v2"] = 8
+CASES = (
+    "gpt_pp2_v2",
+    "gpt_pp4_v2",
+    "gpt_keep_pp2_v2",
+    "llama_tp2_pp2_v2",
+    "llama_amp_pp4_v2",
+    "llama_rc_pp2_v2",
+)
+PP = dict(zip(CASES, (2, 4, 2, 2, 4, 2)))
+LAYERS = dict(zip(CASES, (8, 8, 12, 4, 8, 4)))
 # Forward layer ops and their grad ops the parity compares, per case (all are equal).
 PARITY = {
     "gpt_pp2_v2": (56, 56),
@@ -36,7 +43,9 @@ PARITY = {
     "gpt_keep_pp2_v2": (84, 84),
     "llama_tp2_pp2_v2": (176, 128),  # full_int_array and the like have no grad op
     "llama_amp_pp4_v2": (504, 256),  # nor do casts: a cast's gradient is a cast
+    "llama_rc_pp2_v2": (176, 128),  # and 172 recompute copies (every layer op but the reshard)
 }
+RECOMPUTED = {"llama_rc_pp2_v2": 172}
 
 
 def reference(case: str, kind: str) -> bytes:
@@ -58,6 +67,7 @@ OpKey = tuple[bytes, bytes, int]  # (layer path, op type, occurrence)
 class Parity:
     forward: int  # forward layer ops compared
     backward: int  # their grad ops compared
+    recomputed: int  # their recompute copies compared
     differ: tuple[tuple[OpKey, Place, Place | None], ...]  # (op, vppctl's, Paddle's)
 
 
@@ -73,8 +83,12 @@ def parity(plain: Program, paddle_vpp: Program, vpp: int = 2, split: str = "keep
     for key, place in ours.items():
         if theirs.get(key) != place:
             differ.append((key, place, theirs.get(key)))
-    forward = sum(1 for k in ours if not k[1].endswith(b"_grad"))
-    return Parity(forward, len(ours) - forward, tuple(differ))
+    recomputed = sum(1 for k in ours if k[0].startswith(_COPY))
+    forward = sum(1 for k in ours if not k[1].endswith(b"_grad") and not k[0].startswith(_COPY))
+    return Parity(forward, len(ours) - forward - recomputed, recomputed, tuple(differ))
+
+
+_COPY = b"recomputed "  # the key of a recompute copy: its forward op's, marked
 
 
 def _vppctl_places(p: Planned) -> dict[OpKey, Place]:
@@ -91,6 +105,9 @@ def _vppctl_places(p: Planned) -> dict[OpKey, Place]:
         f = by_id.get(block.ops.forward_op_id[op])
         if f is not None:
             out[key] = of_op[f]
+    for _, key, f in _copy_keys(p.index):
+        if f in of_op:
+            out[key] = of_op[f]
     return out
 
 
@@ -100,12 +117,21 @@ def _paddle_places(paddle_vpp: Program) -> dict[OpKey, Place]:
     stage_of = {m: s for s, m in enumerate(stages)}
     block = index.global_block
     out: dict[OpKey, Place] = {}
-    for op, key in [
-        *_keys(block.ops.struct, block.ops.type, block.forward_ops),
-        *_grad_keys(index),
-    ]:
+    ops = [*_keys(block.ops.struct, block.ops.type, block.forward_ops), *_grad_keys(index)]
+    ops += [(op, key) for op, key, _ in _copy_keys(index)]
+    for op, key in ops:
         out[key] = (stage_of.get(block.op_mesh[op], -1), block.ops.chunk[op])
     return out
+
+
+def _copy_keys(index: object) -> list[tuple[int, OpKey, int]]:
+    """(recompute copy, its key, the forward op it copies), keyed by that op's key."""
+    block = index.global_block  # type: ignore[attr-defined]
+    keyed = dict(_keys(block.ops.struct, block.ops.type, block.forward_ops))
+    return [
+        (op, (_COPY + keyed[f][0], keyed[f][1], keyed[f][2]), f)
+        for op, f in sorted(recompute_copies(index).items())  # type: ignore[arg-type]
+    ]
 
 
 def _keys(structs: list[bytes], types: list[bytes], ops: list[int]) -> list[tuple[int, OpKey]]:

@@ -51,6 +51,7 @@ class Case:
     stage_layers: tuple[int, ...] = ()  # () = as even as they go, earlier stages the extras
     tp: int = 1  # ranks per stage, the weights sharded column/row parallel
     amp: bool = False  # bfloat16 O1
+    recompute: bool = False  # every layer under `fleet.utils.recompute` (PIR recompute pass)
 
     def stage_counts(self) -> list[int]:
         if self.stage_layers:
@@ -67,6 +68,7 @@ CASES = {
         Case("gpt_keep_pp2_v2", "gpt", 2, 2, 12, stage_layers=(7, 5)),
         Case("llama_tp2_pp2_v2", "llama", 2, 2, 4, tp=2),
         Case("llama_amp_pp4_v2", "llama", 4, 2, 8, amp=True),
+        Case("llama_rc_pp2_v2", "llama", 2, 2, 4, recompute=True),
     )
 }
 HIDDEN, VOCAB, BATCH, SEQ = 16, 32, 4, 4
@@ -144,6 +146,8 @@ def _strategy(case: Case, vpp: int) -> Any:
         pipeline.schedule_mode = "VPP"
     else:
         pipeline.schedule_mode = "1F1B"
+    if case.recompute:
+        strategy._recompute.enable = True  # dist.Strategy's name for it
     if case.amp:
         strategy.amp.enable = True
         strategy.amp.dtype = "bfloat16"
@@ -247,6 +251,7 @@ def _layers(case: Case) -> dict[str, Any]:
     import paddle.distributed as dist
     import paddle.nn.functional as F
     from paddle import nn
+    from paddle.distributed.fleet.utils import recompute
 
     h = HIDDEN
     sharded = case.tp > 1
@@ -355,7 +360,7 @@ def _layers(case: Case) -> dict[str, Any]:
             for layer, s in zip(self.layers, self.stage_of):
                 if s != stage:
                     x, stage = dist.reshard(x, self.meshes[s], replicate), s
-                x = layer(x)
+                x = recompute(layer, x) if case.recompute else layer(x)
             if stage != len(self.meshes) - 1:
                 x = dist.reshard(x, self.meshes[-1], replicate)
             return self.head(self.norm(x))

@@ -2,9 +2,10 @@
 read them, vppctl's plan equals Paddle's own PIR VPP completion op by op, and the verifier's
 rules hold on Paddle's completion but for the one place Paddle breaks one (V009).
 
-Five kinds of job, each as the plain-PP input and as Paddle's VPP completion (vpp 2):
+Six kinds of job, each as the plain-PP input and as Paddle's VPP completion (vpp 2):
 GPT at pp 2 and pp 4, GPT with 7 + 5 layers per stage, Llama with TP 2, Llama with AMP
-(bfloat16 O1) at pp 4. tests/paddle_bridge/test_pir_live.py builds them again with Paddle.
+(bfloat16 O1) at pp 4, Llama with every layer recomputed. tests/paddle_bridge/
+test_pir_live.py builds them again with Paddle.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from pir_cases import CASES, LAYERS, PARITY, PP, parity, planned, program, reference
+from pir_cases import CASES, LAYERS, PARITY, PP, RECOMPUTED, parity, planned, program, reference
 
 from vppctl.cli import cli
 from vppctl.plan import PlanOptions
@@ -87,8 +88,9 @@ def test_verify_cli_notes_the_rules_that_apply_in_part(runner: CliRunner, tmp_pa
 
 
 def _seeded(case: str, edit: str) -> Program:
-    """Paddle's completion with one fault: `edit` "layer" moves one op of DecoderLayer_4
-    (chunk 1) to chunk 0; "grad" moves the first matmul_grad to chunk 0."""
+    """Paddle's completion with one fault: `edit` "layer" moves one op of the fifth layer
+    (chunk 1) to chunk 0; "grad" moves the first matmul_grad, "copy" the first recompute
+    copy (a backward op with a layer path), to the other chunk."""
     doc = json.loads(reference(case, "paddlevpp"))
     ops = doc["program"]["regions"][0]["blocks"][0]["ops"]
 
@@ -97,16 +99,25 @@ def _seeded(case: str, edit: str) -> Program:
 
     if edit == "layer":
         op = next(o for o in ops if "DecoderLayer_4/" in str(attrs(o).get("struct_name")))
-    else:
+    elif edit == "grad":
         op = next(o for o in ops if o["#"] == "1.matmul_grad")
+    else:
+        op = next(o for o in ops if attrs(o).get("op_role") == 1 and attrs(o).get("struct_name"))
     dist = next(a for a in op["A"] if a["N"] == "op_dist_attr")["AT"]["D"]
     dist[3] = 1 - dist[3]
     return parse_program(json.dumps(doc).encode(), source="seeded.json")
 
 
-@pytest.mark.parametrize(("edit", "rule"), [("layer", "V004"), ("grad", "V008")])
-def test_a_seeded_fault_in_paddles_completion_is_found(edit: str, rule: str) -> None:
-    found = {v.rule for v in verify_program(_seeded("gpt_pp2_v2", edit)).violations}
+@pytest.mark.parametrize(
+    ("case", "edit", "rule"),
+    [
+        ("gpt_pp2_v2", "layer", "V004"),
+        ("gpt_pp2_v2", "grad", "V008"),
+        ("llama_rc_pp2_v2", "copy", "V021"),  # a recompute copy, read as Paddle's legacy one
+    ],
+)
+def test_a_seeded_fault_in_paddles_completion_is_found(case: str, edit: str, rule: str) -> None:
+    found = {v.rule for v in verify_program(_seeded(case, edit)).violations}
     assert rule in found
 
 
@@ -116,11 +127,13 @@ def test_a_seeded_fault_in_paddles_completion_is_found(edit: str, rule: str) -> 
 @pytest.mark.parametrize("case", CASES)
 def test_vppctls_plan_is_paddles_pir_completion_op_by_op(case: str) -> None:
     """The plan Paddle's completion can take (`pir_strategy`: split keep, loop placement)
-    puts every layer op where Paddle's complete_chunk_id puts it, and every grad op of one
-    where Paddle's backward puts it (its forward op's chunk)."""
+    puts every layer op where Paddle's complete_chunk_id puts it, every grad op of one where
+    Paddle's backward puts it (its forward op's chunk), and every recompute copy where
+    Paddle's recompute pass puts it."""
     result = parity(program(case, "plain"), program(case, "paddlevpp"))
     assert not result.differ, result.differ[:3]
     assert (result.forward, result.backward) == PARITY[case]
+    assert result.recomputed == RECOMPUTED.get(case, 0)
 
 
 def test_a_split_paddle_does_not_make_differs_from_its_completion() -> None:

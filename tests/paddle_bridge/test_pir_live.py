@@ -3,8 +3,9 @@ in-memory export (`vppctl.paddle.export_program` on the `paddle.pir.Program`), t
 inspect, simulate, plan and verify, and vppctl's plan against Paddle's PIR completion.
 
 `tests/pir_programs.py` builds them in a child process in PIR mode (this test package
-forces the legacy IR in-process). One kind runs always (GPT, pp 2); all five kinds
-(GPT pp 2 and 4, GPT 7 + 5 layers a stage, Llama TP 2, Llama AMP pp 4) with
+forces the legacy IR in-process). One kind runs always (GPT, pp 2); all six kinds
+(GPT pp 2 and 4, GPT 7 + 5 layers a stage, Llama TP 2, Llama AMP pp 4, Llama with
+recompute) with
 VPPCTL_SLOW=1. Each build must equal the checked-in program (tests/pir_reference/): the
 fixture tests there then say the same of what Paddle builds today.
 """
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from pir_cases import CASES, LAYERS, PARITY, PP, parity, planned, reference
+from pir_cases import CASES, LAYERS, PARITY, PP, RECOMPUTED, parity, planned, reference
 
 from vppctl.cli import cli
 from vppctl.planner import PirStrategy, pir_strategy
@@ -128,3 +129,4 @@ def test_vppctls_plan_is_paddles_pir_completion(build: Path, case: str) -> None:
     result = parity(plain, paddle_vpp)
     assert not result.differ, result.differ[:3]
     assert (result.forward, result.backward) == PARITY[case]
+    assert result.recomputed == RECOMPUTED.get(case, 0)

@@ -15,10 +15,16 @@ the PIR reader recovers them from the data flow, in program order:
   that op's results: matched in order, each to the next one of the same dims (a grad op
   leaves out the operands that get no gradient, as `embedding_grad` leaves the ids);
 - a backward `pd_op.add_n` whose operands are all gradients of one value adds up its
-  parts: its result is that value's gradient.
+  parts: its result is that value's gradient;
+- a backward op that carries a layer's struct name is a recompute copy (Paddle's PIR
+  recompute pass copies a layer's forward ops into the backward, struct names kept): it
+  copies the forward op of its type and struct name that reads the same values (or their
+  copies), the first such op not yet copied, and its results are copies of that op's.
 
 A value X's gradient is named `X@GRAD`; when parts of it are added up, the parts are
-`X@GRAD@RENAME@k` (k in program order) and the sum `X@GRAD`, as legacy Paddle names them.
+`X@GRAD@RENAME@k` (k in program order) and the sum `X@GRAD`, as legacy Paddle names them;
+a recomputed copy of X is `X.subprog_0`, as Paddle's legacy recompute pass names it (so
+vppctl's recompute rule, V021, reads it).
 Every other value is `%N` (its PIR id) unless the program names it (parameters, data; a
 name given twice, as the per-stage copies of `learning_rate_0`, is `NAME%N` the second
 time).
@@ -86,7 +92,7 @@ def link_gradients(t: PirTables) -> tuple[list[str], array[int], Flow]:
     for op in range(t.n_ops):
         if t.op_role[op] & BACKWARD:
             links.visit(op)
-    return _names(t, links.grad_of, links.sum_of), links.forward_of, flow
+    return _names(t, links.grad_of, links.sum_of, links.copy_of), links.forward_of, flow
 
 
 def forward_type(kind: str) -> str:
@@ -111,6 +117,8 @@ class _Links:
         self.forward_value = bytearray(
             p == NO_OP or t.op_role[p] in FORWARD_ROLES for p in t.v_producer
         )
+        self.copy_of: dict[int, int] = {}  # recomputed value -> the forward value it copies
+        self._copyable: dict[tuple[str, str, tuple[int, ...]], list[int]] | None = None
 
     def visit(self, op: int) -> None:
         t, flow = self.t, self.flow
@@ -118,6 +126,9 @@ class _Links:
         kind = t.op_type[op]
         if kind in GRAD_SUMS:
             self._sum(ins, outs)
+            return
+        if t.op_struct[op] and forward_type(kind) == kind:
+            self._copy(op, kind, ins, outs)
             return
         f = self._forward_op(op, forward_type(kind), ins)
         if f == NO_LINK:
@@ -127,9 +138,34 @@ class _Links:
         for r, x in self._match(outs, flow.inputs(f)):
             if self.grad_of[r] < 0:
                 self.grad_of[r] = x
-        read = [v for v in ins if v >= 0 and not self.forward_value[v] and self.grad_of[v] < 0]
+        read = [
+            v
+            for v in ins
+            if v >= 0
+            and not self.forward_value[v]
+            and self.grad_of[v] < 0
+            and v not in self.copy_of
+        ]
         for g, y in self._match(read, flow.outputs(f)):
             self.grad_of[g] = y
+
+    def _copy(self, op: int, kind: str, ins: Sequence[int], outs: Sequence[int]) -> None:
+        """A recompute copy: its results copy those of the forward op it recomputes."""
+        if self._copyable is None:
+            t, flow = self.t, self.flow
+            self._copyable = {}
+            for f in range(t.n_ops):
+                if t.op_role[f] in FORWARD_ROLES:
+                    key = (t.op_type[f], t.op_struct[f], tuple(flow.inputs(f)))
+                    self._copyable.setdefault(key, []).append(f)
+        key = (kind, self.t.op_struct[op], tuple(self.copy_of.get(v, v) for v in ins))
+        waiting = self._copyable.get(key)
+        if not waiting:
+            return
+        f = waiting.pop(0)  # copies come in the order of the ops they copy
+        for r, x in zip(outs, self.flow.outputs(f)):
+            if r >= 0 and x >= 0:
+                self.copy_of[r] = x
 
     def _sum(self, ins: Sequence[int], outs: Sequence[int]) -> None:
         of = {self.grad_of[v] if v >= 0 else -1 for v in ins}
@@ -189,18 +225,22 @@ class _Links:
         return pairs
 
 
-def _names(t: PirTables, grad_of: array[int], sum_of: dict[int, int]) -> list[str]:
+def _names(
+    t: PirTables, grad_of: array[int], sum_of: dict[int, int], copy_of: dict[int, int]
+) -> list[str]:
     """Every value's name (see the module docstring); names are unique."""
     n = len(t.v_id)
     names = [""] * n
     taken: set[str] = set()
     for v in range(n):  # the program's own names first (a repeated one: NAME%N), then %N
         name = t.v_name[v]
-        if name and grad_of[v] < 0:
+        if name and grad_of[v] < 0 and v not in copy_of:
             names[v] = _unique(name, v, t, taken)
     for v in range(n):
-        if not names[v] and grad_of[v] < 0:
+        if not names[v] and grad_of[v] < 0 and v not in copy_of:
             names[v] = _unique(f"%{t.v_id[v]}", v, t, taken)
+    for v, x in copy_of.items():
+        names[v] = _unique(f"{names[x] or '%' + str(t.v_id[x])}.subprog_0", v, t, taken)
     parts: dict[int, list[int]] = {}
     for v in range(n):
         x = grad_of[v]
