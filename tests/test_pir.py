@@ -286,3 +286,18 @@ def test_the_mesh_part_of_a_rule_that_applies_in_part_still_fails(fault: str, ru
     else:
         dist["AT"]["D"][1][1]["D"][0]["D"][1] = [1]
     assert rule in _verified(p)
+
+
+def test_a_stream_of_json_garbage_is_refused_after_its_first_piece(runner: CliRunner) -> None:
+    import io
+
+    class Stream(io.BytesIO):
+        def read(self, size: int | None = -1) -> bytes:
+            data = super().read(size)
+            self.taken = getattr(self, "taken", 0) + len(data)
+            return data
+
+    stream = Stream(b"{" + b"x" * (64 << 20))
+    r = runner.invoke(cli, ["inspect", "-"], input=stream)
+    assert r.exit_code == 3 and "does not begin with PIR's header" in r.stderr
+    assert stream.taken <= 4 << 20  # a piece or so, not the 64 MB

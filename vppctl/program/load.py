@@ -185,7 +185,14 @@ class _StreamCheck:
 
     def __call__(self, buf: bytearray) -> None:
         if self.text is not True and _looks_like_json(buf):
-            return  # a PIR program's JSON: the PIR reader checks it
+            # A PIR program's JSON (the PIR reader checks it): refused at once unless it
+            # begins as Paddle writes one, so that `{` and garbage cost one piece, not 2 GiB.
+            if len(buf) >= 64 and not _PIR_START.match(buf[:4096]):
+                raise ProgramFileError(
+                    f"cannot load {self.shown}: not a PIR program: the JSON does not begin "
+                    'with PIR\'s header ({"base_code": {"magic": "pir", ...)'
+                )
+            return
         new = bytes(buf[self.seen :])
         self.seen = len(buf)
         if self.may_be_text:
@@ -383,6 +390,9 @@ def parse_program(
     if not text and _looks_like_json(data):
         return _parse_pir(data, source=source)
     return _split(_parse(data, source=source, text=text), source=source, size=len(data))
+
+
+_PIR_START = re.compile(rb'\s*\{\s*"base_code"\s*:\s*\{')  # how every PIR program's JSON begins
 
 
 def _looks_like_json(data: bytes | bytearray) -> bool:
