@@ -416,15 +416,21 @@ def _param_at(c: Checker, v: int, op: int) -> None:
         return
     got = (index.var_mesh[v], index.var_chunks[v])
     if c.expect.pir:  # PIR_RULES: a value has no chunk id
-        got, want = (got[0], 0), (want[0], 0)
+        got, want = (got[0], -1), (want[0], -1)
     if got != want:
         c.add(
             Cause.PARAM_MISPLACED,
             0,
             op,
             f"is the first forward op to read parameter {index.var_name(v)}, which is on "
-            f"{c.mesh_str(got[0])} chunk {got[1]}, not {c.mesh_str(want[0])} chunk {want[1]}",
+            f"{_place(c, *got)}, not {_place(c, *want)}",
         )
+
+
+def _place(c: Checker, mesh: int, chunk: int) -> str:
+    """A variable's placement as messages show it: `[1] chunk 0`, or `[1]` when only meshes
+    are compared (a PIR value has no chunk id)."""
+    return c.mesh_str(mesh) if c.expect.pir else f"{c.mesh_str(mesh)} chunk {chunk}"
 
 
 def _first_forward_readers(c: Checker, wanted: set[int]) -> dict[int, int]:
@@ -463,7 +469,7 @@ def _check_variables(c: Checker) -> None:
         want = (meshes[op], chunks[op])
         got = (index.var_mesh[v], index.var_chunks[v])
         if pir:  # PIR_RULES: a value has no chunk id and is where its op computes it
-            got, want = (got[0], 0), (want[0], 0)
+            got, want = (got[0], -1), (want[0], -1)
         elif types[op] in GRAD_SUMS and role & BACKWARD:
             fwd = index.forward_var(v)
             if fwd is not None:
@@ -474,8 +480,7 @@ def _check_variables(c: Checker) -> None:
                 0,
                 op,
                 f"writes {index.var_name(v)} first, but the variable is on "
-                f"{c.mesh_str(got[0])} chunk {got[1]}, not {c.mesh_str(want[0])} chunk "
-                f"{want[1]}",
+                f"{_place(c, *got)}, not {_place(c, *want)}",
             )
 
 
