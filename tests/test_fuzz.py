@@ -700,6 +700,16 @@ class Outcome:
         return f"{head}\nfailing inputs by kind: {counts}" + (f"\n\n{body}" if body else "")
 
 
+def _check_error_json(stdout: str, code: int, lines: list[str]) -> str | None:
+    try:
+        error = json.loads(stdout)["error"]
+    except (ValueError, KeyError, TypeError) as e:
+        return f"exit {code} without one JSON error object ({e}): {stdout[:200]!r}"
+    if error["exit_code"] != code or lines != [f"Error: {error['message']}"]:
+        return f"exit {code}: the JSON error {error!r} is not the Error line {lines!r}"
+    return None
+
+
 def _check_json(stdout: str) -> str | None:
     try:
         json.loads(stdout)
@@ -804,7 +814,11 @@ class Round:
                     problems.append(
                         (CRASH, f"{where}: exit {code} without one Error line: {r.stderr!r}")
                     )
-                if r.stdout:
+                if "--json" in args:  # the failure as one JSON object, saying what the line says
+                    bad = _check_error_json(r.stdout, code, lines)
+                    if bad:
+                        problems.append((CRASH, f"{where}: {bad}"))
+                elif r.stdout:
                     problems.append((CRASH, f"{where}: exit {code} with stdout {r.stdout[:200]!r}"))
             elif "--json" in args:
                 bad = _check_json(r.stdout)

@@ -226,7 +226,8 @@ def test_a_file_that_is_no_pir_program_is_exit_3_with_one_line(
     assert r.exit_code == 3, (r.stderr, r.exception)
     (line,) = r.stderr.splitlines()
     assert line.startswith(f"Error: cannot load {path}: not a ") and reason in line, line
-    assert "Traceback" not in r.stderr and not r.stdout
+    assert "Traceback" not in r.stderr
+    assert json.loads(r.stdout)["error"]["exit_code"] == 3  # --json: the failure as JSON too
     assert path.read_bytes() == data
 
 

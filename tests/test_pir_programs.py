@@ -37,8 +37,8 @@ def json_file(tmp_path: Path, case: str, kind: str) -> Path:
 @pytest.mark.parametrize("case", CASES)
 def test_inspect_finds_the_stages_layers_and_chunks(case: str) -> None:
     for kind, layout, chunks in (
-        ("plain", "plain PP", ()),
-        ("paddlevpp", "interleaved VPP", (0, 1)),
+        ("plain", "plain", ()),
+        ("paddlevpp", "interleaved", (0, 1)),
     ):
         s = summarize(program(case, kind))
         assert s.pir is not None and s.pir.version == 4

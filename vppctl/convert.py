@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from vppctl import progress
 from vppctl.engine import (
     ForwardOps,
     LayerCosts,
@@ -91,6 +92,7 @@ def plan_program(program: Program, opts: ConvertOptions) -> Planned:
     """Load -> index -> layers -> plan: refusals up front, then the pure plan (rules 1-5)."""
     opts.plan.check()
     index = build_index(program)
+    progress.phase("planning")
     precheck.check_structure(index)
     stages, globals_ = index.stage_mesh_ids()
     precheck.check_pp(stages, opts.plan)
@@ -145,6 +147,7 @@ def converted(program: Program, opts: ConvertOptions) -> tuple[ConvertResult, Pl
     planned = plan_program(program, opts)
     index, layers, plan, stages = planned.index, planned.layers, planned.plan, planned.stages
     edges_before = cross_stage_edges(index, stages)
+    progress.phase("applying", sum(b.n_ops for b in index.blocks))
     applied = write(index, assign(index, plan, layers, planned.forward))
     violations = verify(index, expectation(planned))
     refuse_input_problems(index, violations)

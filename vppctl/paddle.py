@@ -22,7 +22,13 @@ rest of vppctl works without it):
     by block and index, variables by block and name; the call refuses (before
     changing anything) when the op lists differ.
 
-Both raise :class:`PaddleBridgeError` subclasses with a message naming what is
+``check_legacy_schedule(schedule_mode, version=None) -> None``
+    Refuse (:class:`ScheduleUnsupportedError`) when a Paddle release (default: the
+    installed one) cannot schedule a legacy program with ``schedule_mode``: only
+    Paddle 3.0.0's legacy-IR pipeline scheduler runs them all (VPP included); 3.1.0
+    to 3.3.1 schedule PIR programs only, and 2.6 has no VPP scheduler.
+
+All raise :class:`PaddleBridgeError` subclasses with a message naming what is
 wrong.
 
 Paddle facts this module relies on (Paddle 3.3.1, legacy static mode):
@@ -52,15 +58,22 @@ from google.protobuf.message import DecodeError
 # vppctl.paddle is itself a protobuf-facing adapter: it turns Paddle objects into
 # vppctl's program messages and back.
 from vppctl.program._proto import program_pb2 as pb
+from vppctl.schedule.runtimes import paddle_legacy_refusal
 
 __all__ = [
+    "PADDLE_SCHEDULE_MODES",
     "AnnotationError",
     "PaddleBridgeError",
     "PaddleUnavailableError",
     "ProgramMismatchError",
+    "ScheduleUnsupportedError",
     "apply_annotations",
+    "check_legacy_schedule",
     "export_program",
 ]
+
+# Paddle's strategy.pipeline.schedule_mode values (its pipeline_scheduler_* passes).
+PADDLE_SCHEDULE_MODES = ("FThenB", "1F1B", "Eager1F1B", "VPP", "ZBH1", "ZBVPP")
 
 
 class PaddleBridgeError(Exception):
@@ -79,6 +92,10 @@ class AnnotationError(PaddleBridgeError):
     """The annotations cannot be read or applied (bad bytes, missing dist context, ...)."""
 
 
+class ScheduleUnsupportedError(PaddleBridgeError):
+    """The Paddle release cannot schedule a legacy program with the schedule asked for."""
+
+
 def _import_paddle() -> Any:
     try:
         import paddle
@@ -88,6 +105,26 @@ def _import_paddle() -> Any:
             f"cannot import paddle: {exc}"
         ) from exc
     return paddle
+
+
+# ----------------------------------------------------------------------------
+# Which Paddle runs the schedule
+
+
+def check_legacy_schedule(schedule_mode: str, version: str | None = None) -> None:
+    """Refuse when Paddle ``version`` (default: the installed ``paddle.__version__``)
+    cannot run ``schedule_mode`` on a legacy program, such as one ``vppctl convert``
+    wrote; the message names the release that can."""
+    if schedule_mode not in PADDLE_SCHEDULE_MODES:
+        raise ScheduleUnsupportedError(
+            f"unknown schedule_mode {schedule_mode!r}: Paddle's are "
+            f"{', '.join(PADDLE_SCHEDULE_MODES)} (case matters to Paddle)"
+        )
+    if version is None:
+        version = str(_import_paddle().__version__)
+    refusal = paddle_legacy_refusal(version, schedule_mode)
+    if refusal is not None:
+        raise ScheduleUnsupportedError(refusal)
 
 
 # ----------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from vppctl.choices import ProgramLayout
 from vppctl.engine import LayerSet, ProgramIndex, build_index, param_elements, resolve_layers
 from vppctl.errors import ConversionError
 from vppctl.gcpause import gc_paused
@@ -58,7 +59,7 @@ class Summary:
     global_meshes: tuple[Mesh, ...]
     stages: tuple[StageSummary, ...]
     chunks: tuple[int, ...]
-    layout: str  # "plain PP", "interleaved VPP", "unannotated"
+    layout: ProgramLayout
     layers: LayerSet | None  # None when they cannot be found (`layers_note` says why)
     layers_note: str
     plan: RecordedPlan | None
@@ -152,14 +153,14 @@ def _stages(index: ProgramIndex, stages: list[int], layers: LayerSet | None) -> 
 
 def _layout(
     index: ProgramIndex, stages: list[int], layers: LayerSet | None, chunks: set[int]
-) -> str:
+) -> ProgramLayout:
     if not stages:
         return "unannotated"
     if any(c > 0 for c in chunks):
-        return "interleaved VPP"
+        return "interleaved"
     if layers is not None:
         stage_of = {m: s for s, m in enumerate(stages)}
         seq = [stage_of.get(layer.mesh, -1) for layer in layers.layers]
         if any(a > b for a, b in zip(seq, seq[1:])):
-            return "interleaved VPP"
-    return "plain PP"
+            return "interleaved"
+    return "plain"

@@ -95,7 +95,7 @@ def test_inspect_simulate_plan_verify_read_the_file(
     assert r.exit_code == 0, r.stderr
     out = json.loads(r.stdout)
     assert (out["layout"], out["chunks"], out["layers"]["count"]) == (
-        "interleaved VPP",
+        "interleaved",
         [0, 1],
         LAYERS[case],
     )
@@ -114,7 +114,7 @@ def test_inspect_simulate_plan_verify_read_the_file(
 def test_inspect_plan_verify_read_the_in_memory_export(build: Path, case: str) -> None:
     paddle_vpp = parse_program((build / f"{case}_paddlevpp.export.json").read_bytes())
     summary = summarize(paddle_vpp)
-    assert summary.layout == "interleaved VPP" and summary.layers is not None
+    assert summary.layout == "interleaved" and summary.layers is not None
     assert len(summary.layers) == LAYERS[case]
     report = verify_program(paddle_vpp)
     assert [v.rule for v in report.violations] == ["V009"]

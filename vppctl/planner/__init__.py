@@ -2,7 +2,8 @@
 
 Which plan a program is simulated with and what each of its segments costs
 (`costs`), how many bytes each stage holds (`memory`), and `plan`'s search over
-conversions and schedules (`search`), and the Paddle PIR strategy that runs a plan
+conversions and schedules (`search`), how to launch a candidate under Paddle,
+Megatron-Core and torch (`launch`), and the Paddle PIR strategy that runs a plan
 (`pir`). It sits above the conversion engine (it
 plans programs as `convert` does) and the pure simulator (`vppctl.schedule`).
 Names load on first use: `convert` reads the memory figures without loading the
@@ -34,11 +35,16 @@ _NAMES = {
     "PirMismatch": "pir",
     "PirStrategy": "pir",
     "pir_strategy": "pir",
+    "LaunchCandidate": "launch",
+    "Settings": "launch",
+    "launch_settings": "launch",
+    "megatron_layout": "launch",
     "Candidate": "search",
+    "Conversion": "search",
+    "NoPlanFits": "search",
     "PlanResult": "search",
     "PlanSearch": "search",
     "convert_command": "search",
-    "megatron_layout": "search",
     "search_plans": "search",
     "shell": "search",
 }
@@ -46,10 +52,13 @@ __all__ = [
     "PIR_SCHEDULE_MODES",
     "Candidate",
     "ChunkMemory",
+    "Conversion",
     "CostModel",
+    "LaunchCandidate",
     "Measure",
     "MemoryModel",
     "MemoryOptions",
+    "NoPlanFits",
     "PirMismatch",
     "PirStrategy",
     "PlanRequest",
@@ -57,9 +66,11 @@ __all__ = [
     "PlanSearch",
     "ResolvedPlan",
     "SegmentMemory",
+    "Settings",
     "StageMemory",
     "convert_command",
     "iec",
+    "launch_settings",
     "megatron_layout",
     "parse_size",
     "pir_strategy",
@@ -73,6 +84,12 @@ __getattr__, __dir__ = face(__name__, _NAMES, globals())
 
 if TYPE_CHECKING:
     from vppctl.planner.costs import CostModel, Measure, PlanRequest, ResolvedPlan, resolve_plan
+    from vppctl.planner.launch import (
+        LaunchCandidate,
+        Settings,
+        launch_settings,
+        megatron_layout,
+    )
     from vppctl.planner.memory import (
         ChunkMemory,
         MemoryModel,
@@ -87,10 +104,11 @@ if TYPE_CHECKING:
     from vppctl.planner.pir import PIR_SCHEDULE_MODES, PirMismatch, PirStrategy, pir_strategy
     from vppctl.planner.search import (
         Candidate,
+        Conversion,
+        NoPlanFits,
         PlanResult,
         PlanSearch,
         convert_command,
-        megatron_layout,
         search_plans,
         shell,
     )

@@ -10,12 +10,13 @@ stays near the file size.
 
 Where the bytes come from (a file, "-" for stdin, a FIFO or device) is
 `vppctl.program.files`'s job; this module decides the format and parses. Binary
-protobuf by default; protobuf text format when asked (`text=True`), when a
-regular file's name ends in `.pbtxt`, `.textproto` or `.txtpb`, or, for stdin,
-FIFOs and devices, when detected: the bytes are UTF-8 without NUL bytes and
-begin (after blanks) with a field name or a `#` comment. The rule never
-mistakes a binary program for text: block 0's `parent_idx` is -1, whose
-varint holds the byte 0xFF, which UTF-8 never uses (`looks_like_text`).
+protobuf text format when asked (`text=True`), when a regular file's name ends
+in `.pbtxt`, `.textproto` or `.txtpb`, and otherwise when its content says so,
+for a file (its first 64 KiB) as for stdin, FIFOs and devices: the bytes are
+UTF-8 without NUL bytes and begin (after blanks) with a field name or a `#`
+comment; else binary protobuf. The rule never mistakes a binary program for
+text: block 0's `parent_idx` is -1, whose varint holds the byte 0xFF, which
+UTF-8 never uses (`looks_like_text`).
 
 Anything that is not a program is a ProgramFileError (exit 3) with a one-line
 reason: at most about 200 characters of a text parse error's context are
@@ -149,8 +150,8 @@ def read_program(spec: str | os.PathLike[str], *, text: bool | None = None) -> P
         text = True
     check = _StreamCheck("stdin" if os.fspath(spec) == STDIO else os.fspath(spec), text)
     source = read_input(spec, limit=MAX_PROGRAM_BYTES, check=check)
-    if text is None:
-        text = source.stream and check.is_text()
+    if text is None:  # told apart by content, the same way for a file and for stdin
+        text = check.is_text() if source.stream else _starts_like_text(source.data)
     data, shown, size = source.data, source.shown, len(source.data)
     del source
     if not text and _looks_like_json(data):
@@ -158,6 +159,20 @@ def read_program(spec: str | os.PathLike[str], *, text: bool | None = None) -> P
     msg = _parse(data, source=shown, text=text)
     del data  # the lazy message holds its own copy; free the file's before splitting it
     return _split(msg, source=shown, size=size)
+
+
+# Bytes of a regular file whose content decides its format (its first bytes are enough: a
+# binary program has a NUL or bytes that are not UTF-8 within its first block's header).
+_SNIFF_BYTES = 1 << 16
+
+
+def _starts_like_text(data: bytes | bytearray) -> bool:
+    """The format rule of `looks_like_text` on the start of a file: text when its first
+    _SNIFF_BYTES are UTF-8 (a character cut at the end allowed) without NUL bytes and
+    begin with a field name or a comment."""
+    check = _StreamCheck("<file>", None)
+    check.feed_text(bytes(data[:_SNIFF_BYTES]))
+    return check.may_be_text and bool(check.starts_like_text)
 
 
 def looks_like_text(data: bytes | bytearray) -> bool:

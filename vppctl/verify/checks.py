@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from itertools import compress
 
+from vppctl import progress
 from vppctl.engine import (
     GRAD_SUMS,
     ForwardOps,
@@ -41,23 +42,33 @@ from vppctl.verify.segments import check_layers, check_plan, check_plan_record
 def verify(index: ProgramIndex, expect: Expectation) -> list[Violation]:
     """Every violation of RULES in `index` (empty: the program is valid)."""
     c = Checker(index, expect)
+    progress.phase("verifying", CHECKS)
     _check_structure(c)
     _check_placements(c)
     _check_sub_blocks(c)
     _check_tensor_meshes(c)
+    progress.advance(4)
     if expect.recorded is not None:
         check_plan_record(c, expect.recorded)
     if expect.layers is not None:
         segments = check_layers(c, expect.layers)
         if segments is not None:
             check_plan(c, segments)
+    progress.advance(5)
     _check_forward_flow(c)
     _check_backward(c)
+    progress.advance(7)
     _check_recomputed(c)
     _check_optimizer(c)
     _check_parameters(c)
+    progress.advance(10)
     _check_variables(c)
+    progress.advance(CHECKS)
     return c.out
+
+
+# The checks `verify` runs, as its progress counts them (the layers and the plan's as one).
+CHECKS = 11
 
 
 def _check_structure(c: Checker) -> None:
@@ -328,7 +339,7 @@ def _grad_misplaced(c: Checker, op: int, f: int) -> None:
         Cause.GRAD_MISPLACED,
         0,
         op,
-        f"is on {c.where(0, op)} but its forward op {c.index.op_label(0, f)} is on {c.where(0, f)}",
+        f"is on {c.where(0, op)}, its forward {c.index.op_label(0, f)} on {c.where(0, f)}",
     )
 
 

@@ -30,6 +30,7 @@ class VerifyReport:
     cross_stage_edges: int | None  # for a valid program
     recorded: RecordedPlan | None  # the plan the program carries, if any
     pir: bool = False  # read from PIR: the rules of PIR_RULES apply in part
+    source: str = "<memory>"  # the program's name, as reports show it
 
     @property
     def valid(self) -> bool:
@@ -93,6 +94,7 @@ def verify_program(
         cross_stage_edges=edges,
         recorded=recorded,
         pir=program.is_pir,
+        source=program.source,
     )
 
 
