@@ -14,7 +14,16 @@ from vppctl.engine import LayerSet, ProgramIndex, build_index, param_elements, r
 from vppctl.errors import ConversionError
 from vppctl.gcpause import gc_paused
 from vppctl.mesh import NO_MESH, Mesh
-from vppctl.program import KINDS, OpKind, Program, RecordedPlan, callstack_ops, kind, read_plan
+from vppctl.program import (
+    KINDS,
+    OpKind,
+    PirOrigin,
+    Program,
+    RecordedPlan,
+    callstack_ops,
+    kind,
+    read_plan,
+)
 
 
 @dataclass(frozen=True)
@@ -56,6 +65,7 @@ class Summary:
     plan: RecordedPlan | None
     callstack_ops: int
     unplaced_ops: int = field(default=0)
+    pir: PirOrigin | None = None  # read from a PIR program (JSON)
 
 
 @gc_paused
@@ -93,6 +103,7 @@ def summarize(program: Program, seg_method: str | None = None) -> Summary:
         plan=recorded,
         callstack_ops=sum(map(callstack_ops, program.blocks)),
         unplaced_ops=unplaced,
+        pir=program.pir,
     )
 
 

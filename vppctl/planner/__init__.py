@@ -2,8 +2,9 @@
 
 Which plan a program is simulated with and what each of its segments costs
 (`costs`), how many bytes each stage holds (`memory`), and `plan`'s search over
-conversions and schedules (`search`), and how to launch a candidate under Paddle,
-Megatron-Core and torch (`launch`). It sits above the conversion engine (it
+conversions and schedules (`search`), how to launch a candidate under Paddle,
+Megatron-Core and torch (`launch`), and the Paddle PIR strategy that runs a plan
+(`pir`). It sits above the conversion engine (it
 plans programs as `convert` does) and the pure simulator (`vppctl.schedule`).
 Names load on first use: `convert` reads the memory figures without loading the
 search and the simulator.
@@ -30,6 +31,10 @@ _NAMES = {
     "parse_size": "memory",
     "stage_memory": "memory",
     "worst_stage": "memory",
+    "PIR_SCHEDULE_MODES": "pir",
+    "PirMismatch": "pir",
+    "PirStrategy": "pir",
+    "pir_strategy": "pir",
     "LaunchCandidate": "launch",
     "Settings": "launch",
     "launch_settings": "launch",
@@ -44,6 +49,7 @@ _NAMES = {
     "shell": "search",
 }
 __all__ = [
+    "PIR_SCHEDULE_MODES",
     "Candidate",
     "ChunkMemory",
     "Conversion",
@@ -53,6 +59,8 @@ __all__ = [
     "MemoryModel",
     "MemoryOptions",
     "NoPlanFits",
+    "PirMismatch",
+    "PirStrategy",
     "PlanRequest",
     "PlanResult",
     "PlanSearch",
@@ -65,6 +73,7 @@ __all__ = [
     "launch_settings",
     "megatron_layout",
     "parse_size",
+    "pir_strategy",
     "resolve_plan",
     "search_plans",
     "shell",
@@ -92,6 +101,7 @@ if TYPE_CHECKING:
         stage_memory,
         worst_stage,
     )
+    from vppctl.planner.pir import PIR_SCHEDULE_MODES, PirMismatch, PirStrategy, pir_strategy
     from vppctl.planner.search import (
         Candidate,
         Conversion,

@@ -19,7 +19,7 @@ from vppctl.commands import (
 from vppctl.convert import ConvertResult
 from vppctl.plan import Plan
 from vppctl.planner import worst_stage
-from vppctl.program import RecordedPlan
+from vppctl.program import PirOrigin, RecordedPlan
 from vppctl.report.common import (
     BUBBLE_DEFINITION,
     TABLE_ROWS,
@@ -258,7 +258,19 @@ def summary_json(s: Summary) -> dict[str, Any]:
             "plan": recorded_plan_json(s.plan),
             "ops_with_callstack": s.callstack_ops,
             "ops_without_mesh": s.unplaced_ops,
+            "pir": None
+            if s.pir is None
+            else {"version": s.pir.version, "folded": dict(s.pir.folded)},
         },
+    )
+
+
+def pir_line(origin: PirOrigin) -> str:
+    """What `inspect` says of a program read from PIR: the ops it read as something else."""
+    folded = ", ".join(f"{n} {t}" for t, n in origin.folded) or "none"
+    return (
+        f"read from PIR (Paddle 3.x JSON, version {origin.version}); ops read as variables or "
+        f"read through: {folded}"
     )
 
 
@@ -321,6 +333,8 @@ def render_summary(console: Console, s: Summary) -> None:
         lines.append(f"{s.callstack_ops} ops carry op_callstack (--strip-callstack drops them)")
     if s.unplaced_ops:
         lines.append(f"{s.unplaced_ops} ops have no process mesh")
+    if s.pir is not None:
+        lines.append(pir_line(s.pir))
     for line in lines:
         console.print(printed(line))
     table = compact_table("stages")
