@@ -328,3 +328,16 @@ def test_the_readmes_pir_plan_example_is_what_plan_prints(
     assert r.exit_code == 0, r.output
     printed = r.stdout.splitlines()
     assert len(shown) > 10 and all(line in printed for line in shown), shown
+
+
+def test_the_table_names_the_best_candidate_paddle_runs(runner: CliRunner, tmp_path: Path) -> None:
+    path = tmp_path / "gpt_pp4.json"
+    path.write_bytes(reference("gpt_pp4_v2", "plain"))
+    args = ["plan", str(path), "-m", "4", "--vpp", "2"]
+    out = runner.invoke(cli, [*args, "--schedule", "vpp,zbh1"]).stdout
+    assert "best in Paddle (PIR): #1, launched above" in out
+    assert "Paddle (PIR): strategy.pipeline: enable=True, schedule_mode='VPP'" in out
+    out = runner.invoke(cli, [*args, "--schedule", "zbv,interleaved-zb"]).stdout
+    assert "Paddle (PIR) runs none of these candidates: it runs fthenb, 1f1b, vpp" in out
+    data = json.loads(runner.invoke(cli, [*args, "--schedule", "zbv", "--json"]).stdout)
+    assert data["pir"]["best"] is None

@@ -598,18 +598,28 @@ def launch_lines(o: PlanOutcome, conversions: Sequence[Conversion]) -> list[str]
             lines.append(f"  {name}: {settings_text(s)}")
             if s.runs and s.note:
                 lines.append(f"    ({s.note})")
-    return lines + pir_best_lines(o)
+    return lines + pir_best_lines(o, conversions[:LAUNCHES_SHOWN])
 
 
-def pir_best_lines(o: PlanOutcome) -> list[str]:
-    """For a PIR program: the best candidate Paddle's PIR pipeline runs, and its strategy."""
+def pir_best_lines(o: PlanOutcome, launched: Sequence[Conversion]) -> list[str]:
+    """For a PIR program: the best candidate Paddle's PIR pipeline runs, and its strategy
+    (unless it is one just launched)."""
     r = o.result
     if r.pir is None:
         return []
     i = r.best_on_pir
     if i is None:
-        return ["Paddle (PIR) runs none of these candidates"]
+        from vppctl.planner import PIR_SCHEDULE_MODES
+
+        return [
+            "Paddle (PIR) runs none of these candidates: it runs "
+            f"{', '.join(PIR_SCHEDULE_MODES)}, loop-placed, on splits its completion makes "
+            "(--split keep does)"
+        ]
     c = r.candidates[i]
+    shown = next((k for k, v in enumerate(launched, start=1) if v.best is c), None)
+    if shown is not None:
+        return [f"best in Paddle (PIR): #{shown}, launched above"]
     paddle = c.launch(r.layer_class, o.search.memory.micro_batch_size, r.pir)[0]
     return [
         f"best in Paddle (PIR): vpp {c.vpp}, split {c.split}, {candidate_text(c, r.candidates[0])}",
