@@ -236,14 +236,14 @@ def test_the_pir_strategy_of_a_plan_paddle_takes() -> None:
         "accumulate_steps": 8,
         "vpp_seg_method": "DecoderLayer",
     }
-    assert (got.stage_layers, got.chunk_layers, got.moves_layers) == ((7, 5), (4, 3, 3, 2), False)
+    assert (got.stage_layers, got.segment_layers, got.moves_layers) == ((7, 5), (4, 3, 3, 2), False)
 
 
 def test_a_uniform_plan_needs_the_layers_moved_between_stages() -> None:
     p = planned(program("gpt_keep_pp2_v2", "plain"), 2, "uniform")
     got = pir_strategy(p.plan, p.facts.stages, "vpp", 4)
     assert isinstance(got, PirStrategy)
-    assert (got.stage_layers, got.chunk_layers, got.moves_layers) == ((6, 6), (3, 3, 3, 3), True)
+    assert (got.stage_layers, got.segment_layers, got.moves_layers) == ((6, 6), (3, 3, 3, 3), True)
 
 
 def test_megatrons_interleaved_runs_as_vpp_where_the_orders_are_one() -> None:
@@ -287,7 +287,7 @@ def test_a_plain_pp_plan_runs_1f1b_without_vpp() -> None:
     got = pir_strategy(p.plan, p.facts.stages, "1f1b", 8)
     assert isinstance(got, PirStrategy)
     assert "vpp_seg_method" not in got.settings() and got.schedule_mode == "1F1B"
-    assert got.chunk_layers == got.stage_layers == (2, 2, 2, 2) and not got.moves_layers
+    assert got.segment_layers == got.stage_layers == (2, 2, 2, 2) and not got.moves_layers
 
 
 def test_paddle_deals_a_stages_layers_evenly_earlier_chunks_first() -> None:
@@ -312,6 +312,7 @@ def test_vpp_seg_method_is_the_layer_class_unless_paddle_would_read_it_otherwise
     extra = [*structs, "/GPTModel/FinalDecoderLayerNorm/"]
     assert paddle_layer(re.compile("DecoderLayer", re.I), extra[-1]) == "DecoderLayerNorm"
     assert seg_method_for("DecoderLayer", regex, extra) == regex
+    assert seg_method_for("Decoder.Layer", regex, structs) == regex  # not a class name
 
 
 def test_the_readmes_pir_plan_example_is_what_plan_prints(

@@ -108,7 +108,7 @@ class PirStrategy:
     schedule_mode: str
     accumulate_steps: int  # micro-batches per step
     stage_layers: tuple[int, ...]  # layers the model puts on each stage's mesh
-    chunk_layers: tuple[int, ...]  # layers per segment, in virtual-stage order (what it gives)
+    segment_layers: tuple[int, ...]  # layers per segment, in virtual-stage order (what it gives)
     moves_layers: bool  # stage_layers differ from the program's: re-place layers in the model
 
     def settings(self) -> dict[str, int | str]:
@@ -239,7 +239,7 @@ def _strategy(c: LaunchCandidate, pir: PirInput, split: PirSplit) -> PirStrategy
         schedule_mode=mode,
         accumulate_steps=c.micro_batches,
         stage_layers=split.stage_layers,
-        chunk_layers=tuple(c.layers_per_segment),
+        segment_layers=tuple(c.layers_per_segment),
         moves_layers=split.moves_layers,
     )
 
@@ -308,7 +308,9 @@ def seg_method_for(layer_class: str, seg_method: str, structs: Iterable[str]) ->
     """The `vpp_seg_method` to give Paddle: the layer class (as a user writes it) when
     Paddle reads it as it reads vppctl's layer regex on every forward op's struct name,
     else that regex, which Paddle's reading also takes."""
-    by_class = re.compile(layer_class, re.IGNORECASE)  # a class name: an identifier
+    if not layer_class.isidentifier():  # Paddle would read it as a regex: give the regex
+        return seg_method
+    by_class = re.compile(layer_class, re.IGNORECASE)
     by_regex = re.compile(seg_method, re.IGNORECASE)
     for struct in set(structs):
         if paddle_layer(by_class, struct) != paddle_layer(by_regex, struct):
