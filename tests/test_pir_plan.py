@@ -266,7 +266,7 @@ def test_megatrons_interleaved_runs_as_vpp_where_the_orders_are_one() -> None:
         ("keep", "loop", "zbh1", 8, "runs no ZBH1 on a PIR program"),
         ("keep", "loop", "eager1f1b", 8, "runs no Eager1F1B on a PIR program"),
         ("keep", "loop", "zbvpp", 2, "runs no ZBVPP on a PIR program"),
-        ("keep", "loop", "1f1b", 8, "vpp_degree 1 only"),
+        ("keep", "loop", "1f1b", 8, "vpp_degree > 1 with schedule_mode VPP only"),
         ("keep", "loop", "vpp", 1, "accumulate_steps >= pp"),
     ],
 )
@@ -288,6 +288,8 @@ def test_a_plain_pp_plan_runs_1f1b_without_vpp() -> None:
     assert isinstance(got, PirStrategy)
     assert "vpp_seg_method" not in got.settings() and got.schedule_mode == "1F1B"
     assert got.segment_layers == got.stage_layers == (2, 2, 2, 2) and not got.moves_layers
+    one = pir_strategy(p.plan, p.facts.stages, "vpp", 8)
+    assert isinstance(one, PirMismatch) and "needs vpp_degree > 1" in one.reason
 
 
 def test_paddle_deals_a_stages_layers_evenly_earlier_chunks_first() -> None:

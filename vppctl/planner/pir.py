@@ -203,10 +203,11 @@ def pir_mode(c: LaunchCandidate) -> str | PirMismatch:
         )
     if (c.vpp > 1) != (mode == "VPP"):
         return PirMismatch(
-            "Paddle's PIR VPP schedule needs vpp_degree > 1"
+            f"{c.schedule} interleaves chunks: it needs vpp_degree > 1 (at vpp_degree 1 Paddle's "
+            "PIR pipeline runs FThenB or 1F1B)"
             if mode == "VPP"
-            else f"Paddle's PIR pipeline runs {mode} with vpp_degree 1 only, and VPP with "
-            "vpp_degree > 1 only"
+            else f"Paddle's PIR completion takes vpp_degree > 1 with schedule_mode VPP only "
+            f"(complete_chunk_id), not {mode}"
         )
     if mode == "VPP" and c.micro_batches < c.pp:
         return PirMismatch(
