@@ -1,6 +1,7 @@
-"""PIR programs Paddle 3.3.1 built (tests/pir_reference/): inspect, simulate, plan and verify
-read them, vppctl's plan equals Paddle's own PIR VPP completion op by op, and the verifier's
-rules hold on Paddle's completion but for the one place Paddle breaks one (V009).
+"""PIR programs Paddle 3.3.1 built (tests/pir_reference/): inspect, simulate and verify read
+them, vppctl's plan equals Paddle's own PIR VPP completion op by op, and the verifier's
+rules hold on Paddle's completion but for the one place Paddle breaks one (V009). What
+`plan` says of them (Paddle's PIR strategy) is tests/test_pir_plan.py's.
 
 Six kinds of job, each as the plain-PP input and as Paddle's VPP completion (vpp 2):
 GPT at pp 2 and pp 4, GPT with 7 + 5 layers per stage, Llama with TP 2, Llama with AMP
@@ -15,11 +16,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from pir_cases import CASES, LAYERS, PARITY, PP, RECOMPUTED, parity, planned, program, reference
+from pir_cases import CASES, LAYERS, PARITY, PP, RECOMPUTED, parity, program, reference
 
 from vppctl.cli import cli
-from vppctl.plan import PlanOptions
-from vppctl.planner import PirMismatch, PirStrategy, pir_strategy
 from vppctl.program import Program, op_slots, parse_program
 from vppctl.summary import summarize
 from vppctl.verify import PIR_RULES, verify_program
@@ -126,7 +125,7 @@ def test_a_seeded_fault_in_paddles_completion_is_found(case: str, edit: str, rul
 
 @pytest.mark.parametrize("case", CASES)
 def test_vppctls_plan_is_paddles_pir_completion_op_by_op(case: str) -> None:
-    """The plan Paddle's completion can take (`pir_strategy`: split keep, loop placement)
+    """The plan Paddle's completion makes (`pir_strategy`: split keep, loop placement)
     puts every layer op where Paddle's complete_chunk_id puts it, every grad op of one where
     Paddle's backward puts it (its forward op's chunk), and every recompute copy where
     Paddle's recompute pass puts it."""
@@ -144,62 +143,6 @@ def test_a_split_paddle_does_not_make_differs_from_its_completion() -> None:
     layers = {key[0].split(b"/")[2] for key, _, _ in result.differ}
     assert layers == {b"DecoderLayer_3", b"DecoderLayer_6", b"DecoderLayer_9"}
     assert len(result.differ) == 2 * 3 * 7  # 7 forward ops a layer, and their grad ops
-
-
-# -- the PIR strategy of a plan -----------------------------------------------------------------
-
-
-def test_the_pir_strategy_of_a_plan_paddle_takes() -> None:
-    p = planned(program("gpt_keep_pp2_v2", "plain"), 2, "keep")
-    got = pir_strategy(p.plan, p.facts.stages, "interleaved", 8)
-    assert isinstance(got, PirStrategy)
-    assert got.settings() == {
-        "pp_degree": 2,
-        "vpp_degree": 2,
-        "schedule_mode": "VPP",
-        "accumulate_steps": 8,
-        "vpp_seg_method": p.plan.seg_method,
-    }
-    assert (got.stage_layers, got.chunk_layers, got.moves_layers) == ((7, 5), (4, 3, 3, 2), False)
-
-
-def test_a_uniform_plan_needs_the_layers_moved_between_stages() -> None:
-    p = planned(program("gpt_keep_pp2_v2", "plain"), 2, "uniform")
-    got = pir_strategy(p.plan, p.facts.stages, "interleaved", 4)
-    assert isinstance(got, PirStrategy)
-    assert (got.stage_layers, got.chunk_layers, got.moves_layers) == ((6, 6), (3, 3, 3, 3), True)
-
-
-@pytest.mark.parametrize(
-    ("split", "placement", "schedule", "m", "reason"),
-    [
-        ("explicit", "loop", "interleaved", 8, "deals a stage's"),
-        ("uniform", "v", "interleaved", 8, "loop placement"),
-        ("keep", "loop", "zbv", 8, "no zbv schedule"),
-        ("keep", "loop", "zbh1", 8, "no zbh1 schedule"),
-        ("keep", "loop", "eager1f1b", 8, "no eager1f1b schedule"),
-        ("keep", "loop", "1f1b", 8, "vpp_degree 1 only"),
-        ("keep", "loop", "interleaved", 1, "accumulate_steps >= pp"),
-    ],
-)
-def test_why_paddles_pir_pipeline_cannot_run_a_plan(
-    split: str, placement: str, schedule: str, m: int, reason: str
-) -> None:
-    from vppctl.convert import ConvertOptions, plan_program
-
-    sizes = (2, 4, 3, 3) if split == "explicit" else ()  # stage 0: 2 + 3, Paddle deals 3 + 2
-    opts = PlanOptions(vpp=2, split=split, placement=placement, layers_per_chunk=sizes)  # type: ignore[arg-type]
-    p = plan_program(program("gpt_keep_pp2_v2", "plain"), ConvertOptions(plan=opts))
-    got = pir_strategy(p.plan, p.facts.stages, schedule, m)  # type: ignore[arg-type]
-    assert isinstance(got, PirMismatch) and reason in got.reason, got
-
-
-def test_a_plain_pp_plan_runs_1f1b_without_vpp() -> None:
-    p = planned(program("gpt_pp4_v2", "plain"), 1, "uniform")
-    got = pir_strategy(p.plan, p.facts.stages, "1f1b", 8)
-    assert isinstance(got, PirStrategy)
-    assert "vpp_seg_method" not in got.settings() and got.schedule_mode == "1F1B"
-    assert got.chunk_layers == got.stage_layers == (2, 2, 2, 2) and not got.moves_layers
 
 
 # -- names the optimizer agrees with, memory, simulate and plan ---------------------------------
@@ -233,23 +176,7 @@ def test_simulate_runs_paddles_completion_as_it_is_placed(
         assert stage["grads_bytes"] == stage["params_bytes"] > 0  # every P@GRAD, float32
 
 
-def test_plan_searches_a_pir_program(runner: CliRunner, tmp_path: Path) -> None:
-    path = json_file(tmp_path, "llama_tp2_pp2_v2", "plain")
-    r = runner.invoke(cli, ["plan", str(path), "-m", "8", "--json"])
-    assert r.exit_code == 0, r.stderr
-    candidates = json.loads(r.stdout)["candidates"]
-    assert any(c["vpp"] == 2 and c["schedule"] == "interleaved" for c in candidates)
-
-
-def test_the_rules_that_apply_in_part_are_rules_and_paddles_deal_is_even() -> None:
-    from typing import get_args
-
-    from vppctl.choices import Schedule
-    from vppctl.planner import PIR_SCHEDULE_MODES
-    from vppctl.planner.pir import dealt_layers
+def test_the_rules_that_apply_in_part_are_rules() -> None:
     from vppctl.verify import RULES
 
     assert set(PIR_RULES) <= set(RULES)
-    assert set(PIR_SCHEDULE_MODES) <= set(get_args(Schedule))
-    assert dealt_layers(7, 2) == [4, 3] and dealt_layers(5, 3) == [2, 2, 1]
-    assert dealt_layers(1, 2) == [1, 0]  # a chunk without a layer: Paddle refuses it

@@ -570,8 +570,10 @@ def plan_run(
 ) -> PlanOutcome:
     """Search the conversions of `prog` (vpp, placement, split, schedule, micro-batches)
     for the fastest step that fits `memory.limit`; candidates best first, each with the
-    `vppctl convert` command that makes it. Raises NoConversionFits (a ConversionError,
-    exit 4) when none fits, naming the smallest peak found."""
+    `vppctl convert` command that makes it (none for a PIR program: `result.pir` says what
+    Paddle's PIR completion reads, and each candidate's Paddle launch settings are its PIR
+    strategy). Raises NoConversionFits (a ConversionError, exit 4) when none fits, naming
+    the smallest peak found."""
     from vppctl.choices import PLACEMENTS, SEARCHED_SPLITS
     from vppctl.planner import MemoryOptions, NoPlanFits, PlanSearch, search_plans
     from vppctl.schedule import SCHEDULES

@@ -105,9 +105,10 @@ def test_inspect_simulate_plan_verify_read_the_file(
     r = runner.invoke(cli, sim)
     assert r.exit_code == 0, r.stderr
     assert json.loads(r.stdout)["plan"]["pp"] == PP[case]
-    r = runner.invoke(cli, ["plan", str(plain), "-m", "8", "--schedule", "interleaved", "--json"])
+    r = runner.invoke(cli, ["plan", str(plain), "-m", "8", "--schedule", "vpp", "--json"])
     assert r.exit_code == 0, r.stderr
-    assert json.loads(r.stdout)["candidates"]
+    candidates = json.loads(r.stdout)["candidates"]
+    assert any(c["launch"]["paddle"]["runs"] for c in candidates)
 
 
 @pytest.mark.parametrize("case", _params(CASES))
@@ -119,7 +120,7 @@ def test_inspect_plan_verify_read_the_in_memory_export(build: Path, case: str) -
     report = verify_program(paddle_vpp)
     assert [v.rule for v in report.violations] == ["V009"]
     p = planned(parse_program((build / f"{case}_plain.export.json").read_bytes()), 2, "keep")
-    assert isinstance(pir_strategy(p.plan, p.facts.stages, "interleaved", 8), PirStrategy)
+    assert isinstance(pir_strategy(p.plan, p.facts.stages, "vpp", 8), PirStrategy)
 
 
 @pytest.mark.parametrize("case", _params(CASES))

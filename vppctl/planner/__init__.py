@@ -3,8 +3,8 @@
 Which plan a program is simulated with and what each of its segments costs
 (`costs`), how many bytes each stage holds (`memory`), and `plan`'s search over
 conversions and schedules (`search`), how to launch a candidate under Paddle,
-Megatron-Core and torch (`launch`), and the Paddle PIR strategy that runs a plan
-(`pir`). It sits above the conversion engine (it
+Megatron-Core and torch (`launch`), and the Paddle PIR strategy that runs a plan,
+or why Paddle's PIR completion cannot (`pir`). It sits above the conversion engine (it
 plans programs as `convert` does) and the pure simulator (`vppctl.schedule`).
 Names load on first use: `convert` reads the memory figures without loading the
 search and the simulator.
@@ -31,9 +31,14 @@ _NAMES = {
     "parse_size": "memory",
     "stage_memory": "memory",
     "worst_stage": "memory",
+    "PIR_MODES": "pir",
     "PIR_SCHEDULE_MODES": "pir",
+    "PirInput": "pir",
     "PirMismatch": "pir",
+    "PirSplit": "pir",
     "PirStrategy": "pir",
+    "pir_launch_settings": "pir",
+    "pir_split": "pir",
     "pir_strategy": "pir",
     "LaunchCandidate": "launch",
     "Settings": "launch",
@@ -49,6 +54,7 @@ _NAMES = {
     "shell": "search",
 }
 __all__ = [
+    "PIR_MODES",
     "PIR_SCHEDULE_MODES",
     "Candidate",
     "ChunkMemory",
@@ -59,7 +65,9 @@ __all__ = [
     "MemoryModel",
     "MemoryOptions",
     "NoPlanFits",
+    "PirInput",
     "PirMismatch",
+    "PirSplit",
     "PirStrategy",
     "PlanRequest",
     "PlanResult",
@@ -73,6 +81,8 @@ __all__ = [
     "launch_settings",
     "megatron_layout",
     "parse_size",
+    "pir_launch_settings",
+    "pir_split",
     "pir_strategy",
     "resolve_plan",
     "search_plans",
@@ -101,7 +111,17 @@ if TYPE_CHECKING:
         stage_memory,
         worst_stage,
     )
-    from vppctl.planner.pir import PIR_SCHEDULE_MODES, PirMismatch, PirStrategy, pir_strategy
+    from vppctl.planner.pir import (
+        PIR_MODES,
+        PIR_SCHEDULE_MODES,
+        PirInput,
+        PirMismatch,
+        PirSplit,
+        PirStrategy,
+        pir_launch_settings,
+        pir_split,
+        pir_strategy,
+    )
     from vppctl.planner.search import (
         Candidate,
         Conversion,
