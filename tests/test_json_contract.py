@@ -168,6 +168,21 @@ def test_plan_json_and_plan_that_finds_nothing_under_the_limit(work: Path) -> No
     assert result.stderr == f"Error: {nothing['error']['message']}\n"
 
 
+def test_plan_json_of_a_pir_program(tmp_path: Path) -> None:
+    """A PIR program's plan: no commands, Paddle's PIR strategy, each split's verdict."""
+    from pir_cases import reference
+
+    path = tmp_path / "gpt_keep.json"
+    path.write_bytes(reference("gpt_keep_pp2_v2", "plain"))
+    data = check("plan", one_object(invoke("plan", path, "-m", "8", "--vpp", "2", "--json")))
+    assert data["pir"]["stage_layers"] == [7, 5]
+    assert {v["paddle_pir"]["takes"] for v in data["conversions"]} == {True, False}
+    over = invoke(
+        "plan", path, "-m", "8", "--vpp", "2", "--memory-limit", "1KiB", "--json", exit_code=4
+    )
+    assert check("plan", one_object(over))["over_limit_candidates"][0]["command"] is None
+
+
 # -- failures: one JSON object on stdout for every failing exit code --------------------
 
 

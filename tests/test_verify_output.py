@@ -18,7 +18,7 @@ from click.testing import CliRunner, Result
 
 from vppctl.cli import cli
 from vppctl.program._proto import program_pb2 as pb
-from vppctl.verify import RULES
+from vppctl.verify import PIR_RULES, RULES
 
 SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "gpt-8l-pp4.pb"
 
@@ -55,14 +55,17 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[tuple[i
 def test_rules_need_no_program() -> None:
     listed = verify("--rules", exit_code=0).stdout.splitlines()
     rows = [line for line in listed if re.match(r"V\d{3}  ", line)]
-    assert [row.split()[0] for row in rows] == list(RULES)
-    assert all(row.split(None, 1)[1] == RULES[row.split()[0]] for row in rows)  # whole lines
+    # the rules, then how some of them apply in part to a PIR program
+    assert [row.split()[0] for row in rows] == [*RULES, *PIR_RULES]
+    assert all(row.split(None, 1)[1] == RULES[row.split()[0]] for row in rows[: len(RULES)])
+    assert all(row.split(None, 1)[1] == PIR_RULES[row.split()[0]] for row in rows[len(RULES) :])
 
 
 def test_rules_as_json() -> None:
     for args in (["--rules", "--json"], ["--rules", "--output-format", "json"]):
         data = json.loads(verify(*args, exit_code=0).stdout)
         assert {r["rule"]: r["checks"] for r in data["rules"]} == RULES
+        assert {r["rule"]: r["checks"] for r in data["pir_rules"]} == PIR_RULES
 
 
 def test_a_program_is_still_needed_without_rules() -> None:

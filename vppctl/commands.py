@@ -672,9 +672,10 @@ def plan_run(
 ) -> PlanOutcome:
     """Search the conversions of `prog` (vpp, placement, split, schedule, micro-batches)
     for the fastest step that fits `options.memory.limit`; candidates best first, each
-    with the `vppctl convert` command that makes it. Raises NoConversionFits (a
-    ConversionError, exit 4) when none fits, naming the smallest peak found; its
-    `outcome` is what was searched."""
+    with the `vppctl convert` command that makes it (none for a PIR program: `result.pir`
+    says what Paddle's PIR completion reads, and each candidate's Paddle launch settings
+    are its PIR strategy). Raises NoConversionFits (a ConversionError, exit 4) when none
+    fits, naming the smallest peak found; its `outcome` is what was searched."""
     from vppctl.outcomes.schedule import NoConversionFits, PlanOutcome
     from vppctl.planner import NoPlanFits, PlanSearchOptions, search_plans
 

@@ -37,6 +37,16 @@ from vppctl.plan import LayerFacts, Plan, PlanOptions, PlanSpec, make_plan, virt
 from vppctl.program import Program, RecordedPlan, kind, read_plan, strip_callstack, write_plan
 from vppctl.verify import Expectation, Violation, refuse_input_problems, verify
 
+# vppctl reads PIR programs but writes none: Paddle 3.3.1 cannot load a distributed PIR program
+# it serialized itself ("Unknown id dist_op"), and its PIR VPP completion rewrites the graph
+# (reshards), which Paddle's own pass does for the program it holds.
+PIR_REFUSAL = (
+    "cannot convert {source}: it is a PIR program (Paddle 3.x), and vppctl writes no PIR "
+    "(Paddle cannot load a distributed PIR program back); run `vppctl plan` on it for the "
+    "pipeline strategy to set (vpp_degree, vpp_seg_method, ...), let Paddle's PIR completion "
+    '(pipeline schedule_mode "VPP") convert it, and `vppctl verify` its result'
+)
+
 
 @dataclass(frozen=True)
 class ConvertOptions:
@@ -176,6 +186,8 @@ def converted(program: Program, opts: ConvertOptions) -> tuple[ConvertResult, Pl
     """`convert_program`, with the plan it was converted with and the index and layers it
     was planned from (`convert --micro-batches` simulates that plan without planning the
     converted program again)."""
+    if program.is_pir:
+        raise ConversionError(PIR_REFUSAL.format(source=program.source))
     planned = plan_program(program, opts)
     index, layers, plan, stages = planned.index, planned.layers, planned.plan, planned.stages
     edges_before = cross_stage_edges(index, stages)

@@ -12,6 +12,9 @@ rest of vppctl works without it):
     the ``forward_op_id`` of every backward op, the op and variable dist attrs
     (process mesh, dims mapping, chunk id, ...) and the context's process meshes
     in its own order (the order Paddle's ``get_pp_degree`` uses as stage order).
+    A PIR program (``paddle.pir.Program``, Paddle 3.x's default) is serialized to
+    Paddle's own JSON (``serialize_pir_program``), the bytes vppctl reads from such
+    a file (``vppctl.program.pir``); it carries its dist attrs, so it takes no context.
 
 ``apply_annotations(main_program, dist_context, annotated) -> None``
     Read a program written by ``vppctl convert`` and write its chunk ids and
@@ -134,14 +137,20 @@ def export_program(main_program: Any, dist_context: Any = None) -> bytes:
     ``main_program`` is a ``paddle.static.Program`` built in legacy static mode.
     ``dist_context`` is an optional
     ``paddle.distributed.auto_parallel.static.dist_context.DistributedContext``;
-    without it only the layer paths and op ids are added.
+    without it only the layer paths and op ids are added. A PIR program
+    (``paddle.pir.Program``) is serialized as Paddle saves it (JSON), without a context.
     """
-    _import_paddle()
+    paddle = _import_paddle()
+    if isinstance(main_program, paddle.pir.Program):
+        if dist_context is not None:
+            raise AnnotationError(
+                "a PIR program holds its own dist attrs; export it without a dist_context"
+            )
+        return _export_pir(paddle, main_program)
     if not hasattr(main_program, "desc") or not hasattr(main_program, "blocks"):
         raise AnnotationError(
-            "export_program needs a legacy paddle.static.Program, got "
-            f"{type(main_program).__name__} (PIR programs are not supported: set "
-            "FLAGS_enable_pir_api=0 before importing paddle)"
+            "export_program needs a paddle.static.Program (legacy) or a paddle.pir.Program, "
+            f"got {type(main_program).__name__}"
         )
 
     program = pb.ProgramDesc()
@@ -203,6 +212,18 @@ def export_program(main_program: Any, dist_context: Any = None) -> bytes:
             _mesh_to_pb(mesh, program.process_meshes.add())
 
     return bytes(program.SerializeToString())
+
+
+def _export_pir(paddle: Any, program: Any) -> bytes:
+    """A PIR program's JSON, as `paddle.static.save` writes it (Paddle writes it to a file
+    only): the bytes vppctl reads from that file, dist ops (reshards) included."""
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory(prefix="vppctl-pir-") as tmp:
+        path = Path(tmp) / "program.json"
+        paddle.base.core.serialize_pir_program(program, str(path))
+        return path.read_bytes()
 
 
 def _op_ids(ops: list[Any], executed: list[bool]) -> tuple[list[int], dict[int, int]]:

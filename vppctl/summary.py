@@ -23,7 +23,16 @@ from vppctl.engine import (
 from vppctl.errors import ConversionError
 from vppctl.gcpause import gc_paused
 from vppctl.mesh import NO_MESH, Mesh
-from vppctl.program import KINDS, OpKind, Program, RecordedPlan, callstack_ops, kind, read_plan
+from vppctl.program import (
+    KINDS,
+    OpKind,
+    PirOrigin,
+    Program,
+    RecordedPlan,
+    callstack_ops,
+    kind,
+    read_plan,
+)
 from vppctl.shapes import document
 from vppctl.verify import layers_json, recorded_plan_json
 
@@ -73,6 +82,7 @@ class Summary:
     plan: RecordedPlan | None
     callstack_ops: int
     unplaced_ops: int = field(default=0)
+    pir: PirOrigin | None = None  # read from a PIR program (JSON)
 
     def to_json(self) -> dict[str, Any]:
         """The object `vppctl inspect --json` prints."""
@@ -115,6 +125,9 @@ def summary_json(s: Summary) -> dict[str, Any]:
             "plan": recorded_plan_json(s.plan),
             "ops_with_callstack": s.callstack_ops,
             "ops_without_mesh": s.unplaced_ops,
+            "pir": None
+            if s.pir is None
+            else {"version": s.pir.version, "folded": dict(s.pir.folded)},
         },
     )
 
@@ -166,6 +179,7 @@ def summarize(program: Program, seg_method: str | None = None) -> Summary:
         plan=recorded,
         callstack_ops=sum(map(callstack_ops, program.blocks)),
         unplaced_ops=unplaced,
+        pir=program.pir,
     )
 
 

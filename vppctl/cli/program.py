@@ -236,6 +236,7 @@ def verify(
             raise UsageError(f"--rules lists the rules as a table or JSON, not as {form}")
         else:
             stdout_console().print(report.rules_table())
+            stdout_console().print(report.pir_rules_table())
         return
     if prog is None:
         raise click.UsageError(

@@ -325,7 +325,9 @@ def plan(
 
     Simulates every candidate with the program's FLOP costs and memory per stage,
     leaves out what a runtime would refuse and what exceeds --memory-limit (exit 4 if
-    nothing fits), and prints the best with the vppctl convert command for each.
+    nothing fits), and prints the best with the vppctl convert command for each; for a
+    PIR program (Paddle 3.x), whether Paddle's PIR completion makes each split, and the
+    strategy that runs it.
 
     \b
     vppctl plan prog.pb -m 16

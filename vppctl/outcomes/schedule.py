@@ -15,11 +15,14 @@ from vppctl.planner import (
     Candidate,
     Conversion,
     MemoryOptions,
+    PirInput,
+    PirSplit,
     PlanResult,
     PlanSearchOptions,
     Settings,
     StageMemory,
     iec,
+    pir_split,
     shell,
     stage_memory_json,
     worst_stage,
@@ -277,18 +280,35 @@ class NoConversionFits(ConversionError):
         return {**self.outcome.to_json(), "error": error_object(self)}
 
 
+def conversion_split(conversion: Conversion, pir: PirInput) -> PirSplit:
+    """A PIR program's conversion as Paddle's PIR completion would make it, or why not."""
+    c = conversion.best
+    return pir_split(c.pp, c.vpp, c.placement, c.layers_per_segment, pir.stage_layers)
+
+
 def settings_json(s: Settings) -> dict[str, Any]:
     settings = {k: list(v) if isinstance(v, tuple) else v for k, v in s.settings}
     return {"runs": s.runs, "settings": settings, "note": s.note}
 
 
+def command_json(command: Sequence[str]) -> dict[str, Any]:
+    """`command` and `argv` of a conversion: null for a PIR program (vppctl converts none)."""
+    if not command:
+        return {"command": None, "argv": None}
+    return {"command": shell(command), "argv": list(command)}
+
+
 def candidate_json(
-    c: Candidate, best: Candidate, layer_class: str, micro_batch_size: int
+    c: Candidate,
+    best: Candidate,
+    layer_class: str,
+    micro_batch_size: int,
+    pir: PirInput | None = None,
 ) -> dict[str, Any]:
     worst = c.worst
+    launch = c.launch(layer_class, micro_batch_size, pir)
     return {
-        "command": shell(c.command),
-        "argv": list(c.command),
+        **command_json(c.command),
         "vpp": c.vpp,
         "placement": c.placement,
         "split": c.split,
@@ -305,30 +325,48 @@ def candidate_json(
         "peak_bytes": worst.peak_bytes,
         "worst_stage": worst.stage,
         "per_stage": [{"stage": s.stage, **stage_memory_json(s)} for s in c.memory],
-        "launch": {s.runtime: settings_json(s) for s in c.launch(layer_class, micro_batch_size)},
+        "launch": {s.runtime: settings_json(s) for s in launch},
         "exact": {"makespan": str(c.makespan), "bubble": str(c.bubble)},
     }
 
 
 def over_limit_json(
-    c: Candidate, best: Candidate, layer_class: str, micro_batch_size: int, limit: int | None
+    c: Candidate,
+    best: Candidate,
+    layer_class: str,
+    micro_batch_size: int,
+    limit: int | None,
+    pir: PirInput | None = None,
 ) -> dict[str, Any]:
     """A candidate left out by --memory-limit, and why: the stages over it."""
     over = [s for s in c.memory if s.over_limit]
     shown = ", ".join(f"stage {s.stage} {iec(s.peak_bytes)}" for s in over)
     reason = f"over --memory-limit {iec(limit)}: {shown}" if limit is not None else "over the limit"
     return {
-        **candidate_json(c, best, layer_class, micro_batch_size),
+        **candidate_json(c, best, layer_class, micro_batch_size, pir),
         "reason": reason,
         "stages_over_limit": [s.stage for s in over],
     }
 
 
-def conversion_json(conversion: Conversion, index: dict[int, int]) -> dict[str, Any]:
-    c = conversion.best
+def pir_split_json(split: PirSplit) -> dict[str, Any]:
     return {
-        "command": shell(conversion.command),
-        "argv": list(conversion.command),
+        "takes": split.takes,
+        "reason": split.reason,
+        "stage_layers": list(split.stage_layers),
+        "chunk_layers": [list(chunks) for chunks in split.chunk_layers],
+        "moves_layers": split.moves_layers,
+    }
+
+
+def conversion_json(
+    conversion: Conversion, index: dict[int, int], pir: PirInput | None = None
+) -> dict[str, Any]:
+    c = conversion.best
+    split = None if pir is None else pir_split_json(conversion_split(conversion, pir))
+    return {
+        **command_json(conversion.command),
+        "paddle_pir": split,
         "vpp": c.vpp,
         "placement": c.placement,
         "split": c.split,
@@ -343,15 +381,27 @@ def plan_json(o: PlanOutcome) -> dict[str, Any]:
     r, opts = o.result, o.search
     best = (r.candidates or r.over or (None,))[0]
     index = {id(c): i for i, c in enumerate(r.candidates)}
-    size, limit, layer_class = opts.memory.micro_batch_size, opts.memory.limit, r.layer_class
-    fits = [candidate_json(c, best, layer_class, size) for c in r.candidates] if best else []
-    over = [over_limit_json(c, best, layer_class, size, limit) for c in r.over] if best else []
+    size, limit, layer_class, pir = (
+        opts.memory.micro_batch_size,
+        opts.memory.limit,
+        r.layer_class,
+        r.pir,
+    )
+    fits = [candidate_json(c, best, layer_class, size, pir) for c in r.candidates] if best else []
+    over = [over_limit_json(c, best, layer_class, size, limit, pir) for c in r.over] if best else []
     return document(
         "plan",
         {
             "source": o.source,
             "pp": r.pp,
             "layers": {"count": r.n_layers, "class": r.layer_class},
+            "pir": None
+            if pir is None
+            else {
+                "stage_layers": list(pir.stage_layers),
+                "vpp_seg_method": pir.vpp_seg_method,
+                "best": r.best_on_pir,
+            },
             "costs": r.measure,
             "time_unit": "the mean stage's forward of one micro-batch",
             "bubble_definition": BUBBLE_DEFINITION,
@@ -362,7 +412,7 @@ def plan_json(o: PlanOutcome) -> dict[str, Any]:
                 "seq_len": opts.memory.seq_len,
                 "limit_bytes": opts.memory.limit,
             },
-            "conversions": [conversion_json(v, index) for v in r.conversions],
+            "conversions": [conversion_json(v, index, pir) for v in r.conversions],
             "candidates": fits,
             "over_limit": r.over_limit,
             "over_limit_candidates": over,

@@ -2,8 +2,9 @@
 
 Which plan a program is simulated with and what each of its segments costs
 (`costs`), how many bytes each stage holds (`memory`), and `plan`'s search over
-conversions and schedules (`search`), and how to launch a candidate under Paddle,
-Megatron-Core and torch (`launch`). It sits above the conversion engine (it
+conversions and schedules (`search`), how to launch a candidate under Paddle,
+Megatron-Core and torch (`launch`), and the Paddle PIR strategy that runs a plan,
+or why Paddle's PIR completion cannot (`pir`). It sits above the conversion engine (it
 plans programs as `convert` does) and the pure simulator (`vppctl.schedule`).
 Names load on first use: `convert` reads the memory figures without loading the
 search and the simulator.
@@ -31,6 +32,15 @@ _NAMES = {
     "stage_memory_json": "memory",
     "NO_STAGE_MEMORY": "memory",
     "worst_stage": "memory",
+    "PIR_MODES": "pir",
+    "PIR_SCHEDULE_MODES": "pir",
+    "PirInput": "pir",
+    "PirMismatch": "pir",
+    "PirSplit": "pir",
+    "PirStrategy": "pir",
+    "pir_launch_settings": "pir",
+    "pir_split": "pir",
+    "pir_strategy": "pir",
     "LaunchCandidate": "launch",
     "Settings": "launch",
     "launch_settings": "launch",
@@ -46,6 +56,8 @@ _NAMES = {
 }
 __all__ = [
     "NO_STAGE_MEMORY",
+    "PIR_MODES",
+    "PIR_SCHEDULE_MODES",
     "Candidate",
     "ChunkMemory",
     "Conversion",
@@ -55,6 +67,10 @@ __all__ = [
     "MemoryModel",
     "MemoryOptions",
     "NoPlanFits",
+    "PirInput",
+    "PirMismatch",
+    "PirSplit",
+    "PirStrategy",
     "PlanResult",
     "PlanSearchOptions",
     "ResolvedPlan",
@@ -66,6 +82,9 @@ __all__ = [
     "launch_settings",
     "megatron_layout",
     "parse_size",
+    "pir_launch_settings",
+    "pir_split",
+    "pir_strategy",
     "resolve_plan",
     "search_plans",
     "shell",
@@ -95,6 +114,17 @@ if TYPE_CHECKING:
         stage_memory,
         stage_memory_json,
         worst_stage,
+    )
+    from vppctl.planner.pir import (
+        PIR_MODES,
+        PIR_SCHEDULE_MODES,
+        PirInput,
+        PirMismatch,
+        PirSplit,
+        PirStrategy,
+        pir_launch_settings,
+        pir_split,
+        pir_strategy,
     )
     from vppctl.planner.search import (
         Candidate,

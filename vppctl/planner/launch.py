@@ -4,7 +4,7 @@ This module's one job is to turn a candidate's plan (stages, chunks, placement, 
 per segment), schedule, micro-batches and group size into each runtime's own
 settings, or into the reason that runtime cannot run it. It is pure (no program, no
 framework imported) so that any planner can use it: `vppctl plan` for legacy
-programs, and a PIR planner later.
+programs, and for PIR programs with the Paddle part from `vppctl.planner.pir`.
 
 * Paddle: the auto-parallel ``Strategy``'s ``pipeline`` fields (``enable``,
   ``schedule_mode``, ``pp_degree``, ``vpp_degree``, ``vpp_seg_method``,
@@ -107,18 +107,9 @@ def paddle_settings(c: LaunchCandidate) -> Settings:
             "greedy of its own, for m == pp only"
         )
         return Settings("paddle", False, (), why)
-    prefix = "strategy.pipeline."
-    settings: tuple[tuple[str, Value], ...] = (
-        (prefix + "enable", True),
-        (prefix + "schedule_mode", mode),
-        (prefix + "pp_degree", c.pp),
-        (prefix + "vpp_degree", c.vpp),
-        (prefix + "vpp_seg_method", c.layer_class if c.vpp > 1 else ""),
-        (prefix + "accumulate_steps", c.micro_batches),
-        (prefix + "micro_batch_size", c.micro_batch_size),
-    )
+    settings = paddle_fields(c, mode, c.layer_class)
     if mode == "ZBVPP":  # the greedy's runtime model: vppctl simulated Paddle's default
-        settings += ((prefix + "program_runtimes", ZBVPP_RUNTIMES),)
+        settings += (("strategy.pipeline.program_runtimes", ZBVPP_RUNTIMES),)
     note = (
         f"vppctl writes legacy programs: Paddle {PADDLE_LEGACY_VPP} schedules them, 3.1.0 to "
         "3.3.1 schedule PIR programs only"
@@ -131,6 +122,21 @@ def paddle_settings(c: LaunchCandidate) -> Settings:
             "calls an undefined _get_max_memory; keep memory_limit_times at -1"
         )
     return Settings("paddle", True, settings, note)
+
+
+def paddle_fields(c: LaunchCandidate, mode: str, seg_method: str) -> tuple[tuple[str, Value], ...]:
+    """The ``strategy.pipeline`` fields that run ``c`` with ``mode`` (a legacy program's or,
+    from `vppctl.planner.pir`, a PIR program's)."""
+    prefix = "strategy.pipeline."
+    return (
+        (prefix + "enable", True),
+        (prefix + "schedule_mode", mode),
+        (prefix + "pp_degree", c.pp),
+        (prefix + "vpp_degree", c.vpp),
+        (prefix + "vpp_seg_method", seg_method if c.vpp > 1 else ""),
+        (prefix + "accumulate_steps", c.micro_batches),
+        (prefix + "micro_batch_size", c.micro_batch_size),
+    )
 
 
 # ---------------------------------------------------------------------------

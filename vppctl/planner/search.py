@@ -4,7 +4,10 @@ This module's one job is `vppctl plan`'s search. The program is read and indexed
 once; every candidate is a plan `convert` would make (`convert.replan` with `convert`'s
 own options, so each candidate's `vppctl convert` command reproduces it exactly),
 timed with the program's forward FLOPs per segment (backward I = W = F) and sized
-with its bytes per stage (`vppctl.planner.memory`).
+with its bytes per stage (`vppctl.planner.memory`). A PIR program is searched the
+same way (the simulator does not read the IR), but vppctl converts no PIR: its
+candidates carry no command, and Paddle's launch settings are the PIR strategy that
+makes Paddle's own completion run them, or why it cannot (`vppctl.planner.pir`).
 
 Candidates, and what a runtime would refuse (left out, never shown):
 
@@ -61,6 +64,14 @@ from vppctl.planner.memory import (
     iec,
     stage_memory,
     worst_stage,
+)
+from vppctl.planner.pir import (
+    PirInput,
+    PirStrategy,
+    candidate_strategy,
+    held_layers,
+    pir_launch_settings,
+    seg_method_for,
 )
 from vppctl.program import Program, read_plan
 from vppctl.schedule import MAX_UNITS, MERGED, V_SHAPED, Pipeline, Schedule
@@ -134,7 +145,7 @@ class Candidate:
     bubble: Fraction  # idle share of the step
     p2p_messages: int
     memory: tuple[StageMemory, ...]
-    command: tuple[str, ...]  # the `vppctl convert` argv that produces the plan
+    command: tuple[str, ...]  # the `vppctl convert` argv that produces the plan; () for PIR
     megatron_layout: str | None  # loop placement only
 
     @property
@@ -149,29 +160,44 @@ class Candidate:
     def pp(self) -> int:
         return len(self.memory)
 
-    def launch(self, layer_class: str, micro_batch_size: int) -> tuple[Settings, ...]:
-        """Paddle's, Megatron-Core's and torch's settings to run this candidate."""
-        return launch_settings(
-            LaunchCandidate(
-                schedule=self.schedule,
-                pp=self.pp,
-                vpp=self.vpp,
-                placement=self.placement,
-                micro_batches=self.micro_batches,
-                group_size=self.group_size,
-                layers_per_segment=self.layers_per_segment,
-                layer_class=layer_class,
-                micro_batch_size=micro_batch_size,
-            )
+    @property
+    def conversion(self) -> tuple[int, Placement, Split]:
+        """What makes its plan: one conversion per (vpp, placement, split) in a search."""
+        return self.vpp, self.placement, self.split
+
+    def launch(
+        self, layer_class: str, micro_batch_size: int, pir: PirInput | None = None
+    ) -> tuple[Settings, ...]:
+        """Paddle's, Megatron-Core's and torch's settings to run this candidate; Paddle's
+        as the PIR strategy when `pir` says what a PIR program holds."""
+        c = self._launch_candidate(layer_class, micro_batch_size)
+        return launch_settings(c) if pir is None else pir_launch_settings(c, pir)
+
+    def runs_on_pir(self, pir: PirInput) -> bool:
+        """Whether Paddle's PIR completion and pipeline run this candidate."""
+        return isinstance(candidate_strategy(self._launch_candidate("", 1), pir), PirStrategy)
+
+    def _launch_candidate(self, layer_class: str, micro_batch_size: int) -> LaunchCandidate:
+        return LaunchCandidate(
+            schedule=self.schedule,
+            pp=self.pp,
+            vpp=self.vpp,
+            placement=self.placement,
+            micro_batches=self.micro_batches,
+            group_size=self.group_size,
+            layers_per_segment=self.layers_per_segment,
+            layer_class=layer_class,
+            micro_batch_size=micro_batch_size,
         )
 
 
 @dataclass(frozen=True)
 class Conversion:
-    """One distinct conversion (one `vppctl convert` command) and every candidate that was
-    simulated on it, best first: the schedules and micro-batch counts it ran under."""
+    """One distinct conversion (one `vppctl convert` command, or for a PIR program one split
+    Paddle's completion is asked for) and every candidate that was simulated on it, best
+    first: the schedules and micro-batch counts it ran under."""
 
-    command: tuple[str, ...]
+    command: tuple[str, ...]  # () for a PIR program: vppctl converts none
     candidates: tuple[Candidate, ...]
 
     @property
@@ -187,13 +213,17 @@ class Conversion:
     def micro_batches(self) -> tuple[int, ...]:
         return tuple(sorted({c.micro_batches for c in self.candidates}))
 
+    def best_on_pir(self, pir: PirInput) -> Candidate | None:
+        """Its best candidate that Paddle's PIR pipeline runs, if any."""
+        return next((c for c in self.candidates if c.runs_on_pir(pir)), None)
+
 
 def group_conversions(candidates: Sequence[Candidate]) -> tuple[Conversion, ...]:
     """The candidates (best first) grouped by conversion, ranked by each one's best."""
-    groups: dict[tuple[str, ...], list[Candidate]] = {}
+    groups: dict[tuple[int, Placement, Split], list[Candidate]] = {}
     for c in candidates:
-        groups.setdefault(c.command, []).append(c)
-    return tuple(Conversion(command, tuple(found)) for command, found in groups.items())
+        groups.setdefault(c.conversion, []).append(c)
+    return tuple(Conversion(found[0].command, tuple(found)) for found in groups.values())
 
 
 @dataclass(frozen=True)
@@ -207,11 +237,21 @@ class PlanResult:
     refused: tuple[tuple[str, int], ...]  # (reason, how many) of what was left out
     warnings: tuple[str, ...]
     over: tuple[Candidate, ...] = ()  # the candidates over the memory limit, best first
+    pir: PirInput | None = None  # a PIR program: what Paddle's completion reads from it
 
     @property
     def conversions(self) -> tuple[Conversion, ...]:
         """One entry per distinct conversion, best first."""
         return group_conversions(self.candidates)
+
+    @property
+    def best_on_pir(self) -> int | None:
+        """A PIR program's best candidate that Paddle's PIR pipeline runs (its index in
+        `candidates`), if any; None for a legacy program."""
+        if self.pir is None:
+            return None
+        pir = self.pir
+        return next((i for i, c in enumerate(self.candidates) if c.runs_on_pir(pir)), None)
 
 
 class NoPlanFits(ConversionError):
@@ -237,13 +277,14 @@ def search_plans(program: Program, source: str, opts: PlanSearchOptions) -> Plan
     for plan, split in _plans(base, opts, refused):
         seg_costs = costs.segments(plan)
         seg_memory = memory.segments(plan)
+        command = () if program.is_pir else convert_command(source, plan, split, opts)
         for schedule in _schedules(plan, opts):
             for m in opts.micro_batches:
                 timed = _pipeline(pipelines, schedule, plan, m, refused)
                 if timed is None:
                     continue
                 candidate = _candidate(
-                    plan, split, schedule, m, timed, seg_costs, seg_memory, source, opts
+                    plan, split, schedule, m, timed, seg_costs, seg_memory, command, opts
                 )
                 (over if any(s.over_limit for s in candidate.memory) else found).append(candidate)
     found.sort(key=_rank)
@@ -258,6 +299,7 @@ def search_plans(program: Program, source: str, opts: PlanSearchOptions) -> Plan
         refused=tuple(sorted(refused.items())),
         warnings=(*base.plan.warnings, *memory.warnings),
         over=tuple(over),
+        pir=_pir_input(base) if program.is_pir else None,
     )
     if not found:
         error = _nothing_fits(over, refused, opts)
@@ -265,6 +307,20 @@ def search_plans(program: Program, source: str, opts: PlanSearchOptions) -> Plan
             raise NoPlanFits(str(error), result)
         raise error
     return result
+
+
+def _pir_input(base: Planned) -> PirInput:
+    """What Paddle's PIR completion reads from the program: its layers per stage mesh, and
+    the vpp_seg_method that names its layers as vppctl found them."""
+    block = base.index.global_block
+    structs = {block.ops.struct[op] for op in block.forward_ops}
+    plan = base.plan
+    return PirInput(
+        stage_layers=held_layers(base.facts.stages, plan.pp),
+        vpp_seg_method=seg_method_for(
+            plan.layer_class, plan.seg_method, (s.decode(errors="replace") for s in structs)
+        ),
+    )
 
 
 def _base(program: Program, opts: PlanSearchOptions) -> Planned:
@@ -397,7 +453,7 @@ def _candidate(
     timed: Timed,
     seg_costs: Sequence[int],
     seg_memory: Sequence[SegmentMemory],
-    source: str,
+    command: tuple[str, ...],
     opts: PlanSearchOptions,
 ) -> Candidate:
     pipe, group = timed
@@ -421,7 +477,7 @@ def _candidate(
         bubble=Fraction(plan.pp * makespan - sum(busy), plan.pp * makespan),
         p2p_messages=pipe.messages,
         memory=stages,
-        command=convert_command(source, plan, split, opts),
+        command=command,
         megatron_layout=megatron_layout(sizes) if plan.placement == "loop" else None,
     )
 

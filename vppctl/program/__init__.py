@@ -5,7 +5,9 @@ one scan into columns of plain values (`scan`) and, on demand, one op or variabl
 at a time (`reads`); edited in place (`rewrite`, `record`) and saved (`save`).
 Where the bytes come from and go to (files, stdin, devices, atomic replacement)
 is `files` and `atomic`; `wire` holds the wire-format facts the hand-framed paths
-need, and `roles` Paddle's op roles. The generated protobuf modules (`_proto`)
+need, and `roles` Paddle's op roles. A Paddle 3.x PIR program (JSON) is read into
+the same `Program` by `pir` (with `pir_tables`, `pir_grads` and `pir_encode`), and is
+never written. The generated protobuf modules (`_proto`)
 are imported nowhere else but the builders (`vppctl.sample`, `vppctl.paddle`).
 
 Other packages import these names from here, never a module of this package.
@@ -22,6 +24,7 @@ from vppctl.program.load import (
     read_program,
     to_full,
 )
+from vppctl.program.pir_tables import PirOrigin
 from vppctl.program.reads import (
     VarTensor,
     as_text,
@@ -83,6 +86,7 @@ __all__ = [
     "OpColumns",
     "OpKind",
     "Output",
+    "PirOrigin",
     "Program",
     "RecordedPlan",
     "RecordedSegment",

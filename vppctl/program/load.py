@@ -43,6 +43,7 @@ from vppctl.gcpause import gc_paused
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.program._proto import view_pb2 as view
 from vppctl.program.files import STDIO, read_input
+from vppctl.program.pir_tables import PirOrigin
 from vppctl.program.wire import (
     OP_TAG,
     VAR_TAG,
@@ -96,6 +97,11 @@ class Program:
     source: str = "<memory>"
     size: int = 0
     warnings: list[str] = field(default_factory=list)
+    pir: PirOrigin | None = None  # set when read from a PIR program (JSON), which is not written
+
+    @property
+    def is_pir(self) -> bool:
+        return self.pir is not None
 
     def pieces(self, sizes: list[int] | None = None) -> Iterator[bytes]:
         """The serialized program, in pieces (protobuf's canonical field order); `sizes`:
@@ -148,6 +154,8 @@ def read_program(spec: str | os.PathLike[str], *, text: bool | None = None) -> P
         text = check.is_text() if source.stream else _starts_like_text(source.data)
     data, shown, size = source.data, source.shown, len(source.data)
     del source
+    if not text and _looks_like_json(data):
+        return _parse_pir(data, source=shown)
     msg = _parse(data, source=shown, text=text)
     del data  # the lazy message holds its own copy; free the file's before splitting it
     return _split(msg, source=shown, size=size)
@@ -191,6 +199,15 @@ class _StreamCheck:
         self.frames = _Frames()
 
     def __call__(self, buf: bytearray) -> None:
+        if self.text is not True and _looks_like_json(buf):
+            # A PIR program's JSON (the PIR reader checks it): refused at once unless it
+            # begins as Paddle writes one, so that `{` and garbage cost one piece, not 2 GiB.
+            if len(buf) >= 64 and not _PIR_START.match(buf[:4096]):
+                raise ProgramFileError(
+                    f"cannot load {self.shown}: not a PIR program: the JSON does not begin "
+                    'with PIR\'s header ({"base_code": {"magic": "pir", ...)'
+                )
+            return
         new = bytes(buf[self.seen :])
         self.seen = len(buf)
         if self.may_be_text:
@@ -383,8 +400,33 @@ def _too_deep(source: str) -> ProgramFileError:
 def parse_program(
     data: bytes | bytearray, *, source: str = "<memory>", text: bool = False
 ) -> Program:
-    """Parse program bytes; ProgramFileError (exit 3) when they do not hold a program."""
+    """Parse program bytes (a PIR program's JSON too); ProgramFileError (exit 3) when they do
+    not hold a program."""
+    if not text and _looks_like_json(data):
+        return _parse_pir(data, source=source)
     return _split(_parse(data, source=source, text=text), source=source, size=len(data))
+
+
+_PIR_START = re.compile(rb'\s*\{\s*"base_code"\s*:\s*\{')  # how every PIR program's JSON begins
+
+
+def _looks_like_json(data: bytes | bytearray) -> bool:
+    """JSON (a PIR program, `vppctl.program.pir`): the first non-blank byte opens an object,
+    which neither a binary ProgramDesc nor protobuf text can begin with."""
+    return data[:64].lstrip()[:1] == b"{"
+
+
+def _parse_pir(data: bytes | bytearray, *, source: str) -> Program:
+    from vppctl.program.pir import parse_pir  # imported when needed: most programs are not PIR
+
+    read = parse_pir(data, source=source, max_blocks=MAX_BLOCKS)
+    blocks = [
+        Block(idx=b, parent_idx=p, ops=ops, vars=vars_, head=block_head(b, p), tail=b"")
+        for b, (p, ops, vars_) in enumerate(read.blocks)
+    ]
+    header = view.LazyProgram()
+    header.process_meshes.extend(read.process_meshes)
+    return Program(blocks=blocks, header=header, source=source, size=len(data), pir=read.origin)
 
 
 def _split(msg: view.LazyProgram, *, source: str, size: int) -> Program:

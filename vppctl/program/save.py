@@ -114,6 +114,12 @@ def write_program(
     With a path the output is resolved here, and `text` None means by its extension.
     ConversionError (exit 4) for a program that could not be read back, nothing written;
     ProgramFileError (exit 3) when the output cannot be written."""
+    if program.is_pir:
+        raise ConversionError(
+            f"{program.source} is a PIR program (Paddle 3.x JSON), and vppctl writes no PIR: "
+            "Paddle cannot load a distributed PIR program back; `vppctl inspect` shows what "
+            "vppctl read of it"
+        )
     if not isinstance(output, Output):
         text = is_text_name(output) if text is None else text
         output = resolve_output(output, binary=not text)

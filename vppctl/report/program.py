@@ -13,6 +13,7 @@ from vppctl.convert import ConvertResult
 from vppctl.outcomes.program import Bubble, ConvertOutcome
 from vppctl.plan import Plan
 from vppctl.planner import worst_stage
+from vppctl.program import PirOrigin
 from vppctl.report.common import (
     TABLE_ROWS,
     compact_layers,
@@ -129,6 +130,15 @@ def peak_memory_line(bubble: Bubble) -> str:
     return f"worst stage's peak: {' -> '.join(shown)} ({where})"
 
 
+def pir_line(origin: PirOrigin) -> str:
+    """What `inspect` says of a program read from PIR: the ops it read as something else."""
+    folded = ", ".join(f"{n} {t}" for t, n in origin.folded) or "none"
+    return (
+        f"read from PIR (Paddle 3.x JSON, version {origin.version}); ops read as variables or "
+        f"read through: {folded}"
+    )
+
+
 def number_runs(numbers: Sequence[int]) -> str:
     """Layer numbers as runs: `0–7`, `3`, `0–3,8`."""
     runs: list[str] = []
@@ -188,6 +198,8 @@ def render_summary(console: Console, s: Summary) -> None:
         lines.append(f"{s.callstack_ops} ops carry op_callstack (--strip-callstack drops them)")
     if s.unplaced_ops:
         lines.append(f"{s.unplaced_ops} ops have no process mesh")
+    if s.pir is not None:
+        lines.append(pir_line(s.pir))
     for line in lines:
         console.print(printed(line))
     table = compact_table("stages")

@@ -16,6 +16,7 @@ from vppctl.outcomes.schedule import (
     SimulatedPlan,
     SimulateOutcome,
     comparison_pair,
+    conversion_split,
 )
 from vppctl.planner import MemoryOptions, StageMemory, iec, worst_stage
 from vppctl.report.common import (
@@ -33,7 +34,7 @@ from vppctl.schedule import (
 )
 
 if TYPE_CHECKING:  # the planner loads with `vppctl plan` only
-    from vppctl.planner import Candidate, Conversion, Settings
+    from vppctl.planner import Candidate, Conversion, PirInput, Settings
 
 # -- simulate: names and the plan line
 
@@ -222,10 +223,17 @@ def plan_heading(o: PlanOutcome) -> list[str]:
     measure = "forward FLOPs" if r.measure == "flops" else "forward op counts"
     seq = "" if opts.memory.seq_len is None else f", seq len {opts.memory.seq_len}"
     limit = "" if opts.memory.limit is None else f", limit {iec(opts.memory.limit)}"
-    return [
-        f"plan {o.source}: {r.n_layers} layers ({r.layer_class}) on pp {r.pp}",
-        f"costs: {measure}; memory at micro-batch size {opts.memory.micro_batch_size}{seq}{limit}",
-    ]
+    lines = [f"plan {o.source}: {r.n_layers} layers ({r.layer_class}) on pp {r.pp}"]
+    if r.pir is not None:
+        held = ", ".join(map(str, r.pir.stage_layers))
+        lines.append(
+            f"a PIR program (Paddle 3.x), its stage meshes holding {held} layers: vppctl "
+            "converts no PIR; each row says whether Paddle's PIR completion makes its split"
+        )
+    lines.append(
+        f"costs: {measure}; memory at micro-batch size {opts.memory.micro_batch_size}{seq}{limit}"
+    )
+    return lines
 
 
 def plan_table(conversions: Sequence[Conversion], best: Candidate) -> Table:
@@ -291,6 +299,44 @@ def plan_notes(o: PlanOutcome, shown: int) -> list[str]:
     return notes
 
 
+def pir_row_text(conversion: Conversion, pir: PirInput, best: Candidate) -> str:
+    """A PIR program's row: what the model holds and Paddle's completion deals, and the
+    best candidate Paddle runs on it; or why Paddle's completion cannot make the split."""
+    split = conversion_split(conversion, pir)
+    if split.reason is not None:
+        return f"Paddle (PIR) cannot: {split.reason}"
+    text = f"Paddle (PIR) takes it: {split.placement_text(pir.stage_layers)}"
+    runs = conversion.best_on_pir(pir)
+    if runs is None:
+        from vppctl.planner import PIR_MODES
+
+        return (
+            f"{text}; none of its schedules simulated runs on Paddle's PIR pipeline "
+            f"({', '.join(PIR_MODES)})"
+        )
+    return f"{text}; Paddle runs it best as {candidate_text(runs, best)}"
+
+
+def candidate_text(c: Candidate, best: Candidate) -> str:
+    """`vpp at m 8 (1.120x)`: a candidate's schedule, m and time relative to #1."""
+    relative = float(c.time_per_micro_batch / best.time_per_micro_batch)
+    return f"{c.schedule} at m {c.micro_batches} ({relative:.3f}x)"
+
+
+def conversion_lines(o: PlanOutcome, conversions: Sequence[Conversion]) -> list[str]:
+    """Per row, how to get its plan: the `vppctl convert` command, or for a PIR program
+    whether Paddle's PIR completion makes its split; and what it was simulated under."""
+    from vppctl.planner import shell
+
+    pir, best = o.result.pir, o.result.candidates[0]
+    lines = ["to convert:" if pir is None else "in Paddle (PIR):"]
+    for i, conversion in enumerate(conversions, start=1):
+        how = shell(conversion.command) if pir is None else pir_row_text(conversion, pir, best)
+        lines.append(f"{i:>2}  {how}")
+        lines.append(f"    {simulated_line(conversion)}")
+    return lines
+
+
 # How many of the best conversions `plan` shows the launch settings of.
 LAUNCHES_SHOWN = 3
 RUNTIME_NAMES = {"paddle": "Paddle", "megatron": "Megatron-Core", "torch": "torch"}
@@ -328,28 +374,52 @@ def shell_pair(flag: str, value: object) -> str:
 def launch_lines(o: PlanOutcome, conversions: Sequence[Conversion]) -> list[str]:
     """For the best conversions: how to run each one's best candidate in every runtime."""
     lines = []
-    size = o.search.memory.micro_batch_size
+    size, pir = o.search.memory.micro_batch_size, o.result.pir
     for i, conversion in enumerate(conversions[:LAUNCHES_SHOWN], start=1):
         c = conversion.best
         lines.append(f"to launch #{i} ({c.schedule}, m {c.micro_batches}):")
-        for s in c.launch(o.result.layer_class, size):
-            lines.append(f"  {RUNTIME_NAMES[s.runtime]}: {settings_text(s)}")
+        for s in c.launch(o.result.layer_class, size, pir):
+            name = RUNTIME_NAMES[s.runtime] + (" (PIR)" if pir and s.runtime == "paddle" else "")
+            lines.append(f"  {name}: {settings_text(s)}")
             if s.runs and s.note:
                 lines.append(f"    ({s.note})")
-    return lines
+    return lines + pir_best_lines(o, conversions[:LAUNCHES_SHOWN])
+
+
+def pir_best_lines(o: PlanOutcome, launched: Sequence[Conversion]) -> list[str]:
+    """For a PIR program: the best candidate Paddle's PIR pipeline runs, and its strategy
+    (unless it is one just launched)."""
+    r = o.result
+    if r.pir is None:
+        return []
+    i = r.best_on_pir
+    if i is None:
+        from vppctl.planner import PIR_SCHEDULE_MODES
+
+        return [
+            "Paddle (PIR) runs none of these candidates: it runs "
+            f"{', '.join(PIR_SCHEDULE_MODES)}, loop-placed, on splits its completion makes "
+            "(--split keep does)"
+        ]
+    c = r.candidates[i]
+    shown = next((k for k, v in enumerate(launched, start=1) if v.best is c), None)
+    if shown is not None:
+        return [f"best in Paddle (PIR): #{shown}, launched above"]
+    paddle = c.launch(r.layer_class, o.search.memory.micro_batch_size, r.pir)[0]
+    return [
+        f"best in Paddle (PIR): vpp {c.vpp}, split {c.split}, {candidate_text(c, r.candidates[0])}",
+        f"  {settings_text(paddle)}",
+        f"    ({paddle.note})",
+    ]
 
 
 def render_plan(console: Console, o: PlanOutcome, top: int) -> None:
-    from vppctl.planner import shell
-
     conversions = o.result.conversions[:top]
     for line in plan_heading(o):
         console.print(printed(line))
     console.print(plan_table(conversions, o.result.candidates[0]))
-    console.print(printed("to convert:"))
-    for i, conversion in enumerate(conversions, start=1):
-        console.print(printed(f"{i:>2}  {shell(conversion.command)}"), soft_wrap=True)
-        console.print(printed(f"    {simulated_line(conversion)}"), soft_wrap=True)
+    for line in conversion_lines(o, conversions):
+        console.print(printed(line), soft_wrap=True)
     for line in launch_lines(o, conversions):
         console.print(printed(line), soft_wrap=True)
     for line in plan_notes(o, len(conversions)):

@@ -27,11 +27,14 @@ from vppctl.report.common import (
     compact_table,
     printed,
 )
-from vppctl.verify import RULES, VerifyReport, Violation, statistics
+from vppctl.verify import PIR_RULES, RULES, VerifyReport, Violation, statistics
 
 # Said whenever a program carries no plan: its vpp then comes from --vpp or its chunk
 # ids, and its placement from --placement or loop, not from what convert decided.
 NO_PLAN = "no pipeline plan recorded"
+
+# Said of every PIR program `verify` checks (`vppctl verify --rules` lists how).
+PIR_NOTE = f"read from PIR: {', '.join(PIR_RULES)} apply in part (vppctl verify --rules)"
 
 
 def verify_line(report: VerifyReport) -> str:
@@ -44,6 +47,8 @@ def verify_line(report: VerifyReport) -> str:
     )
     if report.recorded is None:
         line += f"; {NO_PLAN}"
+    if report.pir:
+        line += f"; {PIR_NOTE}"
     return line
 
 
@@ -102,6 +107,8 @@ def render_verify(console: Console, report: VerifyReport) -> None:
         console.print(printed(f"... and {hidden} more violation(s); --json lists them all"))
     if report.recorded is None:
         console.print(printed(no_plan_note(report)), soft_wrap=True)
+    if report.pir:
+        console.print(printed(PIR_NOTE), soft_wrap=True)
 
 
 # -- concise, github ---------------------------------------------------------------
@@ -120,6 +127,8 @@ def concise_lines(report: VerifyReport) -> list[str]:
     lines.append(f"Found {len(report.violations)} violation(s) of {rules} rule(s)")
     if report.recorded is None:
         lines.append(no_plan_note(report))
+    if report.pir:
+        lines.append(PIR_NOTE)
     return [printable(line) for line in lines]
 
 
@@ -202,5 +211,15 @@ def rules_table() -> Table:
     table.add_column("Rule", no_wrap=True)
     table.add_column("Checks")
     for rule, text in RULES.items():
+        table.add_row(printed(rule), printed(text))
+    return table
+
+
+def pir_rules_table() -> Table:
+    """How the rules apply in part to a program read from PIR (the others as stated)."""
+    table = compact_table("on a PIR program (Paddle 3.x); the other rules apply as stated")
+    table.add_column("Rule", no_wrap=True)
+    table.add_column("Checks")
+    for rule, text in PIR_RULES.items():
         table.add_row(printed(rule), printed(text))
     return table

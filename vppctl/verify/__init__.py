@@ -21,9 +21,10 @@ from vppctl.verify.outcome import (
     verify_json,
 )
 from vppctl.verify.refusals import refuse_input_problems
-from vppctl.verify.rules import RULES, Cause, Expectation, Violation
+from vppctl.verify.rules import PIR_RULES, RULES, Cause, Expectation, Violation
 
 __all__ = [
+    "PIR_RULES",
     "RULES",
     "Cause",
     "Expectation",

@@ -101,6 +101,7 @@ def verify_program(program: Program, options: VerifyOptions | None = None) -> Ve
         layers=layers,
         plan_segments=recorded.segments if recorded else None,
         recorded=recorded,
+        pir=program.is_pir,
     )
     violations = early + verify(index, expect)
     edges = None if violations else cross_stage_edges(index, stages)
@@ -112,6 +113,7 @@ def verify_program(program: Program, options: VerifyOptions | None = None) -> Ve
         layers=layers,
         cross_stage_edges=edges,
         recorded=recorded,
+        pir=program.is_pir,
         source=program.source,
     )
 

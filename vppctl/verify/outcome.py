@@ -11,7 +11,7 @@ from vppctl.engine import LayerSet
 from vppctl.plan import Placement
 from vppctl.program import RecordedPlan
 from vppctl.shapes import document
-from vppctl.verify.rules import RULES, Violation
+from vppctl.verify.rules import PIR_RULES, RULES, Violation
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,7 @@ class VerifyReport:
     layers: LayerSet | None  # None when they could not be found
     cross_stage_edges: int | None  # for a valid program
     recorded: RecordedPlan | None  # the plan the program carries, if any
+    pir: bool = False  # read from PIR: the rules of PIR_RULES apply in part
     source: str = "<memory>"  # the program's name, as reports show it
 
     @property
@@ -67,6 +68,7 @@ def verify_json(report: VerifyReport) -> dict[str, Any]:
             "layers": layers_json(report.layers),
             "cross_stage_edges": report.cross_stage_edges,
             "plan": recorded_plan_json(report.recorded),
+            "pir": report.pir,
         },
     )
 
@@ -75,7 +77,10 @@ def rules_json() -> dict[str, Any]:
     """The object `vppctl verify --rules --json` prints."""
     return document(
         "verify-rules",
-        {"rules": [{"rule": rule, "checks": text} for rule, text in RULES.items()]},
+        {
+            "rules": [{"rule": rule, "checks": text} for rule, text in RULES.items()],
+            "pir_rules": [{"rule": rule, "checks": text} for rule, text in PIR_RULES.items()],
+        },
     )
 
 
