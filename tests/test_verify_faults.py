@@ -646,7 +646,7 @@ def test_v013_the_readers_queue_lives_in_the_scope() -> None:
 
 
 def assert_only(f: Fault) -> list[Violation]:
-    found = list(verify_program(parse_program(f.data), **f.verify_args).violations)  # type: ignore[arg-type]
+    found = list(verify_program(parse_program(f.data), VerifyOptions(**f.verify_args)).violations)  # type: ignore[arg-type]
     assert {v.rule for v in found} == {f.rule}, found
     hit = [v for v in found if (v.block, v.op, v.type) == (f.block, f.op, f.type)]
     assert hit, found
@@ -705,7 +705,7 @@ def test_without_its_rule_the_fault_passes(name: str, monkeypatch: pytest.Monkey
     f = FAULTS[name]()
     for module, check in CHECKS[f.rule]:
         monkeypatch.setattr(modules[module], check, lambda *a, **k: None)
-    found = verify_program(parse_program(f.data), **f.verify_args).violations  # type: ignore[arg-type]
+    found = verify_program(parse_program(f.data), VerifyOptions(**f.verify_args)).violations  # type: ignore[arg-type]
     assert found == ()
 
 
