@@ -377,6 +377,9 @@ def test_an_error_worded_in_flags_names_the_api_fields_in_a_note(tmp_path: Path)
     out = str(tmp_path / "x.pb")
     result = CliRunner().invoke(cli, ["convert", str(SAMPLE), "--vpp", "3", "-o", out])
     assert result.stderr == f"Error: {e.value}\n"  # and the command line shows no note
+    with pytest.raises(vppctl.ConversionError) as in_memory:
+        vppctl.convert_program(vppctl.read_program(SAMPLE), options)
+    assert in_memory.value.__notes__ == [note]
 
 
 def test_simulate_without_a_program_needs_pp_and_vpp_and_refuses_a_programs_options() -> None:

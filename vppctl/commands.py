@@ -13,8 +13,9 @@ the program is read, and nothing is written on failure. The CLI builds the same
 options, calls one of these and renders; a training script calls them directly (they
 are in `vppctl.__all__`). Errors are `vppctl.errors` exceptions, each with its exit
 code; one worded in the command line's flags carries a note naming the API's fields
-(`--split` is `ConvertOptions.plan.split`). Long work reports its phases to the
-`progress` observer given (`vppctl.progress`); nothing is printed.
+(`--split` is `ConvertOptions.plan.split`; `vppctl.validate.api_names`). Long work
+reports its phases to the `progress` observer given (`vppctl.progress`); nothing is
+printed.
 """
 
 from __future__ import annotations
@@ -22,12 +23,11 @@ from __future__ import annotations
 import functools
 import json
 import os
-import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, ClassVar
 
 from vppctl import validate
 from vppctl.choices import (
@@ -64,68 +64,7 @@ if TYPE_CHECKING:  # the schedule side and the planner load on use
     from vppctl.schedule import SimResult
 
 PathLike = str | os.PathLike[str]
-_P = ParamSpec("_P")
-_R = TypeVar("_R")
-# A flag in an error message: `--split`, `-o`.
-_FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*|-[a-z])(?![\w-])")
-
-
-def _api_names(
-    names: Callable[[], Mapping[str, str]],
-) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
-    """A call whose errors worded in the command line's flags also name the API's fields:
-    a note (PEP 678, shown under the traceback) such as `in the Python API: --split is
-    ConvertOptions.plan.split`. The message itself stays as the command line shows it.
-    `names` (flag -> API name) is asked on the first error: the planner loads on use."""
-
-    def decorate(run: Callable[_P, _R]) -> Callable[_P, _R]:
-        @functools.wraps(run)
-        def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-            try:
-                return run(*args, **kwargs)
-            except VppctlError as e:
-                _note_api_names(e, names())
-                raise
-
-        return call
-
-    return decorate
-
-
-def _note_api_names(e: VppctlError, names: Mapping[str, str]) -> None:
-    message = str(e)
-    said = [
-        f"{flag} is {names[flag]}"
-        for flag in dict.fromkeys(_FLAG.findall(message))
-        if flag in names and names[flag] not in message
-    ]
-    if not said:
-        return
-    note = "in the Python API: " + ", ".join(said)
-    add_note = getattr(e, "add_note", None)
-    if add_note is not None:
-        add_note(note)
-    else:  # Python 3.10: kept where 3.11's tracebacks look for it
-        e.__notes__ = [*getattr(e, "__notes__", []), note]  # type: ignore[attr-defined]
-
-
-def _names(
-    *options: tuple[type, str], outputs: Mapping[str, str] | None = None
-) -> Callable[[], dict[str, str]]:
-    """Flag -> API name for a call's options classes (each with its name in the call) and
-    its output arguments, on first use."""
-    return functools.cache(lambda: _flag_table(options, outputs or {}))
-
-
-def _flag_table(options: Sequence[tuple[type, str]], outputs: Mapping[str, str]) -> dict[str, str]:
-    names: dict[str, str] = {}
-    for options_type, prefix in options:
-        for flags, name in validate.flag_names(options_type, prefix).items():
-            for flag in flags.split("/"):
-                names[flag] = name
-    for flag, name in outputs.items():
-        names[flag] = name
-    return names
+_OUT = {"-o": "out", "--output": "out"}  # the command line's flag of a call's `out`
 
 
 def _options(call: str, options: object, kind: type[validate.Options]) -> None:
@@ -163,10 +102,7 @@ def _refuse_input_as_output(src: Path, out: Path, fix: str) -> None:
 # -- convert ---------------------------------------------------------------------
 
 
-_OUT = {"-o": "out", "--output": "out"}
-
-
-@_api_names(_names((ConvertOptions, "ConvertOptions"), outputs=_OUT))
+@validate.api_names(validate.flags_of((ConvertOptions, "ConvertOptions"), outputs=_OUT))
 def convert_file(
     src: PathLike,
     out: PathLike | None,
@@ -252,7 +188,7 @@ def _interleaving(placement: Placement, vpp: int) -> tuple[Schedule, ...]:
 # -- verify, inspect -------------------------------------------------------------
 
 
-@_api_names(_names((VerifyOptions, "VerifyOptions")))
+@validate.api_names(validate.flags_of((VerifyOptions, "VerifyOptions")))
 def verify_file(
     path: PathLike, options: VerifyOptions | None = None, *, progress: Observer | None = None
 ) -> VerifyReport:
@@ -265,7 +201,7 @@ def verify_file(
         return verify_program(program, options)
 
 
-@_api_names(_names((InspectOptions, "InspectOptions")))
+@validate.api_names(validate.flags_of((InspectOptions, "InspectOptions")))
 def inspect_file(
     path: PathLike, options: InspectOptions | None = None, *, progress: Observer | None = None
 ) -> Summary:
@@ -291,7 +227,7 @@ class DumpOptions:
         validate.flag(self, "strip_callstack")
 
 
-@_api_names(_names((DumpOptions, "DumpOptions"), outputs=_OUT))
+@validate.api_names(validate.flags_of((DumpOptions, "DumpOptions"), outputs=_OUT))
 def dump_file(
     src: PathLike,
     out: PathLike | None = None,
@@ -320,7 +256,7 @@ def _strip(program: Program) -> int:
     return sum(strip_callstack(b) for b in program.blocks)
 
 
-@_api_names(_names((SampleOptions, "SampleOptions"), outputs=_OUT))
+@validate.api_names(validate.flags_of((SampleOptions, "SampleOptions"), outputs=_OUT))
 def sample_file(
     out: PathLike, options: SampleOptions, *, progress: Observer | None = None
 ) -> SampleOutcome:
@@ -430,7 +366,7 @@ class Pictures:
         validate.integer(self, "svg_width", 640, 100_000, optional=True)
 
 
-@_api_names(_names((SimulateOptions, "SimulateOptions"), (Pictures, "Pictures")))
+@validate.api_names(validate.flags_of((SimulateOptions, "SimulateOptions"), (Pictures, "Pictures")))
 def simulate_run(
     prog: PathLike | None,
     pictures: Pictures | None,
@@ -661,12 +597,12 @@ def _pictures(
 
 
 def _plan_names() -> dict[str, str]:
-    from vppctl.planner import PlanSearchOptions
+    from vppctl.planner import PlanSearchOptions  # the planner loads on use
 
-    return _flag_table([(PlanSearchOptions, "PlanSearchOptions")], {})
+    return validate.flag_table([(PlanSearchOptions, "PlanSearchOptions")], {})
 
 
-@_api_names(functools.cache(_plan_names))
+@validate.api_names(functools.cache(_plan_names))
 def plan_run(
     prog: PathLike, options: PlanSearchOptions, *, progress: Observer | None = None
 ) -> PlanOutcome:

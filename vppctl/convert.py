@@ -163,6 +163,7 @@ def _plan(
     return plan
 
 
+@validate.api_names(validate.flags_of((ConvertOptions, "ConvertOptions")))
 @gc_paused
 def convert_program(program: Program, options: ConvertOptions) -> ConvertResult:
     """Convert `program` in memory, in place: its ops and variables are given their new

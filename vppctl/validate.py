@@ -9,19 +9,22 @@ API spell it, says the value given and what it may be:
 
 The command line builds the same objects from its flags, so a bad value reads the same
 whichever way it came in. Each options class maps its fields to their flags in `FLAGS`
-(a field without a flag is the API's alone); `flag_names` walks the nested ones for the
-notes that `vppctl.commands` adds to errors worded in flags.
+(a field without a flag is the API's alone) and names its nested options classes in
+`NESTED`. An error raised deeper is worded in flags (`use --split balanced`): the public
+calls (`api_names`) add a note naming the API's fields for the flags it mentions.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, ParamSpec, Protocol, TypeVar
 
-from vppctl.errors import UsageError
+from vppctl.errors import UsageError, VppctlError
 
 
 class Options(Protocol):
@@ -187,4 +190,69 @@ def flag_names(options_type: type, prefix: str) -> dict[str, str]:
             names.update(flag_names(nested_types[f.name], path))
         elif f.name in flags:
             names[flags[f.name]] = path
+    return names
+
+
+# -- the API's names of the flags an error mentions -----------------------------------
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+# A flag in an error message: `--split`, `-o`.
+_FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*|-[a-z])(?![\w-])")
+
+
+def api_names(
+    names: Callable[[], Mapping[str, str]],
+) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
+    """A public call whose errors worded in the command line's flags also name the API's
+    fields: a note (PEP 678, shown under the traceback) such as `in the Python API:
+    --split is ConvertOptions.plan.split`. The message itself stays as the command line
+    shows it. `names` (flag -> API name) is asked on the first error only."""
+
+    def decorate(run: Callable[_P, _R]) -> Callable[_P, _R]:
+        @functools.wraps(run)
+        def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+            try:
+                return run(*args, **kwargs)
+            except VppctlError as e:
+                _note_api_names(e, names())
+                raise
+
+        return call
+
+    return decorate
+
+
+def _note_api_names(e: VppctlError, names: Mapping[str, str]) -> None:
+    message = str(e)
+    said = [
+        f"{flag} is {names[flag]}"
+        for flag in dict.fromkeys(_FLAG.findall(message))
+        if flag in names and names[flag] not in message
+    ]
+    if not said:
+        return
+    note = "in the Python API: " + ", ".join(said)
+    add_note = getattr(e, "add_note", None)
+    if add_note is not None:
+        add_note(note)
+    else:  # Python 3.10: kept where 3.11's tracebacks look for it
+        e.__notes__ = [*getattr(e, "__notes__", []), note]  # type: ignore[attr-defined]
+
+
+def flags_of(
+    *options: tuple[type, str], outputs: Mapping[str, str] | None = None
+) -> Callable[[], dict[str, str]]:
+    """Flag -> API name for a call's options classes (each with its name in the call) and
+    its output arguments, made on first use."""
+    return functools.cache(lambda: flag_table(options, outputs or {}))
+
+
+def flag_table(options: Sequence[tuple[type, str]], outputs: Mapping[str, str]) -> dict[str, str]:
+    names: dict[str, str] = {}
+    for options_type, prefix in options:
+        for flags, name in flag_names(options_type, prefix).items():
+            for flag in flags.split("/"):
+                names[flag] = name
+    names.update(outputs)
     return names

@@ -61,6 +61,7 @@ class VerifyOptions:
         check_seg_method(self, "seg_method")
 
 
+@validate.api_names(validate.flags_of((VerifyOptions, "VerifyOptions")))
 @gc_paused
 def verify_program(program: Program, options: VerifyOptions | None = None) -> VerifyReport:
     """Check an annotated program against every rule and return every violation found;
