@@ -339,6 +339,18 @@ def test_other_bad_values_are_usage_errors_when_the_options_are_made(
     assert e.value.exit_code == 2 and said in str(e.value)
 
 
+def test_old_call_forms_fail_before_any_work(tmp_path: Path) -> None:
+    """0.x: the call forms of vppctl 0.2 are gone, with no compatibility layer."""
+    out = tmp_path / "x.pb"
+    with pytest.raises(vppctl.UsageError, match=r"the output first: sample_file\(out"):
+        vppctl.sample_file(vppctl.SampleOptions(layers=4, pp=2), out)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="micro_batches"):
+        vppctl.simulate_run(SAMPLE, micro_batches=8)  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="vpp"):
+        vppctl.verify_file(SAMPLE, vpp=2)  # type: ignore[call-arg]
+    assert not out.exists()
+
+
 def test_options_keep_sequences_as_tuples_and_costs_exact() -> None:
     from fractions import Fraction
 

@@ -264,6 +264,8 @@ def sample_file(
     A program that would be 2 GiB or more is refused from its options, before it is built."""
     from vppctl.sample import build_sample, estimate_size
 
+    if isinstance(out, SampleOptions):  # the order of vppctl 0.2
+        raise UsageError("sample_file takes the output first: sample_file(out, SampleOptions(...))")
     _options("sample_file", options, SampleOptions)
     output = program_output(out)
     fix = "use fewer --layers" + (" or drop --callstack" if options.callstack else "")
