@@ -30,12 +30,12 @@ def _var(name: str, dims: tuple[int, ...] = (4, 4)) -> bytes:
 def _whole(old: bytes, mesh: bytes | None, chunk: int | None) -> bytes:
     """What rewriting the whole variable gives."""
     v = view.EditVar.FromString(old)
-    t = view.EditTensorDist.FromString(v.dist_attr)
+    t = view.EditTensorDist.FromString(b"".join(v.dist_attr))  # its occurrences merge
     if mesh is not None:
-        t.process_mesh = mesh
+        t.process_mesh[:] = [mesh]
     if chunk is not None:
         t.chunk_id = chunk
-    v.dist_attr = t.SerializeToString()
+    v.dist_attr[:] = [t.SerializeToString()]
     return v.SerializeToString()
 
 
@@ -60,6 +60,8 @@ def test_variables_sharing_their_rest_get_what_a_whole_rewrite_gives(
         ("a name of 200 bytes", _var("n" * 200)),
         ("no name", _var("x")[len(b"\n\x01x") :]),
         ("an unknown field last", _var("u") + b"\xb8\x3e\x07"),  # field 999, varint 7
+        # The dist attr again, empty: protobuf merges the two; one comes out.
+        ("a dist attr in two occurrences", _var("d") + b"\xca\x3e\x00"),
     ],
 )
 def test_odd_variables_get_what_a_whole_rewrite_gives(what: str, old: bytes) -> None:

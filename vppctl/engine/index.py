@@ -24,6 +24,7 @@ from vppctl.program import (
     OpColumns,
     Program,
     VarColumns,
+    canonical_mesh,
     decode_mesh,
     op_arguments,
     program_meshes,
@@ -63,7 +64,7 @@ class ProgramIndex:
     program: Program
     blocks: list[BlockIndex]
     meshes: list[Mesh]  # mesh-class id -> a representative Mesh
-    mesh_raw: list[bytes]  # mesh-class id -> serialized ProcessMesh to write
+    mesh_raw: list[bytes]  # mesh-class id -> serialized ProcessMesh to write (canonical)
     program_meshes: list[int]  # ProgramDesc.process_meshes, as class ids, in order
     var_block: array[int] = field(default_factory=lambda: array("q"))
     var_mesh: array[int] = field(default_factory=lambda: array("q"))  # mesh class per var
@@ -173,7 +174,7 @@ def build_index(program: Program) -> ProgramIndex:
     """Scan every block of `program` once into a ProgramIndex."""
     index = ProgramIndex(program=program, blocks=[], meshes=[], mesh_raw=[], program_meshes=[])
     for raw in program_meshes(program.header):
-        index.program_meshes.append(index.add_mesh(decode_mesh(raw), raw))
+        index.program_meshes.append(index.add_mesh(decode_mesh(raw), canonical_mesh(raw)))
     var_block = index.var_block
     for b, block in enumerate(program.blocks):
         vars_ = scan_vars(block, b)
@@ -271,7 +272,7 @@ def _classes(index: ProgramIndex, raws: list[bytes]) -> array[int]:
     cache: dict[bytes, int] = {b"": NO_MESH}
     for raw in dict.fromkeys(raws):  # first-appearance order: class ids are deterministic
         if raw not in cache:
-            cache[raw] = index.add_mesh(decode_mesh(raw), raw)
+            cache[raw] = index.add_mesh(decode_mesh(raw), canonical_mesh(raw))
     return array("q", map(cache.__getitem__, raws))
 
 

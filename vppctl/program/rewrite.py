@@ -3,14 +3,16 @@
 Ops and variables stay serialized; an edited one is parsed through a write view
 that declares every field number of its program.proto message (view.proto's
 Edit* messages), changed, and serialized again, so every field it does not
-touch, unknown ones included, survives in its order.
+touch, unknown ones included, survives in its order. A serialized sub-message
+may come in several occurrences, which protobuf merges: it is read joined and
+written back as one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, MutableSequence, Sequence
 
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 
 from vppctl.mesh import Mesh
 from vppctl.program._proto import program_pb2 as pb
@@ -30,34 +32,40 @@ def rewrite_ops(block: Block, edits: Iterable[tuple[int, bytes | None, int]]) ->
 
     A mesh also replaces the meshes in the op's per-input and per-output tensor
     dist attrs. Those stay serialized, and a program has few distinct ones, so
-    each is rewritten once and then looked up. Returns the number of ops whose
-    bytes changed.
+    each is rewritten once and then looked up. Returns the number of ops that
+    changed: read as protobuf reads them, whatever their encoding (an op whose
+    values stay the same keeps its bytes, in the encoding it came in).
     """
     ops = block.ops
     parse = view.EditOp.FromString
     by_mesh: dict[bytes, dict[bytes, bytes]] = {}  # mesh -> old tensor attr -> new
+    plain_mesh, plain_tensor = _Canonical(pb.ProcessMesh), _Canonical(pb.TensorDistAttr)
     n = i = 0
     try:
         for i, mesh, chunk in edits:
             old = ops[i]
             op = parse(old)
+            before = op.SerializeToString()  # `old` as the view writes it (usually `old`)
             d = op.dist_attr
+            plain = before == old and _one_plain(d.process_mesh, plain_mesh)
             if mesh is not None:
-                d.process_mesh = mesh
+                _set_one(d.process_mesh, mesh)
                 done = by_mesh.get(mesh)
                 if done is None:
                     done = by_mesh[mesh] = {}
                 for entries in (d.input_dist_attrs, d.output_dist_attrs):
                     for entry in entries:
-                        t = entry.tensor_dist_attr
+                        occurrences = entry.tensor_dist_attr
+                        t = b"".join(occurrences)
                         if t:
+                            plain = plain and _one_plain(occurrences, plain_tensor)
                             new_t = done.get(t)
                             if new_t is None:
                                 new_t = done[t] = _retensored(t, mesh, None)
-                            entry.tensor_dist_attr = new_t
+                            _set_one(occurrences, new_t)
             d.chunk_id = chunk
             new = op.SerializeToString()
-            if new != old:
+            if new != before if plain else _differ(pb.OpDesc, new, old):
                 ops[i] = new
                 n += 1
     except DecodeError:  # the write view reads fields the scan view skips
@@ -67,7 +75,7 @@ def rewrite_ops(block: Block, edits: Iterable[tuple[int, bytes | None, int]]) ->
 
 def rewrite_vars(block: Block, edits: Iterable[tuple[int, bytes | None, int | None]]) -> int:
     """Set (mesh, chunk id) on variables: (var index, raw mesh or None, chunk or None).
-    Returns the number of variables whose bytes changed.
+    Returns the number of variables that changed (as `rewrite_ops` counts ops).
 
     A variable usually starts with its name, and the rest of its bytes (type, shape, dist
     attr) is shared by many variables: that rest is rewritten once per distinct value
@@ -77,6 +85,7 @@ def rewrite_vars(block: Block, edits: Iterable[tuple[int, bytes | None, int | No
     parse = view.EditVar.FromString
     retensor = _Rewriter()
     rests: dict[tuple[bytes, bytes | None, int | None], bytes | None] = {}
+    plain_tensor = _Canonical(pb.TensorDistAttr)
     n = i = 0
     try:
         for i, mesh, chunk in edits:
@@ -89,13 +98,11 @@ def rewrite_vars(block: Block, edits: Iterable[tuple[int, bytes | None, int | No
                 key = (old[cut:], mesh, chunk)
                 rest = rests.get(key, _NOT_YET)
                 if rest is _NOT_YET:
-                    rest = rests[key] = _rewritten_rest(key[0], mesh, chunk, retensor)
+                    rest = rests[key] = _rewritten_rest(key[0], mesh, chunk, retensor, plain_tensor)
                 if rest is not None:
                     new = old[:cut] + rest
             if new is None:
-                v = parse(old)
-                v.dist_attr = retensor(v.dist_attr, mesh, chunk)
-                new = v.SerializeToString()
+                new = _rewritten(parse(old), old, mesh, chunk, retensor, plain_tensor)
             if new != old:
                 vars_[i] = new
                 n += 1
@@ -104,19 +111,73 @@ def rewrite_vars(block: Block, edits: Iterable[tuple[int, bytes | None, int | No
     return n
 
 
+def _set_one(occurrences: MutableSequence[bytes], value: bytes) -> None:
+    """Replace every occurrence of a singular message field (view.proto) with one."""
+    del occurrences[:]
+    occurrences.append(value)
+
+
 _NOT_YET = b"not yet rewritten"  # compared by identity only
 
 
 def _rewritten_rest(
-    rest: bytes, mesh: bytes | None, chunk: int | None, retensor: _Rewriter
+    rest: bytes,
+    mesh: bytes | None,
+    chunk: int | None,
+    retensor: _Rewriter,
+    plain_tensor: _Canonical,
 ) -> bytes | None:
     """A variable's bytes after its name field, rewritten; None when they name it again
     (then the whole variable is rewritten, which keeps one name field)."""
     v = view.EditVar.FromString(rest)
     if v.HasField("name"):
         return None
-    v.dist_attr = retensor(v.dist_attr, mesh, chunk)
-    return v.SerializeToString()
+    return _rewritten(v, rest, mesh, chunk, retensor, plain_tensor)
+
+
+def _rewritten(
+    v: view.EditVar,
+    old: bytes,
+    mesh: bytes | None,
+    chunk: int | None,
+    retensor: _Rewriter,
+    plain_tensor: _Canonical,
+) -> bytes:
+    """The variable (or its bytes after the name) `old`, parsed as `v`, with a new mesh
+    and/or chunk id; `old` itself when that changes no value (whatever its encoding)."""
+    before = v.SerializeToString()
+    plain = before == old and _one_plain(v.dist_attr, plain_tensor)
+    _set_one(v.dist_attr, retensor(b"".join(v.dist_attr), mesh, chunk))
+    new = v.SerializeToString()
+    changed = new != before if plain else _differ(pb.VarDesc, new, old)
+    return new if changed else old
+
+
+class _Canonical:
+    """Whether serialized messages of one type are in protobuf's own encoding, memoised
+    (a program has few distinct dist attrs and meshes)."""
+
+    def __init__(self, message: type[Message]) -> None:
+        self.parse = message.FromString
+        self.seen: dict[bytes, bool] = {}
+
+    def __call__(self, raw: bytes) -> bool:
+        plain = self.seen.get(raw)
+        if plain is None:
+            plain = self.seen[raw] = self.parse(raw).SerializeToString() == raw
+        return plain
+
+
+def _one_plain(occurrences: Sequence[bytes], canonical: _Canonical) -> bool:
+    """Whether a singular sub-message kept serialized (view.proto) is absent or one
+    occurrence in protobuf's own encoding: then comparing bytes compares values."""
+    return not occurrences or (len(occurrences) == 1 and canonical(occurrences[0]))
+
+
+def _differ(message: type[Message], new: bytes, old: bytes) -> bool:
+    """Whether two serialized messages hold different values (for bytes in another encoding
+    than protobuf's own, where comparing bytes would not say)."""
+    return bool(message.FromString(new) != message.FromString(old))
 
 
 class _Rewriter:
@@ -137,7 +198,7 @@ def _retensored(old: bytes, mesh: bytes | None, chunk: int | None) -> bytes:
     """A serialized TensorDistAttr with a new mesh and/or chunk id."""
     t = view.EditTensorDist.FromString(old)
     if mesh is not None:
-        t.process_mesh = mesh
+        _set_one(t.process_mesh, mesh)
     if chunk is not None:
         t.chunk_id = chunk
     return t.SerializeToString()

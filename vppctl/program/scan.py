@@ -6,10 +6,15 @@ message through the merged views of view.proto; a piece that cannot be read so
 exactly is read one by one. The columns (`OpColumns`, `VarColumns`) are what the
 index's side tables are built from.
 
+Every field is read as protobuf reads it, whatever the encoding (fields in any
+order, a field given twice, a sub-message split over several occurrences:
+view.proto); the few byte-level shortcuts below match only bytes whose reading
+they know exactly, and parse everything else.
+
 How the fields are read (Paddle's conventions):
 
-- an op's role is its int attr `op_role` (absent = 0);
-- a sub-block is the BLOCK attr `sub_block`;
+- an op's role is its int attr `op_role` (absent = 0; the last one counts);
+- a sub-block is the BLOCK attr `sub_block` (or BLOCKS);
 - an op's layer path is `OpDesc.struct_name`, its mesh and chunk id are in
   `OpDesc.dist_attr` (`process_mesh`, `chunk_id`), a variable's in
   `VarDesc.dist_attr`;
@@ -43,7 +48,11 @@ EMPTY_VAR = -2  # "" or Paddle's @EMPTY@: no variable, by design
 SCOPE_VAR = -3
 EMPTY_NAMES = (b"", b"@EMPTY@")
 
-_ATTRS_READ = re.compile(rb"\n\x07op_role|\n\tsub_block").match
+# The attrs the scan reads: op_role and sub_block. An attr with either name holds the name's
+# bytes right after its length, which ends in 7 or 9 (or 0 when written in more bytes than
+# needed), wherever the name field sits: this finds every such attr (and a few others,
+# which parsing the attr then tells apart).
+_ATTRS_READ = re.compile(rb"[\x00\x07]op_role|[\x00\t]sub_block").search
 _ROLE_PREFIX = b"\n\x07op_role\x10\x00\x18"  # name "op_role", type INT, then field i
 _CANONICAL_ROLES = {_ROLE_PREFIX + bytes((r,)): r for r in range(0x80)}  # the usual encoding
 NO_CHUNK_NAME = b"lod_tensor_blocking_queue"  # reader-queue variables never get a chunk id
@@ -87,23 +96,26 @@ class VarColumns:
         return len(self.name)
 
 
-def _int_attr(blob: bytes) -> int:
-    """The value of an INT or LONG attr (canonical bytes decoded inline, else parsed)."""
-    if blob.startswith(_ROLE_PREFIX):
-        try:
-            got = varint_at(blob, len(_ROLE_PREFIX))
-        except ValueError:  # longer than 10 bytes: protobuf's parse below says what it is
-            got = None
-        if got is not None and got[1] == len(blob):
-            value = got[0]
-            value &= 0xFFFFFFFF  # field `i` is an int32: its low 32 bits, as protobuf reads it
-            return value - (1 << 32) if value >= 1 << 31 else value
-    attr = pb.OpDesc.Attr.FromString(blob)
+def _canonical_role(blob: bytes) -> int | None:
+    """The value of an attr whose bytes are exactly name "op_role", type INT and field `i`,
+    in that order, each once (how Paddle writes it); None for any other bytes."""
+    if not blob.startswith(_ROLE_PREFIX):
+        return None
+    try:
+        got = varint_at(blob, len(_ROLE_PREFIX))
+    except ValueError:  # longer than 10 bytes: protobuf's parse says what it is
+        return None
+    if got is None or got[1] != len(blob):
+        return None
+    value = got[0] & 0xFFFFFFFF  # field `i` is an int32: its low 32 bits, as protobuf reads it
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def _role_value(attr: pb.OpDesc.Attr) -> int:
     return attr.l if attr.type == pb.LONG else attr.i
 
 
-def _block_attr(blob: bytes) -> list[int]:
-    attr = pb.OpDesc.Attr.FromString(blob)
+def _block_value(attr: pb.OpDesc.Attr) -> list[int]:
     if attr.type == pb.BLOCKS:
         return list(attr.blocks_idx)
     return [attr.block_idx]
@@ -129,7 +141,7 @@ def scan_vars(block: Block, block_idx: int) -> VarColumns:
                 v = view.ScanVar.FromString(blob)
                 cols.name.append(v.name)
                 cols.is_parameter.append(v.is_parameter)
-                dists.append(v.dist_attr)
+                dists.append(b"".join(v.dist_attr))
     except DecodeError:
         raise corrupt_var(block_idx, pos) from None
     # A program has few distinct dist attrs: decode each once.
@@ -158,7 +170,7 @@ def _merged_vars(piece: list[bytes]) -> tuple[list[bytes], list[bool], list[byte
         return None
     names = _last_each(list(m.name), n, _SENTINEL_NAME, b"")
     flags = _last_each(list(m.is_parameter), n, _SENTINEL_INT, 0)
-    dists = _last_each(list(m.dist_attr), n, _SENTINEL_NAME, b"")
+    dists = _joined_each(list(m.dist_attr), n, _SENTINEL_NAME)
     if names is None or flags is None or dists is None:
         return None
     return names, list(map(bool, flags)), dists
@@ -167,7 +179,7 @@ def _merged_vars(piece: list[bytes]) -> tuple[list[bytes], list[bool], list[byte
 def _tensor_placement(raw: bytes) -> tuple[bytes, int]:
     """(raw mesh, chunk id or -1) of a serialized TensorDistAttr."""
     d = view.ScanTensorDist.FromString(raw)
-    return d.process_mesh, d.chunk_id
+    return b"".join(d.process_mesh), d.chunk_id
 
 
 def scan_ops(block: Block, block_idx: int, lookup: Callable[[bytes, int], int]) -> OpColumns:
@@ -257,7 +269,7 @@ class _OpScan:
         self.role.append(self._role(op.attrs, i))
         intern = self.interned.setdefault
         t, s, d = op.type, op.struct_name, op.dist_attr
-        m = d.process_mesh
+        m = b"".join(d.process_mesh)
         self.type.append(intern(t, t))
         self.struct.append(intern(s, s))
         self.mesh.append(intern(m, m))
@@ -287,7 +299,7 @@ class _OpScan:
         name, num = _SENTINEL_NAME, _SENTINEL_INT
         types = _last_each(list(m.type), n, name, b"")
         structs = _last_each(list(m.struct_name), n, name, b"")
-        meshes = _last_each(list(d.process_mesh), n, name, b"")
+        meshes = _joined_each(list(d.process_mesh), n, name)
         chunks = _last_each(list(d.chunk_id), n, num, -1)
         ids = _last_each(list(m.id), n, num, -1)
         forward_ids = _last_each(list(m.forward_op_id), n, num, -1)
@@ -331,7 +343,7 @@ class _OpScan:
         noting sub-blocks; None when an attr is corrupt (read op by op: that names its op)."""
         first, begin = len(self.role), 0
         out, canonical = [], _CANONICAL_ROLES.get
-        try:
+        try:  # one attr read, in the usual encoding: its role at once; else parsed
             for k, end in enumerate(ends):
                 read = list(filter(_ATTRS_READ, attrs[begin:end]))
                 role = canonical(read[0]) if len(read) == 1 else None  # the usual op
@@ -342,15 +354,20 @@ class _OpScan:
         return out
 
     def _role(self, attrs: Iterable[bytes], i: int) -> int:
-        """Op `i`'s role from its attrs (the last `op_role`; 0 without), noting its sub-blocks."""
+        """Op `i`'s role from its attrs (the last `op_role`; 0 without), noting its sub-blocks
+        (the last `sub_block`). An attr in the usual encoding is read from its bytes; any
+        other is parsed, and its name, as protobuf reads it, says what it is."""
         role = 0
-        for attr in filter(_ATTRS_READ, attrs):
-            if attr.startswith(_ROLE_PREFIX) and len(attr) == 13:  # the usual role < 128
-                role = attr[12] if attr[12] < 0x80 else _int_attr(attr)
-            elif attr[2] == 0x6F:  # op_role in another encoding
-                role = _int_attr(attr)
-            else:
-                self.sub_blocks[i] = _block_attr(attr)
+        for blob in filter(_ATTRS_READ, attrs):
+            value = _canonical_role(blob)
+            if value is not None:
+                role = value
+                continue
+            attr = pb.OpDesc.Attr.FromString(blob)
+            if attr.name == "op_role":
+                role = _role_value(attr)
+            elif attr.name == "sub_block":
+                self.sub_blocks[i] = _block_value(attr)
         return role
 
     def columns(
@@ -394,6 +411,24 @@ def _ends(values: list[_T], n: int, sentinel: _T) -> list[int] | None:
         pos = at(sentinel, pos + 1)
         ends.append(pos)
     return ends
+
+
+def _joined_each(values: list[bytes], n: int, sentinel: bytes) -> list[bytes] | None:
+    """Per op, its occurrences of a sub-message field before its sentinel, joined (b"" without
+    one): protobuf merges the occurrences, and their concatenation parses as that merge.
+    From a merged list holding `n` sentinels (None otherwise)."""
+    if len(values) == 2 * n and values[1::2].count(sentinel) == n:  # one value per op
+        firsts = values[0::2]
+        return firsts if sentinel not in firsts else None
+    ends = _ends(values, n, sentinel)
+    if ends is None:
+        return None
+    out, prev = [], -1
+    join = b"".join
+    for end in ends:
+        out.append(join(values[prev + 1 : end]))
+        prev = end
+    return out
 
 
 def _last_each(values: list[_T], n: int, sentinel: _T, default: _T) -> list[_T] | None:
