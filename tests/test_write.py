@@ -30,12 +30,12 @@ def _var(name: str, dims: tuple[int, ...] = (4, 4)) -> bytes:
 def _whole(old: bytes, mesh: bytes | None, chunk: int | None) -> bytes:
     """What rewriting the whole variable gives."""
     v = view.EditVar.FromString(old)
-    t = view.EditTensorDist.FromString(b"".join(v.dist_attr))  # its occurrences merge
+    t = view.EditTensorDist.FromString(v.dist_attr)
     if mesh is not None:
-        t.process_mesh[:] = [mesh]
+        t.process_mesh = mesh
     if chunk is not None:
         t.chunk_id = chunk
-    v.dist_attr[:] = [t.SerializeToString()]
+    v.dist_attr = t.SerializeToString()
     return v.SerializeToString()
 
 
@@ -60,9 +60,50 @@ def test_variables_sharing_their_rest_get_what_a_whole_rewrite_gives(
         ("a name of 200 bytes", _var("n" * 200)),
         ("no name", _var("x")[len(b"\n\x01x") :]),
         ("an unknown field last", _var("u") + b"\xb8\x3e\x07"),  # field 999, varint 7
-        # The dist attr again, empty: protobuf merges the two; one comes out.
-        ("a dist attr in two occurrences", _var("d") + b"\xca\x3e\x00"),
     ],
 )
 def test_odd_variables_get_what_a_whole_rewrite_gives(what: str, old: bytes) -> None:
     assert _rewrite([old, old], MESH, 1) == [_whole(old, MESH, 1)] * 2, what
+
+
+def _split_dist(name: str) -> bytes:
+    """A variable whose dist attr comes in two occurrences, which protobuf merges: the mesh
+    in the first, the dims mapping in the second (the write view alone would keep only the
+    second)."""
+    v = pb.VarDesc.FromString(_var(name))
+    mesh = v.dist_attr.process_mesh.SerializeToString()
+    v.ClearField("dist_attr")
+    first = pb.TensorDistAttr(process_mesh=pb.ProcessMesh.FromString(mesh))
+    second = pb.TensorDistAttr(dims_mapping=[-1, -1])
+    tag = b"\xca\x3e"  # field 1001, length-delimited
+    return b"".join(
+        (
+            v.SerializeToString(),
+            *(tag + bytes([t.ByteSize()]) + t.SerializeToString() for t in (first, second)),
+        )
+    )
+
+
+@pytest.mark.parametrize(("mesh", "chunk"), [(MESH, 1), (None, 1), (MESH, None)])
+def test_a_dist_attr_in_two_occurrences_is_rewritten_as_protobuf_reads_it(
+    mesh: bytes | None, chunk: int | None
+) -> None:
+    old = _split_dist("s")
+    expected = pb.VarDesc.FromString(old)  # merged: the mesh and the dims mapping
+    assert expected.dist_attr.process_mesh.process_ids == [0]
+    if mesh is not None:
+        expected.dist_attr.process_mesh.ParseFromString(mesh)
+    if chunk is not None:
+        expected.dist_attr.chunk_id = chunk
+    (new,) = _rewrite([old], mesh, chunk)
+    assert pb.VarDesc.FromString(new) == expected
+
+
+def test_an_unchanged_value_keeps_its_encoding_and_counts_as_no_change() -> None:
+    """Rewriting a variable in another encoding with the values it has changes nothing."""
+    old = _split_dist("u")
+    block = Block(idx=0, parent_idx=-1, ops=[], vars=[old], head=b"", tail=b"")
+    current = pb.VarDesc.FromString(old).dist_attr.process_mesh.SerializeToString()
+    assert rewrite.rewrite_vars(block, [(0, current, None)]) == 0
+    assert block.vars == [old]
+    assert rewrite.rewrite_vars(block, [(0, MESH, None)]) == 1

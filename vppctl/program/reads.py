@@ -85,14 +85,14 @@ def _run_on(run: list[bytes], own: MeshKey) -> bool:
 
 
 def _tensor_conflict(block: Block, op: int, own: MeshKey) -> tuple[str, bytes] | None:
-    """The first tensor dist attr of one op whose mesh is not `own`, if any (read as the
-    index reads meshes: a field given twice counts once, the last)."""
+    """The first tensor dist attr of one op whose mesh is not `own`, if any (the op parsed
+    whole, as protobuf reads it: this runs only for the few ops `_run_on` cannot clear)."""
     try:
-        d = view.EditOp.FromString(block.ops[op]).dist_attr
+        d = pb.OpDesc.FromString(block.ops[op]).dist_attr
         for side, entries in (("input", d.input_dist_attrs), ("output", d.output_dist_attrs)):
             for e in entries:
-                tensor = view.ScanTensorDist.FromString(b"".join(e.tensor_dist_attr))
-                raw = b"".join(tensor.process_mesh)
+                t = e.tensor_dist_attr
+                raw = t.process_mesh.SerializeToString() if t.HasField("process_mesh") else b""
                 if raw and decode_mesh(raw).key != own:
                     return f"{side} {as_text(e.name)}", raw
     except DecodeError:

@@ -221,19 +221,19 @@ class EditOpDist(_message.Message):
     CHUNK_ID_FIELD_NUMBER: _ClassVar[int]
     input_dist_attrs: _containers.RepeatedCompositeFieldContainer[EditEntry]
     output_dist_attrs: _containers.RepeatedCompositeFieldContainer[EditEntry]
-    process_mesh: _containers.RepeatedScalarFieldContainer[bytes]
+    process_mesh: bytes
     impl_type: bytes
     impl_idx: int
     chunk_id: int
-    def __init__(self, input_dist_attrs: _Optional[_Iterable[_Union[EditEntry, _Mapping]]] = ..., output_dist_attrs: _Optional[_Iterable[_Union[EditEntry, _Mapping]]] = ..., process_mesh: _Optional[_Iterable[bytes]] = ..., impl_type: _Optional[bytes] = ..., impl_idx: _Optional[int] = ..., chunk_id: _Optional[int] = ...) -> None: ...
+    def __init__(self, input_dist_attrs: _Optional[_Iterable[_Union[EditEntry, _Mapping]]] = ..., output_dist_attrs: _Optional[_Iterable[_Union[EditEntry, _Mapping]]] = ..., process_mesh: _Optional[bytes] = ..., impl_type: _Optional[bytes] = ..., impl_idx: _Optional[int] = ..., chunk_id: _Optional[int] = ...) -> None: ...
 
 class EditEntry(_message.Message):
     __slots__ = ("name", "tensor_dist_attr")
     NAME_FIELD_NUMBER: _ClassVar[int]
     TENSOR_DIST_ATTR_FIELD_NUMBER: _ClassVar[int]
     name: bytes
-    tensor_dist_attr: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, name: _Optional[bytes] = ..., tensor_dist_attr: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    tensor_dist_attr: bytes
+    def __init__(self, name: _Optional[bytes] = ..., tensor_dist_attr: _Optional[bytes] = ...) -> None: ...
 
 class EditTensorDist(_message.Message):
     __slots__ = ("process_mesh", "dims_mapping", "batch_dim", "dynamic_dims", "chunk_id")
@@ -242,12 +242,12 @@ class EditTensorDist(_message.Message):
     BATCH_DIM_FIELD_NUMBER: _ClassVar[int]
     DYNAMIC_DIMS_FIELD_NUMBER: _ClassVar[int]
     CHUNK_ID_FIELD_NUMBER: _ClassVar[int]
-    process_mesh: _containers.RepeatedScalarFieldContainer[bytes]
+    process_mesh: bytes
     dims_mapping: _containers.RepeatedScalarFieldContainer[int]
     batch_dim: int
     dynamic_dims: _containers.RepeatedScalarFieldContainer[bool]
     chunk_id: int
-    def __init__(self, process_mesh: _Optional[_Iterable[bytes]] = ..., dims_mapping: _Optional[_Iterable[int]] = ..., batch_dim: _Optional[int] = ..., dynamic_dims: _Optional[_Iterable[bool]] = ..., chunk_id: _Optional[int] = ...) -> None: ...
+    def __init__(self, process_mesh: _Optional[bytes] = ..., dims_mapping: _Optional[_Iterable[int]] = ..., batch_dim: _Optional[int] = ..., dynamic_dims: _Optional[_Iterable[bool]] = ..., chunk_id: _Optional[int] = ...) -> None: ...
 
 class EditVar(_message.Message):
     __slots__ = ("name", "type", "persistable", "need_check_feed", "is_parameter", "stop_gradient", "attrs", "dist_attr")
@@ -260,11 +260,11 @@ class EditVar(_message.Message):
     ATTRS_FIELD_NUMBER: _ClassVar[int]
     DIST_ATTR_FIELD_NUMBER: _ClassVar[int]
     name: bytes
-    type: _containers.RepeatedScalarFieldContainer[bytes]
+    type: bytes
     persistable: bool
     need_check_feed: bool
     is_parameter: bool
     stop_gradient: bool
     attrs: _containers.RepeatedScalarFieldContainer[bytes]
-    dist_attr: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, name: _Optional[bytes] = ..., type: _Optional[_Iterable[bytes]] = ..., persistable: _Optional[bool] = ..., need_check_feed: _Optional[bool] = ..., is_parameter: _Optional[bool] = ..., stop_gradient: _Optional[bool] = ..., attrs: _Optional[_Iterable[bytes]] = ..., dist_attr: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    dist_attr: bytes
+    def __init__(self, name: _Optional[bytes] = ..., type: _Optional[bytes] = ..., persistable: _Optional[bool] = ..., need_check_feed: _Optional[bool] = ..., is_parameter: _Optional[bool] = ..., stop_gradient: _Optional[bool] = ..., attrs: _Optional[_Iterable[bytes]] = ..., dist_attr: _Optional[bytes] = ...) -> None: ...
