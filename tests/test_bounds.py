@@ -253,3 +253,84 @@ def test_nesting_over_100_deep_is_said_so(work: Path) -> None:
     r = run("dump", src)
     within(r, 3, seconds=10, mb=300)
     assert "nested too deeply" in r.stderr
+
+
+# -- out of memory --------------------------------------------------------------------------
+
+# The child imports what the commands use, then caps its address space at what it has
+# mapped plus VPPCTL_HEADROOM_MB: the command itself then runs out of memory.
+_CAPPED_CHILD = (
+    "import os, resource, sys; "
+    "import rich.console, rich.table, rich.text; "
+    "import vppctl.cli, vppctl.cli.program, vppctl.commands, vppctl.convert, vppctl.report, "
+    "vppctl.summary, vppctl.verify, vppctl.program.save; "
+    "vm = next(int(line.split()[1]) for line in open('/proc/self/status') "
+    "if line.startswith('VmSize:')) * 1024; "
+    "resource.setrlimit(resource.RLIMIT_AS, "
+    "(vm + (int(os.environ['VPPCTL_HEADROOM_MB']) << 20), resource.RLIM_INFINITY)); "
+    "sys.argv[0] = 'vppctl'; vppctl.cli.main()"
+)
+
+
+def run_capped(headroom_mb: int, *args: str | Path) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-c", _CAPPED_CHILD, *map(str, args)],
+        capture_output=True,
+        env={**os.environ, "VPPCTL_HEADROOM_MB": str(headroom_mb)},
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def middling(work: Path) -> Path:
+    """A 1.7 MB program: loading it takes more than the 2 MB of headroom below."""
+    return write(work, "middling.pb", build_sample(SampleOptions(layers=24, pp=4, hidden=64)))
+
+
+@pytest.mark.parametrize(
+    ("command", "output"),
+    [("inspect", None), ("verify", None), ("convert", "out.pb"), ("dump", "out.pbtxt")],
+)
+def test_running_out_of_memory_is_said_with_what_it_needs(
+    work: Path, middling: Path, command: str, output: str | None
+) -> None:
+    """Was: exit 70 ("internal error (MemoryError)"), or "holds a corrupt op" for dump."""
+    args: list[str | Path] = [command, middling]
+    if command == "convert":
+        args += ["--vpp", "2"]
+    if output is not None:
+        (work / output).unlink(missing_ok=True)
+        args += ["-o", work / output]
+    done = run_capped(2, *args)
+    stderr = done.stderr.decode()
+    assert done.returncode == 5, stderr
+    assert stderr.startswith("Error: out of memory: vppctl may need up to "), stderr
+    assert f"for {middling} (1.7 MB;" in stderr and "(ulimit -v)" in stderr
+    assert stderr.count("\n") == 1 and "Traceback" not in stderr
+    assert output is None or not (work / output).exists()
+
+
+_PARSE_CAPPED = (
+    "import resource, sys; "
+    "from vppctl.program import memory_guarded, parse_program, to_full; "
+    "from vppctl.errors import VppctlError; "
+    "program = parse_program(open(sys.argv[1], 'rb').read()); "
+    "vm = next(int(line.split()[1]) for line in open('/proc/self/status') "
+    "if line.startswith('VmSize:')) * 1024; "
+    "resource.setrlimit(resource.RLIMIT_AS, (vm + (1 << 20), resource.RLIM_INFINITY)); "
+    "exec('try:\\n memory_guarded(to_full)(program)\\nexcept VppctlError as e:\\n "
+    "print(type(e).__name__, e)')"
+)
+
+
+def test_protobuf_failing_to_allocate_is_not_a_corrupt_program(middling: Path) -> None:
+    """upb says "Arena alloc failed" as a DecodeError, which the loader reports as a corrupt
+    op; under a command's guard it is out of memory."""
+    done = subprocess.run(
+        [sys.executable, "-c", _PARSE_CAPPED, str(middling)],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.stdout.decode().startswith("OutOfMemoryError out of memory"), done

@@ -903,8 +903,8 @@ def run_round(tmp: Path, seed: int, inputs: int) -> Outcome:
 
 @contextlib.contextmanager
 def _memory_cap(extra: int = 3 << 30) -> Iterator[None]:
-    """Cap the address space so that a runaway allocation is a MemoryError (exit 70), not
-    the OOM killer taking the test run down."""
+    """Cap the address space so that a runaway allocation is a MemoryError (exit 5, which
+    the round counts as a crash), not the OOM killer taking the test run down."""
     try:
         import resource
     except ImportError:  # not on this platform: run uncapped

@@ -8,7 +8,8 @@ output that is an input, a trailing "/" or a missing directory is refused
 before the program is read, and nothing is written on failure. The CLI parses
 options, calls one of these and renders; a training script can call them
 directly (they are in `vppctl.__all__`). Errors are `vppctl.errors` exceptions,
-each with its exit code.
+each with its exit code; running out of memory anywhere is OutOfMemoryError (exit
+5), with what the command needs (`vppctl.program.memory_guarded`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from vppctl.program import (
     Program,
     check_size,
     is_text_name,
+    memory_guarded,
     parse_program,
     read_program,
     resolve_output,
@@ -102,6 +104,7 @@ class ConvertOutcome:
         return self.output == STDIO
 
 
+@memory_guarded
 def convert_file(
     src: PathLike,
     out: PathLike | None,
@@ -182,6 +185,7 @@ def _interleaving(placement: Placement, vpp: int) -> tuple[Schedule, ...]:
 # -- verify, inspect -------------------------------------------------------------
 
 
+@memory_guarded
 def verify_file(
     path: PathLike,
     *,
@@ -195,6 +199,7 @@ def verify_file(
     return verify_program(program, pp=pp, vpp=vpp, seg_method=seg_method, placement=placement)
 
 
+@memory_guarded
 def inspect_file(path: PathLike, *, seg_method: str | None = None) -> Summary:
     """What a program holds: blocks, ops by role, meshes, stages, layers, layout."""
     return summarize(read_program(path), seg_method)
@@ -211,6 +216,7 @@ class DumpOutcome:
     warnings: tuple[str, ...]
 
 
+@memory_guarded
 def dump_file(
     src: PathLike, out: PathLike | None = None, *, strip_callstack: bool = False
 ) -> DumpOutcome:
@@ -238,6 +244,7 @@ class SampleOutcome:
     bytes_written: int
 
 
+@memory_guarded
 def sample_file(opts: SampleOptions, out: PathLike) -> SampleOutcome:
     """Write the GPT-like plain-PP program `opts` describes to `out` ("-": stdout).
     A program that would be 2 GiB or more is refused from its options, before it is built."""
@@ -282,6 +289,7 @@ class SimulateOutcome:
     warnings: tuple[str, ...] = ()  # the plan's, the memory model's and the simulator's
 
 
+@memory_guarded
 def simulate_run(
     prog: PathLike | None,
     *,
@@ -471,6 +479,7 @@ class PlanOutcome:
     result: PlanResult
 
 
+@memory_guarded
 def plan_run(
     prog: PathLike,
     *,

@@ -10,6 +10,7 @@ Exit codes (kept in sync with the README table):
     2   usage error (bad option value, bad regex, conflicting options)
     3   a file cannot be read or written, or is not a program
     4   the program cannot be converted as asked
+    5   out of memory (the message says how much the command needs)
     70  internal error (a bug in vppctl; please report it)
     130 interrupted (Ctrl-C); a reader that closes a pipe early is exit 0
 """
@@ -21,6 +22,7 @@ EXIT_VIOLATIONS = 1
 EXIT_USAGE = 2
 EXIT_FILE = 3
 EXIT_CONVERT = 4
+EXIT_MEMORY = 5
 EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
@@ -47,6 +49,18 @@ class ConversionError(VppctlError):
     """The program cannot be converted as asked (layout, layer count, annotations)."""
 
     exit_code = EXIT_CONVERT
+
+
+OUT_OF_MEMORY = "out of memory; raise the limit (ulimit -v) or run it where there is more memory"
+
+
+class OutOfMemoryError(VppctlError):
+    """The command needs more memory than the machine or its limits (`ulimit -v`) give.
+
+    Neither the file's fault (3) nor the options' (4), nor a bug (70): the same command
+    works with more memory, so it has a code of its own."""
+
+    exit_code = EXIT_MEMORY
 
 
 class SelfCheckError(VppctlError):

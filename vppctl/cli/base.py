@@ -27,7 +27,14 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from vppctl._version import __version__
-from vppctl.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, VppctlError
+from vppctl.errors import (
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_MEMORY,
+    EXIT_OK,
+    OUT_OF_MEMORY,
+    VppctlError,
+)
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -35,7 +42,7 @@ if TYPE_CHECKING:
 
 EXIT_CODES_HELP = """Exit codes: 0 success, 1 verification found problems, 2 usage error,
 3 file cannot be read or written (or is not a program), 4 program cannot be converted as
-asked, 70 internal error (a bug: please report it), 130 interrupted."""
+asked, 5 out of memory, 70 internal error (a bug: please report it), 130 interrupted."""
 
 
 BUG_REPORT = (
@@ -62,6 +69,9 @@ class _Group(click.Group):
         except KeyboardInterrupt:
             click.echo("Error: interrupted; nothing was written", err=True)
             ctx.exit(EXIT_INTERRUPTED)
+        except MemoryError:  # outside a command's own guard (vppctl.program.memory_guarded)
+            click.echo(f"Error: {OUT_OF_MEMORY}", err=True)
+            ctx.exit(EXIT_MEMORY)
         except Exception as e:  # a bug: say so, traceback only under --debug
             if ctx.obj and ctx.obj.get("debug"):
                 traceback.print_exc()

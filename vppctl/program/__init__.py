@@ -4,14 +4,16 @@ A program is loaded with its ops and variables kept serialized (`load`), read in
 one scan into columns of plain values (`scan`) and, on demand, one op or variable
 at a time (`reads`); edited in place (`rewrite`, `record`) and saved (`save`).
 Where the bytes come from and go to (files, stdin, devices, atomic replacement)
-is `files` and `atomic`; `wire` holds the wire-format facts the hand-framed paths
-need, and `roles` Paddle's op roles. The generated protobuf modules (`_proto`)
+is `files` and `atomic`; running out of memory, said as such, is `limits`;
+`wire` holds the wire-format facts the hand-framed paths need, and `roles`
+Paddle's op roles. The generated protobuf modules (`_proto`)
 are imported nowhere else but the builders (`vppctl.sample`, `vppctl.paddle`).
 
 Other packages import these names from here, never a module of this package.
 """
 
 from vppctl.program.files import STDIO, Output, resolve_output
+from vppctl.program.limits import memory_guarded
 from vppctl.program.load import (
     MAX_PROGRAM_BYTES,
     Block,
@@ -103,6 +105,7 @@ __all__ = [
     "is_text_name",
     "kind",
     "looks_like_text",
+    "memory_guarded",
     "op_arguments",
     "op_slots",
     "parse_program",

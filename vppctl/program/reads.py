@@ -18,6 +18,7 @@ from vppctl.errors import ProgramFileError
 from vppctl.mesh import Mesh, mesh_text
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.program._proto import view_pb2 as view
+from vppctl.program.limits import raise_if_out_of_memory
 from vppctl.program.load import Block, corrupt_op, corrupt_var
 from vppctl.program.scan import PIECE_ITEMS, joinable
 
@@ -251,7 +252,8 @@ def is_callstack(attr: bytes) -> bool:
         return False
     try:
         return pb.OpDesc.Attr.FromString(attr).name == "op_callstack"
-    except DecodeError:
+    except DecodeError as e:
+        raise_if_out_of_memory(e)
         return False
 
 

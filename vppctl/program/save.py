@@ -64,7 +64,10 @@ def serialize(program: Program, *, text: bool) -> tuple[bytes, list[str]]:
         full = to_full(program)
         warnings = [UNKNOWN_FIELDS_WARNING] if has_unknown_fields(full) else []
         data = text_format.MessageToString(full).encode("utf-8")
-    except (EncodeError, ValueError) as e:
+    except EncodeError as e:
+        # The size was checked first: what is left is upb failing to get memory.
+        raise MemoryError(f"serializing the program: {e}") from e
+    except ValueError as e:
         raise ConversionError(
             f"the program cannot be serialized ({e}); protobuf limits a message to 2 GiB"
         ) from None
