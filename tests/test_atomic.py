@@ -363,6 +363,69 @@ def _next_write_removes_the_leftover(directory: Path) -> None:
     assert (directory / "out.pb").read_bytes() == b"new"
 
 
+# -- (b'') a signal just after the rename ---------------------------------------------------
+
+# The child renames as vppctl does, then pauses (touching FLAG) when the name given is OUT.
+_PAUSE_AFTER_RENAME = """
+import os, sys, time
+flag, out = sys.argv[1], sys.argv[2]
+del sys.argv[1:3]
+if os.environ.get("VPPCTL_TEST_NAMED"):
+    del os.O_TMPFILE
+rename = os.replace
+def replace(src, dst, *args, **kwargs):
+    rename(src, dst, *args, **kwargs)
+    if os.path.abspath(dst) == out:
+        open(flag, "w").close()
+        time.sleep(60)
+os.replace = replace
+from vppctl.cli import main
+sys.argv[0] = "vppctl"
+main()
+"""
+
+
+@pytest.mark.parametrize(
+    ("sig", "path", "said"),
+    [
+        ("SIGINT", PATHS[0], "interrupted"),
+        ("SIGTERM", "named", "terminated (SIGTERM)"),
+    ],
+)
+def test_a_signal_just_after_the_rename_says_the_file_was_written(
+    tmp_path: Path, sig: str, path: str, said: str
+) -> None:
+    """Was: "interrupted; nothing was written" (exit 130) with the file already replaced."""
+    prog = tmp_path / "prog.pb"
+    prog.write_bytes(SRC)
+    flag = tmp_path / "renamed"
+    env = {**os.environ, "VPPCTL_TEST_NAMED": "1" if path == "named" else ""}
+    args = [str(flag), str(prog.absolute()), "convert", str(prog), "--in-place", "--vpp", "2"]
+    child = subprocess.Popen(
+        [sys.executable, "-c", _PAUSE_AFTER_RENAME, *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+        preexec_fn=_default_sigint,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not flag.exists() and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert flag.exists(), "the child never renamed its output into place"
+        child.send_signal(getattr(signal, sig))
+        child.wait(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    stderr = child.stderr.read().decode() if child.stderr else ""
+    assert child.returncode == 128 + getattr(signal, sig), stderr
+    assert stderr == f"Error: {said}; {prog} was written whole, nothing else was written\n"
+    assert prog.read_bytes() != SRC  # it was: the converted program
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["prog.pb", "renamed"]
+
+
 # -- (c) written once ----------------------------------------------------------------------
 
 

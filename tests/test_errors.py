@@ -631,6 +631,20 @@ def test_unexpected_exception_is_exit_70_and_asks_to_report_it(
         assert "Traceback" not in r.stderr
 
 
+def test_an_interrupt_while_writing_into_a_device_says_it_may_hold_part(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def interrupt(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(files, "_write_fd", interrupt)
+    r = runner.invoke(cli, args_for("convert", write(tmp_path, SAMPLE), Path(os.devnull)))
+    assert r.exit_code == 130
+    assert r.stderr == (
+        f"Error: interrupted; {os.devnull} may hold part of the output, nothing else was written\n"
+    )
+
+
 def test_keyboard_interrupt_writes_nothing(
     runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

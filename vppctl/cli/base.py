@@ -19,6 +19,7 @@ import codecs
 import json
 import os
 import sys
+import time
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -56,6 +57,7 @@ class _Group(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         _ascii_fallback()
+        started = time.monotonic()
         try:
             return super().invoke(ctx)
         except BrokenPipeError:
@@ -67,8 +69,14 @@ class _Group(click.Group):
         except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
             raise
         except KeyboardInterrupt:
-            click.echo("Error: interrupted; nothing was written", err=True)
+            click.echo(f"Error: {_interrupted(started)}", err=True)
             ctx.exit(EXIT_INTERRUPTED)
+        except SystemExit as e:  # SIGTERM while a file was replaced (vppctl.program.atomic)
+            signum = getattr(e, "signum", None)
+            if signum is not None:
+                what = _interrupted(started).replace("interrupted", "terminated (SIGTERM)", 1)
+                click.echo(f"Error: {what}", err=True)
+            raise
         except MemoryError:  # outside a command's own guard (vppctl.program.memory_guarded)
             click.echo(f"Error: {OUT_OF_MEMORY}", err=True)
             ctx.exit(EXIT_MEMORY)
@@ -81,6 +89,16 @@ class _Group(click.Group):
                 err=True,
             )
             ctx.exit(EXIT_INTERNAL)
+
+
+def _interrupted(since: float) -> str:
+    """What an interrupt left: the outputs written before it, whole or in part (nothing,
+    when vppctl has not even loaded its writing code)."""
+    if "vppctl.program.files" not in sys.modules:
+        return "interrupted; nothing was written"
+    from vppctl.program.files import interrupted
+
+    return interrupted(since)
 
 
 def _silence_stdout() -> None:

@@ -18,7 +18,9 @@ name survives a crash.
 
 The caller has resolved symbolic links: `path` is missing or a regular file.
 OSError propagates (the caller names the path in its message); Ctrl-C and
-SIGTERM remove the temporary file before they propagate.
+SIGTERM remove the temporary file before they propagate. An interrupt may also
+come just after the new file got its name: `holds_new_file(path)` says whether
+it did, so that the message can tell the truth (vppctl.program.files).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ _PIECE = 1 << 26  # bytes per write call
 def replace_file(path: Path, data: Data) -> None:
     """Write `data` to the regular (or missing) file `path` atomically; OSError on failure."""
     directory = path.parent
+    _naming.pop(path.absolute(), None)  # an earlier write's file is not this one's
     old = _lstat(path)
     mode = stat.S_IMODE(old.st_mode) & 0o777 if old else 0o666 & ~_umask()
     owner = (old.st_uid, old.st_gid) if old else None
@@ -180,6 +183,7 @@ def _write_unnamed(
         try:
             _prepare(fd, mode, owner)
             _write_all(fd, data)
+            _about_to_name(path, fd)
             _link_into_place(proc, fd, directory, path, exists=exists)
         finally:
             os.close(fd)
@@ -204,6 +208,30 @@ def _link_into_place(proc: int, fd: int, directory: Path, path: Path, *, exists:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+# The file each path is being given, by (st_dev, st_ino), noted just before the link or
+# rename that gives it the name: after an interrupt, the path holding that file means the
+# name was given (a rename is atomic: the path holds the old file or this one).
+_naming: dict[Path, tuple[int, int]] = {}
+
+
+def _about_to_name(path: Path, fd: int) -> None:
+    st = os.fstat(fd)
+    _naming[path.absolute()] = (st.st_dev, st.st_ino)
+
+
+def holds_new_file(path: Path) -> bool:
+    """Whether `path` now holds the file `replace_file` wrote for it (the rename or link
+    happened), as far as this process knows."""
+    identity = _naming.get(path.absolute())
+    if identity is None:
+        return False
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) == identity
 
 
 def _link(proc: int, fd: int, name: Path) -> None:
@@ -234,6 +262,7 @@ def _write_named(
         opening = False
         _prepare(fd, mode, owner)
         _write_all(fd, data)
+        _about_to_name(path, fd)
         os.close(fd)
         fd = -1
         os.replace(tmp, path)
@@ -273,6 +302,15 @@ def _sync_directory(directory: Path) -> None:
             os.close(fd)
 
 
+class Terminated(SystemExit):
+    """SIGTERM while a file is being replaced: exits 128 + the signal number, like the
+    signal itself would, after the cleanup code ran."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(128 + signum)
+        self.signum = signum
+
+
 @contextlib.contextmanager
 def _terminate_cleanly() -> Iterator[None]:
     """While a temporary file exists, SIGTERM exits through the cleanup code (as Ctrl-C does)
@@ -289,7 +327,7 @@ def _terminate_cleanly() -> Iterator[None]:
         return
 
     def terminate(signum: int, frame: object) -> None:
-        raise SystemExit(128 + signum)
+        raise Terminated(signum)
 
     signal.signal(signal.SIGTERM, terminate)
     try:

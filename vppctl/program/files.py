@@ -89,7 +89,11 @@ class Output:
 
     def write(self, data: Data) -> None:
         """Write all of `data` here. ProgramFileError (exit 3) on failure, UsageError (exit 2)
-        for binary onto a terminal; BrokenPipeError when a pipe's reader went away."""
+        for binary onto a terminal; BrokenPipeError when a pipe's reader went away. The
+        write is noted, for `interrupted` to tell what an interrupt left."""
+        note = _Written(self, time.monotonic())
+        _LEDGER.append(note)
+        del _LEDGER[:-_LEDGER_SIZE]
         try:
             if self.kind == "file":
                 assert self.target is not None
@@ -107,10 +111,57 @@ class Output:
             raise ProgramFileError(f"cannot write {self.name}: permission denied") from None
         except OSError as e:
             raise ProgramFileError(f"cannot write {self.name}: {e.strerror or e}") from None
+        note.done = True
 
     @property
     def name(self) -> str:
         return "stdout" if self.shown == STDIO else self.shown
+
+
+# -- what an interrupt left -------------------------------------------------------------------
+
+
+@dataclass
+class _Written:
+    output: Output
+    started: float  # time.monotonic() when the write began
+    done: bool = False
+
+    def state(self) -> Literal["whole", "part", "none"]:
+        """What the output holds of this write now."""
+        if self.output.kind == "file":  # atomic: the old bytes or all the new ones
+            assert self.output.target is not None
+            return "whole" if atomic.holds_new_file(self.output.target) else "none"
+        return "whole" if self.done else "part"
+
+
+_LEDGER: list[_Written] = []  # this process's writes, the last _LEDGER_SIZE of them
+_LEDGER_SIZE = 64
+
+
+def interrupted(since: float) -> str:
+    """What to say when a command that started at `since` (time.monotonic()) is interrupted:
+    which of its outputs were written, whole or in part, before the interrupt. An output
+    replaced atomically counts as written once it has its new name, however soon after
+    that the interrupt came."""
+    states: dict[str, list[str]] = {"whole": [], "part": []}
+    for note in _LEDGER:
+        state = note.state() if note.started >= since else "none"
+        if state != "none":
+            states[state].append(note.output.name)
+    whole, part = states["whole"], states["part"]
+    if not whole and not part:
+        return "interrupted; nothing was written"
+    said = []
+    if whole:
+        said.append(f"{_names(whole)} {'was' if len(whole) == 1 else 'were'} written whole")
+    if part:
+        said.append(f"{_names(part)} may hold part of the output")
+    return f"interrupted; {' and '.join(said)}, nothing else was written"
+
+
+def _names(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 # The atomic replacement of a regular file (a name tests can replace).
