@@ -34,6 +34,7 @@ from vppctl.program import (
     parse_program,
     read_program,
     resolve_output,
+    write_all,
     write_program,
 )
 from vppctl.summary import Summary, summarize
@@ -461,12 +462,9 @@ def _pictures(runs: tuple[SimResult, ...], outputs: dict[str, Output]) -> list[t
         "--trace": lambda: json.dumps(to_chrome_trace(runs)),
         "--csv": lambda: to_csv(runs[-1].orders),
     }
-    written = []
-    for flag, output in outputs.items():
-        data = draw[flag]().encode()
-        output.write(data)
-        written.append((output.shown, len(data)))
-    return written
+    drawn = [(output, draw[flag]().encode()) for flag, output in outputs.items()]
+    write_all(drawn)  # all or nothing: no file is replaced unless every output was written
+    return [(output.shown, len(data)) for output, data in drawn]
 
 
 # -- plan ------------------------------------------------------------------------

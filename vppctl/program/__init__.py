@@ -12,7 +12,7 @@ are imported nowhere else but the builders (`vppctl.sample`, `vppctl.paddle`).
 Other packages import these names from here, never a module of this package.
 """
 
-from vppctl.program.files import STDIO, Output, resolve_output
+from vppctl.program.files import STDIO, Output, resolve_output, write_all
 from vppctl.program.limits import memory_guarded
 from vppctl.program.load import (
     MAX_PROGRAM_BYTES,
@@ -123,6 +123,7 @@ __all__ = [
     "var_dims",
     "var_tensor",
     "varint",
+    "write_all",
     "write_plan",
     "write_program",
 ]

@@ -49,24 +49,31 @@ _PIECE = 1 << 26  # bytes per write call
 
 def replace_file(path: Path, data: Data) -> None:
     """Write `data` to the regular (or missing) file `path` atomically; OSError on failure."""
+    with terminating_cleanly():
+        stage(path, data).commit()
+
+
+def stage(path: Path, data: Data) -> Staged:
+    """`data` written and synced for the regular (or missing) file `path`, not yet given its
+    name: `commit()` gives it (atomically), `discard()` drops it. Several outputs are
+    written all or nothing by staging each, then committing all (vppctl.program.files).
+    Call it inside `terminating_cleanly()`. OSError on failure, nothing left behind."""
     directory = path.parent
     _naming.pop(path.absolute(), None)  # an earlier write's file is not this one's
     old = _lstat(path)
     mode = stat.S_IMODE(old.st_mode) & 0o777 if old else 0o666 & ~_umask()
     owner = (old.st_uid, old.st_gid) if old else None
     remove_stale(directory, path.name)
+    staged = Staged(path, data, mode, owner, exists=old is not None)
     device = os.stat(directory).st_dev
-    with _terminate_cleanly():
-        written = False
-        if device not in _named_only:
-            try:
-                _write_unnamed(directory, path, data, mode, owner, exists=old is not None)
-                written = True
-            except _NoUnnamedFiles:
-                _named_only.add(device)
-        if not written:
-            _write_named(directory, path, data, mode, owner)
-    _sync_directory(directory)
+    if device not in _named_only:
+        try:
+            staged.write_unnamed()
+            return staged
+        except _NoUnnamedFiles:
+            _named_only.add(device)
+    staged.write_named()
+    return staged
 
 
 def temp_name(directory: Path, name: str) -> Path:
@@ -157,41 +164,98 @@ _UNSUPPORTED = frozenset(
 )
 
 
-def _write_unnamed(
-    directory: Path,
-    path: Path,
-    data: Data,
-    mode: int,
-    owner: tuple[int, int] | None,
-    *,
-    exists: bool,
-) -> None:
-    flag = getattr(os, "O_TMPFILE", 0)
-    if not flag:
-        raise _NoUnnamedFiles
-    try:
-        proc = os.open("/proc/self/fd", os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        raise _NoUnnamedFiles from None
-    try:
+class Staged:
+    """A file written and synced for `path`, waiting for its name (see `stage`): an unnamed
+    file (`fd`, Linux O_TMPFILE) or a hidden named one (`tmp`)."""
+
+    def __init__(
+        self, path: Path, data: Data, mode: int, owner: tuple[int, int] | None, *, exists: bool
+    ) -> None:
+        self.path, self.data, self.mode, self.owner, self.exists = path, data, mode, owner, exists
+        self.fd = -1  # the unnamed file
+        self.proc = -1  # /proc/self/fd, to link the unnamed file by
+        self.tmp: Path | None = None  # the hidden named file
+        self.identity = (0, 0)  # (st_dev, st_ino) of the file written
+
+    def write_unnamed(self) -> None:
+        flag = getattr(os, "O_TMPFILE", 0)
+        if not flag:
+            raise _NoUnnamedFiles
         try:
-            fd = os.open(directory, flag | os.O_WRONLY, mode)
-        except OSError as e:
-            if e.errno in _UNSUPPORTED:
-                raise _NoUnnamedFiles from None
+            self.proc = os.open("/proc/self/fd", os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            raise _NoUnnamedFiles from None
+        try:
+            try:
+                self.fd = os.open(self.path.parent, flag | os.O_WRONLY, self.mode)
+            except OSError as e:
+                if e.errno in _UNSUPPORTED:
+                    raise _NoUnnamedFiles from None
+                raise
+            self._write(self.fd)
+        except BaseException:
+            self.discard()
             raise
+
+    def write_named(self) -> None:
+        # The name is chosen before the file exists, so that an interrupt arriving just
+        # after it is created still finds the name to remove (tempfile.mkstemp would not
+        # say it).
+        tmp = temp_name(self.path.parent, self.path.name)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+        fd = os.open(tmp, flags, 0o600)  # FileExistsError: that file is not ours
+        self.tmp = tmp
         try:
-            _prepare(fd, mode, owner)
-            _write_all(fd, data)
-            _about_to_name(path, fd)
-            _link_into_place(proc, fd, directory, path, exists=exists)
+            self._write(fd)
+        except BaseException:
+            self.discard()
+            raise
         finally:
             os.close(fd)
-    finally:
-        os.close(proc)
+
+    def _write(self, fd: int) -> None:
+        _prepare(fd, self.mode, self.owner)
+        _write_all(fd, self.data)
+        st = os.fstat(fd)
+        self.identity = (st.st_dev, st.st_ino)
+
+    def commit(self) -> None:
+        """Give the file its name (replacing what was there), then sync the directory."""
+        directory = self.path.parent
+        try:
+            _naming[self.path.absolute()] = self.identity
+            if self.fd >= 0:
+                try:
+                    _link_into_place(self.proc, self.fd, directory, self.path, self.exists)
+                except _NoUnnamedFiles:  # the link was refused: write a named file after all
+                    _named_only.add(os.stat(directory).st_dev)
+                    self.discard()
+                    self.write_named()
+                    self.commit()
+                    return
+            elif self.tmp is not None:
+                os.replace(self.tmp, self.path)
+                self.tmp = None
+        except BaseException:  # an error, Ctrl-C or SIGTERM before the name was given
+            self.discard()
+            raise
+        self.discard()  # closes what is open; the file now has its name
+        _sync_directory(directory)
+
+    def discard(self) -> None:
+        """Drop the file (an unnamed one vanishes when closed; a named one is removed)."""
+        for fd in (self.fd, self.proc):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.fd = self.proc = -1
+        if self.tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.tmp)
+            self.tmp = None
 
 
-def _link_into_place(proc: int, fd: int, directory: Path, path: Path, *, exists: bool) -> None:
+def _link_into_place(proc: int, fd: int, directory: Path, path: Path, exists: bool) -> None:
     """Give the unnamed file `fd` the name `path`: directly when `path` is missing (linkat
     never replaces), else through a hidden name renamed over `path`."""
     if not exists:
@@ -214,11 +278,6 @@ def _link_into_place(proc: int, fd: int, directory: Path, path: Path, *, exists:
 # rename that gives it the name: after an interrupt, the path holding that file means the
 # name was given (a rename is atomic: the path holds the old file or this one).
 _naming: dict[Path, tuple[int, int]] = {}
-
-
-def _about_to_name(path: Path, fd: int) -> None:
-    st = os.fstat(fd)
-    _naming[path.absolute()] = (st.st_dev, st.st_ino)
 
 
 def holds_new_file(path: Path) -> bool:
@@ -245,33 +304,6 @@ def _link(proc: int, fd: int, name: Path) -> None:
     except OSError as e:
         if e.errno in _UNSUPPORTED:
             raise _NoUnnamedFiles from None
-        raise
-
-
-def _write_named(
-    directory: Path, path: Path, data: Data, mode: int, owner: tuple[int, int] | None
-) -> None:
-    # The name is chosen before the file exists, so that an interrupt arriving just after
-    # it is created still finds the name to remove (tempfile.mkstemp would not say it).
-    tmp = temp_name(directory, path.name)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
-    fd = -1
-    opening = True
-    try:
-        fd = os.open(tmp, flags, 0o600)
-        opening = False
-        _prepare(fd, mode, owner)
-        _write_all(fd, data)
-        _about_to_name(path, fd)
-        os.close(fd)
-        fd = -1
-        os.replace(tmp, path)
-    except BaseException as e:
-        if fd >= 0:
-            os.close(fd)
-        if not (opening and isinstance(e, FileExistsError)):  # that file is not ours
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
         raise
 
 
@@ -312,7 +344,7 @@ class Terminated(SystemExit):
 
 
 @contextlib.contextmanager
-def _terminate_cleanly() -> Iterator[None]:
+def terminating_cleanly() -> Iterator[None]:
     """While a temporary file exists, SIGTERM exits through the cleanup code (as Ctrl-C does)
     instead of killing the process on the spot and leaving the file behind."""
     if threading.current_thread() is not threading.main_thread():

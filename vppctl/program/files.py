@@ -50,7 +50,7 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Literal
@@ -91,10 +91,8 @@ class Output:
         """Write all of `data` here. ProgramFileError (exit 3) on failure, UsageError (exit 2)
         for binary onto a terminal; BrokenPipeError when a pipe's reader went away. The
         write is noted, for `interrupted` to tell what an interrupt left."""
-        note = _Written(self, time.monotonic())
-        _LEDGER.append(note)
-        del _LEDGER[:-_LEDGER_SIZE]
-        try:
+        note = _note(self)
+        with self._errors():
             if self.kind == "file":
                 assert self.target is not None
                 atomic_replace(self.target, data)
@@ -105,17 +103,68 @@ class Output:
             else:
                 assert self.target is not None
                 _write_fd(_open_device(self), data, close=True)
+        note.done = True
+
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        """OSError said as ProgramFileError naming this output."""
+        try:
+            yield
         except (BrokenPipeError, ProgramFileError, UsageError):
             raise
         except PermissionError:
             raise ProgramFileError(f"cannot write {self.name}: permission denied") from None
         except OSError as e:
             raise ProgramFileError(f"cannot write {self.name}: {e.strerror or e}") from None
-        note.done = True
 
     @property
     def name(self) -> str:
         return "stdout" if self.shown == STDIO else self.shown
+
+
+def write_all(writes: Sequence[tuple[Output, Data]]) -> None:
+    """Write several outputs all or nothing, as far as the outputs allow: every device or
+    FIFO is opened first (a FIFO waits for its reader, a terminal refuses binary), then
+    every regular file is written to its temporary file, then the devices, FIFOs and stdout
+    (which cannot be taken back) are written, and only when all of that worked are the
+    regular files given their names. A failure replaces no file. Errors as `Output.write`."""
+    if len(writes) == 1:
+        writes[0][0].write(writes[0][1])
+        return
+    with atomic.terminating_cleanly(), contextlib.ExitStack() as opened:
+        fds = {}
+        for output, _ in writes:
+            if output.kind == "device":
+                with output._errors():
+                    fds[output.shown] = _open_device(output)
+                opened.callback(os.close, fds[output.shown])
+        staged: list[tuple[Output, atomic.Staged]] = []
+        try:
+            for output, data in writes:
+                if output.kind == "file":
+                    assert output.target is not None
+                    _note(output)  # its state is whether it got its name (atomic)
+                    with output._errors():
+                        staged.append((output, atomic.stage(output.target, data)))
+            for output, data in writes:
+                if output.kind != "file":
+                    _write_stream(output, data, fds.get(output.shown))
+            for output, file in staged:
+                with output._errors():
+                    file.commit()
+        finally:
+            for _, file in staged:
+                file.discard()  # those not committed (a no-op for the others)
+
+
+def _write_stream(output: Output, data: Data, fd: int | None) -> None:
+    note = _note(output)
+    with output._errors():
+        if output.kind == "stdout":
+            _write_stdout(data)
+        else:
+            _write_fd(output.fd if fd is None else fd, data, close=False)
+    note.done = True
 
 
 # -- what an interrupt left -------------------------------------------------------------------
@@ -137,6 +186,13 @@ class _Written:
 
 _LEDGER: list[_Written] = []  # this process's writes, the last _LEDGER_SIZE of them
 _LEDGER_SIZE = 64
+
+
+def _note(output: Output) -> _Written:
+    note = _Written(output, time.monotonic())
+    _LEDGER.append(note)
+    del _LEDGER[:-_LEDGER_SIZE]
+    return note
 
 
 def interrupted(since: float) -> str:
