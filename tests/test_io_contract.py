@@ -364,6 +364,43 @@ def test_other_files_and_stdin_are_not_the_output(tmp_path: Path) -> None:
     assert out.kind == "file"
 
 
+@pytest.mark.parametrize("output", ["/dev/stdin", "the file itself"])
+def test_the_file_stdin_reads_is_not_the_output(tmp_path: Path, output: str) -> None:
+    """Was: `convert - -o /dev/stdin <>IN` exit 0, the output appended to the input."""
+    src = tmp_path / "in.pb"
+    src.write_bytes(DATA)
+    out = str(src) if output == "the file itself" else output
+    with open(src, "r+b") as f:  # the shell's <>IN: stdin open for reading and writing
+        r = subprocess.run(
+            [sys.executable, "-m", "vppctl", "convert", "-", "--vpp", "2", "-o", out],
+            stdin=f,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.decode() == (
+        f"Error: the output {out} is the file stdin reads (the input '-'); write to another path\n"
+    )
+    assert src.read_bytes() == DATA
+    assert names(tmp_path) == ["in.pb"]
+
+
+def test_stdin_from_a_file_may_be_written_elsewhere(tmp_path: Path) -> None:
+    src, out = tmp_path / "in.pb", tmp_path / "out.pb"
+    src.write_bytes(DATA)
+    with open(src, "rb") as f:
+        r = subprocess.run(
+            [sys.executable, "-m", "vppctl", "convert", "-", "--vpp", "2", "-o", str(out)],
+            stdin=f,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+    assert r.returncode == 0, r.stderr
+    assert out.exists() and src.read_bytes() == DATA
+
+
 # -- stdout, own file descriptors, terminals (child processes) --------------------------------
 
 

@@ -19,7 +19,8 @@ typed into an `Output`, refusing what cannot work before any work is done;
     socket, directory, "x/",     refused (ProgramFileError, exit 3)
     a path under a non-directory
     any input of the command     refused (UsageError, exit 2), by any path, symlink or hard
-                                 link (same st_dev and st_ino), or by the same final path
+                                 link (same st_dev and st_ino), or by the same final path;
+                                 for "-", the same open file as stdin (/dev/stdin, <>IN)
 
 A new file never gets a set-uid, set-gid or sticky bit. Writing into a device,
 a FIFO or stdout cannot be atomic: what was written before a failure stays.
@@ -375,12 +376,20 @@ def check_not_input(
     output: Output, inputs: Iterable[str | os.PathLike[str] | None], *, fix: str
 ) -> None:
     """UsageError (exit 2) when `output` is one of `inputs`: the same file by any path,
-    symbolic link or hard link, or the same final path when it does not exist yet. "-"
-    (stdin) and None in `inputs` are skipped."""
+    symbolic link or hard link, or the same final path when it does not exist yet; for
+    "-", the same open file as stdin (`-o /dev/stdin` with `<>IN`, or `-o IN` with `<IN`).
+    None in `inputs` is skipped."""
     identity = _identity(output)
     real = os.path.realpath(output.target) if output.target is not None else None
     for spec in inputs:
-        if spec is None or os.fspath(spec) == STDIO:
+        if spec is None:
+            continue
+        if os.fspath(spec) == STDIO:
+            if identity is not None and identity == _stdin_identity():
+                raise UsageError(
+                    f"the output {output.name} is the file stdin reads (the input '-'); write "
+                    "to another path"
+                )
             continue
         same = real is not None and os.path.realpath(spec) == real
         if not same and identity is not None:
@@ -391,6 +400,14 @@ def check_not_input(
                 pass
         if same:
             raise UsageError(f"the output {output.name} is the input {os.fspath(spec)}; {fix}")
+
+
+def _stdin_identity() -> tuple[int, int] | None:
+    try:
+        st = os.fstat(sys.stdin.fileno())
+    except (OSError, ValueError, AttributeError):  # closed, or no descriptor (in tests)
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _identity(output: Output) -> tuple[int, int] | None:
