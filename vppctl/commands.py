@@ -243,6 +243,7 @@ def _strip(program: Program) -> int:
 class SampleOutcome:
     output: str
     bytes_written: int
+    warnings: tuple[str, ...] = ()
 
 
 @memory_guarded
@@ -257,11 +258,11 @@ def sample_file(opts: SampleOptions, out: PathLike) -> SampleOutcome:
     check_size(estimate_size(opts), fix=fix)
     data = build_sample(opts)
     if not output.binary:
-        written, _ = write_program(parse_program(data, source="sample"), output)
-        return SampleOutcome(output.shown, written)
+        written, warnings = write_program(parse_program(data, source="sample"), output)
+        return SampleOutcome(output.shown, written, tuple(warnings))
     check_size(len(data), fix=fix)
     output.write(data)  # already canonical bytes: written as they are
-    return SampleOutcome(output.shown, len(data))
+    return SampleOutcome(output.shown, len(data), tuple(output.warnings()))
 
 
 # -- simulate --------------------------------------------------------------------
@@ -334,7 +335,8 @@ def simulate_run(
         request = PlanRequest(vpp, pp, placement, split, tuple(layers_per_chunk), cost, seg_method)
         outcome = _simulate_program(prog, request, run, memory or MemoryOptions())
         written = tuple(_pictures(outcome.results, outputs))
-        return replace(outcome, written=written)
+        warnings = (*outcome.warnings, *_link_warnings(outputs))
+        return replace(outcome, written=written, warnings=warnings)
     program_only = {
         "--split": split,
         "--layers-per-chunk": layers_per_chunk,
@@ -358,7 +360,8 @@ def simulate_run(
     unit = None if costs is None else ([f] * n, [b] * n, [w] * n)
     runs = _runs(pp, vpp, placement, unit, run)
     written = tuple(_pictures(runs, outputs))
-    return SimulateOutcome(runs, None, written, warnings=_run_warnings(runs))
+    warnings = (*_run_warnings(runs), *_link_warnings(outputs))
+    return SimulateOutcome(runs, None, written, warnings=warnings)
 
 
 _UNIT_COSTS = (Fraction(1), Fraction(1), Fraction(1))
@@ -465,6 +468,10 @@ def _pictures(runs: tuple[SimResult, ...], outputs: dict[str, Output]) -> list[t
     drawn = [(output, draw[flag]().encode()) for flag, output in outputs.items()]
     write_all(drawn)  # all or nothing: no file is replaced unless every output was written
     return [(output.shown, len(data)) for output, data in drawn]
+
+
+def _link_warnings(outputs: dict[str, Output]) -> tuple[str, ...]:
+    return tuple(w for output in outputs.values() for w in output.warnings())
 
 
 # -- plan ------------------------------------------------------------------------

@@ -336,4 +336,5 @@ def sample(
         outcome = sample_file(opts, output)
     if as_json:
         print_json(report.sample_json(outcome), stderr_console() if output == "-" else None)
+    warn(err, outcome.warnings)
     wrote(err, outcome.output, outcome.bytes_written)

@@ -12,9 +12,11 @@ write to the same `path` removes such leftovers when they are ours and stale
 the fallback never costs a second write more than once per device.
 
 The new file gets the old file's permission bits without set-uid, set-gid or
-sticky, and (best effort, as `sed -i` does) its owner and group; a missing file
-gets 0666 minus the umask. After the rename the directory is synced so the new
-name survives a crash.
+sticky, and (best effort, as `sed -i` does) its owner and group and its
+extended attributes, POSIX ACLs (`system.posix_acl_access`) included; a
+missing file gets 0666 minus the umask. Other hard links to the old file keep
+the old bytes: the new file is another file (the caller warns). After the
+rename the directory is synced so the new name survives a crash.
 
 The caller has resolved symbolic links: `path` is missing or a regular file.
 OSError propagates (the caller names the path in its message); Ctrl-C and
@@ -65,6 +67,7 @@ def stage(path: Path, data: Data) -> Staged:
     owner = (old.st_uid, old.st_gid) if old else None
     remove_stale(directory, path.name)
     staged = Staged(path, data, mode, owner, exists=old is not None)
+    staged.xattrs = _xattrs(path) if old is not None else []
     device = os.stat(directory).st_dev
     if device not in _named_only:
         try:
@@ -176,6 +179,7 @@ class Staged:
         self.proc = -1  # /proc/self/fd, to link the unnamed file by
         self.tmp: Path | None = None  # the hidden named file
         self.identity = (0, 0)  # (st_dev, st_ino) of the file written
+        self.xattrs: list[tuple[str, bytes]] = []  # the old file's, to carry over
 
     def write_unnamed(self) -> None:
         flag = getattr(os, "O_TMPFILE", 0)
@@ -214,7 +218,7 @@ class Staged:
             os.close(fd)
 
     def _write(self, fd: int) -> None:
-        _prepare(fd, self.mode, self.owner)
+        _prepare(fd, self.mode, self.owner, self.xattrs)
         _write_all(fd, self.data)
         st = os.fstat(fd)
         self.identity = (st.st_dev, st.st_ino)
@@ -307,12 +311,32 @@ def _link(proc: int, fd: int, name: Path) -> None:
         raise
 
 
-def _prepare(fd: int, mode: int, owner: tuple[int, int] | None) -> None:
-    """The old file's owner (when allowed) and its permission bits, before any byte is written."""
+def _prepare(
+    fd: int, mode: int, owner: tuple[int, int] | None, xattrs: list[tuple[str, bytes]]
+) -> None:
+    """The old file's owner (when allowed), permission bits and extended attributes (those
+    this user may set), before any byte is written."""
     if owner is not None and owner != (os.geteuid(), os.getegid()):
         with contextlib.suppress(PermissionError):
             os.fchown(fd, *owner)
     os.fchmod(fd, mode)  # after fchown, which may clear bits
+    for name, value in xattrs:  # after fchmod: an ACL sets the group bits (its mask) itself
+        with contextlib.suppress(OSError):  # security.*, trusted.*: not ours to set
+            os.setxattr(fd, name, value)
+
+
+def _xattrs(path: Path) -> list[tuple[str, bytes]]:
+    """A file's extended attributes (none where the system or file system has none)."""
+    if not hasattr(os, "listxattr"):
+        return []
+    out = []
+    try:
+        for name in os.listxattr(path):
+            with contextlib.suppress(OSError):
+                out.append((name, os.getxattr(path, name)))
+    except OSError:  # ENOTSUP: a file system without them
+        return []
+    return out
 
 
 def _write_all(fd: int, data: Data) -> None:

@@ -22,7 +22,10 @@ typed into an `Output`, refusing what cannot work before any work is done;
                                  link (same st_dev and st_ino), or by the same final path;
                                  for "-", the same open file as stdin (/dev/stdin, <>IN)
 
-A new file never gets a set-uid, set-gid or sticky bit. Writing into a device,
+A replaced file keeps its mode, its owner and group where permitted, its extended
+attributes and ACLs; its other hard links keep the old bytes (`Output.warnings`
+says so, once written). A new file never gets a set-uid, set-gid or sticky bit.
+Writing into a device,
 a FIFO or stdout cannot be atomic: what was written before a failure stays.
 A reader that closes a pipe early raises BrokenPipeError unchanged, so that the
 CLI applies its one pipe policy.
@@ -82,6 +85,20 @@ class Output:
     target: Path | None  # file: the regular file replaced (links followed); device: its path
     fd: int = -1  # kind "fd": vppctl's own file descriptor
     binary: bool = True  # what will be written (binary is refused on a terminal)
+    links: int = 1  # kind "file": the names (hard links) the file being replaced has
+
+    def warnings(self) -> list[str]:
+        """What to tell once written: replacing a file that has other names (hard links)
+        leaves them the old bytes, as `sed -i` does."""
+        if self.links < 2:
+            return []
+        others = self.links - 1
+        names = "hard link" if others == 1 else "hard links"
+        keep = "it keeps" if others == 1 else "they keep"
+        return [
+            f"{self.name} had {others} other {names}: {keep} the old bytes, and {self.name} "
+            "is now a new file (as with sed -i)"
+        ]
 
     @property
     def is_stdout(self) -> bool:
@@ -326,7 +343,11 @@ def _file_output(shown: str, target: Path, binary: bool) -> Output:
         raise ProgramFileError(f"cannot write {shown}: {e.strerror or e}") from None
     if not stat.S_ISDIR(st.st_mode):
         raise ProgramFileError(f"cannot write {shown}: {directory} is not a directory")
-    return Output(shown, "file", target, binary=binary)
+    try:
+        links = os.stat(target).st_nlink
+    except OSError:  # missing: a new file
+        links = 1
+    return Output(shown, "file", target, binary=binary, links=links)
 
 
 def _own_fd(link: Path) -> int | None:

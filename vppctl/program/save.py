@@ -125,9 +125,9 @@ def write_program(
     if text:
         data, warnings = serialize(program, text=True)
         output.write(data)
-        return len(data), warnings
+        return len(data), warnings + output.warnings()
     sizes = [b.size() for b in program.blocks]
     size = program.byte_size(sizes)
     check_size(size)
     output.write(lambda: program.pieces(sizes))
-    return size, []
+    return size, output.warnings()
