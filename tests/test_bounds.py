@@ -248,6 +248,21 @@ def test_a_broken_one_line_text_program_is_quoted_briefly(work: Path) -> None:
     assert len(r.stderr) < 1000
 
 
+@pytest.mark.parametrize(
+    ("escape", "megabytes"),
+    [("\\000", 4), ("\\n", 4), pytest.param("\\000", 16, marks=SLOW)],
+)
+def test_a_text_program_dense_with_escapes_stays_within_the_bound(
+    work: Path, escape: str, megabytes: int
+) -> None:
+    """Was: 4 MB of \\000 escapes peaked at 480 MB, 16 MB near 1.8 GB (exit 70 under an
+    address-space limit): protobuf's tokenizer keeps ~600 bytes per escape of a literal."""
+    src = write(work, "escapes.pbtxt", hostile.escaped_text(megabytes << 20, escape))
+    r = run("inspect", src, "--json")
+    within(r, 0, seconds=30, mb=3 * src.stat().st_size / 2**20 + 200)
+    print(f"{megabytes} MB of {escape}: peak {r.peak_mb:.0f} MB in {r.seconds:.1f} s")
+
+
 def test_nesting_over_100_deep_is_said_so(work: Path) -> None:
     src = write(work, "nested.pb", hostile.deep_nesting(150))
     r = run("dump", src)

@@ -628,7 +628,11 @@ HOSTILE: dict[str, Callable[[random.Random], bytes]] = {
     "huge_dims": lambda rng: hostile.huge_dims(_named("sample"), rng.randrange(1, 400)),
     "odd_callstacks": lambda rng: hostile.odd_callstacks(_named("layered")),
     "deep_nesting": lambda rng: hostile.deep_nesting(rng.randrange(95, 400)),
+    "escaped_text": lambda rng: hostile.escaped_text(
+        rng.randrange(200_000, 1_000_000), rng.choice(("\\000", "\\n", "\\x41"))
+    ),
 }
+TEXT_HOSTILE = frozenset({"escaped_text"})  # written as .pbtxt
 HOSTILE_SHARE = 0.01  # of the inputs; each class is drawn about 3 times in the CI round
 
 
@@ -642,7 +646,8 @@ def mutant(seed: int, n: int) -> tuple[Base, bytes, list[str]]:
     rng = random.Random(f"{seed}:{n}")
     if rng.random() < HOSTILE_SHARE:
         kind = rng.choice(sorted(HOSTILE))
-        return Base(f"hostile:{kind}", b""), HOSTILE[kind](rng), [f"hostile {kind}"]
+        base = Base(f"hostile:{kind}", b"", text=kind in TEXT_HOSTILE)
+        return base, HOSTILE[kind](rng), [f"hostile {kind}"]
     all_ = bases()
     base = rng.choices(all_, weights=[b.weight for b in all_])[0]
     data = base.data

@@ -42,6 +42,7 @@ from vppctl.gcpause import gc_paused
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.program._proto import view_pb2 as view
 from vppctl.program.files import STDIO, read_input
+from vppctl.program.literals import cut_long_literals
 from vppctl.program.wire import (
     OP_TAG,
     VAR_TAG,
@@ -425,7 +426,8 @@ def _text_to_binary(data: bytes | bytearray, source: str) -> bytes:
     if b"\x00" in data:
         raise ProgramFileError(f"cannot load {source}: {_TEXT_BYTES}")
     try:
-        msg = text_format.Parse(data.decode("utf-8"), pb.ProgramDesc())
+        text = cut_long_literals(data.decode("utf-8"))  # bounded memory: see literals.py
+        msg = text_format.Parse(text, pb.ProgramDesc())
     except UnicodeDecodeError:
         raise ProgramFileError(f"cannot load {source}: {_TEXT_BYTES}") from None
     except text_format.ParseError as e:
