@@ -16,6 +16,8 @@ Used by tests/test_bounds.py (each with a time and memory budget) and by the fuz
     long_text_line(n)              a text-format program on one line of n bytes, broken
     escaped_text(n, escape)        a text-format program whose struct name is n bytes of one
                                    escape (protobuf's tokenizer took ~140 bytes per byte)
+    huge_string_attr(data, n)      a program with one op carrying an n-byte string attr
+                                   (convert held it 4x over)
 """
 
 from __future__ import annotations
@@ -139,3 +141,14 @@ def escaped_text(n: int, escape: str = "\\000") -> bytes:
     return (
         'blocks { idx: 0 parent_idx: -1 ops { type: "relu" struct_name: "' + body + '" } }\n'
     ).encode()
+
+
+def huge_string_attr(data: bytes, n: int) -> bytes:
+    """`data` with its sixth op carrying a string attr of `n` bytes."""
+    from vppctl.program.load import parse_program
+
+    attr = pb.OpDesc.Attr(name="note", type=pb.STRING, s="x" * n).SerializeToString()
+    program = parse_program(data)
+    ops = program.blocks[0].ops
+    ops[5] += _field(4, attr)  # OpDesc.attrs = 4, appended as it is
+    return program.to_bytes()

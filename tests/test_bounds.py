@@ -236,6 +236,39 @@ def test_sample_options_that_cannot_work_are_refused_before_building(
     assert not (work / "big.pb").exists()
 
 
+# -- a huge attribute -------------------------------------------------------------------------
+
+
+def test_a_huge_string_attr_is_held_about_twice_not_four_times(work: Path) -> None:
+    """Was: convert peaked at 4.1x the file (a 300 MB attr: over the 3x + 200 MB bound):
+    parsing and serializing the op whole held it four times over."""
+    plain = build_sample(SampleOptions(layers=8, pp=4, hidden=64))
+    small, big = (
+        write(work, f"attr{k}.pb", hostile.huge_string_attr(plain, n))
+        for k, n in ((0, 1), (1, 60 << 20))
+    )
+    runs = [run("convert", src, "--vpp", "2", "-o", work / "out.pb") for src in (small, big)]
+    for r in runs:
+        within(r, 0, seconds=60, mb=3 * big.stat().st_size / 2**20 + 200)
+    grew = runs[1].peak_mb - runs[0].peak_mb
+    assert grew < 2.5 * 60, f"60 MB more of attr took {grew:.0f} MB more at the peak"
+
+
+@SLOW
+def test_a_300_mb_string_attr_converts_within_the_bound(work: Path) -> None:
+    src = write(
+        work,
+        "attr300.pb",
+        hostile.huge_string_attr(build_sample(SampleOptions(layers=8, pp=4)), 300 << 20),
+    )
+    r = run("convert", src, "--vpp", "2", "-o", work / "out.pb")
+    size = src.stat().st_size / 2**20
+    within(r, 0, seconds=120, mb=3 * size + 200)
+    print(f"300 MB attr: {size:.0f} MB file, peak {r.peak_mb:.0f} MB ({r.peak_mb / size:.2f}x)")
+    src.unlink()
+    (work / "out.pb").unlink()
+
+
 # -- text -----------------------------------------------------------------------------------------
 
 

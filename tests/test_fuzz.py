@@ -628,6 +628,9 @@ HOSTILE: dict[str, Callable[[random.Random], bytes]] = {
     "huge_dims": lambda rng: hostile.huge_dims(_named("sample"), rng.randrange(1, 400)),
     "odd_callstacks": lambda rng: hostile.odd_callstacks(_named("layered")),
     "deep_nesting": lambda rng: hostile.deep_nesting(rng.randrange(95, 400)),
+    "huge_attr": lambda rng: hostile.huge_string_attr(
+        _named("sample"), rng.randrange(1 << 20, 3 << 20)
+    ),
     "escaped_text": lambda rng: hostile.escaped_text(
         rng.randrange(200_000, 1_000_000), rng.choice(("\\000", "\\n", "\\x41"))
     ),

@@ -12,6 +12,7 @@ from vppctl.program import rewrite
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.program._proto import view_pb2 as view
 from vppctl.program.load import Block
+from vppctl.program.wire import varint
 
 MESH = pb.ProcessMesh(shape=[1], process_ids=[3], dim_names=["x"]).SerializeToString()
 
@@ -107,3 +108,64 @@ def test_an_unchanged_value_keeps_its_encoding_and_counts_as_no_change() -> None
     assert rewrite.rewrite_vars(block, [(0, current, None)]) == 0
     assert block.vars == [old]
     assert rewrite.rewrite_vars(block, [(0, MESH, None)]) == 1
+
+
+# -- large ops: edited by their fields (rewrite._OpEditor.spliced, scan._without_attrs) -------
+
+
+def _with_huge_attr(split_dist: bool = False) -> bytes:
+    """A small program whose op 5 (in layer 2, which goes to chunk 1 at vpp 2) carries a
+    2 MB string attr (over BIG_OP), its dist attr split over two occurrences when asked
+    (mesh, then the rest)."""
+    from programs import layered
+
+    p = layered([0, 0, 1, 1], backward=True, optimizer=True)
+    op = p.msg.blocks[0].ops[5]
+    op.attrs.add(name="note", type=pb.STRING, s="x" * (2 << 20))
+    data = p.bytes()
+    if not split_dist:
+        return data
+    from vppctl.program.load import parse_program
+
+    program = parse_program(data)
+    big = pb.OpDesc.FromString(program.blocks[0].ops[5])
+    mesh = pb.OperatorDistAttr(process_mesh=big.dist_attr.process_mesh)
+    rest = pb.OperatorDistAttr()
+    rest.CopyFrom(big.dist_attr)
+    rest.ClearField("process_mesh")
+    big.ClearField("dist_attr")
+    tag = b"\xd2\x3e"  # field 1002, length-delimited
+    parts = [m.SerializeToString() for m in (mesh, rest)]
+    program.blocks[0].ops[5] = big.SerializePartialToString() + b"".join(
+        tag + varint(len(x)) + x for x in parts
+    )
+    return program.to_bytes()
+
+
+def _converted(data: bytes) -> bytes:
+    from vppctl.convert import ConvertOptions, convert_program
+    from vppctl.plan import PlanOptions
+    from vppctl.program.load import parse_program
+
+    program = parse_program(data)
+    convert_program(program, ConvertOptions(plan=PlanOptions(vpp=2)))
+    return program.to_bytes()
+
+
+@pytest.mark.parametrize("split_dist", [False, True])
+def test_a_large_op_converts_as_the_whole_op_would(
+    monkeypatch: pytest.MonkeyPatch, split_dist: bool
+) -> None:
+    from vppctl.program import scan
+
+    data = _with_huge_attr(split_dist)
+    by_fields = _converted(data)
+    monkeypatch.setattr(rewrite, "BIG_OP", 1 << 40)
+    monkeypatch.setattr(scan, "BIG_OP", 1 << 40)
+    whole = _converted(data)
+    assert pb.ProgramDesc.FromString(by_fields) == pb.ProgramDesc.FromString(whole)
+    if not split_dist:
+        assert by_fields == whole  # spliced where the whole op would write it
+    big = pb.ProgramDesc.FromString(by_fields).blocks[0].ops[5]
+    assert big.struct_name.startswith("/Model/DecoderLayer_2/")
+    assert big.dist_attr.chunk_id == 1 and len(big.attrs[-1].s) == 2 << 20

@@ -23,6 +23,7 @@ from vppctl.program._proto import program_pb2 as pb
 from vppctl.program._proto import view_pb2 as view
 from vppctl.program.load import Block, corrupt_op, corrupt_var
 from vppctl.program.reads import CALLSTACK_NAME, is_callstack
+from vppctl.program.wire import field_spans, varint
 
 
 def encode_mesh(mesh: Mesh) -> bytes:
@@ -82,11 +83,24 @@ class _OpEditor:
 
     def __call__(self, old: bytes, mesh: bytes | None, chunk: int) -> bytes:
         """`old` with the mesh (None: kept) and chunk id; `old` itself when no value changes."""
+        if len(old) > BIG_OP:
+            spliced = self.spliced(old, mesh, chunk)
+            if spliced is not None:
+                return spliced
         op = view.EditOp.FromString(old)
         if op.SerializeToString() != old:  # another encoding than protobuf's: the view may
             return _edit_full(pb.OpDesc, old, mesh, chunk)  # not read it exactly
         d = op.dist_attr
         old_mesh = d.process_mesh
+        self.edit_dist(d, mesh, chunk)
+        new = op.SerializeToString()
+        if new == old:
+            return old
+        # New bytes mean new values, unless a value replaced was in another encoding.
+        plain = self.plain_tensor.all_plain and (mesh is None or self.plain_mesh(old_mesh))
+        return new if plain or _differ(pb.OpDesc, new, old) else old
+
+    def edit_dist(self, d: view.EditOpDist, mesh: bytes | None, chunk: int) -> None:
         if mesh is not None:
             d.process_mesh = mesh
             done = self.by_mesh.get(mesh)
@@ -102,12 +116,49 @@ class _OpEditor:
                             new_t = done[t] = _retensored(t, mesh, None)
                         entry.tensor_dist_attr = new_t
         d.chunk_id = chunk
-        new = op.SerializeToString()
-        if new == old:
+
+    def spliced(self, old: bytes, mesh: bytes | None, chunk: int) -> bytes | None:
+        """A large op (a huge attr) edited by its fields: only its dist attr is parsed and
+        written, and spliced in where it was. Parsing and serializing the whole op would
+        hold it four times over (its bytes, the parse, upb's serialization and its copy),
+        beyond the memory bound; this holds it twice. None when the bytes do not split
+        into fields (the usual path then names the corrupt op)."""
+        spans = field_spans(old)
+        if spans is None:
+            return None
+        dists = [s for s in spans if s.number == _DIST_ATTR]
+        was = b"".join(old[s.value : s.end] for s in dists)  # occurrences merge (view.proto)
+        d = view.EditOpDist.FromString(was)
+        if d.SerializeToString() == was:
+            old_mesh = d.process_mesh
+            self.edit_dist(d, mesh, chunk)
+            now = d.SerializeToString()
+            plain = self.plain_tensor.all_plain and (mesh is None or self.plain_mesh(old_mesh))
+            changed = now != was if plain else _differ(pb.OperatorDistAttr, now, was)
+        else:  # not what the view reads exactly: the full message (see __call__)
+            full = pb.OperatorDistAttr.FromString(was)
+            _edit_full_dist(full, mesh, chunk)
+            now = full.SerializeToString()
+            changed = full != pb.OperatorDistAttr.FromString(was)
+        if not changed:
             return old
-        # New bytes mean new values, unless a value replaced was in another encoding.
-        plain = self.plain_tensor.all_plain and (mesh is None or self.plain_mesh(old_mesh))
-        return new if plain or _differ(pb.OpDesc, new, old) else old
+        field = _DIST_TAG + varint(len(now)) + now
+        whole = memoryview(old)
+        parts: list[bytes | memoryview] = []
+        for s in spans:  # every field as it is, the dist attr once, where it was (or goes)
+            if field and (s.number == _DIST_ATTR or (not dists and s.number > _DIST_ATTR)):
+                parts.append(field)
+                field = b""
+            if s.number != _DIST_ATTR:
+                parts.append(whole[s.start : s.end])
+        parts.append(field)
+        return b"".join(parts)
+
+
+# A large op is edited by its spans (`_OpEditor.spliced`); OpDesc.dist_attr is field 1002.
+BIG_OP = 1 << 20
+_DIST_ATTR = 1002
+_DIST_TAG = varint(_DIST_ATTR << 3 | 2)
 
 
 def rewrite_vars(block: Block, edits: Iterable[tuple[int, bytes | None, int | None]]) -> int:
@@ -211,14 +262,7 @@ def _edit_full(message: type[Message], old: bytes, mesh: bytes | None, chunk: in
     was = message.FromString(old)
     m = message.FromString(old)
     if isinstance(m, pb.OpDesc):
-        d = m.dist_attr
-        if mesh is not None:
-            d.process_mesh.ParseFromString(mesh)
-            for entry in (*d.input_dist_attrs, *d.output_dist_attrs):
-                if entry.HasField("tensor_dist_attr") and entry.tensor_dist_attr.ByteSize():
-                    entry.tensor_dist_attr.process_mesh.ParseFromString(mesh)
-        if chunk is not None:
-            d.chunk_id = chunk
+        _edit_full_dist(m.dist_attr, mesh, chunk)
     else:
         assert isinstance(m, pb.VarDesc)
         t = m.dist_attr
@@ -229,6 +273,17 @@ def _edit_full(message: type[Message], old: bytes, mesh: bytes | None, chunk: in
     if m == was:
         return old
     return m.SerializePartialToString()
+
+
+def _edit_full_dist(d: pb.OperatorDistAttr, mesh: bytes | None, chunk: int | None) -> None:
+    """What `_OpEditor.edit_dist` does, on the full message."""
+    if mesh is not None:
+        d.process_mesh.ParseFromString(mesh)
+        for entry in (*d.input_dist_attrs, *d.output_dist_attrs):
+            if entry.HasField("tensor_dist_attr") and entry.tensor_dist_attr.ByteSize():
+                entry.tensor_dist_attr.process_mesh.ParseFromString(mesh)
+    if chunk is not None:
+        d.chunk_id = chunk
 
 
 def _differ(message: type[Message], new: bytes, old: bytes) -> bool:

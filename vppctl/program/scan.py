@@ -39,7 +39,7 @@ from vppctl.program._proto import program_pb2 as pb
 from vppctl.program._proto import view_pb2 as view
 from vppctl.program.load import Block, corrupt_op, corrupt_var
 from vppctl.program.roles import BACKWARD, FORWARD_ROLES, OPTIMIZE
-from vppctl.program.wire import varint_at
+from vppctl.program.wire import field_spans, varint_at
 
 NO_VAR = -1  # an argument naming no declared variable
 EMPTY_VAR = -2  # "" or Paddle's @EMPTY@: no variable, by design
@@ -267,8 +267,12 @@ class _OpScan:
 
     def one(self, blob: bytes, i: int) -> None:
         """Op `i`, parsed alone."""
-        op = view.ScanOp.FromString(blob)
-        self.role.append(self._role(op.attrs, i))
+        if len(blob) > BIG_OP and (cut := _without_attrs(blob)) is not None:
+            op = view.ScanOp.FromString(cut[0])
+            self.role.append(self._role(cut[1], i))
+        else:
+            op = view.ScanOp.FromString(blob)
+            self.role.append(self._role(op.attrs, i))
         intern = self.interned.setdefault
         t, s, d = op.type, op.struct_name, op.dist_attr
         m = b"".join(d.process_mesh)
@@ -363,7 +367,7 @@ class _OpScan:
         """Op `i`'s role after reading `attrs` (the last `op_role`; `role` without one), noting
         its sub-blocks (the last `sub_block`). An attr in the usual encoding is read from its
         bytes; any other is parsed, and its name, as protobuf reads it, says what it is."""
-        for blob in filter(_ATTRS_READ, attrs):
+        for blob in filter(_may_be_read, attrs):
             value = _canonical_role(blob)
             if value is not None:
                 role = value
@@ -404,6 +408,37 @@ class _OpScan:
         except DecodeError:
             raise corrupt_op(block_idx, i) from None
         return cols
+
+
+BIG_OP = 1 << 20  # an op this large is scanned without copying its attrs (a huge one)
+_ATTRS = 4  # OpDesc.attrs
+
+
+def _without_attrs(blob: bytes) -> tuple[bytes, list[bytes]] | None:
+    """A large op's bytes without its attrs, and the attrs `_ATTRS_READ` may find: parsing
+    it whole would copy its attrs twice (upb's parse, then Python's bytes), beyond the
+    memory bound for an op with a huge one. None when the bytes do not split into fields."""
+    spans = field_spans(blob)
+    if spans is None:
+        return None
+    whole = memoryview(blob)
+    rest = b"".join(whole[s.start : s.end] for s in spans if s.number != _ATTRS)
+    read = [
+        blob[s.value : s.end]
+        for s in spans
+        if s.number == _ATTRS
+        and (
+            blob.find(b"op_role", s.value, s.end) >= 0
+            or blob.find(b"sub_block", s.value, s.end) >= 0
+        )
+    ]
+    return rest, read
+
+
+def _may_be_read(attr: bytes) -> bool:
+    """Whether `_ATTRS_READ` finds `attr` (bytes.find first: a huge attr is not walked by
+    the regex engine byte by byte)."""
+    return (b"op_role" in attr or b"sub_block" in attr) and _ATTRS_READ(attr) is not None
 
 
 def _read_attrs(attrs: list[bytes]) -> list[int]:
