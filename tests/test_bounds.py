@@ -8,6 +8,7 @@ gigabytes (tests/hostile.py says which); the budgets leave room for a slow CI ma
 
 from __future__ import annotations
 
+import itertools
 import os
 import resource
 import subprocess
@@ -204,6 +205,45 @@ def test_a_recorded_regex_that_backtracks_does_not_hang(
     assert r.exit_code == {"verify": 1, "simulate": 4, "inspect": 0}[command], r.output
     if command == "verify":
         assert "takes over" in r.stdout
+
+
+def _fake_clock(monkeypatch: pytest.MonkeyPatch, step: float) -> None:
+    """Each matching of a layer regex takes `step` seconds by the budget's clock."""
+    ticks = itertools.count(step=step)  # read at its start and end: `step` apart
+    monkeypatch.setattr(layers, "_now", lambda: next(ticks))
+
+
+def test_the_layer_regexes_of_one_command_share_one_budget(
+    monkeypatch: pytest.MonkeyPatch, converted: bytes
+) -> None:
+    """Was: each matching had its own 5 s, so a command matching several times could take a
+    multiple of it."""
+    from vppctl.engine import build_index, find_layers, regex_budget
+    from vppctl.errors import UsageError
+    from vppctl.program import parse_program
+
+    index = build_index(parse_program(converted))
+    monkeypatch.setattr(layers, "REGEX_SECONDS", 1.0)
+    _fake_clock(monkeypatch, 0.3)
+    for _ in range(10):  # outside a command: a budget each
+        find_layers(index, "DecoderLayer")
+    with regex_budget():
+        for _ in range(4):  # 0.3 s each: the fourth starts with 0.1 s left
+            find_layers(index, "DecoderLayer")
+        with pytest.raises(UsageError, match="takes over 1 s"):
+            find_layers(index, "DecoderLayer")
+
+
+def test_each_command_gets_a_budget_of_its_own(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch, work: Path, converted: bytes
+) -> None:
+    src = write(work, "budget.pb", converted)
+    monkeypatch.setattr(layers, "REGEX_SECONDS", 0.5)
+    _fake_clock(monkeypatch, 0.3)
+    for command in ("verify", "inspect", "verify", "convert", "inspect"):
+        args = ["--vpp", "2", "-o", str(work / "out.pb")] if command == "convert" else []
+        r = runner.invoke(cli, [command, str(src), "--seg-method", "DecoderLayer", *args])
+        assert r.exit_code == 0, (command, r.output)
 
 
 # -- numbers that do not fit ------------------------------------------------------------------

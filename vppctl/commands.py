@@ -9,20 +9,23 @@ before the program is read, and nothing is written on failure. The CLI parses
 options, calls one of these and renders; a training script can call them
 directly (they are in `vppctl.__all__`). Errors are `vppctl.errors` exceptions,
 each with its exit code; running out of memory anywhere is OutOfMemoryError (exit
-5), with what the command needs (`vppctl.program.memory_guarded`).
+5), with what the command needs (`vppctl.program.memory_guarded`), and a command's
+layer regexes share one time budget (`vppctl.engine.regex_budget`).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from vppctl.convert import ConvertOptions, ConvertResult, Planned, converted
+from vppctl.engine import regex_budget
 from vppctl.errors import UsageError, VppctlError
 from vppctl.program import (
     STDIO,
@@ -47,6 +50,22 @@ if TYPE_CHECKING:  # the schedule side, the planner and the sample generator loa
     from vppctl.schedule import Schedule, SimResult
 
 PathLike = str | os.PathLike[str]
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _command(run: Callable[_P, _R]) -> Callable[_P, _R]:
+    """What every command shares: one budget for all its layer regexes (a command may match
+    several: its input's, a recorded plan's, its output's), and running out of memory said
+    as such (exit 5, `vppctl.program.memory_guarded`)."""
+    guarded = memory_guarded(run)
+
+    @functools.wraps(run)
+    def command(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with regex_budget():
+            return guarded(*args, **kwargs)
+
+    return command
 
 
 def _path(p: PathLike) -> Path:
@@ -105,7 +124,7 @@ class ConvertOutcome:
         return self.output == STDIO
 
 
-@memory_guarded
+@_command
 def convert_file(
     src: PathLike,
     out: PathLike | None,
@@ -186,7 +205,7 @@ def _interleaving(placement: Placement, vpp: int) -> tuple[Schedule, ...]:
 # -- verify, inspect -------------------------------------------------------------
 
 
-@memory_guarded
+@_command
 def verify_file(
     path: PathLike,
     *,
@@ -200,7 +219,7 @@ def verify_file(
     return verify_program(program, pp=pp, vpp=vpp, seg_method=seg_method, placement=placement)
 
 
-@memory_guarded
+@_command
 def inspect_file(path: PathLike, *, seg_method: str | None = None) -> Summary:
     """What a program holds: blocks, ops by role, meshes, stages, layers, layout."""
     return summarize(read_program(path), seg_method)
@@ -217,7 +236,7 @@ class DumpOutcome:
     warnings: tuple[str, ...]
 
 
-@memory_guarded
+@_command
 def dump_file(
     src: PathLike, out: PathLike | None = None, *, strip_callstack: bool = False
 ) -> DumpOutcome:
@@ -246,7 +265,7 @@ class SampleOutcome:
     warnings: tuple[str, ...] = ()
 
 
-@memory_guarded
+@_command
 def sample_file(opts: SampleOptions, out: PathLike) -> SampleOutcome:
     """Write the GPT-like plain-PP program `opts` describes to `out` ("-": stdout).
     A program that would be 2 GiB or more is refused from its options, before it is built."""
@@ -291,7 +310,7 @@ class SimulateOutcome:
     warnings: tuple[str, ...] = ()  # the plan's, the memory model's and the simulator's
 
 
-@memory_guarded
+@_command
 def simulate_run(
     prog: PathLike | None,
     *,
@@ -484,7 +503,7 @@ class PlanOutcome:
     result: PlanResult
 
 
-@memory_guarded
+@_command
 def plan_run(
     prog: PathLike,
     *,
