@@ -3,13 +3,15 @@
 `replace_file(path, data)` writes `data` once, syncs it once, and only then
 gives it `path`'s name. On Linux the bytes go to an unnamed file (`O_TMPFILE`)
 in `path`'s directory, linked into place through `/proc/self/fd` with
-`linkat(..., AT_SYMLINK_FOLLOW)`: until then it has no name, so even SIGKILL
-leaves nothing behind. Where the file system cannot do that (no `O_TMPFILE`, no
-`/proc`), the bytes go to a hidden `.NAME.PID.RANDOM.tmp` file next to `path`,
-renamed over it when complete; SIGKILL can leave that file, and the next
-write to the same `path` removes such leftovers when they are ours and stale
-(see `remove_stale`). Which file systems cannot is remembered per device, so
-the fallback never costs a second write more than once per device.
+`linkat(..., AT_SYMLINK_FOLLOW)`: until then it has no name, so SIGKILL while
+writing leaves nothing behind. Replacing an existing file takes a hidden name
+`.NAME.PID.RANDOM.tmp` for a moment (linkat never replaces; rename does), and
+where the file system cannot link an unnamed file (no `O_TMPFILE`, no `/proc`)
+the bytes go to such a hidden file from the start, renamed over `path` when
+complete. SIGKILL can leave that hidden file; the next run that writes into the
+directory removes leftovers of ours older than it that no live writer holds
+(`remove_stale`). Which file systems cannot is remembered per device, so the
+fallback never costs a second write more than once per device.
 
 The new file gets the old file's permission bits without set-uid, set-gid or
 sticky, and (best effort, as `sed -i` does) its owner and group and its
@@ -38,11 +40,17 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+try:
+    import fcntl
+except ImportError:  # not on this platform: leftovers are judged by age alone
+    fcntl = None  # type: ignore[assignment]
+
 # The bytes, or a function giving them in pieces (called again if writing must start over).
 Data = bytes | bytearray | memoryview | Callable[[], Iterable[bytes]]
 
-# A hidden temporary file of ours is left alone while it may still be written by a live
-# process: removed once its writer is gone and it is this old, or when it is this old anyway.
+# Where locks cannot tell whether a writer is alive, a hidden temporary file of ours is
+# left alone while it may still be written: removed once its writer is gone and it is this
+# old, or when it is this old anyway (see remove_stale).
 STALE_SECONDS = 600.0
 ABANDONED_SECONDS = 86400.0
 
@@ -65,7 +73,7 @@ def stage(path: Path, data: Data) -> Staged:
     old = _lstat(path)
     mode = stat.S_IMODE(old.st_mode) & 0o777 if old else 0o666 & ~_umask()
     owner = (old.st_uid, old.st_gid) if old else None
-    remove_stale(directory, path.name)
+    remove_stale(directory)
     staged = Staged(path, data, mode, owner, exists=old is not None)
     staged.xattrs = _xattrs(path) if old is not None else []
     device = os.stat(directory).st_dev
@@ -84,39 +92,71 @@ def temp_name(directory: Path, name: str) -> Path:
     return directory / f".{name}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
 
 
-def remove_stale(directory: Path, name: str) -> list[str]:
-    """Remove our leftover temporary files for `name` in `directory`; returns their names.
+def remove_stale(directory: Path) -> list[str]:
+    """Remove our leftover temporary files in `directory` (any output's); returns their names.
 
-    A file is removed only when its name has exactly our pattern for `name`, it is a
-    regular file owned by this user, and it is old: older than STALE_SECONDS with its
-    writer's pid no longer running here, or older than ABANDONED_SECONDS whatever the
-    pid (pids are reused, and a writer in another pid namespace looks dead). A live
-    writer updates the file's mtime as it writes, so it is never taken for stale.
-    Errors are ignored: cleaning up is a courtesy, never a reason to fail."""
-    pattern = re.compile(rf"\.{re.escape(name)}\.(\d+)\.[0-9a-f]{{8}}\.tmp\Z")
-    prefix = f".{name}."
+    SIGKILL can leave one (on the named-file path, or between the link and the rename of
+    an unnamed file). A file is removed only when its name has exactly our pattern
+    (`.NAME.PID.RANDOM.tmp`), it is a regular file owned by this user, and it is stale:
+    older than this run (modified before this process started) and not held by a live
+    writer (every writer holds a shared lock on its temporary file until it has its name;
+    this one takes an exclusive lock without waiting, so another live run's file, in
+    another pid namespace too, is never taken). Where the file system has no locks, the
+    old rule stands: older than STALE_SECONDS with its writer's pid gone, or older than
+    ABANDONED_SECONDS. Errors are ignored: cleaning up is a courtesy, never a reason to
+    fail."""
     removed = []
-    now = time.time()
     me = os.geteuid()
     try:
         with os.scandir(directory) as entries:
             for entry in entries:
-                if not entry.name.startswith(prefix):
-                    continue
-                match = pattern.match(entry.name)
+                match = _TEMP.match(entry.name)
                 if match is None:
                     continue
                 st = entry.stat(follow_symlinks=False)
                 if not stat.S_ISREG(st.st_mode) or st.st_uid != me:
                     continue
-                age = now - st.st_mtime
-                if age > ABANDONED_SECONDS or (age > STALE_SECONDS and not _alive(int(match[1]))):
+                if st.st_mtime < _RUN_STARTED and _stale(entry.path, st, int(match[1])):
                     with contextlib.suppress(OSError):
                         os.unlink(entry.path)
                         removed.append(entry.name)
     except OSError:
         pass
     return removed
+
+
+_TEMP = re.compile(r"\..+\.(\d+)\.[0-9a-f]{8}\.tmp\Z")  # temp_name's pattern
+_RUN_STARTED = time.time()  # when this run (process) loaded its writing code
+
+
+def _stale(path: str, st: os.stat_result, pid: int) -> bool:
+    """Whether no live writer holds the temporary file at `path` (see remove_stale)."""
+    held = _held(path)
+    age = time.time() - st.st_mtime
+    if held is None:  # no locks here: by age and pid alone
+        return age > ABANDONED_SECONDS or (age > STALE_SECONDS and not _alive(pid))
+    # Unheld: its writer is gone, unless it is still opening it (a moment): its pid running
+    # here says so (or, pids being reused, for STALE_SECONDS at most).
+    return not held and (age > STALE_SECONDS or not _alive(pid))
+
+
+def _held(path: str) -> bool | None:
+    """Whether a process holds a lock on the file (None: locks cannot tell here)."""
+    if fcntl is None:
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:  # ENOLCK and the like: no locks on this file system
+        return None
+    finally:
+        os.close(fd)  # also drops the lock, if taken
+    return False
 
 
 def _alive(pid: int) -> bool:
@@ -131,6 +171,13 @@ def _alive(pid: int) -> bool:
     except OSError:  # EPERM: it exists, owned by someone else
         return True
     return True
+
+
+def _hold(fd: int) -> None:
+    """Mark a temporary file as this live writer's (see remove_stale); best effort."""
+    if fcntl is not None:
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
 
 
 def _lstat(path: Path) -> os.stat_result | None:
@@ -178,6 +225,7 @@ class Staged:
         self.fd = -1  # the unnamed file
         self.proc = -1  # /proc/self/fd, to link the unnamed file by
         self.tmp: Path | None = None  # the hidden named file
+        self.named = -1  # the hidden named file, open
         self.identity = (0, 0)  # (st_dev, st_ino) of the file written
         self.xattrs: list[tuple[str, bytes]] = []  # the old file's, to carry over
 
@@ -196,6 +244,7 @@ class Staged:
                 if e.errno in _UNSUPPORTED:
                     raise _NoUnnamedFiles from None
                 raise
+            _hold(self.fd)  # it gets a hidden name before its own: see remove_stale
             self._write(self.fd)
         except BaseException:
             self.discard()
@@ -207,15 +256,14 @@ class Staged:
         # say it).
         tmp = temp_name(self.path.parent, self.path.name)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
-        fd = os.open(tmp, flags, 0o600)  # FileExistsError: that file is not ours
+        self.named = os.open(tmp, flags, 0o600)  # FileExistsError: that file is not ours
         self.tmp = tmp
         try:
-            self._write(fd)
+            _hold(self.named)  # open, and held, until it has its name: see remove_stale
+            self._write(self.named)
         except BaseException:
             self.discard()
             raise
-        finally:
-            os.close(fd)
 
     def _write(self, fd: int) -> None:
         _prepare(fd, self.mode, self.owner, self.xattrs)
@@ -248,11 +296,11 @@ class Staged:
 
     def discard(self) -> None:
         """Drop the file (an unnamed one vanishes when closed; a named one is removed)."""
-        for fd in (self.fd, self.proc):
+        for fd in (self.fd, self.proc, self.named):
             if fd >= 0:
                 with contextlib.suppress(OSError):
                     os.close(fd)
-        self.fd = self.proc = -1
+        self.fd = self.proc = self.named = -1
         if self.tmp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(self.tmp)
