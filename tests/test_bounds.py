@@ -76,6 +76,10 @@ def run(*args: str | Path, stdin: bytes | None = None) -> Run:
 
 
 def within(r: Run, code: int | tuple[int, ...], seconds: float, mb: float) -> None:
+    # The measured figures (README: Bounds), shown with pytest -s.
+    print(
+        f"\nmeasured: exit {r.code}, {r.seconds:.1f} s, peak {r.peak_mb:.0f} MB (budget {mb:.0f})"
+    )
     codes = (code,) if isinstance(code, int) else code
     assert r.code in codes, r.stderr
     assert "Traceback" not in r.stderr
