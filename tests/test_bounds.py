@@ -289,13 +289,13 @@ def test_a_huge_string_attr_is_held_about_twice_not_four_times(work: Path) -> No
     plain = build_sample(SampleOptions(layers=8, pp=4, hidden=64))
     small, big = (
         write(work, f"attr{k}.pb", hostile.huge_string_attr(plain, n))
-        for k, n in ((0, 1), (1, 60 << 20))
+        for k, n in ((0, 1), (1, 30 << 20))
     )
     runs = [run("convert", src, "--vpp", "2", "-o", work / "out.pb") for src in (small, big)]
     for r in runs:
         within(r, 0, seconds=60, mb=3 * big.stat().st_size / 2**20 + 200)
     grew = runs[1].peak_mb - runs[0].peak_mb
-    assert grew < 2.5 * 60, f"60 MB more of attr took {grew:.0f} MB more at the peak"
+    assert grew < 2.5 * 30, f"30 MB more of attr took {grew:.0f} MB more at the peak"
 
 
 @SLOW
@@ -327,7 +327,7 @@ def test_a_broken_one_line_text_program_is_quoted_briefly(work: Path) -> None:
 
 @pytest.mark.parametrize(
     ("escape", "megabytes"),
-    [("\\000", 4), ("\\n", 4), pytest.param("\\000", 16, marks=SLOW)],
+    [("\\000", 4), pytest.param("\\n", 4, marks=SLOW), pytest.param("\\000", 16, marks=SLOW)],
 )
 def test_a_text_program_dense_with_escapes_stays_within_the_bound(
     work: Path, escape: str, megabytes: int

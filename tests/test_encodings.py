@@ -162,7 +162,7 @@ def assert_read_alike(
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_each_reencoding_changes_the_bytes_not_the_message(kind: str) -> None:
-    data = small_sample()
+    data = layered([0, 0, 1, 1], backward=True, optimizer=True).bytes()
     variant = reencode(random.Random(kind), data, pb.ProgramDesc.DESCRIPTOR, (kind,))
     assert variant != data
     assert pb.ProgramDesc.FromString(variant) == pb.ProgramDesc.FromString(data)
