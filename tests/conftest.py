@@ -19,6 +19,11 @@ from click.testing import CliRunner
 sys.path.insert(0, str(Path(__file__).parent))
 
 SLOW = os.environ.get("VPPCTL_SLOW") == "1"
+
+# Progress lines appear for phases that take over a second, which depends on the machine's
+# load: off for the suite (child processes inherit it), so that a test that asserts what
+# stderr holds cannot flake; tests/test_progress.py turns it on where it is the subject.
+os.environ["VPPCTL_PROGRESS"] = "off"
 HAVE_PADDLE = importlib.util.find_spec("paddle") is not None
 REQUIRE_PADDLE = os.environ.get("VPPCTL_REQUIRE_PADDLE") == "1"
 NO_PADDLE = (
@@ -45,6 +50,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture
 def runner() -> CliRunner:
     return CliRunner()
+
+
+@pytest.fixture
+def terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CliRunner's stdout taken for an 80-column terminal without colours: tables are
+    rendered to fit it (a pipe, CliRunner's own, gets whole lines instead)."""
+    from vppctl.cli import streams
+
+    monkeypatch.setattr(streams, "is_terminal", lambda name: name == "stdout")
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("TERM", "dumb")  # no styles: the text as it reads
+
+
+@pytest.fixture(scope="session")
+def gpt126(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The 126-layer sample at pp 8 (`vppctl sample --layers 126 --pp 8`), built once."""
+    from vppctl.commands import sample_file
+    from vppctl.sample import SampleOptions
+
+    path = tmp_path_factory.mktemp("gpt126") / "gpt126.pb"
+    sample_file(SampleOptions(layers=126, pp=8), path)
+    return path
 
 
 @pytest.fixture(scope="session")

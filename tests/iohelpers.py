@@ -13,6 +13,12 @@ Run as a script, this module is the child process of the subprocess tests:
     python iohelpers.py write-stdout SPEC BINARY(0|1) DATA [REPEAT]
         resolve_output(SPEC).write(DATA * REPEAT); prints "error <exit code> <message>" or
         "broken pipe" on stderr instead of a traceback
+    python iohelpers.py cli-streams CASES.json
+        runs the command line once per case ({"args": [...], "stdout": MODE, "stderr": MODE},
+        MODE "pipe", "full" for /dev/full or "closed" as `>&-` leaves it), each in a forked
+        child of this one process (so vppctl is imported once), and prints a JSON list of
+        {"code", "stdout", "stderr"} (what a "pipe" stream received; exit 120 when the
+        interpreter's last flush would fail, as Python reports it)
 """
 
 from __future__ import annotations
@@ -31,6 +37,50 @@ HERE = Path(__file__).parent
 def child(*args: str) -> list[str]:
     """The argv that runs this module as a child with `args`."""
     return [sys.executable, str(HERE / "iohelpers.py"), *args]
+
+
+def run_in_pty(
+    argv: list[str], *, columns: int = 80, env: dict[str, str] | None = None, timeout: float = 120
+) -> tuple[int, bytes]:
+    """Run `argv` with a pseudo-terminal of `columns` columns as its stdin, stdout and
+    stderr (a person at a terminal); (exit code, everything it wrote)."""
+    import fcntl
+    import pty
+    import select
+    import struct
+    import termios
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: size its terminal, then become the command
+        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+        os.execvpe(argv[0], argv, env if env is not None else os.environ)
+    out = bytearray()
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], 0.5)
+            if ready:
+                try:
+                    piece = os.read(fd, 1 << 16)
+                except OSError:  # EIO: the child closed the terminal
+                    break
+                if not piece:
+                    break
+                out += piece
+    finally:
+        os.close(fd)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), bytes(out)
+
+
+def terminal_env(**extra: str) -> dict[str, str]:
+    """The environment of a person at a colour terminal: no COLUMNS, no FORCE_COLOR, the
+    default progress."""
+    unset = ("COLUMNS", "LINES", "FORCE_COLOR", "NO_COLOR", "TTY_COMPATIBLE", "VPPCTL_PROGRESS")
+    env = {k: v for k, v in os.environ.items() if k not in unset}
+    env["TERM"] = "xterm-256color"
+    env.update(extra)
+    return env
 
 
 def wchar() -> int:
@@ -161,6 +211,63 @@ def _write_stdout(spec: str, binary: bool, data: str, repeat: int) -> int:
     return 0
 
 
+def _cli_streams(cases_path: str) -> None:
+    import tempfile
+
+    import vppctl.cli.progress
+    import vppctl.commands
+    import vppctl.planner.search
+    import vppctl.report.schedule
+    import vppctl.report.verify  # noqa: F401  (what the commands load on use: once, here)
+    from vppctl.cli import cli  # imported once, before the forks
+
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for k, case in enumerate(json.loads(Path(cases_path).read_text())):
+            paths = {name: Path(tmp) / f"{k}.{name}" for name in ("stdout", "stderr")}
+            pid = os.fork()
+            if pid == 0:
+                os._exit(_run_case(cli, case, paths))
+            _, status = os.waitpid(pid, 0)
+            results.append(
+                {
+                    "code": os.waitstatus_to_exitcode(status),
+                    **{
+                        name: path.read_text(errors="replace") if path.exists() else None
+                        for name, path in paths.items()
+                    },
+                }
+            )
+    print(json.dumps(results))
+
+
+def _run_case(cli: object, case: dict[str, object], paths: dict[str, Path]) -> int:
+    import io
+
+    for fd, name in ((2, "stderr"), (1, "stdout")):
+        mode = case[name]
+        if mode == "closed":
+            os.close(fd)
+            setattr(sys, name, None)  # what Python gives a process started with it closed
+            continue
+        target = os.open("/dev/full" if mode == "full" else paths[name], os.O_WRONLY | os.O_CREAT)
+        os.dup2(target, fd)
+        os.close(target)
+        setattr(sys, name, io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), encoding="utf-8"))
+    code = 0
+    try:
+        cli.main(args=case["args"], prog_name="vppctl")  # type: ignore[attr-defined]
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 1
+    for stream in (sys.stdout, sys.stderr):  # the interpreter's last flush
+        try:
+            if stream is not None:
+                stream.flush()
+        except OSError:
+            return 120
+    return code
+
+
 def main(argv: list[str]) -> int:
     if "named" in argv[2:]:
         del os.O_TMPFILE
@@ -172,6 +279,8 @@ def main(argv: list[str]) -> int:
         _count_write(args[0], args[1])
     elif command == "write-stdout":
         return _write_stdout(args[0], args[1] == "1", args[2], int(args[3]) if args[3:] else 1)
+    elif command == "cli-streams":
+        _cli_streams(args[0])
     else:
         raise SystemExit(f"unknown command {command}")
     return 0

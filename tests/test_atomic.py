@@ -114,7 +114,7 @@ def test_write_failing_midway_leaves_the_earlier_output(
     monkeypatch.setattr(atomic.os, "write", _failing_write(len(SRC) // 2))
     r = runner.invoke(cli, ["convert", str(src), "--vpp", "2", "-o", str(out)])
     assert r.exit_code == 3, r.output
-    assert r.stderr.strip() == f"Error: cannot write {out}: No space left on device"
+    assert r.stderr.strip() == f"Error: cannot write {out}: no space left on device"
     _assert_intact(tmp_path, out, stamp)
 
 
@@ -139,7 +139,7 @@ def test_failure_after_writing_leaves_the_earlier_output(
         raise OSError(errno.EIO, os.strerror(errno.EIO))
 
     monkeypatch.setattr(atomic.os, step, fail)
-    with pytest.raises(ProgramFileError, match="Input/output error"):
+    with pytest.raises(ProgramFileError, match="input/output error"):
         _write(out, b"new" * 1000)
     _assert_intact(tmp_path, out, stamp)
 

@@ -426,3 +426,51 @@ def test_protobuf_failing_to_allocate_is_not_a_corrupt_program(middling: Path) -
         check=False,
     )
     assert done.stdout.decode().startswith("OutOfMemoryError out of memory"), done
+
+
+# -- PIR programs (JSON) ----------------------------------------------------------------------
+
+
+def _pir(ops_json: bytes) -> bytes:
+    return (
+        b'{"base_code":{"magic":"pir","trainable":true,"version":4},"program":{"regions":'
+        b'[{"#":"region_0","blocks":[{"#":"block_0","args":[],"ops":[' + ops_json + b"]}]}]}}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "ops_json", "said"),
+    [
+        # CPython's json decoder recurses: a million brackets must not take the stack down
+        ("deep", b"[" * 1_000_000, "nested too deeply"),
+        # one op of 39 MB: decoded whole it would take a gigabyte of Python objects
+        pytest.param(
+            "huge_op",
+            b'{"#":"1.add","A":[' + b"[]," * 13_000_000 + b"[]]}",
+            "longer than 4 MiB",
+            marks=SLOW,
+        ),
+        # a 5000-digit number (Python's int conversion is quadratic past its digit limit)
+        pytest.param(
+            "big_number", b'{"#":"1.add","I":[{"%":' + b"7" * 5000 + b"}]}", "invalid", marks=SLOW
+        ),
+    ],
+)
+def test_a_hostile_pir_document_is_refused_in_bounded_time_and_memory(
+    work: Path, name: str, ops_json: bytes, said: str
+) -> None:
+    src = write(work, f"{name}.json", _pir(ops_json))
+    r = run("inspect", src)
+    within(r, 3, seconds=20, mb=3 * src.stat().st_size / 2**20 + 200)
+    assert said in r.stderr, r.stderr
+
+
+@SLOW
+def test_a_large_pir_program_reads_within_the_memory_bound(work: Path) -> None:
+    """A 6 MB PIR program (4,500 ops): memory within 3x the file plus 200 MB, as for any
+    program (README: Bounds); the JSON is decoded one op at a time."""
+    from pir_json import training
+
+    src = write(work, "big.json", training([i * 4 // 750 for i in range(750)], dims=8).bytes())
+    r = run("verify", src)
+    within(r, (0, 1), seconds=60, mb=3 * src.stat().st_size / 2**20 + 200)

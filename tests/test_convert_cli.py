@@ -187,11 +187,16 @@ def test_warnings_go_to_stderr_with_the_table(runner: CliRunner, tmp_path: Path)
     assert not any(w in r.stdout for w in warnings)
 
 
-def test_quiet_prints_nothing_and_writes_the_output(runner: CliRunner, tmp_path: Path) -> None:
+def test_quiet_prints_nothing_on_stderr_and_writes_the_output(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    # -q means the same on every command: no progress, warnings or `wrote` line; the
+    # result (the table) still goes to stdout.
     src = write(tmp_path, _with_stray().bytes())
     r = run(runner, str(src), "--vpp", "2", "--seg-method", "DecoderLayer", "--quiet")
     assert r.exit_code == 0, r.output
-    assert r.stdout == "" and r.stderr == ""
+    assert r.stderr == ""
+    assert r.stdout.startswith("pp 2 x vpp 2, auto mode:")
     assert files(tmp_path) == {"prog.pb", "prog.vpp.pb"}
 
 
@@ -276,12 +281,13 @@ def test_refusal_exits_4_names_problem_and_fix_and_writes_nothing(
     assert src.read_bytes() == data
 
 
-def test_refusal_with_json_prints_no_json(runner: CliRunner, tmp_path: Path) -> None:
+def test_refusal_with_json_prints_the_error_as_json(runner: CliRunner, tmp_path: Path) -> None:
     src = write(tmp_path, layered([0, 0, 0, 1, 1, 1]).bytes())
     r = run(runner, str(src), "--vpp", "2", "--seg-method", "DecoderLayer", "--json")
     assert r.exit_code == 4
-    assert r.stdout == ""
-    assert r.stderr.startswith("Error:")
+    error = json.loads(r.stdout)["error"]
+    assert error["exit_code"] == 4 and error["kind"] == "convert"
+    assert r.stderr == f"Error: {error['message']}\n"
 
 
 def test_missing_input_exits_3(runner: CliRunner, tmp_path: Path) -> None:
@@ -376,11 +382,11 @@ def test_table_shows_layers_compactly(runner: CliRunner, tmp_path: Path) -> None
         ),
     ],
 )
-def test_table_fits_80_columns(
-    runner: CliRunner, tmp_path: Path, sample_bytes: dict, prog: object, seg: str
+def test_table_fits_an_80_column_terminal(
+    runner: CliRunner, tmp_path: Path, sample_bytes: dict, prog: object, seg: str, terminal: None
 ) -> None:
     src = write(tmp_path, prog(sample_bytes))  # type: ignore[operator]
-    r = run(runner, str(src), "--vpp", "2", "--seg-method", seg, env={"COLUMNS": "80"})
+    r = run(runner, str(src), "--vpp", "2", "--seg-method", seg)
     assert r.exit_code == 0, r.output
     lines = r.stdout.splitlines()
     assert len(lines) > 8

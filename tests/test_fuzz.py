@@ -31,6 +31,15 @@ in-process through click's CliRunner with `--debug`, and must give:
 The CI round runs once per session; one test per kind of failure checks it, so
 a known bug of one kind does not hide a new one of another.
 
+PIR programs (Paddle 3.x JSON, `vppctl.program.pir`) get a round of their own: small
+programs built in code (tests/pir_json.py) and a real one Paddle built, with JSON
+mutations (keys deleted, values replaced by odd JSON, ops deleted, duplicated or
+swapped, value ids, chunk ids, meshes, versions changed) or byte mutations, and now and
+then a hostile document (deep nesting, a huge number, a cut); each through `convert`
+(always refused: exit 3 or 4, nothing written), `verify`, `inspect` and `simulate`,
+with the same checks. CI runs PIR_CI_INPUTS of them; the long round as many again as
+a tenth of its inputs.
+
 Rounds (inputs are numbered; input n of seed s is rebuilt by `mutant(s, n)`):
 
     # CI round: fixed seed, 1,500 inputs, about 30 s
@@ -54,6 +63,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -88,6 +98,7 @@ class Base:
     data: bytes
     weight: int = 1  # small programs are drawn more often: they are fast to run
     text: bool = False  # protobuf text format (.pbtxt)
+    pir: bool = False  # a PIR program's JSON (.json)
 
 
 def _with_sub_blocks() -> bytes:
@@ -732,6 +743,16 @@ class Outcome:
         return f"{head}\nfailing inputs by kind: {counts}" + (f"\n\n{body}" if body else "")
 
 
+def _check_error_json(stdout: str, code: int, lines: list[str]) -> str | None:
+    try:
+        error = json.loads(stdout)["error"]
+    except (ValueError, KeyError, TypeError) as e:
+        return f"exit {code} without one JSON error object ({e}): {stdout[:200]!r}"
+    if error["exit_code"] != code or lines != [f"Error: {error['message']}"]:
+        return f"exit {code}: the JSON error {error!r} is not the Error line {lines!r}"
+    return None
+
+
 def _check_json(stdout: str) -> str | None:
     try:
         json.loads(stdout)
@@ -743,8 +764,14 @@ def _check_json(stdout: str) -> str | None:
 class Round:
     """Runs inputs through the CLI in one work directory and records every failure."""
 
-    def __init__(self, tmp: Path, seed: int) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        seed: int,
+        make: Callable[[int, int], tuple[Base, bytes, list[str]]] | None = None,
+    ) -> None:
         self.seed = seed
+        self.make = make or mutant
         self.work = tmp / "work"
         self.work.mkdir()
         self.saved = Path(os.environ.get("VPPCTL_FUZZ_SAVE") or tmp)
@@ -754,9 +781,9 @@ class Round:
 
     def run(self, n: int) -> None:
         start = time.perf_counter()
-        base, data, what = mutant(self.seed, n)
+        base, data, what = self.make(self.seed, n)
         self.outcome.bases[base.name] += 1
-        suffix = ".pbtxt" if base.text else ".pb"
+        suffix = ".json" if base.pir else ".pbtxt" if base.text else ".pb"
         src = self.work / f"in{suffix}"
         out = self.work / f"out{suffix}"
         src.write_bytes(data)
@@ -783,6 +810,8 @@ class Round:
             check("convert", [str(src), "--vpp", "2", "-o", str(out)])
         check("verify", [str(src), "--json"])
         check("inspect", [str(src), "--json"])
+        if base.pir:
+            check("simulate", [str(src), "--vpp", "2", "-m", "4", "--json"])
         if tables:
             check("verify", [str(src)])
             check("inspect", [str(src)])
@@ -854,7 +883,11 @@ class Round:
                     problems.append(
                         (CRASH, f"{where}: exit {code} without one Error line: {r.stderr!r}")
                     )
-                if r.stdout:
+                if "--json" in args:  # the failure as one JSON object, saying what the line says
+                    bad = _check_error_json(r.stdout, code, lines)
+                    if bad:
+                        problems.append((CRASH, f"{where}: {bad}"))
+                elif r.stdout:
                     problems.append((CRASH, f"{where}: exit {code} with stdout {r.stdout[:200]!r}"))
             elif "--json" in args:
                 bad = _check_json(r.stdout)
@@ -866,14 +899,16 @@ class Round:
 
 
 def _comparable(report: str, src: Path) -> object:
-    """A convert report without where its files are (or its error line, the input named
-    alike)."""
+    """A convert report without where its files are (or its error, as a line or a JSON
+    error object, the input named alike)."""
     try:
         data = json.loads(report)
     except ValueError:
         return report.replace(str(src), "IN")
     data.pop("output", None)
     data.pop("bytes_written", None)
+    if isinstance(data.get("error"), dict):
+        data["error"]["message"] = data["error"]["message"].replace(str(src), "IN")
     return data
 
 
@@ -890,9 +925,15 @@ def _exc(r: object) -> str:
     return "".join(traceback.format_exception(exc))
 
 
-def run_round(tmp: Path, seed: int, inputs: int) -> Outcome:
-    """Run inputs 0..inputs-1 of round `seed`, with fsync off and address space capped."""
-    rnd = Round(tmp, seed)
+def run_round(
+    tmp: Path,
+    seed: int,
+    inputs: int,
+    make: Callable[[int, int], tuple[Base, bytes, list[str]]] | None = None,
+) -> Outcome:
+    """Run inputs 0..inputs-1 of round `seed` (made by `make`, default `mutant`), with fsync
+    off and address space capped."""
+    rnd = Round(tmp, seed, make)
     start = time.perf_counter()
     with pytest.MonkeyPatch.context() as mp, _memory_cap():
         # Durability is not under test here; syncing every output would dominate the round.
@@ -1021,3 +1062,193 @@ def test_long_round(tmp_path: Path) -> None:
     print(outcome.report())
     for kind in KINDS:
         assert not outcome.failures[kind], outcome.report(kind)
+    pir = run_round(tmp_path / "pir", LONG_SEED, LONG_INPUTS // 10, pir_mutant)
+    print(pir.report())
+    for kind in KINDS:
+        assert not pir.failures[kind], pir.report(kind)
+
+
+# -- PIR programs (JSON) -----------------------------------------------------------------
+
+PIR_CI_INPUTS = 80
+
+
+def pir_bases(real: bool) -> list[Base]:
+    """Small PIR programs built in code; with `real`, one Paddle built too (the long round:
+    at 650 KB it costs a tenth of a second an input)."""
+    import lzma
+
+    from pir_json import training
+
+    bases = [
+        Base("pir_plain", training([0, 1]).bytes(), weight=4, pir=True),
+        Base("pir_completed", training([0, 1, 0, 1], [0, 0, 1, 1]).bytes(), weight=4, pir=True),
+    ]
+    if real:
+        path = Path(__file__).parent / "pir_reference" / "gpt_pp2_v2_paddlevpp.json.xz"
+        bases.append(Base("pir_paddle", lzma.decompress(path.read_bytes()), pir=True))
+    return bases
+
+
+_PIR_BASES: list[Base] | None = None
+ODD_JSON: tuple[object, ...] = (
+    None, True, 0, -1, 2**31, 2**64, -(2**63) - 1, 1.5, "", "x", "1.matmul", "p", [], [[]],
+    {}, {"%": 0}, {"#": "NULL"}, [[1], [0], ["x"]], "dist_op.reshard", "0.combine",
+)  # fmt: skip
+
+
+def _nodes(doc: object, path: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
+    """Paths to every container node of a decoded JSON document."""
+    out = [path]
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            if isinstance(v, (dict, list)):
+                out += _nodes(v, (*path, k))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            if isinstance(v, (dict, list)):
+                out += _nodes(v, (*path, i))
+    return out
+
+
+def _at(doc: object, path: tuple[object, ...]) -> object:
+    for k in path:
+        doc = doc[k]  # type: ignore[index]
+    return doc
+
+
+def mutate_json(rng: random.Random, doc: dict[str, object]) -> str:
+    """One structural mutation of a PIR document, in place; what it was."""
+    try:  # an earlier mutation may have broken the path to the ops
+        ops = doc["program"]["regions"][0]["blocks"][0]["ops"]  # type: ignore[index]
+    except (KeyError, IndexError, TypeError):
+        ops = []
+    if not isinstance(ops, list):
+        ops = []
+    kinds = ("key", "value", "op", "op", "id", "chunk", "mesh", "header", "attr", "attr", "attr")
+    kind = rng.choice(kinds)
+    if kind == "attr" and ops and isinstance(op := rng.choice(ops), dict):
+        return _mutate_attr(rng, op)
+    if kind == "op" and ops:
+        how = rng.choice(("delete", "duplicate", "swap", "move"))
+        i, j = rng.randrange(len(ops)), rng.randrange(len(ops))
+        if how == "delete":
+            del ops[i]
+        elif how == "duplicate":
+            ops.insert(j, json.loads(json.dumps(ops[i])))
+        elif how == "swap":
+            ops[i], ops[j] = ops[j], ops[i]
+        else:
+            ops.insert(j, ops.pop(i))
+        return f"json: op {how}"
+    if kind == "header" and isinstance(doc.get("base_code"), dict):
+        field_ = rng.choice(("magic", "version", "trainable"))
+        doc["base_code"][field_] = rng.choice((*ODD_JSON, 4, 3, 5))  # type: ignore[index]
+        return f"json: header {field_}"
+    text = json.dumps(doc)
+    if kind in ("id", "chunk", "mesh"):
+        pattern = {"id": '"%": ', "chunk": "]], ", "mesh": '"D": [['}[kind]
+        at = [m.start() for m in re.finditer(re.escape(pattern), text)]
+        if at:
+            k = rng.choice(at) + len(pattern)
+            new = str(rng.choice((*EDGE_INTS, 5, 9999)))
+            end = k
+            while end < len(text) and (text[end].isdigit() or text[end] == "-"):
+                end += 1
+            if end > k:
+                doc.clear()
+                doc.update(json.loads(text[:k] + new + text[end:]))
+        return f"json: {kind}"
+    path = rng.choice(_nodes(doc))
+    node = _at(doc, path)
+    if isinstance(node, dict) and node:
+        key = rng.choice(sorted(node))
+        if kind == "key":
+            del node[key]
+        else:
+            node[key] = rng.choice(ODD_JSON)
+    elif isinstance(node, list) and node:
+        i = rng.randrange(len(node))
+        if kind == "key":
+            del node[i]
+        else:
+            node[i] = rng.choice(ODD_JSON)
+    return f"json: {kind}"
+
+
+def _mutate_attr(rng: random.Random, op: dict[str, object]) -> str:
+    """An op's struct name, role, chunk id or mesh set to an odd but well-formed value."""
+    listed = op.get("A")
+    attrs = [a for a in listed if isinstance(a, dict)] if isinstance(listed, list) else []
+    found = {a.get("N"): a for a in attrs if isinstance(a.get("AT"), dict)}
+    name = rng.choice(("struct_name", "op_role", "op_dist_attr"))
+    a = found.get(name)
+    if a is None or (name == "op_dist_attr" and not _dist_list(a)):
+        return "json: attr (none)"
+    if name == "struct_name":
+        a["AT"]["D"] = rng.choice(ODD_STRINGS)
+    elif name == "op_role":
+        a["AT"]["D"] = rng.choice(ROLES)
+    else:
+        dist = a["AT"]["D"]
+        if rng.random() < 0.5:
+            dist[3] = rng.choice((-1, 0, 1, 2, 3, 4095))
+        else:
+            ids = rng.choice(([0], [1], [2], [0, 1], [1, 0], [5], [0, 0], []))
+            dist[0] = {"#": "4.a_process_mesh", "D": [[len(ids)], ids, ["x"]]}
+    return f"json: attr {name}"
+
+
+def _dist_list(a: dict[str, object]) -> bool:
+    dist = a["AT"].get("D")  # type: ignore[attr-defined]
+    return isinstance(dist, list) and len(dist) == 4
+
+
+PIR_HOSTILE: dict[str, Callable[[random.Random, bytes], bytes]] = {
+    "deep": lambda rng, d: d.replace(b'"ops":[', b'"ops":[' + b"[" * rng.randrange(900, 5000), 1),
+    "huge_number": lambda rng, d: d.replace(b'"version":4', b'"version":' + b"9" * 5000, 1),
+    "cut": lambda rng, d: d[: rng.randrange(len(d))],
+    "nested_object": lambda rng, d: b'{"base_code":' + b'{"a":' * 3000 + b"1" + b"}" * 3000 + b"}",
+}
+
+
+def pir_mutant(seed: int, n: int) -> tuple[Base, bytes, list[str]]:
+    """Input n of PIR round `seed` (see the module docstring)."""
+    global _PIR_BASES
+    if _PIR_BASES is None:
+        _PIR_BASES = pir_bases(real=os.environ.get("VPPCTL_SLOW") == "1")
+    rng = random.Random(f"pir:{seed}:{n}")
+    base = rng.choices(_PIR_BASES, weights=[b.weight for b in _PIR_BASES])[0]
+    r = rng.random()
+    if r < 0.1:
+        kind = rng.choice(sorted(PIR_HOSTILE))
+        return base, PIR_HOSTILE[kind](rng, base.data), [f"hostile {kind}"]
+    if r < 0.75:
+        doc = json.loads(base.data)
+        done = [mutate_json(rng, doc) for _ in range(rng.choice((1, 1, 2, 3)))]
+        return base, json.dumps(doc, separators=(",", ":")).encode(), done
+    data, what = mutate_bytes(rng, base.data)
+    return base, data, [what]
+
+
+_PIR_ROUNDS: dict[int, Outcome] = {}
+
+
+@pytest.fixture
+def pir_round(tmp_path_factory: pytest.TempPathFactory) -> Outcome:
+    if CI_SEED not in _PIR_ROUNDS:
+        outcome = run_round(tmp_path_factory.mktemp("fuzz_pir"), CI_SEED, PIR_CI_INPUTS, pir_mutant)
+        print(outcome.report())
+        _PIR_ROUNDS[CI_SEED] = outcome
+    return _PIR_ROUNDS[CI_SEED]
+
+
+def test_pir_round_reaches_the_commands_and_the_refusals(pir_round: Outcome) -> None:
+    assert pir_round.inputs == PIR_CI_INPUTS
+    for command, code in (("convert", 4), ("convert", 3), ("verify", 1), ("simulate", 0)):
+        assert pir_round.codes[command, code] > 3, pir_round.report()
+
+
+def test_pir_round_fails_cleanly_and_loses_nothing(pir_round: Outcome) -> None:
+    for kind in KINDS:
+        assert not pir_round.failures[kind], pir_round.report(kind)

@@ -343,7 +343,7 @@ def test_dev_null_is_written_into_and_stays_a_device(tmp_path: Path, spec: str) 
 @needs_root
 def test_dev_full_reports_no_space_left_and_stays_a_device(tmp_path: Path) -> None:
     path = mknod_char(tmp_path / "full", 1, 7)
-    with pytest.raises(ProgramFileError, match="No space left on device") as e:
+    with pytest.raises(ProgramFileError, match="no space left on device") as e:
         write_program(program(), resolve_output(path, binary=True))
     assert e.value.exit_code == 3
     assert kind(path) == "char" and path.stat().st_rdev == os.makedev(1, 7)
@@ -351,7 +351,7 @@ def test_dev_full_reports_no_space_left_and_stays_a_device(tmp_path: Path) -> No
 
 
 def test_real_dev_full_reports_no_space_left() -> None:
-    with pytest.raises(ProgramFileError, match="cannot write /dev/full: No space left on device"):
+    with pytest.raises(ProgramFileError, match="cannot write /dev/full: no space left on device"):
         write_to("/dev/full")
 
 
@@ -974,7 +974,7 @@ def test_cli_convert_to_a_full_device_is_exit_3(runner: CliRunner, tmp_path: Pat
     dev = mknod_char(tmp_path / "full", 1, 7)
     r = runner.invoke(cli, ["convert", str(src), "--vpp", "2", "-o", str(dev), "-q"])
     assert r.exit_code == 3
-    assert r.stderr.strip() == f"Error: cannot write {dev}: No space left on device"
+    assert r.stderr.strip() == f"Error: cannot write {dev}: no space left on device"
     assert kind(dev) == "char"
 
 

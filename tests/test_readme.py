@@ -260,3 +260,82 @@ def test_license_file_is_the_apache_license_pyproject_names() -> None:
     text = (ROOT / "LICENSE").read_text()
     assert text.split()[:4] == ["Apache", "License", "Version", "2.0,"]
     assert "END OF TERMS AND CONDITIONS" in text
+
+
+# -- In CI scripts ---------------------------------------------------------------------------
+
+
+def _ci_section() -> str:
+    return _section("In CI scripts")
+
+
+def test_readme_ci_jobs_run_as_written(tmp_path: Path) -> None:
+    """The vppctl lines of the GitHub Actions step and the GitLab job, run in order on the
+    shipped sample as prog.pb, in a shell that stops at the first failure."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from xml.etree import ElementTree
+
+    blocks = re.findall(r"```yaml\n(.*?)```", _ci_section(), re.S)
+    assert len(blocks) == 2
+    commands = [
+        line.strip().removeprefix("- ").strip()
+        for block in blocks
+        for line in block.splitlines()
+        if line.strip().removeprefix("- ").startswith("vppctl ")
+    ]
+    assert any("--output-format github" in c for c in commands)
+    assert any("--output-format junit > verify.xml" in c for c in commands)
+    (tmp_path / "prog.pb").write_bytes((ROOT / "samples" / "gpt-8l-pp4.pb").read_bytes())
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    for command in commands:
+        run = subprocess.run(
+            ["bash", "-c", f"set -euo pipefail; {command}"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert run.returncode == 0, (command, run.stderr)
+    root = ElementTree.parse(tmp_path / "verify.xml").getroot()
+    assert root.tag == "testsuites" and root.get("failures") == "0"
+    assert json.loads((tmp_path / "simulate.json").read_text())["over_memory_limit"] is False
+
+
+def test_readme_json_error_example_is_what_vppctl_prints(tmp_path: Path, monkeypatch) -> None:
+    import json
+
+    from vppctl import __version__
+
+    shown = _ci_section().split("```console\n")[1].split("```")[0]
+    command, _, body = shown.partition("\n")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "prog.pb").write_bytes((ROOT / "samples" / "gpt-8l-pp4.pb").read_bytes())
+    result = CliRunner().invoke(cli, shlex.split(command.removeprefix("$ vppctl ")))
+    assert result.exit_code == 4
+    said = json.loads(body)
+    assert said["vppctl_version"] == __version__  # the README shows this version's
+    assert json.loads(result.stdout) == said
+    assert result.stderr == f"Error: {said['error']['message']}\n"
+
+
+def test_readme_schema_snippet_runs() -> None:
+    code = _ci_section().split("```python\n")[1].split("```")[0]
+    namespace: dict[str, object] = {}
+    exec(code, namespace)
+    assert namespace["schema"]["properties"]["schema"]["const"] == 1  # type: ignore[index]
+
+
+def test_readme_lists_each_commands_exit_codes() -> None:
+    table = README.split("<!-- exit-codes:begin -->")[1].split("<!-- exit-codes:end -->")[0]
+    rows = dict(re.findall(r"^\| `(\w+)` \| ([\d, ]+) \|", table, re.M))
+    assert sorted(rows) == sorted(cli.commands)
+    for command, codes in rows.items():
+        text = " ".join(CliRunner().invoke(cli, [command, "--help"]).stdout.split())
+        listed = text.split("Exit codes: ")[1]
+        helped = {int(c) for c in re.findall(r"(?:^|, )(\d+) ", listed)}
+        assert {int(x) for x in codes.split(", ")} == helped, command

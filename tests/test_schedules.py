@@ -1,4 +1,4 @@
-"""Schedules beyond 1F1B: Megatron's group size, ZB-H1, ZB-V, torch notation and CSV.
+"""Schedules beyond 1F1B: Megatron's group size, ZB1P, ZB-V, torch notation and CSV.
 
 Golden vectors come from the published sources named in each test; the torch CSV
 files in tests/data were written by torch 2.13's own schedule classes (see
@@ -21,6 +21,8 @@ from vppctl.plan import place
 from vppctl.schedule.orders import (
     MERGED,
     SCHEDULES,
+    SPLIT,
+    V_SHAPED,
     interleaved_warmup,
     legal_group_sizes,
     schedule_table,
@@ -139,7 +141,7 @@ def test_every_legal_group_size_runs_without_deadlock(p: int, v: int, m: int, pi
 
 
 # ---------------------------------------------------------------------------
-# Unit costs F = B = W = 1: 1F1B against ZB-H1 (the zero-bubble paper, p 4, m 8)
+# Unit costs F = B = W = 1: 1F1B against ZB1P (the zero-bubble paper, p 4, m 8)
 
 
 def test_1f1b_unit_costs_p4_m8_makespan_33_and_9_idle_units_per_stage() -> None:
@@ -149,33 +151,33 @@ def test_1f1b_unit_costs_p4_m8_makespan_33_and_9_idle_units_per_stage() -> None:
     assert result.bubble == Fraction(4 * 9, 4 * 33)
 
 
-def test_zbh1_unit_costs_p4_m8_makespan_27_and_3_idle_units_per_stage() -> None:
-    result = simulate(4, 1, 8, "zbh1", **unit(4, 1))
+def test_zb1p_unit_costs_p4_m8_makespan_27_and_3_idle_units_per_stage() -> None:
+    result = simulate(4, 1, 8, "zb1p", **unit(4, 1))
     assert result.makespan == 27
     assert result.per_stage_idle == (3, 3, 3, 3)
 
 
-def test_zbh1_needs_no_more_activation_memory_than_1f1b() -> None:
-    # ZB-H1 keeps 1F1B's peak (p micro-batches on stage 0), even counting until W.
+def test_zb1p_needs_no_more_activation_memory_than_1f1b() -> None:
+    # ZB1P keeps 1F1B's peak (p micro-batches on stage 0), even counting until W.
     for p, m in [(4, 8), (8, 32), (3, 3)]:
-        zb, one = simulate(p, 1, m, "zbh1"), simulate(p, 1, m, "1f1b")
+        zb, one = simulate(p, 1, m, "zb1p"), simulate(p, 1, m, "1f1b")
         assert max(zb.peak_in_flight) == max(one.peak_in_flight) == p
 
 
 def test_a_micro_batch_stays_in_flight_until_its_weight_gradient() -> None:
-    # The last stage of ZB-H1 defers p - 1 weight passes: p micro-batches held, not 1.
-    assert simulate(4, 1, 8, "zbh1").peak_in_flight[3] == 4
+    # The last stage of ZB1P defers p - 1 weight passes: p micro-batches held, not 1.
+    assert simulate(4, 1, 8, "zb1p").peak_in_flight[3] == 4
     assert simulate(4, 1, 8, "1f1b").peak_in_flight[3] == 1
 
 
-def test_zbh1_stage_s_defers_its_first_s_weight_passes() -> None:
-    orders = simulate(4, 1, 8, "zbh1").orders
+def test_zb1p_stage_s_defers_its_first_s_weight_passes() -> None:
+    orders = simulate(4, 1, 8, "zb1p").orders
     assert orders[0][:6] == ("0F0", "0F1", "0F2", "0F3", "0I0", "0W0")
     assert orders[3][:9] == ("3F0", "3I0", "3F1", "3I1", "3F2", "3I2", "3F3", "3I3", "3W0")
 
 
-def test_zbh1_given_chunks_merges_each_stage_chunks() -> None:
-    result = simulate(2, 2, 4, "zbh1", forward=[1, 2, 3, 4])
+def test_zb1p_given_chunks_merges_each_stage_chunks() -> None:
+    result = simulate(2, 2, 4, "zb1p", forward=[1, 2, 3, 4])
     assert (result.vpp, result.plan_vpp) == (1, 2)
     durations = {(s.stage, s.kind): s.duration for s in result.steps}
     assert durations[0, "F"] == 4 and durations[1, "I"] == 6 and durations[1, "W"] == 6
@@ -236,12 +238,12 @@ def test_compare_runs_zbv_for_a_v_placed_plan_with_two_chunks() -> None:
     assert [r.schedule for r in compare(4, 3, 8)] == ["1f1b", "interleaved"]
 
 
-def test_zbv_beats_zbh1_and_1f1b_on_the_same_work() -> None:
+def test_zbv_beats_zb1p_and_1f1b_on_the_same_work() -> None:
     zbv = simulate(4, 2, 8, "zbv", **unit(4, 2))
-    zbh1 = simulate(4, 2, 8, "zbh1", **unit(4, 2))
+    zb1p = simulate(4, 2, 8, "zb1p", **unit(4, 2))
     one = simulate(4, 2, 8, "1f1b", **unit(4, 2))
-    assert zbv.ideal == zbh1.ideal == one.ideal == 48
-    assert zbv.makespan < zbh1.makespan < one.makespan
+    assert zbv.ideal == zb1p.ideal == one.ideal == 48
+    assert zbv.makespan < zb1p.makespan < one.makespan
 
 
 def test_a_v_placed_plan_takes_costs_in_virtual_stage_order() -> None:
@@ -283,32 +285,42 @@ def assert_split_dependencies(result: SimResult) -> None:
     assert all(a <= b for times in by_stage.values() for a, b in pairwise(times))
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(
     p=st.integers(1, 6),
+    v=st.integers(1, 3),
     m=st.integers(1, 14),
-    schedule=st.sampled_from(["zbh1", "zbv", "fthenb", "1f1b"]),
-    costs=st.lists(st.integers(0, 3), min_size=36, max_size=36),
+    schedule=st.sampled_from(SCHEDULES),
+    costs=st.lists(st.integers(0, 3), min_size=54, max_size=54),
 )
-def test_split_schedules_run_each_action_once_in_dependency_order(
-    p: int, m: int, schedule: str, costs: list[int]
+def test_every_schedule_runs_each_action_once_in_dependency_order(
+    p: int, v: int, m: int, schedule: str, costs: list[int]
 ) -> None:
-    v = 2 if schedule == "zbv" else 1
+    if schedule in V_SHAPED:
+        v = 2
     n = p * v
-    result = simulate(
-        p,
-        v,
-        m,
-        schedule,  # type: ignore[arg-type]
-        forward=[c + 1 for c in costs[:n]],
-        backward=costs[12 : 12 + n],
-        weight=costs[24 : 24 + n],
-    )
+    try:
+        result = simulate(
+            p,
+            v,
+            m,
+            schedule,  # type: ignore[arg-type]
+            forward=[c + 1 for c in costs[:n]],
+            backward=costs[18 : 18 + n],
+            weight=costs[36 : 36 + n],
+        )
+    except UsageError:  # a count the runtime refuses: refused, never deadlocked
+        return
+    v = result.vpp
     counts = Counter((s.kind, s.micro_batch, s.virtual_stage) for s in result.steps)
     assert set(counts.values()) == {1}
-    kinds = {"F", "I", "W"} if schedule in ("zbh1", "zbv") else {"F", "B"}
-    assert {k for k, _, _ in counts} == kinds
-    assert len(counts) == len(kinds) * n * m
+    for mb in range(m):  # every unit: its forward, and a whole backward or both halves
+        for vs in range(p * v):
+            assert ("F", mb, vs) in counts
+            whole = ("B", mb, vs) in counts
+            assert whole != (("I", mb, vs) in counts) == (("W", mb, vs) in counts)
+    kinds = {k for k, _, _ in counts}
+    assert kinds <= ({"F", "B", "I", "W"} if schedule in SPLIT else {"F", "B"})
     assert_split_dependencies(result)
 
 
@@ -318,7 +330,7 @@ def test_an_unsplit_schedule_runs_b_plus_w_as_one_backward() -> None:
 
 
 def test_a_whole_backward_without_weight_costs_is_split_evenly() -> None:
-    result = simulate(2, 1, 2, "zbh1", forward=[1, 1], backward=[4, 6])
+    result = simulate(2, 1, 2, "zb1p", forward=[1, 1], backward=[4, 6])
     assert {(s.stage, s.kind): s.duration for s in result.steps if s.kind != "F"} == {
         (0, "I"): 2,
         (0, "W"): 2,
@@ -379,7 +391,7 @@ def test_held_peak_of_a_merged_schedule_sums_the_stage_segments() -> None:
 @pytest.mark.parametrize(
     ("name", "schedule", "p", "v", "m"),
     [
-        ("torch-zb1p-pp4-v1-m8.csv", "zbh1", 4, 1, 8),
+        ("torch-zb1p-pp4-v1-m8.csv", "zb1p", 4, 1, 8),
         ("torch-zbv-pp4-m8.csv", "zbv", 4, 2, 8),
         ("torch-zbv-pp3-m4.csv", "zbv", 3, 2, 4),
         ("torch-interleaved1f1b-pp4-v2-m8.csv", "interleaved", 4, 2, 8),
@@ -399,7 +411,8 @@ def test_csv_is_one_row_per_stage_in_torch_notation() -> None:
 @pytest.mark.parametrize("schedule", SCHEDULES)
 def test_csv_round_trips_to_the_same_orders(schedule: str) -> None:
     v = 1 if schedule in MERGED else 2
-    result = simulate(4, v, 8, schedule)  # type: ignore[arg-type]
+    m = 4 if schedule == "zbvpp" else 8  # Paddle runs ZBVPP at m == pp only
+    result = simulate(4, v, m, schedule)  # type: ignore[arg-type]
     rows = parse_csv(to_csv(result.orders))
     assert to_ops(rows, result.vpp, result.placement) == result.ops
 
@@ -442,11 +455,89 @@ def test_every_virtual_stage_in_torch_notation_is_the_plans_segment() -> None:
 def test_the_executor_examines_each_action_at_most_twice(schedule: str) -> None:
     for p, m in [(2, 4), (4, 16), (8, 64)]:
         v = 1 if schedule in MERGED else 2
+        m = p if schedule == "zbvpp" else m
         result = simulate(p, v, m, schedule)  # type: ignore[arg-type]
         assert len(result.steps) <= result.work <= 2 * len(result.steps)
 
 
 def test_stage_orders_names_every_schedule() -> None:
     assert {
-        len(stage_orders(s, 2, 2 if s in ("zbv", "interleaved") else 1, 4)) for s in SCHEDULES
+        len(stage_orders(s, 2, 1 if s in MERGED else 2, 2 if s == "zbvpp" else 4))
+        for s in SCHEDULES
     } == {2}
+
+
+# ---------------------------------------------------------------------------
+# What each runtime refuses, refused as it would be (exit 2, the fix named)
+
+
+@pytest.mark.parametrize(
+    ("schedule", "pp", "vpp", "m", "message"),
+    [
+        ("vpp", 4, 2, 3, "vpp \\(Paddle's VPP\\) needs at least pp = 4 micro-batches"),
+        ("zbh1", 4, 1, 3, "zbh1 \\(Paddle's ZBH1\\) needs at least pp = 4 micro-batches"),
+        ("dualpipev", 4, 2, 7, "dualpipev needs at least 2\\*pp = 8 micro-batches"),
+        ("zb1p", 4, 1, 9, "multiple of its rounds max\\(1, m // pp\\) = 2"),
+        ("interleaved-zb", 4, 2, 9, "multiple of its rounds max\\(1, m // pp\\) = 2"),
+    ],
+)
+def test_a_micro_batch_count_the_runtime_refuses_is_a_usage_error(
+    schedule: str, pp: int, vpp: int, m: int, message: str
+) -> None:
+    with pytest.raises(UsageError, match=message) as caught:
+        simulate(pp, vpp, m, schedule)  # type: ignore[arg-type]
+    assert caught.value.exit_code == 2
+
+
+def test_interleaved_zb_takes_torchs_rounds_as_its_group_size() -> None:
+    # m 12, pp 4: torch runs 3 rounds of 4; a group of 6 or 12 also divides m.
+    assert simulate(4, 2, 12, "interleaved-zb").group_size == 4
+    assert simulate(4, 2, 12, "interleaved-zb", group_size=6).group_size == 6
+    with pytest.raises(UsageError, match="legal --group-size values: 4, 6, 12"):
+        simulate(4, 2, 12, "interleaved-zb", group_size=5)
+    # m 9 is refused by torch's own size, but a group of 9 runs.
+    assert simulate(4, 2, 9, "interleaved-zb", group_size=9).makespan > 0
+
+
+def test_dualpipev_runs_two_chunks_in_v_placement_with_whole_and_split_backwards() -> None:
+    result = simulate(4, 2, 8, "dualpipev")
+    assert result.placement == "v"
+    for stage, order in enumerate(result.orders):
+        assert {int(a[:-2]) for a in order} == {stage, 7 - stage}
+    kinds = {s.kind for s in result.steps}
+    assert kinds == {"F", "B", "I", "W"}
+    with pytest.raises(UsageError, match="dualpipev runs exactly 2 chunks"):
+        simulate(4, 3, 8, "dualpipev")
+
+
+@pytest.mark.parametrize("schedule", ["vpp", "interleaved-zb"])
+def test_the_loop_placed_interleavings_refuse_a_v_plan(schedule: str) -> None:
+    with pytest.raises(UsageError, match=f"{schedule} is a loop-placed schedule"):
+        simulate(2, 2, 4, schedule, placement="v")  # type: ignore[arg-type]
+
+
+def test_a_split_backward_is_in_flight_until_its_w_and_a_whole_one_until_its_b() -> None:
+    # Paddle's ZB-H1 on the last stage: I0..I2 are whole B's except the held ones.
+    result = simulate(4, 1, 8, "zbh1")
+    assert result.peak_in_flight == (4, 4, 4, 4)
+    assert simulate(4, 1, 8, "1f1b").peak_in_flight == (4, 3, 2, 1)
+
+
+def test_paddles_vpp_order_with_a_short_last_group_can_deadlock_and_is_refused() -> None:
+    # pp 4, vpp 3, m 5: stage 0 runs 8F4 before 8B0, but 8F4 needs 7F4, which stage 3
+    # runs after 7B0, which needs 8B0: Paddle's job list hangs; vppctl says so.
+    with pytest.raises(
+        UsageError, match="Paddle's VPP job list deadlocks at pp 4, vpp 3, m 5"
+    ) as e:
+        simulate(4, 3, 5, "vpp")
+    assert "pass --micro-batches a multiple of pp 4" in str(e.value)
+    assert simulate(4, 2, 6, "vpp").micro_batches == 6  # a short last group that runs
+
+
+def test_zbvpp_runs_one_micro_batch_per_stage_in_v_placement_only() -> None:
+    result = simulate(4, 2, 4, "zbvpp")
+    assert result.placement == "v" and {s.kind for s in result.steps} == {"F", "I", "W"}
+    with pytest.raises(UsageError, match="zbvpp \\(Paddle's ZBVPP\\) runs exactly pp = 4"):
+        simulate(4, 2, 8, "zbvpp")
+    with pytest.raises(UsageError, match="at most 64 stages"):
+        simulate(65, 2, 65, "zbvpp")

@@ -20,7 +20,7 @@ import pytest
 
 from vppctl.cli import cli
 from vppctl.sample import SampleOptions, build_sample
-from vppctl.schedule.orders import SCHEDULES
+from vppctl.schedule.orders import MERGED, SCHEDULES, V_SHAPED
 from vppctl.schedule.simulation import simulate
 from vppctl.schedule.torchcsv import parse_csv, to_ops
 
@@ -31,9 +31,9 @@ def sample(tmp_path: Path, layers: int = 8, pp: int = 4, name: str = "p.pb") -> 
     return src
 
 
-def run_json(runner, args: list[str]) -> dict:  # type: ignore[type-arg]
+def run_json(runner, args: list[str], exit_code: int = 0) -> dict:  # type: ignore[type-arg]
     result = runner.invoke(cli, [*args, "--json"])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == exit_code, result.output
     return json.loads(result.stdout)  # type: ignore[no-any-return]
 
 
@@ -126,8 +126,9 @@ def test_convert_and_simulate_give_the_same_bubble(runner, tmp_path: Path, place
     assert percents(row) == shown
     convert_json = run_json(runner, [*args, "-o", str(tmp_path / "o2.pb")])["bubble"]
     second = "interleaved" if placement == "loop" else "zbv"
-    assert set(convert_json) == {"definition", "micro_batches", "costs", "1f1b", second}
-    assert [convert_json["1f1b"], convert_json[second]] == [
+    assert set(convert_json) == {"definition", "micro_batches", "costs", "schedules"}
+    assert list(convert_json["schedules"]) == ["1f1b", second]
+    assert [convert_json["schedules"]["1f1b"], convert_json["schedules"][second]] == [
         r["bubble"] for r in from_output["results"]
     ]
     assert convert_json["definition"] == from_output["bubble_definition"]
@@ -153,7 +154,8 @@ def test_convert_with_a_micro_batch_count_interleaving_refuses_still_converts(
     assert "legal --group-size values: 6" in result.stderr
     assert "the conversion is unaffected" in result.stderr
     data = run_json(runner, ["convert", str(src), "--vpp", "2", "-m", "6", "-o", str(out)])
-    assert set(data["bubble"]) == {"definition", "micro_batches", "costs", "1f1b"}
+    assert set(data["bubble"]) == {"definition", "micro_batches", "costs", "schedules"}
+    assert list(data["bubble"]["schedules"]) == ["1f1b"]
 
 
 def test_fewer_micro_batches_than_stages_warn_in_convert(runner, tmp_path: Path) -> None:
@@ -221,10 +223,11 @@ def test_uniform_impossible_falls_back_to_balanced_with_a_warning(runner, tmp_pa
 
 @pytest.mark.parametrize("schedule", SCHEDULES)
 def test_every_schedule_runs_from_the_command_line(runner, schedule: str) -> None:
-    extra = ["--placement", "v"] if schedule == "zbv" else []
-    vpp = "2" if schedule in ("interleaved", "zbv") else "1"
+    extra = ["--placement", "v"] if schedule in V_SHAPED else []
+    vpp = "1" if schedule in MERGED else "2"
+    m = "4" if schedule == "zbvpp" else "8"  # Paddle runs ZBVPP at m == pp only
     data = run_json(
-        runner, ["simulate", "--pp", "4", "--vpp", vpp, "-m", "8", "--schedule", schedule, *extra]
+        runner, ["simulate", "--pp", "4", "--vpp", vpp, "-m", m, "--schedule", schedule, *extra]
     )
     (result,) = data["results"]
     assert result["schedule"] == schedule
@@ -267,10 +270,10 @@ def test_group_size_is_checked_and_recorded(runner) -> None:
 def test_unit_costs_reproduce_the_published_makespans(runner) -> None:
     base = ["simulate", "--pp", "4", "--vpp", "1", "-m", "8", "--costs", "1,1,1"]
     one_f_one_b = run_json(runner, [*base, "--schedule", "1f1b"])["results"][0]
-    zbh1 = run_json(runner, [*base, "--schedule", "zbh1"])["results"][0]
-    assert one_f_one_b["makespan"] == 33 and zbh1["makespan"] == 27
+    zb1p = run_json(runner, [*base, "--schedule", "zb1p"])["results"][0]
+    assert one_f_one_b["makespan"] == 33 and zb1p["makespan"] == 27
     assert [s["idle"] for s in one_f_one_b["per_stage"]] == [9] * 4
-    assert [s["idle"] for s in zbh1["per_stage"]] == [3] * 4
+    assert [s["idle"] for s in zb1p["per_stage"]] == [3] * 4
     bad = runner.invoke(cli, [*base, "--costs", "1,x,1"])
     assert bad.exit_code == 2 and "--costs takes three" in bad.stderr
 
@@ -322,10 +325,10 @@ def test_an_absurd_simulation_is_refused_at_once(runner) -> None:
     assert "lower --micro-batches" in result.stderr
 
 
-def test_memory_per_stage_is_in_the_table_and_the_json(runner, tmp_path: Path) -> None:
+def test_memory_per_stage_is_in_the_table_and_the_json(runner, tmp_path: Path, terminal) -> None:
     src = sample(tmp_path)
     base = ["simulate", str(src), "--vpp", "2", "-m", "8", "--micro-batch-size", "2"]
-    table = runner.invoke(cli, base, env={"COLUMNS": "80"})
+    table = runner.invoke(cli, base)
     assert table.exit_code == 0, table.output
     assert "memory per stage (micro-batch size 2)" in table.stdout
     assert all(len(line) <= 80 for line in table.stdout.splitlines()[:40])
@@ -351,11 +354,18 @@ def test_memory_limit_flags_the_stages_over_it(runner, tmp_path: Path) -> None:
     base = ["simulate", str(src), "--vpp", "2", "-m", "8", "--schedule", "interleaved"]
     peaks = [s["peak_bytes"] for s in run_json(runner, base)["results"][0]["per_stage"]]
     limit = sorted(peaks)[1]  # between the lowest and the highest peak
-    data = run_json(runner, [*base, "--memory-limit", str(limit)])
+    data = run_json(runner, [*base, "--memory-limit", str(limit)], exit_code=1)
     flags = [s["over_limit"] for s in data["results"][0]["per_stage"]]
     assert flags == [p > limit for p in peaks] and any(flags) and not all(flags)
+    assert data["over_memory_limit"] is True
     table = runner.invoke(cli, [*base, "--memory-limit", str(limit)])
+    assert table.exit_code == 1  # a gate a CI job can fail on
     assert "over the limit: stage" in table.stdout
+    over = [str(stage) for stage, flag in enumerate(flags) if flag]
+    noun = "stage" if len(over) == 1 else "stages"
+    assert "over --memory-limit" in table.stderr and f"{noun} {', '.join(over)}" in table.stderr
+    fits = run_json(runner, [*base, "--memory-limit", str(max(peaks))])
+    assert fits["over_memory_limit"] is False
     bad = runner.invoke(cli, [*base, "--memory-limit", "lots"])
     assert bad.exit_code == 2 and "is not a size" in bad.stderr
 
@@ -423,7 +433,7 @@ def test_an_output_that_cannot_be_written_replaces_no_other(runner, tmp_path: Pa
     args = ["--svg", str(tmp_path / "old.svg"), "--trace", str(tmp_path / "old.json")]
     result = runner.invoke(cli, [*PICTURES, *args, "--csv", "/dev/full"])
     assert result.exit_code == 3, result.output
-    assert "No space left on device" in result.stderr
+    assert "no space left on device" in result.stderr
     assert _untouched(olds)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["old.json", "old.svg"]
 
@@ -449,7 +459,7 @@ def test_a_file_that_cannot_be_renamed_into_place_replaces_no_other(
     args = ["--svg", str(tmp_path / "a.svg"), "--csv", str(tmp_path / "b.csv")]
     result = runner.invoke(cli, [*PICTURES, *args])
     assert result.exit_code == 3, result.output
-    assert result.stderr.startswith(f"Error: cannot write {tmp_path / 'a.svg'}: Input/output")
+    assert result.stderr.startswith(f"Error: cannot write {tmp_path / 'a.svg'}: input/output")
     assert _untouched(olds)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.svg", "b.csv"]
 
@@ -477,3 +487,14 @@ def test_every_output_is_written_when_all_can_be(runner, tmp_path: Path) -> None
     assert result.exit_code == 0, result.output
     assert not any(p.read_bytes() == OLD_PICTURE for p in olds)
     assert (tmp_path / "old.svg").read_bytes().startswith(b"<svg")
+
+
+@pytest.mark.parametrize(
+    ("given", "canonical"), [("VPP", "vpp"), ("ZBH1", "zbh1"), ("FThenB", "fthenb")]
+)
+def test_schedule_takes_paddles_schedule_mode_names_in_any_case(
+    runner, given: str, canonical: str
+) -> None:
+    vpp = "2" if canonical == "vpp" else "1"
+    data = run_json(runner, ["simulate", "--pp", "4", "--vpp", vpp, "-m", "8", "--schedule", given])
+    assert data["results"][0]["schedule"] == canonical

@@ -16,11 +16,10 @@ import pytest
 from rich.console import Console
 
 from vppctl import report
-from vppctl.commands import ConvertOutcome, convert_file, inspect_file, sample_file
+from vppctl.commands import ConvertOutcome, convert_file, inspect_file
 from vppctl.convert import ConvertOptions
 from vppctl.plan import PlanOptions
 from vppctl.report import compact_layers
-from vppctl.sample import SampleOptions
 
 ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\d+)\s+\[")  # VS, stage, chunk, then the mesh
 
@@ -28,13 +27,6 @@ ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\d+)\s+\[")  # VS, stage, chunk, then th
 def _console() -> tuple[Console, io.StringIO]:
     out = io.StringIO()
     return Console(file=out, width=80, color_system=None), out
-
-
-@pytest.fixture(scope="module")
-def gpt126(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("gpt126") / "gpt126.pb"
-    sample_file(SampleOptions(layers=126, pp=8), path)
-    return path
 
 
 @pytest.fixture(scope="module")

@@ -182,25 +182,49 @@ def test_each_schedule_has_a_time_axis_up_to_the_longest_makespan() -> None:
         assert ticks[-1] <= max(r.makespan for r in runs) < ticks[-1] + step
 
 
-def test_the_width_grows_with_the_steps_and_keeps_a_readable_box() -> None:
-    small, large = to_svg(compare(4, 2, 8)), to_svg(compare(8, 2, 32))
-    assert width_of(large) > 2 * width_of(small)
-    for svg in (small, large):
-        assert min(b.width for b in boxes(svg)) >= timeline.MIN_BOX
-    # 8x32: the longest name, `15F31`, fits the shortest box, so every box is labelled.
-    assert all(b.label is not None for b in boxes(large))
+def test_the_width_grows_with_the_steps_and_keeps_a_readable_box_while_it_fits() -> None:
+    small, large = to_svg(compare(4, 2, 8)), to_svg(compare(4, 2, 8), width=4000)
+    assert min(b.width for b in boxes(small)) >= timeline.MIN_BOX
+    # At a page's width the 4x8 unit-cost picture already labels every box; more room
+    # does not stretch it.
+    assert all(b.label is not None for b in boxes(small))
+    assert width_of(large) == width_of(small) <= timeline.DEFAULT_WIDTH
+
+
+@pytest.mark.parametrize("width", [None, 1000, 2400])
+def test_the_svg_at_pp8_vpp4_m32_fits_a_page_by_default_and_the_width_asked(
+    width: int | None,
+) -> None:
+    runs = compare(8, 4, 32)
+    svg = to_svg(runs) if width is None else to_svg(runs, width=width)
+    assert width_of(svg) <= (width or 2000)
+    drawn = boxes(svg)
+    assert len(drawn) == sum(len(r.steps) for r in runs)  # every step drawn and hoverable
+    assert all(b.tooltip for b in drawn)
+    for b in drawn:  # a label only where the box holds it
+        if b.label is not None:
+            assert b.width >= len(b.label) * timeline.CHAR_WIDTH + timeline.LABEL_PAD
+
+
+def test_the_svg_names_the_plan_and_the_time_unit() -> None:
+    svg = to_svg(compare(4, 2, 8), caption="prog.pb, plan pp 4 x vpp 2", unit="time (1 = F)")
+    root = ET.fromstring(svg)
+    assert "prog.pb, plan pp 4 x vpp 2" in (root.findtext(f"{NS}title") or "")
+    texts = {t.get("class"): t.text for t in root.iter(f"{NS}text") if t.get("class")}
+    assert texts["caption"] == "prog.pb, plan pp 4 x vpp 2"
+    assert texts["unit"] == "time (1 = F)"
 
 
 def test_labels_only_where_they_fit_when_the_width_is_bounded() -> None:
-    """3003 time units at the width limit leave 8 px per unit: no name fits, every box
-    is still drawn and hoverable, and the picture stays bounded."""
+    """3003 time units in a page's width leave under 1 px per unit: no name fits, every
+    box is still drawn and hoverable, and the picture stays bounded."""
     run = simulate(2, 1, 1000, "1f1b")
     svg = to_svg(run)
     drawn = boxes(svg)
     assert len(drawn) == len(run.steps)
     assert all(b.label is None for b in drawn)
     assert all(b.tooltip for b in drawn)
-    assert width_of(svg) <= timeline.MAX_PLOT + timeline.LABEL_WIDTH + 100
+    assert width_of(svg) <= timeline.DEFAULT_WIDTH
 
 
 def test_the_trace_has_one_process_per_schedule() -> None:
@@ -277,6 +301,24 @@ def test_simulate_writes_every_schedule_to_the_svg_and_the_trace(tmp_path: Path)
     assert {b.schedule for b in drawn} == {"1f1b", "interleaved"}
     assert len(drawn) == 4 * 8 * 2 + 4 * 2 * 8 * 2
     assert "--svg or --trace" not in result.stdout  # given: not suggested
+
+
+def test_simulate_width_bounds_the_svg_and_the_caption_names_the_program(
+    tmp_path: Path, sample_bytes
+) -> None:
+    prog, svg = tmp_path / "p.pb", tmp_path / "t.svg"
+    prog.write_bytes(sample_bytes[8, 4])
+    args = ["simulate", str(prog), "--vpp", "2", "-m", "8", "--svg", str(svg), "--width", "900"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    root = ET.fromstring(svg.read_text())
+    assert int(root.get("width") or 0) <= 900
+    caption = " ".join(t.text or "" for t in root.iter(f"{NS}text") if t.get("class") == "caption")
+    assert f"{prog}, plan pp 4 x vpp 2, loop placement" in caption
+    units = {t.text for t in root.iter(f"{NS}text") if t.get("class") == "unit"}
+    assert units == {"time (1 = the mean stage's forward of one micro-batch)"}
+    narrow = CliRunner().invoke(cli, [*args[:-1], "100"])
+    assert narrow.exit_code == 2 and "--width" in narrow.stderr
 
 
 def _zero_bubble_like() -> SimResult:

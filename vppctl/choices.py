@@ -18,11 +18,29 @@ Split = Literal["uniform", "keep", "balanced", "explicit"]
 CostKind = Literal["params", "ops", "flops"]
 # How a program was converted: auto (plain PP, layers move), manual (already interleaved).
 Mode = Literal["auto", "manual"]
-# The pipeline schedules vppctl simulates (vppctl.schedule.orders).
-Schedule = Literal["fthenb", "1f1b", "eager1f1b", "interleaved", "zbh1", "zbv"]
+# The pipeline schedules vppctl simulates (vppctl.schedule.orders): Paddle's schedule_mode
+# names in lower case first, then torch's and Megatron-Core's where Paddle has none.
+Schedule = Literal[
+    "fthenb",
+    "1f1b",
+    "eager1f1b",
+    "vpp",
+    "zbh1",
+    "zbvpp",
+    "interleaved",
+    "zb1p",
+    "interleaved-zb",
+    "zbv",
+    "dualpipev",
+]
 # The sample generator's layer layout and optimizer (vppctl.sample).
 Layout = Literal["blocked", "interleaved"]
 Optimizer = Literal["adamw", "sgd", "none"]
+# What `vppctl inspect` finds a program laid out for (vppctl.summary).
+ProgramLayout = Literal["plain", "interleaved", "unannotated"]
+# The formats of `vppctl verify`'s report: a table, one line per violation, JSON, GitHub
+# Actions workflow commands, a JUnit XML report (vppctl.report.verify).
+OutputFormat = Literal["full", "concise", "json", "github", "junit"]
 
 PLACEMENTS: tuple[Placement, ...] = get_args(Placement)
 SPLITS: tuple[Split, ...] = get_args(Split)
@@ -31,6 +49,8 @@ MODES: tuple[Mode, ...] = get_args(Mode)
 SCHEDULES: tuple[Schedule, ...] = get_args(Schedule)
 LAYOUTS: tuple[Layout, ...] = get_args(Layout)
 OPTIMIZERS: tuple[Optimizer, ...] = get_args(Optimizer)
+PROGRAM_LAYOUTS: tuple[ProgramLayout, ...] = get_args(ProgramLayout)
+OUTPUT_FORMATS: tuple[OutputFormat, ...] = get_args(OutputFormat)
 # The splits `vppctl plan` searches (explicit counts are given, not searched).
 SEARCHED_SPLITS: tuple[Split, ...] = tuple(s for s in SPLITS if s != "explicit")
 

@@ -10,7 +10,8 @@ options, calls one of these and renders; a training script can call them
 directly (they are in `vppctl.__all__`). Errors are `vppctl.errors` exceptions,
 each with its exit code; running out of memory anywhere is OutOfMemoryError (exit
 5), with what the command needs (`vppctl.program.memory_guarded`), and a command's
-layer regexes share one time budget (`vppctl.engine.regex_budget`).
+layer regexes share one time budget (`vppctl.engine.regex_budget`). Long work reports
+its phases to the `progress` observer given (`vppctl.progress`); nothing is printed.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from vppctl.convert import ConvertOptions, ConvertResult, Planned, converted
 from vppctl.engine import regex_budget
-from vppctl.errors import UsageError, VppctlError
+from vppctl.errors import ConversionError, UsageError, VppctlError
 from vppctl.program import (
     STDIO,
     Output,
@@ -40,6 +41,7 @@ from vppctl.program import (
     write_all,
     write_program,
 )
+from vppctl.progress import Observer, observing
 from vppctl.summary import Summary, summarize
 from vppctl.verify import VerifyReport, verify_program
 
@@ -118,10 +120,7 @@ class ConvertOutcome:
     bytes_written: int
     bubble: Bubble | None
     warnings: tuple[str, ...]  # the conversion's, the simulator's and the writer's
-
-    @property
-    def to_stdout(self) -> bool:
-        return self.output == STDIO
+    to_stdout: bool = False  # the program went to stdout (`-o -`, /dev/stdout)
 
 
 @_command
@@ -132,6 +131,7 @@ def convert_file(
     *,
     in_place: bool = False,
     micro_batches: int | None = None,
+    progress: Observer | None = None,
 ) -> ConvertOutcome:
     """Convert the program in `src` ("-": stdin) and write it to `out` (default: `src`
     with `.vpp` before the extension, stdout for stdin; `in_place`: over `src`,
@@ -149,12 +149,15 @@ def convert_file(
     else:
         fix = "pass --in-place to overwrite it, or -o another path"
         output = program_output(default_output(src) if out is None else out, (src,), fix)
-    program = read_program(src)
-    result, planned = converted(program, opts)
-    bubble, sim_warnings = (None, ()) if micro_batches is None else _bubble(planned, micro_batches)
-    written, save_warnings = write_program(program, output)
+    with observing(progress):
+        program = read_program(src)
+        result, planned = converted(program, opts)
+        bubble, sim_warnings = (
+            (None, ()) if micro_batches is None else _bubble(planned, micro_batches)
+        )
+        written, save_warnings = write_program(program, output)
     warnings = (*result.warnings, *sim_warnings, *save_warnings)
-    return ConvertOutcome(result, output.shown, written, bubble, warnings)
+    return ConvertOutcome(result, output.shown, written, bubble, warnings, output.is_stdout)
 
 
 def _bubble(planned: Planned, micro_batches: int) -> tuple[Bubble | None, tuple[str, ...]]:
@@ -213,16 +216,21 @@ def verify_file(
     vpp: int | None = None,
     seg_method: str | None = None,
     placement: Placement | None = None,
+    progress: Observer | None = None,
 ) -> VerifyReport:
     """Check an annotated program against the numbered rules (`report.valid`)."""
-    program = read_program(path)
-    return verify_program(program, pp=pp, vpp=vpp, seg_method=seg_method, placement=placement)
+    with observing(progress):
+        program = read_program(path)
+        return verify_program(program, pp=pp, vpp=vpp, seg_method=seg_method, placement=placement)
 
 
 @_command
-def inspect_file(path: PathLike, *, seg_method: str | None = None) -> Summary:
+def inspect_file(
+    path: PathLike, *, seg_method: str | None = None, progress: Observer | None = None
+) -> Summary:
     """What a program holds: blocks, ops by role, meshes, stages, layers, layout."""
-    return summarize(read_program(path), seg_method)
+    with observing(progress):
+        return summarize(read_program(path), seg_method)
 
 
 # -- dump, sample ----------------------------------------------------------------
@@ -238,7 +246,11 @@ class DumpOutcome:
 
 @_command
 def dump_file(
-    src: PathLike, out: PathLike | None = None, *, strip_callstack: bool = False
+    src: PathLike,
+    out: PathLike | None = None,
+    *,
+    strip_callstack: bool = False,
+    progress: Observer | None = None,
 ) -> DumpOutcome:
     """The program in `src` as protobuf text on stdout (no `out`), or written to `out`
     in the format its extension names (binary for `-o -`)."""
@@ -246,9 +258,10 @@ def dump_file(
         output = resolve_output(STDIO, binary=False, inputs=(src,))
     else:
         output = program_output(out, (src,))
-    program = read_program(src)
-    saved = _strip(program) if strip_callstack else None
-    written, warnings = write_program(program, output)
+    with observing(progress):
+        program = read_program(src)
+        saved = _strip(program) if strip_callstack else None
+        written, warnings = write_program(program, output)
     return DumpOutcome(output.shown, written, saved, tuple(warnings))
 
 
@@ -298,6 +311,30 @@ class SimulatedPlan:
     segment_costs: tuple[int, ...]  # each segment's forward FLOPs (or ops)
     costs: tuple[Fraction, Fraction, Fraction]  # F,B,W per unit of a segment's cost
 
+    @property
+    def description(self) -> str:
+        """`pp 8 x vpp 2, loop placement, split balanced (layers 4,8,9,...)`: the plan
+        line of the table and the caption of the pictures."""
+        p = self.plan
+        source = "as converted" if self.recorded else f"split {self.split}"
+        counts = counts_text([len(s.layers) for s in p.segments])
+        return f"pp {p.pp} x vpp {p.vpp}, {p.placement} placement, {source} (layers {counts})"
+
+
+def counts_text(counts: Sequence[int]) -> str:
+    """Layer counts per segment: `7,7,9,9`; beyond 32 segments runs as `7 (x6)`."""
+    if len(counts) <= 32:
+        return ",".join(map(str, counts))
+    parts: list[str] = []
+    i = 0
+    while i < len(counts):
+        j = i
+        while j < len(counts) and counts[j] == counts[i]:
+            j += 1
+        parts.append(f"{counts[i]} (x{j - i})" if j - i > 1 else str(counts[i]))
+        i = j
+    return ", ".join(parts)
+
 
 @dataclass(frozen=True)
 class SimulateOutcome:
@@ -330,8 +367,11 @@ def simulate_run(
     svg: PathLike | None = None,
     trace: PathLike | None = None,
     csv: PathLike | None = None,
+    svg_width: int | None = None,
+    progress: Observer | None = None,
 ) -> SimulateOutcome:
-    """Simulate one training step and write the pictures.
+    """Simulate one training step and write the pictures (the SVG at most `svg_width`
+    px wide, default a page's width, captioned with the plan simulated).
 
     With `prog`, the plan is the one `convert` makes with the same options (a converted
     program: its recorded plan, so `vpp` is not needed), costs are its segments'
@@ -339,21 +379,28 @@ def simulate_run(
     `vpp` are required and every chunk costs `costs` (F,B,W; default 1,1,1). `schedule`
     None compares 1F1B with the plan's interleaving schedule."""
     from vppctl.planner import MemoryOptions, PlanRequest
+    from vppctl.schedule import GROUPED, parse_unit_costs
     from vppctl.schedule import check_size as check_simulation_size
-    from vppctl.schedule import parse_unit_costs
 
     outputs = _picture_outputs(prog, {"--svg": svg, "--trace": trace, "--csv": csv})
     ratios = parse_unit_costs(costs) if isinstance(costs, str) else costs or _UNIT_COSTS
-    if schedule is not None and group_size is not None and schedule != "interleaved":
+    if schedule is not None and group_size is not None and schedule not in GROUPED:
         raise UsageError(
-            f"--group-size is Megatron's interleaved schedule's; --schedule {schedule} takes "
-            "none: drop --group-size"
+            f"--group-size is the interleaved schedules' (interleaved, interleaved-zb); "
+            f"--schedule {schedule} takes none: drop --group-size"
         )
     run = _StepOptions(micro_batches, schedule, group_size, ratios, p2p_cost)
     if prog is not None:
         request = PlanRequest(vpp, pp, placement, split, tuple(layers_per_chunk), cost, seg_method)
-        outcome = _simulate_program(prog, request, run, memory or MemoryOptions())
-        written = tuple(_pictures(outcome.results, outputs))
+        with observing(progress):
+            outcome = _simulate_program(prog, request, run, memory or MemoryOptions())
+        assert outcome.plan is not None  # a program's simulation always has its plan
+        drawing = _Drawing(
+            svg_width,
+            f"{prog}, plan {outcome.plan.description}",
+            "time (1 = the mean stage's forward of one micro-batch)",
+        )
+        written = tuple(_pictures(outcome.results, outputs, drawing))
         warnings = (*outcome.warnings, *_link_warnings(outputs))
         return replace(outcome, written=written, warnings=warnings)
     program_only = {
@@ -378,9 +425,24 @@ def simulate_run(
     n = pp * vpp
     unit = None if costs is None else ([f] * n, [b] * n, [w] * n)
     runs = _runs(pp, vpp, placement, unit, run)
-    written = tuple(_pictures(runs, outputs))
+    drawing = _Drawing(
+        svg_width,
+        f"plan pp {pp} x vpp {vpp}, {runs[-1].placement} placement, every chunk F,B,W = "
+        + ",".join(str(x) for x in ratios),
+        "time (1 = the unit of --costs)",
+    )
+    written = tuple(_pictures(runs, outputs, drawing))
     warnings = (*_run_warnings(runs), *_link_warnings(outputs))
     return SimulateOutcome(runs, None, written, warnings=warnings)
+
+
+@dataclass(frozen=True)
+class _Drawing:
+    """How the SVG is drawn: its width bound (None: a page), caption and time unit."""
+
+    width: int | None
+    caption: str
+    unit: str
 
 
 _UNIT_COSTS = (Fraction(1), Fraction(1), Fraction(1))
@@ -471,16 +533,27 @@ def _picture_outputs(prog: PathLike | None, specs: dict[str, PathLike | None]) -
         for other, earlier in outputs.items():
             if output.kind == "file" and output.target == earlier.target:
                 raise UsageError(f"{other} and {flag} name the same file {spec}; give each its own")
+            if output.is_stdout and earlier.is_stdout:  # one stream cannot hold two documents
+                raise UsageError(
+                    f"{other} and {flag} both write to stdout; give one of them a file"
+                )
         outputs[flag] = output
     return outputs
 
 
-def _pictures(runs: tuple[SimResult, ...], outputs: dict[str, Output]) -> list[tuple[str, int]]:
+def _pictures(
+    runs: tuple[SimResult, ...], outputs: dict[str, Output], drawing: _Drawing
+) -> list[tuple[str, int]]:
     """Every schedule simulated as SVG and Chrome trace; the last as torch's schedule CSV."""
-    from vppctl.schedule import to_chrome_trace, to_csv, to_svg
+    from vppctl.schedule import DEFAULT_WIDTH, to_chrome_trace, to_csv, to_svg
 
     draw = {
-        "--svg": lambda: to_svg(runs),
+        "--svg": lambda: to_svg(
+            runs,
+            width=drawing.width or DEFAULT_WIDTH,
+            caption=drawing.caption,
+            unit=drawing.unit,
+        ),
         "--trace": lambda: json.dumps(to_chrome_trace(runs)),
         "--csv": lambda: to_csv(runs[-1].orders),
     }
@@ -503,6 +576,15 @@ class PlanOutcome:
     result: PlanResult
 
 
+class NoConversionFits(ConversionError):
+    """`plan_run` found no candidate that fits (exit 4); `outcome` is what it searched:
+    no candidates, those over the memory limit and what was refused."""
+
+    def __init__(self, message: str, outcome: PlanOutcome) -> None:
+        super().__init__(message)
+        self.outcome = outcome
+
+
 @_command
 def plan_run(
     prog: PathLike,
@@ -517,13 +599,16 @@ def plan_run(
     seg_method: str | None = None,
     p2p_cost: float = 0.0,
     memory: MemoryOptions | None = None,
+    progress: Observer | None = None,
 ) -> PlanOutcome:
     """Search the conversions of `prog` (vpp, placement, split, schedule, micro-batches)
     for the fastest step that fits `memory.limit`; candidates best first, each with the
-    `vppctl convert` command that makes it. Raises ConversionError (exit 4) when none
-    fits, naming the smallest peak found."""
+    `vppctl convert` command that makes it (none for a PIR program: `result.pir` says what
+    Paddle's PIR completion reads, and each candidate's Paddle launch settings are its PIR
+    strategy). Raises NoConversionFits (a ConversionError, exit 4) when none fits, naming
+    the smallest peak found."""
     from vppctl.choices import PLACEMENTS, SEARCHED_SPLITS
-    from vppctl.planner import MemoryOptions, PlanSearch, search_plans
+    from vppctl.planner import MemoryOptions, NoPlanFits, PlanSearch, search_plans
     from vppctl.schedule import SCHEDULES
 
     opts = PlanSearch(
@@ -538,8 +623,12 @@ def plan_run(
         p2p_cost=_exact_cost(p2p_cost),
         memory=memory or MemoryOptions(),
     )
-    program = read_program(_path(prog))
-    return PlanOutcome(str(prog), opts, search_plans(program, str(prog), opts))
+    with observing(progress):
+        program = read_program(_path(prog))
+        try:
+            return PlanOutcome(str(prog), opts, search_plans(program, str(prog), opts))
+        except NoPlanFits as e:
+            raise NoConversionFits(str(e), PlanOutcome(str(prog), opts, e.result)) from None
 
 
 def _exact_cost(value: float) -> Fraction:

@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from vppctl import progress
 from vppctl.engine import (
     ForwardOps,
     LayerCosts,
@@ -32,6 +33,16 @@ from vppctl.mesh import NO_MESH, MeshId
 from vppctl.plan import LayerFacts, Plan, PlanOptions, make_plan, virtual_stages
 from vppctl.program import Program, RecordedPlan, kind, read_plan, strip_callstack, write_plan
 from vppctl.verify import Expectation, Violation, refuse_input_problems, verify
+
+# vppctl reads PIR programs but writes none: Paddle 3.3.1 cannot load a distributed PIR program
+# it serialized itself ("Unknown id dist_op"), and its PIR VPP completion rewrites the graph
+# (reshards), which Paddle's own pass does for the program it holds.
+PIR_REFUSAL = (
+    "cannot convert {source}: it is a PIR program (Paddle 3.x), and vppctl writes no PIR "
+    "(Paddle cannot load a distributed PIR program back); run `vppctl plan` on it for the "
+    "pipeline strategy to set (vpp_degree, vpp_seg_method, ...), let Paddle's PIR completion "
+    '(pipeline schedule_mode "VPP") convert it, and `vppctl verify` its result'
+)
 
 
 @dataclass(frozen=True)
@@ -81,6 +92,7 @@ def plan_program(program: Program, opts: ConvertOptions) -> Planned:
     """Load -> index -> layers -> plan: refusals up front, then the pure plan (rules 1-5)."""
     opts.plan.check()
     index = build_index(program)
+    progress.phase("planning")
     precheck.check_structure(index)
     stages, globals_ = index.stage_mesh_ids()
     precheck.check_pp(stages, opts.plan)
@@ -130,9 +142,12 @@ def converted(program: Program, opts: ConvertOptions) -> tuple[ConvertResult, Pl
     """`convert_program`, with the plan it was converted with and the index and layers it
     was planned from (`convert --micro-batches` simulates that plan without planning the
     converted program again)."""
+    if program.is_pir:
+        raise ConversionError(PIR_REFUSAL.format(source=program.source))
     planned = plan_program(program, opts)
     index, layers, plan, stages = planned.index, planned.layers, planned.plan, planned.stages
     edges_before = cross_stage_edges(index, stages)
+    progress.phase("applying", sum(b.n_ops for b in index.blocks))
     applied = write(index, assign(index, plan, layers, planned.forward))
     violations = verify(index, expectation(planned))
     refuse_input_problems(index, violations)

@@ -8,14 +8,20 @@ Exit codes (kept in sync with the README table):
     0   success
     1   verification found problems (`vppctl verify`)
     2   usage error (bad option value, bad regex, conflicting options)
-    3   a file cannot be read or written, or is not a program
+    3   a file cannot be read or written, or is not a program; a report stream (stdout,
+        or stderr when it carries the report) cannot be written
     4   the program cannot be converted as asked
     5   out of memory (the message says how much the command needs)
     70  internal error (a bug in vppctl; please report it)
-    130 interrupted (Ctrl-C); a reader that closes a pipe early is exit 0
+    130 interrupted (Ctrl-C; 143 for SIGTERM); a reader that closes a pipe early is exit 0
+
+Each class also names its `kind`, the token `--json` gives for a failure, and may carry
+a `hint`: what to do about it, when that is not already part of the message.
 """
 
 from __future__ import annotations
+
+from vppctl.escape import printable
 
 EXIT_OK = 0
 EXIT_VIOLATIONS = 1
@@ -27,10 +33,31 @@ EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
 
+# The `kind` of each failure exit code, as the JSON error object names it.
+KINDS = {
+    EXIT_USAGE: "usage",
+    EXIT_FILE: "file",
+    EXIT_CONVERT: "convert",
+    EXIT_MEMORY: "memory",
+    EXIT_INTERNAL: "internal",
+    EXIT_INTERRUPTED: "interrupted",
+}
+
+
 class VppctlError(Exception):
     """Base class of every error vppctl reports to the user."""
 
     exit_code = EXIT_INTERNAL
+
+    def __init__(self, message: str = "", *, hint: str | None = None) -> None:
+        # Messages quote names and text from programs: their control characters are
+        # escaped here, once, for every place a message is shown (the Error: line, JSON).
+        super().__init__(printable(message))
+        self.hint = None if hint is None else printable(hint)
+
+    @property
+    def kind(self) -> str:
+        return KINDS.get(self.exit_code, "internal")
 
 
 class UsageError(VppctlError):
@@ -71,3 +98,10 @@ class SelfCheckError(VppctlError):
     so it exits with the internal-error code."""
 
     exit_code = EXIT_INTERNAL
+
+
+def os_reason(e: OSError) -> str:
+    """An OS error's reason in vppctl's one style, lower case like every message of
+    vppctl's own: `no space left on device`, `permission denied`."""
+    reason = e.strerror or str(e)
+    return reason[:1].lower() + reason[1:]

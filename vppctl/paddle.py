@@ -12,6 +12,9 @@ rest of vppctl works without it):
     the ``forward_op_id`` of every backward op, the op and variable dist attrs
     (process mesh, dims mapping, chunk id, ...) and the context's process meshes
     in its own order (the order Paddle's ``get_pp_degree`` uses as stage order).
+    A PIR program (``paddle.pir.Program``, Paddle 3.x's default) is serialized to
+    Paddle's own JSON (``serialize_pir_program``), the bytes vppctl reads from such
+    a file (``vppctl.program.pir``); it carries its dist attrs, so it takes no context.
 
 ``apply_annotations(main_program, dist_context, annotated) -> None``
     Read a program written by ``vppctl convert`` and write its chunk ids and
@@ -19,7 +22,13 @@ rest of vppctl works without it):
     by block and index, variables by block and name; the call refuses (before
     changing anything) when the op lists differ.
 
-Both raise :class:`PaddleBridgeError` subclasses with a message naming what is
+``check_legacy_schedule(schedule_mode, version=None) -> None``
+    Refuse (:class:`ScheduleUnsupportedError`) when a Paddle release (default: the
+    installed one) cannot schedule a legacy program with ``schedule_mode``: only
+    Paddle 3.0.0's legacy-IR pipeline scheduler runs them all (VPP included); 3.1.0
+    to 3.3.1 schedule PIR programs only, and 2.6 has no VPP scheduler.
+
+All raise :class:`PaddleBridgeError` subclasses with a message naming what is
 wrong.
 
 Paddle facts this module relies on (Paddle 3.3.1, legacy static mode):
@@ -49,15 +58,22 @@ from google.protobuf.message import DecodeError
 # vppctl.paddle is itself a protobuf-facing adapter: it turns Paddle objects into
 # vppctl's program messages and back.
 from vppctl.program._proto import program_pb2 as pb
+from vppctl.schedule.runtimes import paddle_legacy_refusal
 
 __all__ = [
+    "PADDLE_SCHEDULE_MODES",
     "AnnotationError",
     "PaddleBridgeError",
     "PaddleUnavailableError",
     "ProgramMismatchError",
+    "ScheduleUnsupportedError",
     "apply_annotations",
+    "check_legacy_schedule",
     "export_program",
 ]
+
+# Paddle's strategy.pipeline.schedule_mode values (its pipeline_scheduler_* passes).
+PADDLE_SCHEDULE_MODES = ("FThenB", "1F1B", "Eager1F1B", "VPP", "ZBH1", "ZBVPP")
 
 
 class PaddleBridgeError(Exception):
@@ -76,6 +92,10 @@ class AnnotationError(PaddleBridgeError):
     """The annotations cannot be read or applied (bad bytes, missing dist context, ...)."""
 
 
+class ScheduleUnsupportedError(PaddleBridgeError):
+    """The Paddle release cannot schedule a legacy program with the schedule asked for."""
+
+
 def _import_paddle() -> Any:
     try:
         import paddle
@@ -88,6 +108,26 @@ def _import_paddle() -> Any:
 
 
 # ----------------------------------------------------------------------------
+# Which Paddle runs the schedule
+
+
+def check_legacy_schedule(schedule_mode: str, version: str | None = None) -> None:
+    """Refuse when Paddle ``version`` (default: the installed ``paddle.__version__``)
+    cannot run ``schedule_mode`` on a legacy program, such as one ``vppctl convert``
+    wrote; the message names the release that can."""
+    if schedule_mode not in PADDLE_SCHEDULE_MODES:
+        raise ScheduleUnsupportedError(
+            f"unknown schedule_mode {schedule_mode!r}: Paddle's are "
+            f"{', '.join(PADDLE_SCHEDULE_MODES)} (case matters to Paddle)"
+        )
+    if version is None:
+        version = str(_import_paddle().__version__)
+    refusal = paddle_legacy_refusal(version, schedule_mode)
+    if refusal is not None:
+        raise ScheduleUnsupportedError(refusal)
+
+
+# ----------------------------------------------------------------------------
 # Export
 
 
@@ -97,14 +137,20 @@ def export_program(main_program: Any, dist_context: Any = None) -> bytes:
     ``main_program`` is a ``paddle.static.Program`` built in legacy static mode.
     ``dist_context`` is an optional
     ``paddle.distributed.auto_parallel.static.dist_context.DistributedContext``;
-    without it only the layer paths and op ids are added.
+    without it only the layer paths and op ids are added. A PIR program
+    (``paddle.pir.Program``) is serialized as Paddle saves it (JSON), without a context.
     """
-    _import_paddle()
+    paddle = _import_paddle()
+    if isinstance(main_program, paddle.pir.Program):
+        if dist_context is not None:
+            raise AnnotationError(
+                "a PIR program holds its own dist attrs; export it without a dist_context"
+            )
+        return _export_pir(paddle, main_program)
     if not hasattr(main_program, "desc") or not hasattr(main_program, "blocks"):
         raise AnnotationError(
-            "export_program needs a legacy paddle.static.Program, got "
-            f"{type(main_program).__name__} (PIR programs are not supported: set "
-            "FLAGS_enable_pir_api=0 before importing paddle)"
+            "export_program needs a paddle.static.Program (legacy) or a paddle.pir.Program, "
+            f"got {type(main_program).__name__}"
         )
 
     program = pb.ProgramDesc()
@@ -166,6 +212,18 @@ def export_program(main_program: Any, dist_context: Any = None) -> bytes:
             _mesh_to_pb(mesh, program.process_meshes.add())
 
     return bytes(program.SerializeToString())
+
+
+def _export_pir(paddle: Any, program: Any) -> bytes:
+    """A PIR program's JSON, as `paddle.static.save` writes it (Paddle writes it to a file
+    only): the bytes vppctl reads from that file, dist ops (reshards) included."""
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory(prefix="vppctl-pir-") as tmp:
+        path = Path(tmp) / "program.json"
+        paddle.base.core.serialize_pir_program(program, str(path))
+        return path.read_bytes()
 
 
 def _op_ids(ops: list[Any], executed: list[bool]) -> tuple[list[int], dict[int, int]]:

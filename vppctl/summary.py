@@ -9,11 +9,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from vppctl.choices import ProgramLayout
 from vppctl.engine import LayerSet, ProgramIndex, build_index, param_elements, resolve_layers
 from vppctl.errors import ConversionError
 from vppctl.gcpause import gc_paused
 from vppctl.mesh import NO_MESH, Mesh
-from vppctl.program import KINDS, OpKind, Program, RecordedPlan, callstack_ops, kind, read_plan
+from vppctl.program import (
+    KINDS,
+    OpKind,
+    PirOrigin,
+    Program,
+    RecordedPlan,
+    callstack_ops,
+    kind,
+    read_plan,
+)
 
 
 @dataclass(frozen=True)
@@ -49,12 +59,13 @@ class Summary:
     global_meshes: tuple[Mesh, ...]
     stages: tuple[StageSummary, ...]
     chunks: tuple[int, ...]
-    layout: str  # "plain PP", "interleaved VPP", "unannotated"
+    layout: ProgramLayout
     layers: LayerSet | None  # None when they cannot be found (`layers_note` says why)
     layers_note: str
     plan: RecordedPlan | None
     callstack_ops: int
     unplaced_ops: int = field(default=0)
+    pir: PirOrigin | None = None  # read from a PIR program (JSON)
 
 
 @gc_paused
@@ -92,6 +103,7 @@ def summarize(program: Program, seg_method: str | None = None) -> Summary:
         plan=recorded,
         callstack_ops=sum(map(callstack_ops, program.blocks)),
         unplaced_ops=unplaced,
+        pir=program.pir,
     )
 
 
@@ -141,14 +153,14 @@ def _stages(index: ProgramIndex, stages: list[int], layers: LayerSet | None) -> 
 
 def _layout(
     index: ProgramIndex, stages: list[int], layers: LayerSet | None, chunks: set[int]
-) -> str:
+) -> ProgramLayout:
     if not stages:
         return "unannotated"
     if any(c > 0 for c in chunks):
-        return "interleaved VPP"
+        return "interleaved"
     if layers is not None:
         stage_of = {m: s for s, m in enumerate(stages)}
         seq = [stage_of.get(layer.mesh, -1) for layer in layers.layers]
         if any(a > b for a, b in zip(seq, seq[1:])):
-            return "interleaved VPP"
-    return "plain PP"
+            return "interleaved"
+    return "plain"

@@ -5,12 +5,16 @@ The command line is thin click commands over the library (`vppctl.commands`).
 Each command parses its options, calls one library function and renders the
 outcome: tables and JSON on stdout (on stderr when the program itself goes to
 stdout, `-o -`); warnings, progress and `wrote PATH (size)` lines on stderr.
+Where text goes and how a pipe gets whole lines is `vppctl.cli.streams`.
 Errors are turned into one `Error: ...` line and the documented exit code in
 one place, `_Group.invoke`, which also holds the pipe policy: a reader that
-closes the pipe early (`| head`) is not an error (exit 0). Output that an
-encoding cannot show (`…`, `─`, `×` under PYTHONIOENCODING=ascii) falls back
-to ASCII instead of failing after the work is done. Heavy modules are imported
-inside the commands so that `vppctl --help` starts fast.
+closes the pipe early (`| head`) is not an error (exit 0). With `--json` (or
+`--output-format json`) on the command line a failure is also one JSON object,
+`{"error": {"exit_code", "kind", "message", "hint"}, ...}`, on stdout (on stderr when
+stdout already holds the program). Output that an encoding cannot show (`…`, `─`, `×`
+under PYTHONIOENCODING=ascii) falls back to ASCII instead of failing after the work
+is done. Heavy modules are imported inside the commands so that `vppctl --help`
+starts fast.
 """
 
 from __future__ import annotations
@@ -18,77 +22,194 @@ from __future__ import annotations
 import codecs
 import json
 import os
+import stat
 import sys
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from vppctl._version import __version__
+from vppctl.cli.streams import (
+    ReportStreamError,
+    Stream,
+    echo_error,
+    print_json,
+    report_console,
+    silence,
+    stderr_console,
+    stdout_console,
+)
 from vppctl.errors import (
+    EXIT_CONVERT,
+    EXIT_FILE,
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_MEMORY,
     EXIT_OK,
+    EXIT_USAGE,
+    EXIT_VIOLATIONS,
+    KINDS,
     OUT_OF_MEMORY,
     VppctlError,
 )
+from vppctl.escape import printable
 
 if TYPE_CHECKING:
     from rich.console import Console
 
+__all__ = [
+    "BUG_REPORT",
+    "ERROR_SCHEMA",
+    "EXIT_CODES_HELP",
+    "cli",
+    "exit_codes",
+    "expect_outputs",
+    "json_printed",
+    "main",
+    "outputs_written",
+    "print_json",
+    "report_console",
+    "same_as_stdout",
+    "status",
+    "stderr_console",
+    "stdout_console",
+    "warn",
+    "write_text",
+    "wrote",
+]
 
-EXIT_CODES_HELP = """Exit codes: 0 success, 1 verification found problems, 2 usage error,
-3 file cannot be read or written (or is not a program), 4 program cannot be converted as
-asked, 5 out of memory, 70 internal error (a bug: please report it), 130 interrupted."""
+_MEANINGS = {
+    EXIT_OK: "success",
+    EXIT_USAGE: "usage error",
+    EXIT_FILE: "a file or stream cannot be read or written (or is not a program)",
+    EXIT_CONVERT: "the program cannot be converted as asked",
+    EXIT_MEMORY: "out of memory",
+    EXIT_INTERNAL: "internal error (a bug: please report it)",
+    EXIT_INTERRUPTED: "interrupted",
+}
 
+
+def exit_codes(*codes: int, found: str | None = None) -> str:
+    """A command's --help epilog: the exit codes it can return; `found` is what exit 1
+    means for it (verify: violations; simulate: a stage over --memory-limit)."""
+    meanings = {**_MEANINGS, EXIT_VIOLATIONS: found or ""}
+    listed = ", ".join(f"{code} {meanings[code]}" for code in sorted({EXIT_OK, *codes}))
+    return f"Exit codes: {listed}."
+
+
+EXIT_CODES_HELP = exit_codes(
+    EXIT_VIOLATIONS,
+    EXIT_USAGE,
+    EXIT_FILE,
+    EXIT_CONVERT,
+    EXIT_MEMORY,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    found="verify found problems, or simulate a stage over --memory-limit",
+)
 
 BUG_REPORT = (
     "this is a bug in vppctl; please report it with the command line and the input program "
     "(README: Reporting a bug)"
 )
 
+# The version of the JSON error object's shape (vppctl/report/schemas/error.json).
+ERROR_SCHEMA = 1
 
-class _Group(click.Group):
+
+class _Command(click.Command):
+    """A command whose --help and --version cannot end in a traceback: text that stdout
+    cannot take is a ReportStreamError (exit 3), like any report."""
+
+    def get_help_option(self, ctx: click.Context) -> click.Option | None:
+        option = super().get_help_option(ctx)
+        if option is not None:
+            option.callback = _show_help
+        return option
+
+
+def _show_help(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    write_text(ctx.get_help())
+    ctx.exit()
+
+
+def _show_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    write_text(f"vppctl, version {__version__}")
+    ctx.exit()
+
+
+def write_text(text: str) -> None:
+    """Text that is the whole report (help, the version, XML), on stdout as it is, ended
+    by a newline unless it is empty or has its own."""
+    stream = Stream("stdout", report=True)
+    stream.write(text if not text or text.endswith("\n") else text + "\n")
+    stream.flush()
+
+
+class _Group(_Command, click.Group):
     """Turns vppctl's exceptions into one clean stderr line and the class's exit code."""
+
+    command_class = _Command
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().main(*args, **kwargs)
+        except VppctlError as e:  # the group's own --help or --version, unwritable
+            echo_error(f"Error: {printable(str(e))}")
+            sys.exit(e.exit_code)
+        except OSError as e:  # a usage error of the group's own, onto an unwritable stderr
+            silence("stderr")
+            sys.exit(EXIT_FILE if e.errno is not None else EXIT_INTERNAL)
 
     def invoke(self, ctx: click.Context) -> Any:
         _ascii_fallback()
         started = time.monotonic()
+        ctx.ensure_object(dict)
+        as_json = json_requested([*ctx._protected_args, *ctx.args])
         try:
             return super().invoke(ctx)
         except BrokenPipeError:
-            _silence_stdout()  # the reader left: say nothing, and nothing at exit either
+            silence("stdout")  # the reader left: say nothing, and nothing at exit either
             ctx.exit(EXIT_OK)
         except VppctlError as e:
-            click.echo(f"Error: {e}", err=True)
-            ctx.exit(e.exit_code)
-        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+            message = str(e) + _written_note(ctx, e)
+            _fail(ctx, e.exit_code, e.kind, message, e.hint, as_json)
+        except click.exceptions.Exit:
+            raise
+        except click.ClickException as e:
+            _usage_failure(ctx, e, as_json)
+        except click.exceptions.Abort:
             raise
         except KeyboardInterrupt:
-            click.echo(f"Error: {_interrupted(started)}", err=True)
-            ctx.exit(EXIT_INTERRUPTED)
+            _fail(ctx, EXIT_INTERRUPTED, "interrupted", _interrupted(started), None, as_json)
         except SystemExit as e:  # SIGTERM while a file was replaced (vppctl.program.atomic)
             signum = getattr(e, "signum", None)
             if signum is not None:
                 what = _interrupted(started).replace("interrupted", "terminated (SIGTERM)", 1)
-                click.echo(f"Error: {what}", err=True)
+                echo_error(f"Error: {printable(what)}")
             raise
         except MemoryError:  # outside a command's own guard (vppctl.program.memory_guarded)
-            click.echo(f"Error: {OUT_OF_MEMORY}", err=True)
-            ctx.exit(EXIT_MEMORY)
+            _fail(ctx, EXIT_MEMORY, KINDS[EXIT_MEMORY], OUT_OF_MEMORY, None, as_json)
         except Exception as e:  # a bug: say so, traceback only under --debug
             if ctx.obj and ctx.obj.get("debug"):
                 traceback.print_exc()
-            click.echo(
-                f"Error: internal error ({type(e).__name__}: {e}); {BUG_REPORT}; --debug "
-                "shows the traceback",
-                err=True,
+            message = f"internal error ({type(e).__name__}: {e})"
+            _fail(
+                ctx,
+                EXIT_INTERNAL,
+                "internal",
+                message,
+                f"{BUG_REPORT}; --debug shows the traceback",
+                as_json,
             )
-            ctx.exit(EXIT_INTERNAL)
 
 
 def _interrupted(since: float) -> str:
@@ -101,13 +222,116 @@ def _interrupted(since: float) -> str:
     return interrupted(since)
 
 
-def _silence_stdout() -> None:
+def json_requested(args: Sequence[str]) -> bool:
+    """Whether a command line asks for JSON: `--json`, or `--output-format json` (any case,
+    `=` or a separate word); what follows `--` is not an option."""
+    for i, arg in enumerate(args):
+        if arg == "--":
+            return False
+        if arg == "--json":
+            return True
+        name, eq, value = arg.partition("=")
+        if name == "--output-format":
+            if not eq:
+                value = args[i + 1] if i + 1 < len(args) else ""
+            if value.lower() == "json":
+                return True
+    return False
+
+
+def error_json(exit_code: int, kind: str, message: str, hint: str | None) -> dict[str, Any]:
+    """The JSON object of a failure (vppctl/report/schemas/error.json)."""
+    return {
+        "vppctl_version": __version__,
+        "schema": ERROR_SCHEMA,
+        "error": {"exit_code": exit_code, "kind": kind, "message": message, "hint": hint},
+    }
+
+
+def _fail(
+    ctx: click.Context, code: int, kind: str, message: str, hint: str | None, as_json: bool
+) -> None:
+    line = f"Error: {printable(message)}" + (f"; {printable(hint)}" if hint else "")
+    if as_json and not (ctx.obj and ctx.obj.get("json_printed")):
+        stdout_taken = bool(ctx.obj and ctx.obj.get("stdout_taken"))
+        text = json.dumps(error_json(code, kind, message, hint), indent=2)
+        stream = Stream("stderr" if stdout_taken else "stdout", report=False)
+        stream.write(text + "\n")
+        stream.flush()
+        if stdout_taken:  # the JSON is stderr's whole report: no line besides it
+            ctx.exit(code)
+    echo_error(line)
+    ctx.exit(code)
+
+
+def _usage_failure(ctx: click.Context, e: click.ClickException, as_json: bool) -> None:
+    """click's own usage errors, shown as click shows them (usage, hint, `Error:`), on a
+    stderr that may fail; with --json, also the JSON object."""
+    if as_json:
+        hint = None
+        if isinstance(e, click.UsageError) and e.ctx is not None:
+            path = " ".join(["vppctl", *e.ctx.command_path.split()[1:]])
+            hint = f"Try '{path} --help' for help."
+        text = json.dumps(
+            error_json(e.exit_code, KINDS.get(e.exit_code, "usage"), e.format_message(), hint),
+            indent=2,
+        )
+        stream = Stream("stdout", report=False)
+        stream.write(text + "\n")
+        stream.flush()
     try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):
-        pass
+        e.show()
+    except OSError:
+        silence("stderr")
+    ctx.exit(e.exit_code)
+
+
+def _written_note(ctx: click.Context, e: VppctlError) -> str:
+    """For a report that could not be printed after the work was done: what was written."""
+    if not isinstance(e, ReportStreamError) or not ctx.obj or "written" not in ctx.obj:
+        return ""
+    written = ctx.obj["written"]
+    if not written:
+        return "; nothing was written"
+    return f"; {', '.join(written)} {'was' if len(written) == 1 else 'were'} written"
+
+
+def outputs_written(paths: Iterable[str], *, stdout: bool = False) -> None:
+    """Record what a command wrote (for the message when its report then fails), and
+    whether stdout holds a program (a failure's JSON then goes to stderr)."""
+    obj = click.get_current_context().ensure_object(dict)
+    obj["written"] = [("stdout" if p == "-" else p) for p in paths]
+    obj["stdout_taken"] = stdout
+
+
+def same_as_stdout(spec: str | None) -> bool:
+    """Whether an output path is stdout: `-`, or a path to the file or pipe stdout is
+    (`/dev/stdout`, or the file stdout is redirected to). A device such as /dev/null
+    is not: writing it twice harms nothing."""
+    if spec is None:
+        return False
+    if spec == "-":
+        return True
+    try:
+        named, out = os.stat(spec), os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        return False
+    return not stat.S_ISCHR(out.st_mode) and (named.st_dev, named.st_ino) == (
+        out.st_dev,
+        out.st_ino,
+    )
+
+
+def json_printed() -> None:
+    """The command printed its own JSON for the failure it is about to raise (plan's
+    candidates with the error in them): the error handler prints only the line."""
+    click.get_current_context().ensure_object(dict)["json_printed"] = True
+
+
+def expect_outputs() -> None:
+    """A command that writes files: until it says what it wrote, nothing was."""
+    obj = click.get_current_context().ensure_object(dict)
+    obj.setdefault("written", [])
 
 
 _ASCII = {"…": "...", "─": "-", "━": "-", "×": "x", "–": "-", "—": "-", "→": "->", "│": "|"}
@@ -137,7 +361,15 @@ def _ascii_fallback() -> None:
 @click.group(
     cls=_Group, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES_HELP
 )
-@click.version_option(__version__, prog_name="vppctl")
+@click.option(
+    "-V",
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_show_version,
+    help="Show the version and exit.",
+)
 @click.option("--debug", is_flag=True, help="Show the traceback of internal errors.")
 @click.pass_context
 def cli(ctx: click.Context, debug: bool) -> None:
@@ -166,40 +398,14 @@ def wrote(console: Console, output: str, size: int) -> None:
     from vppctl.report import human_bytes
 
     where = "stdout" if output == "-" else output
-    console.print(Text(f"wrote {where} ({human_bytes(size)})"))
-
-
-def _console(**kwargs: Any) -> Console:
-    from rich.console import Console
-
-    class PipeConsole(Console):
-        def on_broken_pipe(self) -> None:
-            raise BrokenPipeError  # rich would exit 1: leave it to the one pipe policy
-
-    return PipeConsole(**kwargs)
-
-
-def stdout_console() -> Console:
-    return _console(soft_wrap=False)
-
-
-def stderr_console(quiet: bool = False) -> Console:
-    return _console(stderr=True, quiet=quiet, highlight=False, soft_wrap=True)
-
-
-def print_json(data: dict[str, Any], console: Console | None = None) -> None:
-    text = json.dumps(data, indent=2, sort_keys=False)
-    if console is None:
-        click.echo(text)
-    else:
-        console.out(text, highlight=False)
+    console.print(Text(printable(f"wrote {where} ({human_bytes(size)})")))
 
 
 def warn(console: Console, warnings: Iterator[str] | list[str] | tuple[str, ...]) -> None:
     from rich.text import Text
 
     for w in warnings:
-        console.print(Text(f"warning: {w}", style="yellow"))
+        console.print(Text(printable(f"warning: {w}"), style="yellow"))
 
 
 @contextmanager

@@ -6,12 +6,16 @@ line offers exactly the names the library knows. The plan options (`--pp`,
 `--seg-method`) mean the same in `convert` and `simulate`; only what each takes
 by default differs (`simulate` replays a converted program's recorded plan).
 `plan` takes lists of the same names.
+
+Choices take any case (`--placement V`, `--schedule ZBV`, as the README writes them) and
+normalise to the one token; shell completion offers their values, for the comma lists
+of `plan` too (`--schedule 1f1b,<TAB>`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import click
 
@@ -22,7 +26,48 @@ from vppctl.choices import (
     SPLITS,
 )
 
+if TYPE_CHECKING:
+    from click.shell_completion import CompletionItem
+
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def choice(values: Sequence[str]) -> click.Choice[str]:
+    """One of `values`, in any case, as its token."""
+    return click.Choice(values, case_sensitive=False)
+
+
+class ChoiceList(click.ParamType):  # type: ignore[type-arg]
+    """A comma-separated list of choices (`loop,v`), in any case, as a tuple of tokens;
+    shell completion offers the next value after the last comma."""
+
+    name = "choices"
+
+    def __init__(self, choices: Sequence[str]) -> None:
+        self.choices = tuple(choices)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, tuple):
+            return value
+        values = tuple(x.lower() for x in str(value).replace(" ", "").split(",") if x)
+        if not values or any(v not in self.choices for v in values):
+            self.fail(f"{value!r}: choose from {', '.join(self.choices)} (comma-separated)")
+        return values
+
+    def shell_complete(
+        self, ctx: click.Context, param: click.Parameter, incomplete: str
+    ) -> list[CompletionItem]:
+        from click.shell_completion import CompletionItem
+
+        done, _, last = incomplete.rpartition(",")
+        prefix = f"{done}," if done else ""
+        taken = set(done.lower().split(","))
+        return [
+            CompletionItem(prefix + c)
+            for c in self.choices
+            if c.startswith(last.lower()) and c not in taken
+        ]
+
 
 # Paths stay strings: "-" is stdin or stdout, and a trailing "/" must reach the checks.
 PATH = click.Path(path_type=str, allow_dash=True)
@@ -63,7 +108,14 @@ def json_option(f: F) -> F:
 
 
 def quiet_option(f: F) -> F:
-    return click.option("-q", "--quiet", is_flag=True, help="No warnings or progress.")(f)
+    """`-q` means the same on every command: nothing on stderr but errors (no progress,
+    warnings or `wrote` lines); results still go to stdout."""
+    return click.option(
+        "-q",
+        "--quiet",
+        is_flag=True,
+        help="Nothing on stderr but errors: no progress, warnings or `wrote` lines.",
+    )(f)
 
 
 def seg_method_option(f: F) -> F:
@@ -101,14 +153,14 @@ def plan_options(command: Literal["convert", "simulate"]) -> Callable[[F], F]:
         seg_method_option,
         click.option(
             "--placement",
-            type=click.Choice(PLACEMENTS),
+            type=choice(PLACEMENTS),
             default="loop" if converting else None,
             show_default=converting,
             help=PLACEMENT_HELP + (f"{recorded} loop." if recorded else ""),
         ),
         click.option(
             "--split",
-            type=click.Choice(SPLITS),
+            type=choice(SPLITS),
             help=SPLIT_HELP
             + (
                 " Default: uniform."
@@ -124,7 +176,7 @@ def plan_options(command: Literal["convert", "simulate"]) -> Callable[[F], F]:
         ),
         click.option(
             "--cost",
-            type=click.Choice(COST_KINDS),
+            type=choice(COST_KINDS),
             default="params" if converting else None,
             show_default=converting,
             help="Cost measure for --split balanced"

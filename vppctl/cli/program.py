@@ -6,20 +6,27 @@ from typing import TYPE_CHECKING, cast
 
 import click
 
-from vppctl.choices import LAYOUTS, OPTIMIZERS, PLACEMENTS
+from vppctl.choices import LAYOUTS, OPTIMIZERS, OUTPUT_FORMATS, PLACEMENTS
 from vppctl.cli.base import (
-    EXIT_CODES_HELP,
     cli,
+    exit_codes,
+    expect_outputs,
+    outputs_written,
     print_json,
+    report_console,
+    same_as_stdout,
     status,
     stderr_console,
     stdout_console,
     warn,
+    write_text,
     wrote,
 )
 from vppctl.cli.options import (
     DEGREE,
     MICRO_BATCHES,
+    PATH,
+    choice,
     json_option,
     output_option,
     parse_counts,
@@ -29,16 +36,36 @@ from vppctl.cli.options import (
     quiet_option,
     seg_method_option,
 )
+from vppctl.cli.progress import observer
+from vppctl.errors import (
+    EXIT_CONVERT,
+    EXIT_FILE,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_MEMORY,
+    EXIT_USAGE,
+    EXIT_VIOLATIONS,
+)
 
 if TYPE_CHECKING:
+    from vppctl.choices import OutputFormat
     from vppctl.plan import CostKind, Placement, Split
     from vppctl.sample import Layout, Optimizer
+    from vppctl.verify import VerifyReport
+
+# The exit codes each command can return (its --help lists only these).
+_FAILURES = (EXIT_USAGE, EXIT_FILE, EXIT_MEMORY, EXIT_INTERNAL, EXIT_INTERRUPTED)
+CONVERT_EXITS = exit_codes(*_FAILURES, EXIT_CONVERT)
+VERIFY_EXITS = exit_codes(*_FAILURES, EXIT_VIOLATIONS, found="violations found")
+INSPECT_EXITS = exit_codes(*_FAILURES)
+DUMP_EXITS = exit_codes(*_FAILURES, EXIT_CONVERT)
+SAMPLE_EXITS = exit_codes(*_FAILURES, EXIT_CONVERT)
 
 
 # -- convert ---------------------------------------------------------------------
 
 
-@cli.command(epilog=EXIT_CODES_HELP, short_help="Convert a plain-PP program to VPP.")
+@cli.command(epilog=CONVERT_EXITS, short_help="Convert a plain-PP program to VPP.")
 @program_argument("src")
 @output_option(
     "Where to write the converted program (- for stdout; text format by the .pbtxt, "
@@ -66,7 +93,7 @@ if TYPE_CHECKING:
     help="Drop op_callstack attributes (machine-specific paths, most of the bytes).",
 )
 @json_option
-@click.option("-q", "--quiet", is_flag=True, help="No table, warnings or progress.")
+@quiet_option
 def convert(
     src: str,
     output: str | None,
@@ -111,16 +138,25 @@ def convert(
     opts = ConvertOptions(
         plan=plan, seg_method=seg_method, strict=strict, strip_callstack=strip_callstack
     )
-    err = stderr_console(quiet)
-    with status(err, quiet, "converting"):
-        outcome = convert_file(src, output, opts, in_place=in_place, micro_batches=micro_batches)
+    # The report goes where the program does not: to stderr when the program goes to stdout.
+    default = "-" if src == "-" and not in_place else None
+    to_stderr = same_as_stdout(output if output is not None else default)
+    expect_outputs()
+    progress = observer(quiet, json_on_stderr=as_json and to_stderr)
+    outcome = convert_file(
+        src, output, opts, in_place=in_place, micro_batches=micro_batches, progress=progress
+    )
+    to_stderr = to_stderr or outcome.to_stdout
+    outputs_written([outcome.output], stdout=outcome.to_stdout)
     from vppctl import report
 
-    to = stderr_console() if outcome.to_stdout else stdout_console()
     if as_json:
-        print_json(report.convert_json(outcome), to)
-    elif not quiet:
-        report.render_convert(to, outcome)
+        print_json(report.convert_json(outcome), to_stderr=to_stderr)
+        if to_stderr:
+            return  # stderr holds the JSON and nothing else (its warnings are in it)
+    else:
+        report.render_convert(report_console(to_stderr), outcome)
+    err = stderr_console(quiet)
     wrote(err, outcome.output, outcome.bytes_written)
     warn(err, outcome.warnings)
 
@@ -128,8 +164,8 @@ def convert(
 # -- verify ----------------------------------------------------------------------
 
 
-@cli.command(epilog=EXIT_CODES_HELP, short_help="Check a VPP program against the numbered rules.")
-@program_argument("prog")
+@cli.command(epilog=VERIFY_EXITS, short_help="Check a VPP program against the numbered rules.")
+@click.argument("prog", required=False, type=PATH)
 @pp_option()
 @click.option(
     "--vpp",
@@ -139,31 +175,71 @@ def convert(
 @seg_method_option
 @click.option(
     "--placement",
-    type=click.Choice(PLACEMENTS),
+    type=choice(PLACEMENTS),
     help="Expected placement. Default: the recorded plan's, else loop.",
 )
-@json_option
-@click.option("--rules", "list_rules", is_flag=True, help="List the rules and exit.")
+@click.option(
+    "--output-format",
+    type=choice(OUTPUT_FORMATS),
+    help="full: a table (default); concise: one line per violation; json: one JSON object; "
+    "github: GitHub Actions annotations; junit: a JUnit XML report (one test case per rule).",
+)
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print one JSON object on stdout (the same as --output-format json).",
+)
+@click.option(
+    "--statistics",
+    is_flag=True,
+    help="Count the violations of each rule instead of listing them (full, concise, json).",
+)
+@click.option("--rules", "list_rules", is_flag=True, help="List the rules and exit (no PROG).")
+@quiet_option
 def verify(
-    prog: str,
+    prog: str | None,
     pp: int | None,
     vpp: int | None,
     seg_method: str | None,
     placement: str | None,
+    output_format: str | None,
     as_json: bool,
+    statistics: bool,
     list_rules: bool,
+    quiet: bool,
 ) -> None:
     """Check an annotated VPP program; report every violation (exit 1 if any).
 
     \b
     vppctl verify prog.vpp.pb
+    vppctl verify prog.vpp.pb --output-format concise
+    vppctl verify prog.vpp.pb --output-format github      # in a GitHub Actions step
+    vppctl verify prog.vpp.pb --output-format junit > verify.xml
     vppctl verify prog.vpp.pb --pp 4 --vpp 2 --json | jq .violations
+    vppctl verify --rules
     """
     from vppctl import report
+    from vppctl.errors import UsageError
 
+    form = _verify_format(output_format, as_json)
+    if statistics and form in ("github", "junit"):
+        raise UsageError(
+            f"--statistics counts the violations as a table or JSON, not as {form}: drop one"
+        )
     if list_rules:
-        stdout_console().print(report.rules_table())
+        if form == "json":
+            print_json(report.rules_json())
+        elif form in ("github", "junit"):
+            raise UsageError(f"--rules lists the rules as a table or JSON, not as {form}")
+        else:
+            stdout_console().print(report.rules_table())
+            stdout_console().print(report.pir_rules_table())
         return
+    if prog is None:
+        raise click.UsageError(
+            "Missing argument 'PROG' (the program to check; --rules alone lists the rules)."
+        )
     from vppctl.commands import verify_file
 
     result = verify_file(
@@ -172,23 +248,57 @@ def verify(
         vpp=vpp,
         seg_method=seg_method,
         placement=cast("Placement | None", placement),
+        progress=observer(quiet),
     )
-    if as_json:
-        print_json(report.verify_json(result))
-    else:
-        report.render_verify(stdout_console(), result)
+    _render_verify(result, form, statistics)
     if not result.valid:
-        raise click.exceptions.Exit(1)
+        raise click.exceptions.Exit(EXIT_VIOLATIONS)
+
+
+def _verify_format(output_format: str | None, as_json: bool) -> OutputFormat:
+    if as_json and output_format not in (None, "json"):
+        from vppctl.errors import UsageError
+
+        raise UsageError(
+            f"--json is --output-format json, and --output-format {output_format} asks for "
+            "another: drop one"
+        )
+    return cast("OutputFormat", "json" if as_json else output_format or "full")
+
+
+def _render_verify(result: VerifyReport, form: OutputFormat, statistics: bool) -> None:
+    from vppctl import report
+
+    if form == "json":
+        print_json(report.verify_json(result))
+        return
+    if form in ("github", "junit"):
+        text = (
+            report.junit_xml(result)
+            if form == "junit"
+            else "".join(f"{line}\n" for line in report.github_lines(result))
+        )
+        write_text(text)
+        return
+    console = stdout_console()
+    if statistics and not result.valid:
+        console.print(report.statistics_table(result))
+    elif form == "concise":
+        for line in report.concise_lines(result):
+            console.print(report.printed(line), soft_wrap=True)
+    else:
+        report.render_verify(console, result)
 
 
 # -- inspect ---------------------------------------------------------------------
 
 
-@cli.command(epilog=EXIT_CODES_HELP, short_help="Summarise a program: stages, layers, layout.")
+@cli.command(epilog=INSPECT_EXITS, short_help="Summarise a program: stages, layers, layout.")
 @program_argument("prog")
 @seg_method_option
 @json_option
-def inspect(prog: str, seg_method: str | None, as_json: bool) -> None:
+@quiet_option
+def inspect(prog: str, seg_method: str | None, as_json: bool, quiet: bool) -> None:
     """Summarise a program: blocks, ops by role, meshes, stages, layers, layout.
 
     \b
@@ -198,7 +308,7 @@ def inspect(prog: str, seg_method: str | None, as_json: bool) -> None:
     from vppctl import report
     from vppctl.commands import inspect_file
 
-    summary = inspect_file(prog, seg_method=seg_method)
+    summary = inspect_file(prog, seg_method=seg_method, progress=observer(quiet))
     if as_json:
         print_json(report.summary_json(summary))
     else:
@@ -208,7 +318,7 @@ def inspect(prog: str, seg_method: str | None, as_json: bool) -> None:
 # -- dump ------------------------------------------------------------------------
 
 
-@cli.command(epilog=EXIT_CODES_HELP, short_help="Print a program as text, or convert its format.")
+@cli.command(epilog=DUMP_EXITS, short_help="Print a program as text, or convert its format.")
 @program_argument("prog")
 @output_option(
     "Write here instead of stdout; binary or text by extension (.pbtxt, .textproto, "
@@ -231,16 +341,22 @@ def dump(prog: str, output: str | None, strip_callstack: bool, as_json: bool, qu
     from vppctl.commands import dump_file
     from vppctl.errors import UsageError
 
-    if as_json and (output is None or output == "-"):
-        raise UsageError("--json describes the file written, so it needs -o OUT (not stdout)")
-    outcome = dump_file(prog, output, strip_callstack=strip_callstack)
+    to_stdout = same_as_stdout(output if output is not None else "-")
+    if as_json and to_stdout:
+        raise UsageError(
+            "--json describes the file written, so it needs -o OUT (not stdout): stdout "
+            "holds the program"
+        )
+    expect_outputs()
+    outcome = dump_file(prog, output, strip_callstack=strip_callstack, progress=observer(quiet))
+    outputs_written([outcome.output], stdout=to_stdout)
     if as_json:
         print_json(report.dump_json(outcome))
     err = stderr_console(quiet)
     if outcome.callstack_bytes_saved is not None:
         saved = report.human_bytes(outcome.callstack_bytes_saved)
         err.print(f"stripped op_callstack: {saved} saved")
-    if output is not None and output != "-":
+    if not to_stdout:
         wrote(err, outcome.output, outcome.bytes_written)
     warn(err, outcome.warnings)
 
@@ -248,7 +364,7 @@ def dump(prog: str, output: str | None, strip_callstack: bool, as_json: bool, qu
 # -- sample ----------------------------------------------------------------------
 
 
-@cli.command(epilog=EXIT_CODES_HELP, short_help="Write a GPT-like plain-PP sample program.")
+@cli.command(epilog=SAMPLE_EXITS, short_help="Write a GPT-like plain-PP sample program.")
 @click.option("--layers", type=click.IntRange(1), required=True, help="Decoder layers.")
 @click.option("--pp", type=DEGREE, required=True, help="Pipeline stages.")
 @click.option(
@@ -256,7 +372,7 @@ def dump(prog: str, output: str | None, strip_callstack: bool, as_json: bool, qu
 )
 @click.option(
     "--layout",
-    type=click.Choice(LAYOUTS),
+    type=choice(LAYOUTS),
     default="blocked",
     show_default=True,
     help="blocked: layer i on stage i*pp//layers (plain PP); "
@@ -275,7 +391,7 @@ def dump(prog: str, output: str | None, strip_callstack: bool, as_json: bool, qu
     show_default=True,
     help="Add the backward ops (and the optimizer).",
 )
-@click.option("--optimizer", type=click.Choice(OPTIMIZERS), default="adamw", show_default=True)
+@click.option("--optimizer", type=choice(OPTIMIZERS), default="adamw", show_default=True)
 @click.option(
     "--grad-clip/--no-grad-clip",
     default=True,
@@ -331,10 +447,13 @@ def sample(
         vocab=vocab,
         callstack=callstack,
     )
-    err = stderr_console(quiet)
+    to_stderr = same_as_stdout(output)
+    expect_outputs()
+    err = stderr_console(quiet or (as_json and to_stderr))
     with status(err, quiet, "building"):
         outcome = sample_file(opts, output)
+    outputs_written([outcome.output], stdout=to_stderr)
     if as_json:
-        print_json(report.sample_json(outcome), stderr_console() if output == "-" else None)
+        print_json(report.sample_json(outcome), to_stderr=to_stderr)
     warn(err, outcome.warnings)
     wrote(err, outcome.output, outcome.bytes_written)

@@ -9,9 +9,14 @@ import click
 
 from vppctl.choices import COST_KINDS, PLACEMENTS, SCHEDULES, SEARCHED_SPLITS
 from vppctl.cli.base import (
-    EXIT_CODES_HELP,
     cli,
+    exit_codes,
+    expect_outputs,
+    json_printed,
+    outputs_written,
     print_json,
+    report_console,
+    same_as_stdout,
     stderr_console,
     stdout_console,
     warn,
@@ -20,6 +25,8 @@ from vppctl.cli.base import (
 from vppctl.cli.options import (
     MICRO_BATCHES,
     PATH,
+    ChoiceList,
+    choice,
     json_option,
     memory_options,
     p2p_cost_option,
@@ -30,10 +37,28 @@ from vppctl.cli.options import (
     quiet_option,
     seg_method_option,
 )
+from vppctl.cli.progress import observer
+from vppctl.errors import (
+    EXIT_CONVERT,
+    EXIT_FILE,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_MEMORY,
+    EXIT_USAGE,
+    EXIT_VIOLATIONS,
+)
 
 if TYPE_CHECKING:
     from vppctl.plan import CostKind, Placement, Split
     from vppctl.schedule import Schedule
+
+_FAILURES = (EXIT_USAGE, EXIT_FILE, EXIT_CONVERT, EXIT_MEMORY, EXIT_INTERNAL, EXIT_INTERRUPTED)
+SIMULATE_EXITS = exit_codes(
+    *_FAILURES,
+    EXIT_VIOLATIONS,
+    found="a stage's peak over --memory-limit (the report still printed)",
+)
+PLAN_EXITS = exit_codes(*_FAILURES)
 
 
 def _memory(micro_batch_size: int | None, seq_len: int | None, memory_limit: int | None) -> Any:
@@ -48,7 +73,7 @@ def _memory(micro_batch_size: int | None, seq_len: int | None, memory_limit: int
 
 
 @cli.command(
-    epilog=EXIT_CODES_HELP, short_help="Simulate pipeline schedules: bubble, memory, timeline."
+    epilog=SIMULATE_EXITS, short_help="Simulate pipeline schedules: bubble, memory, timeline."
 )
 @click.argument("prog", required=False, type=PATH)
 @plan_options("simulate")
@@ -61,15 +86,18 @@ def _memory(micro_batch_size: int | None, seq_len: int | None, memory_limit: int
 )
 @click.option(
     "--schedule",
-    type=click.Choice(SCHEDULES),
-    help="One schedule; default: 1F1B and the plan's interleaving schedule (interleaved "
-    "1F1B, or ZB-V for a V plan with vpp 2) side by side.",
+    type=choice(SCHEDULES),
+    help="One schedule: Paddle's schedule_mode names (FThenB, 1F1B, Eager1F1B, VPP, ZBH1, "
+    "ZBVPP; any case), then Megatron's interleaved and torch's zb1p, interleaved-zb, zbv, "
+    "dualpipev. Default: 1F1B and the plan's interleaving schedule (interleaved 1F1B, or "
+    "ZB-V for a V plan with vpp 2) side by side.",
 )
 @click.option(
     "--group-size",
     type=click.IntRange(1, 1 << 16),
     metavar="N",
-    help="Megatron's micro-batch group size of the interleaved schedule (default pp).",
+    help="Micro-batch group size: Megatron's of interleaved (default pp), torch's "
+    "microbatches_per_round of interleaved-zb (default m // max(1, m // pp)).",
 )
 @click.option(
     "--costs",
@@ -83,6 +111,14 @@ def _memory(micro_batch_size: int | None, seq_len: int | None, memory_limit: int
 @json_option
 @click.option(
     "--svg", type=PATH, metavar="OUT", help="Draw every schedule simulated as SVG (- for stdout)."
+)
+@click.option(
+    "--width",
+    "svg_width",
+    type=click.IntRange(640, 100_000),
+    metavar="PX",
+    help="Widest the SVG may be, in pixels (default 1800, a page): boxes too narrow for "
+    "their label are drawn without one, each keeps its hover title.",
 )
 @click.option(
     "--trace",
@@ -117,6 +153,7 @@ def simulate(
     memory_limit: int | None,
     as_json: bool,
     svg: str | None,
+    svg_width: int | None,
     trace: str | None,
     csv_path: str | None,
     quiet: bool,
@@ -138,6 +175,9 @@ def simulate(
     from vppctl import report
     from vppctl.commands import simulate_run
 
+    # A picture on stdout (`--svg -`) sends the report to stderr.
+    to_stderr = any(same_as_stdout(path) for path in (svg, trace, csv_path))
+    expect_outputs()
     outcome = simulate_run(
         prog,
         micro_batches=micro_batches,
@@ -154,19 +194,34 @@ def simulate(
         p2p_cost=p2p_cost,
         memory=_memory(micro_batch_size, seq_len, memory_limit),
         svg=svg,
+        svg_width=svg_width,
         trace=trace,
         csv=csv_path,
+        progress=observer(quiet, json_on_stderr=as_json and to_stderr),
     )
-    # A picture on stdout (`--svg -`) sends the report to stderr.
-    to = stderr_console() if any(path == "-" for path, _ in outcome.written) else None
+    outputs_written([path for path, _ in outcome.written], stdout=to_stderr)
     if as_json:
-        print_json(report.simulation_json(outcome), to)
+        print_json(report.simulation_json(outcome), to_stderr=to_stderr)
     else:
-        report.render_simulation(to or stdout_console(), outcome, suggest_files=not outcome.written)
-    err = stderr_console(quiet)
-    for path, size in outcome.written:
-        wrote(err, path, size)
-    warn(err, outcome.warnings)
+        console = report_console(to_stderr)
+        report.render_simulation(console, outcome, suggest_files=not outcome.written)
+    if not (as_json and to_stderr):  # a stream with JSON carries nothing else
+        err = stderr_console(quiet)
+        for path, size in outcome.written:
+            wrote(err, path, size)
+        warn(err, outcome.warnings)
+    over = report.over_memory_limit(outcome)
+    if over:
+        if not (as_json and to_stderr):
+            from vppctl.escape import printable
+            from vppctl.planner import iec
+
+            limit = iec(memory_limit or 0)
+            stages = report.stages_over_limit(outcome)
+            stderr_console().print(
+                printable(f"Error: over --memory-limit {limit}: {stages}"), style="red"
+            )
+        raise click.exceptions.Exit(EXIT_VIOLATIONS)
 
 
 # -- plan ------------------------------------------------------------------------
@@ -189,26 +244,7 @@ def _ints(flag: str) -> Callable[[click.Context, click.Parameter, str | None], t
     return parse
 
 
-def _names(
-    choices: tuple[str, ...],
-) -> Callable[[click.Context, click.Parameter, str | None], tuple[str, ...]]:
-    def parse(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[str, ...]:
-        if value is None:
-            return ()
-        values = tuple(x for x in value.replace(" ", "").split(",") if x)
-        unknown = [v for v in values if v not in choices]
-        if unknown or not values:
-            raise click.BadParameter(
-                f"{value!r}: choose from {', '.join(choices)} (comma-separated)"
-            )
-        return values
-
-    return parse
-
-
-@cli.command(
-    epilog=EXIT_CODES_HELP, short_help="Find the best conversion: vpp, split, schedule, m."
-)
+@cli.command(epilog=PLAN_EXITS, short_help="Find the best conversion: vpp, split, schedule, m.")
 @program_argument("prog")
 @click.option(
     "--micro-batches",
@@ -228,24 +264,27 @@ def _names(
 @click.option(
     "--placement",
     metavar="loop,v",
-    callback=_names(PLACEMENTS),
+    type=ChoiceList(PLACEMENTS),
+    default=(),
     help="Placements to try (default both; V runs ZB-V with vpp 2).",
 )
 @click.option(
     "--split",
     metavar="uniform,keep,balanced",
-    callback=_names(SEARCHED_SPLITS),
+    type=ChoiceList(SEARCHED_SPLITS),
+    default=(),
     help="Splits to try (default all three; uniform only where the layers divide).",
 )
 @click.option(
     "--schedule",
     metavar="NAME[,NAME...]",
-    callback=_names(SCHEDULES),
+    type=ChoiceList(SCHEDULES),
+    default=(),
     help="Schedules to try (default all: " + ", ".join(SCHEDULES) + ").",
 )
 @click.option(
     "--cost",
-    type=click.Choice(COST_KINDS),
+    type=choice(COST_KINDS),
     default="flops",
     show_default=True,
     help="Cost measure of the balanced split (the schedule's costs are always FLOPs).",
@@ -261,6 +300,7 @@ def _names(
     help="Candidates shown in the table (--json lists all).",
 )
 @json_option
+@quiet_option
 def plan(
     prog: str,
     micro_batches: tuple[int, ...],
@@ -277,12 +317,15 @@ def plan(
     memory_limit: int | None,
     top: int,
     as_json: bool,
+    quiet: bool,
 ) -> None:
     """Find the best conversion of PROG: vpp, placement, split, schedule, micro-batches.
 
     Simulates every candidate with the program's FLOP costs and memory per stage,
     leaves out what a runtime would refuse and what exceeds --memory-limit (exit 4 if
-    nothing fits), and prints the best with the vppctl convert command for each.
+    nothing fits), and prints the best with the vppctl convert command for each; for a
+    PIR program (Paddle 3.x), whether Paddle's PIR completion makes each split, and the
+    strategy that runs it.
 
     \b
     vppctl plan prog.pb -m 16
@@ -290,23 +333,37 @@ def plan(
     vppctl plan prog.pb -m 32 --schedule interleaved,zbv --json | jq '.candidates[0]'
     """
     from vppctl import report
-    from vppctl.commands import plan_run
+    from vppctl.commands import NoConversionFits, plan_run
 
-    outcome = plan_run(
-        prog,
-        micro_batches=micro_batches,
-        pp=pp,
-        vpp=vpp,
-        placements=cast("tuple[Placement, ...]", placement),
-        splits=cast("tuple[Split, ...]", split),
-        schedules=cast("tuple[Schedule, ...]", schedule),
-        cost=cast("CostKind", cost),
-        seg_method=seg_method,
-        p2p_cost=p2p_cost,
-        memory=_memory(micro_batch_size, seq_len, memory_limit),
-    )
+    try:
+        outcome = plan_run(
+            prog,
+            micro_batches=micro_batches,
+            pp=pp,
+            vpp=vpp,
+            placements=cast("tuple[Placement, ...]", placement),
+            splits=cast("tuple[Split, ...]", split),
+            schedules=cast("tuple[Schedule, ...]", schedule),
+            cost=cast("CostKind", cost),
+            seg_method=seg_method,
+            p2p_cost=p2p_cost,
+            memory=_memory(micro_batch_size, seq_len, memory_limit),
+            progress=observer(quiet),
+        )
+    except NoConversionFits as e:
+        if as_json:  # what was searched, and why each candidate was left out
+            data = report.plan_json(e.outcome)
+            data["error"] = {
+                "exit_code": e.exit_code,
+                "kind": e.kind,
+                "message": str(e),
+                "hint": e.hint,
+            }
+            print_json(data)
+            json_printed()
+        raise
     if as_json:
         print_json(report.plan_json(outcome))
     else:
         report.render_plan(stdout_console(), outcome, top)
-    warn(stderr_console(), outcome.result.warnings)
+    warn(stderr_console(quiet), outcome.result.warnings)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from itertools import compress
 from operator import ne, or_
 
+from vppctl import progress
 from vppctl.engine.backward import GRAD_SUMS, NOP, ForwardOps
 from vppctl.engine.index import ProgramIndex, loss_op
 from vppctl.engine.layers import NO_LAYER, LayerSet
@@ -421,9 +422,11 @@ def write(index: ProgramIndex, a: Assignment) -> ApplyResult:
     """The one write pass: rewrite the ops and variables whose mesh or chunk id changed,
     then make `index` describe the written program (it now holds the new placements)."""
     program = index.program
-    n_ops = n_vars = 0
+    n_ops = n_vars = done = 0
     for bi, block in zip(index.blocks, program.blocks):
-        n_ops += rewrite_ops(block, _op_edits(index, a, bi.idx))
+        n_ops += rewrite_ops(block, _op_edits(index, a, bi.idx, done))
+        done += bi.n_ops
+        progress.advance(done)
         base = bi.var_base
         edits = _var_edits(index, a, base, len(bi.vars))
         n_vars += rewrite_vars(block, ((v - base, m, c) for v, m, c in edits))
@@ -444,14 +447,22 @@ def _adopt(index: ProgramIndex, a: Assignment) -> None:
 
 
 def _op_edits(
-    index: ProgramIndex, a: Assignment, b: int
+    index: ProgramIndex, a: Assignment, b: int, done: int = 0
 ) -> Iterator[tuple[int, bytes | None, int]]:
+    """The (op, raw mesh or None, chunk id) edits of block `b`; progress is reported as
+    `done` (the ops of earlier blocks) plus the op reached, every _REPORT_EVERY edits."""
     bi = index.blocks[b]
     old_chunk, new_mesh, new_chunk, moved = bi.ops.chunk, a.op_mesh[b], a.op_chunk[b], a.moved[b]
     raw = index.mesh_raw
     # compress/map keep the per-op test in C: only the ops to rewrite reach Python.
-    for i in compress(range(bi.n_ops), map(or_, moved, map(ne, new_chunk, old_chunk))):
+    changed = compress(range(bi.n_ops), map(or_, moved, map(ne, new_chunk, old_chunk)))
+    for k, i in enumerate(changed):
+        if not k % _REPORT_EVERY:
+            progress.advance(done + i)
         yield i, raw[new_mesh[i]] if moved[i] else None, new_chunk[i]
+
+
+_REPORT_EVERY = 1024  # ops rewritten between progress reports
 
 
 def _var_edits(

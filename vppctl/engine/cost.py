@@ -16,7 +16,8 @@ from vppctl.engine.layers import NO_LAYER, LayerSet
 from vppctl.plan import CostKind
 from vppctl.program import op_slots, var_dims
 
-MATMULS = (b"matmul_v2", b"matmul", b"mul", b"fused_gemm_epilogue")
+# PIR spells out the dialect (`vppctl.program.pir`): its matmul is `pd_op.matmul`.
+MATMULS = (b"matmul_v2", b"matmul", b"mul", b"fused_gemm_epilogue", b"pd_op.matmul")
 
 
 # Element counts and FLOPs saturate here: a larger one comes from dims no real tensor has

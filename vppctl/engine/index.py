@@ -11,6 +11,8 @@ from array import array
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
+from vppctl import progress
+from vppctl.escape import printable
 from vppctl.mesh import NO_MESH, Mesh, MeshId, stages_and_globals
 from vppctl.program import (
     EMPTY_NAMES,
@@ -161,9 +163,10 @@ class ProgramIndex:
 
 
 def display(name: bytes) -> str:
-    """A name from the program as messages show it: one line, control characters escaped."""
-    text = name.decode("utf-8", "backslashreplace")
-    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
+    """A name from the program as messages show it: one line, control characters escaped
+    (`vppctl.escape`, the one escaping every printed name gets), bytes that are not
+    UTF-8 as `\\xNN`."""
+    return printable(name.decode("utf-8", "backslashreplace"))
 
 
 def _first_appearance(op_mesh: array[int]) -> list[int]:
@@ -172,6 +175,7 @@ def _first_appearance(op_mesh: array[int]) -> list[int]:
 
 def build_index(program: Program) -> ProgramIndex:
     """Scan every block of `program` once into a ProgramIndex."""
+    progress.phase("indexing", sum(len(block.ops) for block in program.blocks))
     index = ProgramIndex(program=program, blocks=[], meshes=[], mesh_raw=[], program_meshes=[])
     for raw in program_meshes(program.header):
         index.program_meshes.append(index.add_mesh(decode_mesh(raw), canonical_mesh(raw)))

@@ -2,7 +2,9 @@
 
 Which plan a program is simulated with and what each of its segments costs
 (`costs`), how many bytes each stage holds (`memory`), and `plan`'s search over
-conversions and schedules (`search`). It sits above the conversion engine (it
+conversions and schedules (`search`), how to launch a candidate under Paddle,
+Megatron-Core and torch (`launch`), and the Paddle PIR strategy that runs a plan,
+or why Paddle's PIR completion cannot (`pir`). It sits above the conversion engine (it
 plans programs as `convert` does) and the pure simulator (`vppctl.schedule`).
 Names load on first use: `convert` reads the memory figures without loading the
 search and the simulator.
@@ -29,31 +31,59 @@ _NAMES = {
     "parse_size": "memory",
     "stage_memory": "memory",
     "worst_stage": "memory",
+    "PIR_MODES": "pir",
+    "PIR_SCHEDULE_MODES": "pir",
+    "PirInput": "pir",
+    "PirMismatch": "pir",
+    "PirSplit": "pir",
+    "PirStrategy": "pir",
+    "pir_launch_settings": "pir",
+    "pir_split": "pir",
+    "pir_strategy": "pir",
+    "LaunchCandidate": "launch",
+    "Settings": "launch",
+    "launch_settings": "launch",
+    "megatron_layout": "launch",
     "Candidate": "search",
+    "Conversion": "search",
+    "NoPlanFits": "search",
     "PlanResult": "search",
     "PlanSearch": "search",
     "convert_command": "search",
-    "megatron_layout": "search",
     "search_plans": "search",
     "shell": "search",
 }
 __all__ = [
+    "PIR_MODES",
+    "PIR_SCHEDULE_MODES",
     "Candidate",
     "ChunkMemory",
+    "Conversion",
     "CostModel",
+    "LaunchCandidate",
     "Measure",
     "MemoryModel",
     "MemoryOptions",
+    "NoPlanFits",
+    "PirInput",
+    "PirMismatch",
+    "PirSplit",
+    "PirStrategy",
     "PlanRequest",
     "PlanResult",
     "PlanSearch",
     "ResolvedPlan",
     "SegmentMemory",
+    "Settings",
     "StageMemory",
     "convert_command",
     "iec",
+    "launch_settings",
     "megatron_layout",
     "parse_size",
+    "pir_launch_settings",
+    "pir_split",
+    "pir_strategy",
     "resolve_plan",
     "search_plans",
     "shell",
@@ -64,6 +94,12 @@ __getattr__, __dir__ = face(__name__, _NAMES, globals())
 
 if TYPE_CHECKING:
     from vppctl.planner.costs import CostModel, Measure, PlanRequest, ResolvedPlan, resolve_plan
+    from vppctl.planner.launch import (
+        LaunchCandidate,
+        Settings,
+        launch_settings,
+        megatron_layout,
+    )
     from vppctl.planner.memory import (
         ChunkMemory,
         MemoryModel,
@@ -75,12 +111,24 @@ if TYPE_CHECKING:
         stage_memory,
         worst_stage,
     )
+    from vppctl.planner.pir import (
+        PIR_MODES,
+        PIR_SCHEDULE_MODES,
+        PirInput,
+        PirMismatch,
+        PirSplit,
+        PirStrategy,
+        pir_launch_settings,
+        pir_split,
+        pir_strategy,
+    )
     from vppctl.planner.search import (
         Candidate,
+        Conversion,
+        NoPlanFits,
         PlanResult,
         PlanSearch,
         convert_command,
-        megatron_layout,
         search_plans,
         shell,
     )

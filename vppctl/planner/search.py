@@ -4,14 +4,19 @@ This module's one job is `vppctl plan`'s search. The program is read and indexed
 once; every candidate is a plan `convert` would make (`convert.replan` with `convert`'s
 own options, so each candidate's `vppctl convert` command reproduces it exactly),
 timed with the program's forward FLOPs per segment (backward I = W = F) and sized
-with its bytes per stage (`vppctl.planner.memory`).
+with its bytes per stage (`vppctl.planner.memory`). A PIR program is searched the
+same way (the simulator does not read the IR), but vppctl converts no PIR: its
+candidates carry no command, and Paddle's launch settings are the PIR strategy that
+makes Paddle's own completion run them, or why it cannot (`vppctl.planner.pir`).
 
 Candidates, and what a runtime would refuse (left out, never shown):
 
-* vpp 1 (plain PP, any split): `fthenb`, `1f1b`, `eager1f1b` (m >= 2pp - 1), `zbh1`;
+* vpp 1 (plain PP, any split): `fthenb`, `1f1b`, `eager1f1b` (m >= 2pp - 1), `zbh1`,
+  `zb1p` (m a multiple of torch's rounds);
 * vpp >= 2, loop placement: `interleaved` with Megatron's default group size pp
-  (m must be one it accepts);
-* vpp 2, V placement: `zbv`;
+  (m must be one it accepts), `vpp` (Paddle's; not where its job list deadlocks),
+  `interleaved-zb` with torch's own group size;
+* vpp 2, V placement: `zbvpp` (m == pp), `zbv`, `dualpipev` (m >= 2pp);
 * every micro-batch count asked for, except m < pp;
 * splits `uniform` (where the layers divide), `keep` (where every stage keeps at
   least vpp layers) and `balanced` (stage-balanced, `--cost` measure); a split equal
@@ -40,6 +45,7 @@ from vppctl.convert import ConvertOptions, Planned, plan_program, replan
 from vppctl.errors import ConversionError, UsageError, VppctlError
 from vppctl.plan import CostKind, Placement, Plan, PlanOptions, Split
 from vppctl.planner.costs import CostModel
+from vppctl.planner.launch import LaunchCandidate, Settings, launch_settings, megatron_layout
 from vppctl.planner.memory import (
     MemoryModel,
     MemoryOptions,
@@ -49,8 +55,16 @@ from vppctl.planner.memory import (
     stage_memory,
     worst_stage,
 )
+from vppctl.planner.pir import (
+    PirInput,
+    PirStrategy,
+    candidate_strategy,
+    held_layers,
+    pir_launch_settings,
+    seg_method_for,
+)
 from vppctl.program import Program, read_plan
-from vppctl.schedule import MAX_UNITS, MERGED, SCHEDULES, Pipeline, Schedule
+from vppctl.schedule import MAX_UNITS, MERGED, SCHEDULES, V_SHAPED, Pipeline, Schedule
 
 # The most (micro-batch, chunk) units one search may time, summed over its candidates:
 # the 126-layer sample at pp 8 with m 16, 32 and 64 needs about 220,000; this bounds a
@@ -87,7 +101,7 @@ class Candidate:
     bubble: Fraction  # idle share of the step
     p2p_messages: int
     memory: tuple[StageMemory, ...]
-    command: tuple[str, ...]  # the `vppctl convert` argv that produces the plan
+    command: tuple[str, ...]  # the `vppctl convert` argv that produces the plan; () for PIR
     megatron_layout: str | None  # loop placement only
 
     @property
@@ -97,6 +111,75 @@ class Candidate:
     @property
     def worst(self) -> StageMemory:
         return worst_stage(self.memory)
+
+    @property
+    def pp(self) -> int:
+        return len(self.memory)
+
+    @property
+    def conversion(self) -> tuple[int, Placement, Split]:
+        """What makes its plan: one conversion per (vpp, placement, split) in a search."""
+        return self.vpp, self.placement, self.split
+
+    def launch(
+        self, layer_class: str, micro_batch_size: int, pir: PirInput | None = None
+    ) -> tuple[Settings, ...]:
+        """Paddle's, Megatron-Core's and torch's settings to run this candidate; Paddle's
+        as the PIR strategy when `pir` says what a PIR program holds."""
+        c = self._launch_candidate(layer_class, micro_batch_size)
+        return launch_settings(c) if pir is None else pir_launch_settings(c, pir)
+
+    def runs_on_pir(self, pir: PirInput) -> bool:
+        """Whether Paddle's PIR completion and pipeline run this candidate."""
+        return isinstance(candidate_strategy(self._launch_candidate("", 1), pir), PirStrategy)
+
+    def _launch_candidate(self, layer_class: str, micro_batch_size: int) -> LaunchCandidate:
+        return LaunchCandidate(
+            schedule=self.schedule,
+            pp=self.pp,
+            vpp=self.vpp,
+            placement=self.placement,
+            micro_batches=self.micro_batches,
+            group_size=self.group_size,
+            layers_per_segment=self.layers_per_segment,
+            layer_class=layer_class,
+            micro_batch_size=micro_batch_size,
+        )
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """One distinct conversion (one `vppctl convert` command, or for a PIR program one split
+    Paddle's completion is asked for) and every candidate that was simulated on it, best
+    first: the schedules and micro-batch counts it ran under."""
+
+    command: tuple[str, ...]  # () for a PIR program: vppctl converts none
+    candidates: tuple[Candidate, ...]
+
+    @property
+    def best(self) -> Candidate:
+        return self.candidates[0]
+
+    @property
+    def schedules(self) -> tuple[Schedule, ...]:
+        """The schedules simulated, in vppctl's order."""
+        return tuple(s for s in SCHEDULES if any(c.schedule == s for c in self.candidates))
+
+    @property
+    def micro_batches(self) -> tuple[int, ...]:
+        return tuple(sorted({c.micro_batches for c in self.candidates}))
+
+    def best_on_pir(self, pir: PirInput) -> Candidate | None:
+        """Its best candidate that Paddle's PIR pipeline runs, if any."""
+        return next((c for c in self.candidates if c.runs_on_pir(pir)), None)
+
+
+def group_conversions(candidates: Sequence[Candidate]) -> tuple[Conversion, ...]:
+    """The candidates (best first) grouped by conversion, ranked by each one's best."""
+    groups: dict[tuple[int, Placement, Split], list[Candidate]] = {}
+    for c in candidates:
+        groups.setdefault(c.conversion, []).append(c)
+    return tuple(Conversion(found[0].command, tuple(found)) for found in groups.values())
 
 
 @dataclass(frozen=True)
@@ -109,6 +192,32 @@ class PlanResult:
     over_limit: int  # candidates left out by the memory limit
     refused: tuple[tuple[str, int], ...]  # (reason, how many) of what was left out
     warnings: tuple[str, ...]
+    over: tuple[Candidate, ...] = ()  # the candidates over the memory limit, best first
+    pir: PirInput | None = None  # a PIR program: what Paddle's completion reads from it
+
+    @property
+    def conversions(self) -> tuple[Conversion, ...]:
+        """One entry per distinct conversion, best first."""
+        return group_conversions(self.candidates)
+
+    @property
+    def best_on_pir(self) -> int | None:
+        """A PIR program's best candidate that Paddle's PIR pipeline runs (its index in
+        `candidates`), if any; None for a legacy program."""
+        if self.pir is None:
+            return None
+        pir = self.pir
+        return next((i for i, c in enumerate(self.candidates) if c.runs_on_pir(pir)), None)
+
+
+class NoPlanFits(ConversionError):
+    """No candidate fits (exit 4): `result` holds what the search found, the candidates
+    over the memory limit (`result.over`) and what was refused, so that a report can
+    still say why each was left out."""
+
+    def __init__(self, message: str, result: PlanResult) -> None:
+        super().__init__(message)
+        self.result = result
 
 
 def search_plans(program: Program, source: str, opts: PlanSearch) -> PlanResult:
@@ -119,25 +228,25 @@ def search_plans(program: Program, source: str, opts: PlanSearch) -> PlanResult:
     costs = CostModel(base)
     memory = MemoryModel(base, opts.memory)
     refused: Counter[str] = Counter()
-    pipelines: dict[tuple[Schedule, int, Placement, int], Pipeline | None] = {}
+    pipelines: dict[tuple[Schedule, int, Placement, int], Timed | str] = {}
     found: list[Candidate] = []
     over: list[Candidate] = []
     for plan, split in _plans(base, opts, refused):
         seg_costs = costs.segments(plan)
         seg_memory = memory.segments(plan)
+        command = () if program.is_pir else convert_command(source, plan, split, opts)
         for schedule in _schedules(plan, opts):
             for m in opts.micro_batches:
-                pipe = _pipeline(pipelines, schedule, plan, m, refused)
-                if pipe is None:
+                timed = _pipeline(pipelines, schedule, plan, m, refused)
+                if timed is None:
                     continue
                 candidate = _candidate(
-                    plan, split, schedule, m, pipe, seg_costs, seg_memory, source, opts
+                    plan, split, schedule, m, timed, seg_costs, seg_memory, command, opts
                 )
                 (over if any(s.over_limit for s in candidate.memory) else found).append(candidate)
-    if not found:
-        raise _nothing_fits(over, refused, opts)
     found.sort(key=_rank)
-    return PlanResult(
+    over.sort(key=_rank)
+    result = PlanResult(
         candidates=tuple(found),
         pp=pp,
         n_layers=n,
@@ -146,6 +255,28 @@ def search_plans(program: Program, source: str, opts: PlanSearch) -> PlanResult:
         over_limit=len(over),
         refused=tuple(sorted(refused.items())),
         warnings=(*base.plan.warnings, *memory.warnings),
+        over=tuple(over),
+        pir=_pir_input(base) if program.is_pir else None,
+    )
+    if not found:
+        error = _nothing_fits(over, refused, opts)
+        if isinstance(error, ConversionError):
+            raise NoPlanFits(str(error), result)
+        raise error
+    return result
+
+
+def _pir_input(base: Planned) -> PirInput:
+    """What Paddle's PIR completion reads from the program: its layers per stage mesh, and
+    the vpp_seg_method that names its layers as vppctl found them."""
+    block = base.index.global_block
+    structs = {block.ops.struct[op] for op in block.forward_ops}
+    plan = base.plan
+    return PirInput(
+        stage_layers=held_layers(base.facts.stages, plan.pp),
+        vpp_seg_method=seg_method_for(
+            plan.layer_class, plan.seg_method, (s.decode(errors="replace") for s in structs)
+        ),
     )
 
 
@@ -215,43 +346,52 @@ def _runs(schedule: Schedule, vpp: int, placement: Placement) -> bool:
     """Which (vpp, placement) each schedule's candidates use (module docstring)."""
     if schedule in MERGED:
         return vpp == 1 and placement == "loop"
-    if schedule == "interleaved":
-        return vpp > 1 and placement == "loop"
-    return vpp == 2 and placement == "v"  # zbv
+    if schedule in V_SHAPED:
+        return vpp == 2 and placement == "v"
+    return vpp > 1 and placement == "loop"  # interleaved, vpp, interleaved-zb
 
 
 def _schedules(plan: Plan, opts: PlanSearch) -> list[Schedule]:
     return [s for s in opts.schedules if _runs(s, plan.vpp, plan.placement)]
 
 
+# A schedule's pipeline for one plan shape, and the group size it runs with.
+Timed = tuple[Pipeline, int | None]
+
+
 def _pipeline(
-    cache: dict[tuple[Schedule, int, Placement, int], Pipeline | None],
+    cache: dict[tuple[Schedule, int, Placement, int], Timed | str],
     schedule: Schedule,
     plan: Plan,
     m: int,
     refused: Counter[str],
-) -> Pipeline | None:
-    """The schedule's pipeline for the plan's shape (shared by every split), or None when
-    a runtime would refuse it."""
+) -> Timed | None:
+    """The schedule's pipeline for the plan's shape (shared by every split) and its group
+    size, or None when a runtime would refuse it (the reason counted in `refused`)."""
     key = (schedule, plan.vpp, plan.placement, m)
-    if key in cache:
-        pipe = cache[key]
-        if pipe is None:
-            refused[_refusal(schedule, plan.pp, plan.vpp, m)] += 1
-        return pipe
-    pipe = None
+    if key not in cache:
+        cache[key] = _build(schedule, plan, m)
+    found = cache[key]
+    if isinstance(found, str):
+        refused[found] += 1
+        return None
+    return found
+
+
+def _build(schedule: Schedule, plan: Plan, m: int) -> Timed | str:
+    """The pipeline and group size, or the reason a runtime (or the simulator) refuses."""
+    why = ""
     if m >= plan.pp and plan.pp * plan.vpp * m <= MAX_UNITS:
         try:
-            pipe = Pipeline.of(schedule, plan.pp, plan.vpp, m, placement=plan.placement)[0]
-        except VppctlError:
-            pipe = None
-    cache[key] = pipe
-    if pipe is None:
-        refused[_refusal(schedule, plan.pp, plan.vpp, m)] += 1
-    return pipe
+            return Pipeline.of(schedule, plan.pp, plan.vpp, m, placement=plan.placement)
+        except VppctlError as e:
+            why = str(e)
+    return _refusal(schedule, plan.pp, plan.vpp, m, why)
 
 
-def _refusal(schedule: Schedule, pp: int, vpp: int, m: int) -> str:
+def _refusal(schedule: Schedule, pp: int, vpp: int, m: int, why: str) -> str:
+    """The reason counted for a refused (schedule, m); the same for every split and vpp
+    it repeats on, so that the notes stay short."""
     if m < pp:
         return f"m {m} < pp {pp}"
     if pp * vpp * m > MAX_UNITS:
@@ -260,6 +400,14 @@ def _refusal(schedule: Schedule, pp: int, vpp: int, m: int) -> str:
         return f"interleaved at m {m}: the default group size pp {pp} is not legal"
     if schedule == "eager1f1b":
         return f"eager1f1b at m {m} < 2pp - 1"
+    if schedule == "dualpipev":
+        return f"dualpipev at m {m} < 2pp"
+    if schedule == "zbvpp":
+        return f"zbvpp at m {m}: Paddle runs it at m == pp only"
+    if "deadlocks" in why:
+        return f"vpp at m {m}: Paddle's job list deadlocks (short last group)"
+    if "rounds" in why:
+        return f"{schedule} at m {m}: not a multiple of torch's rounds max(1, m // pp)"
     return f"{schedule} at m {m}: refused"
 
 
@@ -268,12 +416,13 @@ def _candidate(
     split: Split,
     schedule: Schedule,
     m: int,
-    pipe: Pipeline,
+    timed: Timed,
     seg_costs: Sequence[int],
     seg_memory: Sequence[SegmentMemory],
-    source: str,
+    command: tuple[str, ...],
     opts: PlanSearch,
 ) -> Candidate:
+    pipe, group = timed
     unit = Fraction(sum(seg_costs), plan.pp) or Fraction(1)  # the mean stage's forward
     hop = opts.p2p_cost * unit
     scale = hop.denominator
@@ -288,20 +437,21 @@ def _candidate(
         split=split,
         schedule=schedule,
         micro_batches=m,
-        group_size=plan.pp if schedule == "interleaved" and plan.vpp > 1 else None,
+        group_size=group,
         layers_per_segment=sizes,
         makespan=Fraction(makespan, scale) / unit,
         bubble=Fraction(plan.pp * makespan - sum(busy), plan.pp * makespan),
         p2p_messages=pipe.messages,
         memory=stages,
-        command=convert_command(source, plan, split, opts),
+        command=command,
         megatron_layout=megatron_layout(sizes) if plan.placement == "loop" else None,
     )
 
 
 _NONE_ASKED = (
-    "no schedule runs the vpp and placements asked for (zbv: V with vpp 2; interleaved: "
-    "loop with vpp > 1; fthenb, 1f1b, eager1f1b, zbh1: vpp 1)"
+    "no schedule runs the vpp and placements asked for (zbvpp, zbv, dualpipev: V with vpp 2; "
+    "interleaved, vpp, interleaved-zb: loop with vpp > 1; fthenb, 1f1b, eager1f1b, zbh1, "
+    "zb1p: vpp 1)"
 )
 _SPLIT_ORDER = {s: i for i, s in enumerate(SEARCHED_SPLITS)}
 _SCHEDULE_ORDER = {s: i for i, s in enumerate(SCHEDULES)}
@@ -364,15 +514,3 @@ def convert_command(source: str, plan: Plan, split: Split, opts: PlanSearch) -> 
 
 def shell(argv: Sequence[str]) -> str:
     return " ".join(shlex.quote(a) for a in argv)
-
-
-def megatron_layout(layers_per_segment: Sequence[int]) -> str:
-    """Megatron-Core's `--pipeline-model-parallel-layout` for a loop-placed plan: one
-    `|`-separated stage per virtual stage, in order; `E` the embedding (in segment 0),
-    `t` a decoder layer (`t*n` for n of them), `L` the loss (in the last segment)."""
-    last = len(layers_per_segment) - 1
-    stages = []
-    for k, n in enumerate(layers_per_segment):
-        body = "t" if n == 1 else f"t*{n}" if n > 1 else ""
-        stages.append(("E" if k == 0 else "") + body + ("L" if k == last else ""))
-    return "|".join(stages)

@@ -6,7 +6,9 @@ at a time (`reads`); edited in place (`rewrite`, `record`) and saved (`save`).
 Where the bytes come from and go to (files, stdin, devices, atomic replacement)
 is `files` and `atomic`; running out of memory, said as such, is `limits`;
 `wire` holds the wire-format facts the hand-framed paths need, and `roles`
-Paddle's op roles. The generated protobuf modules (`_proto`)
+Paddle's op roles. A Paddle 3.x PIR program (JSON) is read into the same `Program`
+by `pir` (with `pir_tables`, `pir_grads` and `pir_encode`), and is never written.
+The generated protobuf modules (`_proto`)
 are imported nowhere else but the builders (`vppctl.sample`, `vppctl.paddle`).
 
 Other packages import these names from here, never a module of this package.
@@ -24,6 +26,7 @@ from vppctl.program.load import (
     read_program,
     to_full,
 )
+from vppctl.program.pir_tables import PirOrigin
 from vppctl.program.reads import (
     VarTensor,
     as_text,
@@ -86,6 +89,7 @@ __all__ = [
     "OpColumns",
     "OpKind",
     "Output",
+    "PirOrigin",
     "Program",
     "RecordedPlan",
     "RecordedSegment",

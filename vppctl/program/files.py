@@ -13,7 +13,7 @@ typed into an `Output`, refusing what cannot work before any work is done;
     /proc/self/fd/N              descriptor, as shell redirection does (fd 1 is stdout)
     char or block device, FIFO   written straight into (O_WRONLY|O_TRUNC, never created or
                                  replaced), as cp and `>` do: /dev/null stays /dev/null,
-                                 /dev/full says "No space left on device"; a FIFO waits
+                                 /dev/full says "no space left on device"; a FIFO waits
                                  WAIT_SECONDS for a reader; binary onto a terminal is
                                  refused when it is opened, before any byte is written
     socket, directory, "x/",     refused (ProgramFileError, exit 3)
@@ -59,7 +59,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Literal
 
-from vppctl.errors import ProgramFileError, UsageError
+from vppctl import progress
+from vppctl.errors import ProgramFileError, UsageError, os_reason
 from vppctl.program import atomic
 from vppctl.program.atomic import Data
 
@@ -68,6 +69,7 @@ STDIO = "-"
 WAIT_SECONDS = 10.0
 _MAX_LINKS = 40  # as Linux's MAXSYMLINKS
 _PIECE = 1 << 20  # bytes per read of a stream
+_REPORTED_PIECE = 1 << 26  # bytes per read of a regular file, between progress reports
 
 OutputKind = Literal["file", "device", "fd", "stdout"]
 Check = Callable[[bytearray], None]
@@ -133,7 +135,7 @@ class Output:
         except PermissionError:
             raise ProgramFileError(f"cannot write {self.name}: permission denied") from None
         except OSError as e:
-            raise ProgramFileError(f"cannot write {self.name}: {e.strerror or e}") from None
+            raise ProgramFileError(f"cannot write {self.name}: {os_reason(e)}") from None
 
     @property
     def name(self) -> str:
@@ -256,6 +258,8 @@ def resolve_output(
     SVG, JSON)."""
     shown = os.fspath(spec)
     if shown == STDIO:
+        if sys.stdout is None:  # started with stdout closed (`>&-`)
+            raise ProgramFileError("cannot write to stdout: it is closed")
         out = Output(shown, "stdout", None, binary=binary)
         if binary and _stdout_is_terminal():
             raise UsageError(
@@ -316,7 +320,7 @@ def _lstat_for_writing(path: Path, shown: str) -> os.stat_result | None:
     except PermissionError:
         raise ProgramFileError(f"cannot write {shown}: permission denied") from None
     except OSError as e:
-        raise ProgramFileError(f"cannot write {shown}: {e.strerror or e}") from None
+        raise ProgramFileError(f"cannot write {shown}: {os_reason(e)}") from None
 
 
 def _first_non_directory(path: Path) -> Path:
@@ -340,7 +344,7 @@ def _file_output(shown: str, target: Path, binary: bool) -> Output:
             f"cannot write {shown}: {_first_non_directory(target)} is not a directory"
         ) from None
     except OSError as e:
-        raise ProgramFileError(f"cannot write {shown}: {e.strerror or e}") from None
+        raise ProgramFileError(f"cannot write {shown}: {os_reason(e)}") from None
     if not stat.S_ISDIR(st.st_mode):
         raise ProgramFileError(f"cannot write {shown}: {directory} is not a directory")
     try:
@@ -453,7 +457,8 @@ def _write_stdout(data: Data) -> None:
     sys.stdout.flush()  # what was printed before comes first
     stream: BinaryIO | None = getattr(sys.stdout, "buffer", None)
     if stream is None:
-        raise ProgramFileError("cannot write to stdout: it does not take bytes")
+        reason = "it is closed" if sys.stdout is None else "it does not take bytes"
+        raise ProgramFileError(f"cannot write to stdout: {reason}")
     try:
         for piece in _pieces(data):
             view = memoryview(piece).cast("B")
@@ -463,7 +468,7 @@ def _write_stdout(data: Data) -> None:
     except BrokenPipeError:
         raise
     except OSError as e:
-        raise ProgramFileError(f"cannot write to stdout: {e.strerror or e}") from None
+        raise ProgramFileError(f"cannot write to stdout: {os_reason(e)}") from None
 
 
 def _open_device(out: Output) -> int:
@@ -537,19 +542,21 @@ def read_input(spec: str | os.PathLike[str], *, limit: int, check: Check | None 
         if stat.S_ISREG(st.st_mode):
             if st.st_size > limit:
                 raise _too_big(shown, st.st_size, limit)
+            progress.phase("reading", st.st_size)
             return Input(shown, _read_regular(fd, st.st_size, shown, limit), stream=False)
         if stat.S_ISFIFO(st.st_mode):
             fd = _wait_for_writer(fd, shown)
         os.set_blocking(fd, True)
         if os.isatty(fd):
             raise UsageError(_terminal_input(shown))
+        progress.phase("reading")
         return Input(shown, _read_stream(fd, shown, limit, check), stream=True)
     except PermissionError:
         raise ProgramFileError(f"cannot read {shown}: permission denied") from None
     except (ProgramFileError, UsageError):
         raise
     except OSError as e:
-        raise ProgramFileError(f"cannot read {shown}: {e.strerror or e}") from None
+        raise ProgramFileError(f"cannot read {shown}: {os_reason(e)}") from None
     finally:
         with contextlib.suppress(OSError):
             os.close(fd)
@@ -577,7 +584,7 @@ def _open_for_reading(shown: str) -> int:
             raise ProgramFileError(
                 f"cannot read {shown}: {_first_non_directory(Path(shown))} is not a directory"
             ) from None
-        raise ProgramFileError(f"cannot read {shown}: {e.strerror or e}") from None
+        raise ProgramFileError(f"cannot read {shown}: {os_reason(e)}") from None
 
 
 def _open_read(path: str) -> int:
@@ -606,10 +613,11 @@ def _read_regular(fd: int, size: int, shown: str, limit: int) -> bytearray:
     got = 0
     with memoryview(buf) as view:
         while got < size:
-            n = os.readv(fd, [view[got:]])
+            n = os.readv(fd, [view[got : got + _REPORTED_PIECE]])
             if n == 0:
                 break
             got += n
+            progress.advance(got)
     del buf[got:]  # the file shrank while being read: what is there
     rest = os.read(fd, _PIECE)
     while rest:  # it grew: read on, within the limit
@@ -627,6 +635,7 @@ def _read_stream(fd: int, shown: str, limit: int, check: Check | None) -> bytear
         if not piece:
             return buf
         buf += piece
+        progress.advance(len(buf))
         if len(buf) > limit:
             raise _too_big(shown, None, limit)
         if check is not None:
@@ -645,18 +654,20 @@ def _read_stdin(limit: int, check: Check | None) -> Input:
         if stat.S_ISREG(st.st_mode) and st.st_size > limit:
             raise _too_big("stdin", st.st_size, limit)
     buf = bytearray()
+    progress.phase("reading")
     try:
         while True:
             piece = stream.read(_PIECE)
             if not piece:
                 break
             buf += piece
+            progress.advance(len(buf))
             if len(buf) > limit:
                 raise _too_big("stdin", None, limit)
             if check is not None:
                 check(buf)
     except OSError as e:
-        raise ProgramFileError(f"cannot read stdin: {e.strerror or e}") from None
+        raise ProgramFileError(f"cannot read stdin: {os_reason(e)}") from None
     return Input("stdin", buf, stream=True)
 
 

@@ -10,12 +10,13 @@ stays near the file size.
 
 Where the bytes come from (a file, "-" for stdin, a FIFO or device) is
 `vppctl.program.files`'s job; this module decides the format and parses. Binary
-protobuf by default; protobuf text format when asked (`text=True`), when a
-regular file's name ends in `.pbtxt`, `.textproto` or `.txtpb`, or, for stdin,
-FIFOs and devices, when detected: the bytes are UTF-8 without NUL bytes and
-begin (after blanks) with a field name or a `#` comment. The rule never
-mistakes a binary program for text: block 0's `parent_idx` is -1, whose
-varint holds the byte 0xFF, which UTF-8 never uses (`looks_like_text`).
+protobuf text format when asked (`text=True`), when a regular file's name ends
+in `.pbtxt`, `.textproto` or `.txtpb`, and otherwise when its content says so,
+for a file (its first 64 KiB) as for stdin, FIFOs and devices: the bytes are
+UTF-8 without NUL bytes and begin (after blanks) with a field name or a `#`
+comment; else binary protobuf. The rule never mistakes a binary program for
+text: block 0's `parent_idx` is -1, whose varint holds the byte 0xFF, which
+UTF-8 never uses (`looks_like_text`).
 
 Anything that is not a program is a ProgramFileError (exit 3) with a one-line
 reason: at most about 200 characters of a text parse error's context are
@@ -43,6 +44,7 @@ from vppctl.program._proto import program_pb2 as pb
 from vppctl.program._proto import view_pb2 as view
 from vppctl.program.files import STDIO, read_input
 from vppctl.program.literals import cut_long_literals
+from vppctl.program.pir_tables import PirOrigin
 from vppctl.program.wire import (
     OP_TAG,
     VAR_TAG,
@@ -96,6 +98,11 @@ class Program:
     source: str = "<memory>"
     size: int = 0
     warnings: list[str] = field(default_factory=list)
+    pir: PirOrigin | None = None  # set when read from a PIR program (JSON), which is not written
+
+    @property
+    def is_pir(self) -> bool:
+        return self.pir is not None
 
     def pieces(self, sizes: list[int] | None = None) -> Iterator[bytes]:
         """The serialized program, in pieces (protobuf's canonical field order); `sizes`:
@@ -144,13 +151,29 @@ def read_program(spec: str | os.PathLike[str], *, text: bool | None = None) -> P
         text = True
     check = _StreamCheck("stdin" if os.fspath(spec) == STDIO else os.fspath(spec), text)
     source = read_input(spec, limit=MAX_PROGRAM_BYTES, check=check)
-    if text is None:
-        text = source.stream and check.is_text()
+    if text is None:  # told apart by content, the same way for a file and for stdin
+        text = check.is_text() if source.stream else _starts_like_text(source.data)
     data, shown, size = source.data, source.shown, len(source.data)
     del source
+    if not text and _looks_like_json(data):
+        return _parse_pir(data, source=shown)
     msg = _parse(data, source=shown, text=text)
     del data  # the lazy message holds its own copy; free the file's before splitting it
     return _split(msg, source=shown, size=size)
+
+
+# Bytes of a regular file whose content decides its format (its first bytes are enough: a
+# binary program has a NUL or bytes that are not UTF-8 within its first block's header).
+_SNIFF_BYTES = 1 << 16
+
+
+def _starts_like_text(data: bytes | bytearray) -> bool:
+    """The format rule of `looks_like_text` on the start of a file: text when its first
+    _SNIFF_BYTES are UTF-8 (a character cut at the end allowed) without NUL bytes and
+    begin with a field name or a comment."""
+    check = _StreamCheck("<file>", None)
+    check.feed_text(bytes(data[:_SNIFF_BYTES]))
+    return check.may_be_text and bool(check.starts_like_text)
 
 
 def looks_like_text(data: bytes | bytearray) -> bool:
@@ -177,6 +200,15 @@ class _StreamCheck:
         self.frames = _Frames()
 
     def __call__(self, buf: bytearray) -> None:
+        if self.text is not True and _looks_like_json(buf):
+            # A PIR program's JSON (the PIR reader checks it): refused at once unless it
+            # begins as Paddle writes one, so that `{` and garbage cost one piece, not 2 GiB.
+            if len(buf) >= 64 and not _PIR_START.match(buf[:4096]):
+                raise ProgramFileError(
+                    f"cannot load {self.shown}: not a PIR program: the JSON does not begin "
+                    'with PIR\'s header ({"base_code": {"magic": "pir", ...)'
+                )
+            return
         new = bytes(buf[self.seen :])
         self.seen = len(buf)
         if self.may_be_text:
@@ -375,8 +407,33 @@ def _too_deep(source: str) -> ProgramFileError:
 def parse_program(
     data: bytes | bytearray, *, source: str = "<memory>", text: bool = False
 ) -> Program:
-    """Parse program bytes; ProgramFileError (exit 3) when they do not hold a program."""
+    """Parse program bytes (a PIR program's JSON too); ProgramFileError (exit 3) when they do
+    not hold a program."""
+    if not text and _looks_like_json(data):
+        return _parse_pir(data, source=source)
     return _split(_parse(data, source=source, text=text), source=source, size=len(data))
+
+
+_PIR_START = re.compile(rb'\s*\{\s*"base_code"\s*:\s*\{')  # how every PIR program's JSON begins
+
+
+def _looks_like_json(data: bytes | bytearray) -> bool:
+    """JSON (a PIR program, `vppctl.program.pir`): the first non-blank byte opens an object,
+    which neither a binary ProgramDesc nor protobuf text can begin with."""
+    return data[:64].lstrip()[:1] == b"{"
+
+
+def _parse_pir(data: bytes | bytearray, *, source: str) -> Program:
+    from vppctl.program.pir import parse_pir  # imported when needed: most programs are not PIR
+
+    read = parse_pir(data, source=source, max_blocks=MAX_BLOCKS)
+    blocks = [
+        Block(idx=b, parent_idx=p, ops=ops, vars=vars_, head=block_head(b, p), tail=b"")
+        for b, (p, ops, vars_) in enumerate(read.blocks)
+    ]
+    header = view.LazyProgram()
+    header.process_meshes.extend(read.process_meshes)
+    return Program(blocks=blocks, header=header, source=source, size=len(data), pir=read.origin)
 
 
 def _split(msg: view.LazyProgram, *, source: str, size: int) -> Program:

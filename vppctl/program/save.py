@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 
 from google.protobuf import text_format
 from google.protobuf.message import EncodeError
 
+from vppctl import progress
 from vppctl.errors import ConversionError
 from vppctl.gcpause import gc_paused
 from vppctl.program.files import Output, resolve_output
@@ -115,6 +117,12 @@ def write_program(
     With a path the output is resolved here, and `text` None means by its extension.
     ConversionError (exit 4) for a program that could not be read back, nothing written;
     ProgramFileError (exit 3) when the output cannot be written."""
+    if program.is_pir:
+        raise ConversionError(
+            f"{program.source} is a PIR program (Paddle 3.x JSON), and vppctl writes no PIR: "
+            "Paddle cannot load a distributed PIR program back; `vppctl inspect` shows what "
+            "vppctl read of it"
+        )
     if not isinstance(output, Output):
         text = is_text_name(output) if text is None else text
         output = resolve_output(output, binary=not text)
@@ -123,11 +131,23 @@ def write_program(
     elif text == output.binary:
         raise ValueError("write_program: text= contradicts the output's binary flag")
     if text:
+        progress.phase("writing")  # most of it is the text serialization
         data, warnings = serialize(program, text=True)
         output.write(data)
+        progress.advance(len(data))
         return len(data), warnings + output.warnings()
     sizes = [b.size() for b in program.blocks]
     size = program.byte_size(sizes)
     check_size(size)
-    output.write(lambda: program.pieces(sizes))
+    progress.phase("writing", size)
+    output.write(lambda: _reported(program.pieces(sizes)))
     return size, output.warnings()
+
+
+def _reported(pieces: Iterator[bytes]) -> Iterator[bytes]:
+    """`pieces`, telling the progress observer the bytes written so far."""
+    done = 0
+    for piece in pieces:
+        yield piece
+        done += len(piece)
+        progress.advance(done)

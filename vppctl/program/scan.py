@@ -35,6 +35,7 @@ from typing import TypeVar
 
 from google.protobuf.message import DecodeError
 
+from vppctl import progress
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.program._proto import view_pb2 as view
 from vppctl.program.load import Block, corrupt_op, corrupt_var
@@ -205,6 +206,7 @@ def scan_ops(block: Block, block_idx: int, lookup: Callable[[bytes, int], int]) 
             if not (joinable(piece) and scan.merged(piece)):
                 for i, blob in enumerate(piece, i):  # noqa: B020 (i names a corrupt op)
                     scan.one(blob, i)
+            progress.step(len(piece))
     except DecodeError:
         raise corrupt_op(block_idx, i) from None
     return scan.columns(ops, lookup, block_idx)

@@ -1,5 +1,5 @@
-"""Tables and JSON of the program commands: convert, verify (and its rules), inspect,
-dump, sample. Each renderer reads one outcome of `vppctl.commands`."""
+"""Tables and JSON of the program commands: convert, inspect, dump, sample (verify's are
+`vppctl.report.verify`). Each renderer reads one outcome of `vppctl.commands`."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
-from rich.text import Text
 
+from vppctl.choices import ProgramLayout
 from vppctl.commands import (
     Bubble,
     ConvertOutcome,
@@ -19,19 +19,20 @@ from vppctl.commands import (
 from vppctl.convert import ConvertResult
 from vppctl.plan import Plan
 from vppctl.planner import worst_stage
-from vppctl.program import RecordedPlan
+from vppctl.program import PirOrigin, RecordedPlan
 from vppctl.report.common import (
     BUBBLE_DEFINITION,
     TABLE_ROWS,
     compact_layers,
     compact_table,
+    document,
     human,
     human_bytes,
     layers_json,
+    printed,
 )
 from vppctl.schedule import SCHEDULE_NAMES
 from vppctl.summary import ChunkLayers, Summary
-from vppctl.verify import RULES, VerifyReport, Violation
 
 
 def layers_line(plan: Plan) -> str:
@@ -79,7 +80,7 @@ def convert_table(r: ConvertResult) -> Table:
         ]
         if show_cost:
             row.append(human(seg.cost))
-        table.add_row(*map(Text, row))
+        table.add_row(*map(printed, row))
     return table
 
 
@@ -105,16 +106,16 @@ def convert_notes(o: ConvertOutcome) -> list[str]:
 def render_convert(console: Console, o: ConvertOutcome) -> None:
     # The title is its own line, not the table's title, so that it never wraps to
     # the table's width.
-    console.print(Text(convert_title(o.result)), soft_wrap=True)
+    console.print(printed(convert_title(o.result)), soft_wrap=True)
     console.print(convert_table(o.result))
     for line in convert_notes(o):
-        console.print(Text(line))
+        console.print(printed(line))
 
 
 def convert_json(o: ConvertOutcome) -> dict[str, Any]:
     r, bubble = o.result, o.bubble
     p = r.plan
-    out: dict[str, Any] = {
+    body: dict[str, Any] = {
         "pp": p.pp,
         "vpp": p.vpp,
         "placement": p.placement,
@@ -149,39 +150,12 @@ def convert_json(o: ConvertOutcome) -> dict[str, Any]:
             for s, st in zip(p.segments, r.stats)
         ],
     }
-    out["stage_loads"] = p.stage_loads
-    out["stage_imbalance"] = round(p.stage_imbalance, 4)
-    if bubble is not None:
-        out["bubble"] = _bubble_json(bubble)
-        out["memory"] = _convert_memory_json(bubble)
-    if r.callstack_bytes_saved is not None:
-        out["callstack_bytes_saved"] = r.callstack_bytes_saved
-    return out
-
-
-def violations_table(violations: Sequence[Violation], limit: int = TABLE_ROWS) -> Table:
-    """The first `limit` violations (rendering is slow and unreadable past a few hundred)."""
-    table = Table(
-        title=f"{len(violations)} violation(s)",
-        title_justify="left",
-        show_edge=False,
-        pad_edge=False,
-    )
-    table.add_column("Rule", no_wrap=True)
-    table.add_column("Block", justify="right")
-    table.add_column("Op", justify="right")
-    table.add_column("Type", no_wrap=True)
-    table.add_column("Message")
-    for v in violations[:limit]:
-        cells = (
-            v.rule,
-            str(v.block) if v.block >= 0 else "-",
-            str(v.op) if v.op >= 0 else "-",
-            v.type or "-",
-            v.message,
-        )
-        table.add_row(*map(Text, cells))  # Text: names are not rich markup
-    return table
+    body["stage_loads"] = p.stage_loads
+    body["stage_imbalance"] = round(p.stage_imbalance, 4)
+    body["bubble"] = None if bubble is None else _bubble_json(bubble)
+    body["memory"] = None if bubble is None else _convert_memory_json(bubble)
+    body["callstack_bytes_saved"] = r.callstack_bytes_saved
+    return document("convert", body)
 
 
 def bubble_line(bubble: Bubble) -> str:
@@ -217,7 +191,7 @@ def _bubble_json(bubble: Bubble) -> dict[str, Any]:
         "definition": BUBBLE_DEFINITION,
         "micro_batches": bubble.micro_batches,
         "costs": bubble.measure,
-        **{schedule: rounded(share) for schedule, share in bubble.schedules},
+        "schedules": {schedule: rounded(share) for schedule, share in bubble.schedules},
     }
 
 
@@ -234,43 +208,6 @@ def _convert_memory_json(bubble: Bubble) -> dict[str, Any]:
     }
 
 
-def verify_line(report: VerifyReport) -> str:
-    """The one line `verify` prints for a valid program."""
-    layers = report.layers
-    found = f"{len(layers)} layers ({layers.layer_class})" if layers else "no layers"
-    line = (
-        f"valid: pp {report.pp} x vpp {report.vpp}, {report.placement} placement, {found}; "
-        f"cross-stage edges per micro-batch: {report.cross_stage_edges}"
-    )
-    if report.recorded is None:
-        line += f"; {NO_PLAN}"
-    return line
-
-
-# Said whenever a program carries no plan: its vpp then comes from --vpp or its chunk
-# ids, and its placement from --placement or loop, not from what convert decided.
-NO_PLAN = "no pipeline plan recorded"
-
-
-def render_verify(console: Console, report: VerifyReport) -> None:
-    if report.valid:
-        console.print(Text(verify_line(report)), soft_wrap=True)
-        return
-    console.print(violations_table(report.violations))
-    hidden = len(report.violations) - TABLE_ROWS
-    if hidden > 0:
-        console.print(Text(f"... and {hidden} more violation(s); --json lists them all"))
-    if report.recorded is None:
-        console.print(
-            Text(
-                f"{NO_PLAN}: checked as pp {report.pp} x vpp {report.vpp} (vpp from --vpp or "
-                f"the chunk ids), {report.placement} placement; a program not yet converted "
-                "needs `vppctl convert` first"
-            ),
-            soft_wrap=True,
-        )
-
-
 def recorded_plan_json(plan: RecordedPlan | None) -> dict[str, Any] | None:
     """The one shape of a recorded plan in `verify` and `inspect` JSON (null: none)."""
     if plan is None:
@@ -285,73 +222,56 @@ def recorded_plan_json(plan: RecordedPlan | None) -> dict[str, Any] | None:
     }
 
 
-def verify_json(report: VerifyReport) -> dict[str, Any]:
-    return {
-        "valid": report.valid,
-        "violations": [
-            {
-                "rule": v.rule,
-                "cause": v.cause.value,
-                "block": v.block,
-                "op": v.op,
-                "type": v.type,
-                "message": v.message,
-            }
-            for v in report.violations
-        ],
-        "pp": report.pp,
-        "vpp": report.vpp,
-        "placement": report.placement,
-        "layers": layers_json(report.layers),
-        "cross_stage_edges": report.cross_stage_edges,
-        "plan": recorded_plan_json(report.recorded),
-    }
-
-
-def rules_table() -> Table:
-    table = compact_table()
-    table.add_column("Rule", no_wrap=True)
-    table.add_column("Checks")
-    for rule, text in RULES.items():
-        table.add_row(Text(rule), Text(text))
-    return table
-
-
 def summary_json(s: Summary) -> dict[str, Any]:
-    return {
-        "source": s.source,
-        "bytes": s.size,
-        "blocks": s.blocks,
-        "ops": {"total": sum(s.ops.values()), **s.ops},
-        "vars": s.vars,
-        "params": {"count": s.params, "elements": s.param_elements},
-        "stage_meshes": [list(m.process_ids) for m in s.stage_meshes],
-        "global_meshes": [list(m.process_ids) for m in s.global_meshes],
-        "stages": [
-            {
-                "stage": s.stage,
-                "mesh": list(s.mesh.process_ids),
-                "layers": list(s.layers),
-                "ops": s.ops,
-                "chunks": list(s.chunks),
-                "layers_by_chunk": [
-                    {"chunk": c.chunk, "layers": list(c.names), "numbers": list(c.numbers)}
-                    for c in s.layers_by_chunk
-                ],
-            }
-            for s in s.stages
-        ],
-        "chunks": list(s.chunks),
-        "layout": s.layout,
-        "layers": {
-            **layers_json(s.layers),
-            "note": s.layers_note,
-            "names": list(s.layers.names) if s.layers else [],
+    return document(
+        "inspect",
+        {
+            "source": s.source,
+            "bytes": s.size,
+            "blocks": s.blocks,
+            "ops": {"total": sum(s.ops.values()), **s.ops},
+            "vars": s.vars,
+            "params": {"count": s.params, "elements": s.param_elements},
+            "stage_meshes": [list(m.process_ids) for m in s.stage_meshes],
+            "global_meshes": [list(m.process_ids) for m in s.global_meshes],
+            "stages": [
+                {
+                    "stage": s.stage,
+                    "mesh": list(s.mesh.process_ids),
+                    "layers": list(s.layers),
+                    "ops": s.ops,
+                    "chunks": list(s.chunks),
+                    "layers_by_chunk": [
+                        {"chunk": c.chunk, "layers": list(c.names), "numbers": list(c.numbers)}
+                        for c in s.layers_by_chunk
+                    ],
+                }
+                for s in s.stages
+            ],
+            "chunks": list(s.chunks),
+            "layout": s.layout,
+            "layers": {
+                **layers_json(s.layers),
+                "note": s.layers_note,
+                "names": list(s.layers.names) if s.layers else [],
+            },
+            "plan": recorded_plan_json(s.plan),
+            "ops_with_callstack": s.callstack_ops,
+            "ops_without_mesh": s.unplaced_ops,
+            "pir": None
+            if s.pir is None
+            else {"version": s.pir.version, "folded": dict(s.pir.folded)},
         },
-        "plan": recorded_plan_json(s.plan),
-        "ops_with_callstack": s.callstack_ops,
-        "ops_without_mesh": s.unplaced_ops,
-    }
+    )
+
+
+def pir_line(origin: PirOrigin) -> str:
+    """What `inspect` says of a program read from PIR: the ops it read as something else."""
+    folded = ", ".join(f"{n} {t}" for t, n in origin.folded) or "none"
+    return (
+        f"read from PIR (Paddle 3.x JSON, version {origin.version}); ops read as variables or "
+        f"read through: {folded}"
+    )
 
 
 def number_runs(numbers: Sequence[int]) -> str:
@@ -379,6 +299,14 @@ def layer_numbers_line(names: Sequence[str]) -> str:
     return "layer numbers: " + ", ".join(shown)
 
 
+# How the table names each layout token of the JSON.
+LAYOUT_NAMES: dict[ProgramLayout, str] = {
+    "plain": "plain PP",
+    "interleaved": "interleaved VPP",
+    "unannotated": "unannotated",
+}
+
+
 def render_summary(console: Console, s: Summary) -> None:
     total = sum(s.ops.values())
     roles = ", ".join(f"{n} {k}" for k, n in s.ops.items() if n)
@@ -386,7 +314,8 @@ def render_summary(console: Console, s: Summary) -> None:
         f"{s.source}: {human_bytes(s.size)}, {s.blocks} block(s), {s.vars} vars",
         f"ops: {total} ({roles})",
         f"parameters: {s.params} ({human(s.param_elements)} elements)",
-        f"layout: {s.layout}; chunk ids present: {', '.join(map(str, s.chunks)) or 'none'}",
+        f"layout: {LAYOUT_NAMES[s.layout]}; "
+        f"chunk ids present: {', '.join(map(str, s.chunks)) or 'none'}",
         f"layers: {s.layers.layer_class} x {len(s.layers)} ({s.layers_note})"
         if s.layers
         else f"layers: not found ({s.layers_note})",
@@ -404,8 +333,10 @@ def render_summary(console: Console, s: Summary) -> None:
         lines.append(f"{s.callstack_ops} ops carry op_callstack (--strip-callstack drops them)")
     if s.unplaced_ops:
         lines.append(f"{s.unplaced_ops} ops have no process mesh")
+    if s.pir is not None:
+        lines.append(pir_line(s.pir))
     for line in lines:
-        console.print(Text(line))
+        console.print(printed(line))
     table = compact_table("stages")
     for name, justify in (
         ("Stage", "right"),
@@ -427,11 +358,11 @@ def render_summary(console: Console, s: Summary) -> None:
             str(st.ops["optimizer"]),
             ",".join(map(str, st.chunks)) or "-",
         )
-        table.add_row(*map(Text, cells))
+        table.add_row(*map(printed, cells))
     console.print(table)
     if len(s.stages) > TABLE_ROWS:
         more = len(s.stages) - TABLE_ROWS
-        console.print(Text(f"... and {more} more stage(s); --json lists them all"))
+        console.print(printed(f"... and {more} more stage(s); --json lists them all"))
 
 
 # -- dump, sample ----------------------------------------------------------------
@@ -443,10 +374,9 @@ def written_json(output: str, bytes_written: int, warnings: Sequence[str]) -> di
 
 def dump_json(o: DumpOutcome) -> dict[str, Any]:
     data = written_json(o.output or "-", o.bytes_written, o.warnings)
-    if o.callstack_bytes_saved is not None:
-        data["callstack_bytes_saved"] = o.callstack_bytes_saved
-    return data
+    data["callstack_bytes_saved"] = o.callstack_bytes_saved
+    return document("dump", data)
 
 
 def sample_json(o: SampleOutcome) -> dict[str, Any]:
-    return written_json(o.output, o.bytes_written, ())
+    return document("sample", written_json(o.output, o.bytes_written, ()))

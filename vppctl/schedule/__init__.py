@@ -4,7 +4,8 @@ The pure side of vppctl: it needs no program, only stage and chunk counts and a
 cost per virtual stage, and imports nothing but `vppctl.plan` and
 `vppctl.errors` (an import-linter contract keeps it so). `orders` says in which
 order each stage runs its actions, `arguments` checks a simulation's inputs,
-`execute` places the actions in time, `results` holds what comes out,
+`execute` places the actions in time (`actions`, `interleaving` and `vshape` hold
+the orders' vocabulary and the interleaving and V-shaped families), `results` holds what comes out,
 `simulation` is the one call (`simulate`), `timeline` draws it (terminal, SVG, Chrome trace)
 and `torchcsv` reads and writes torch.distributed.pipelining's schedule CSV.
 What a program's segments cost, and its memory, is `vppctl.planner`'s. Names
@@ -24,10 +25,12 @@ _NAMES = {
     "parse_unit_costs": "arguments",
     "Pipeline": "execute",
     "held_peak": "execute",
+    "GROUPED": "orders",
     "MERGED": "orders",
     "SCHEDULES": "orders",
     "SCHEDULE_NAMES": "orders",
     "SPLIT": "orders",
+    "V_SHAPED": "orders",
     "Op": "orders",
     "Schedule": "orders",
     "legal_group_sizes": "orders",
@@ -39,6 +42,7 @@ _NAMES = {
     "compare": "simulation",
     "simulate": "simulation",
     "simulate_orders": "simulation",
+    "DEFAULT_WIDTH": "timeline",
     "number": "timeline",
     "percent": "timeline",
     "render_timelines": "timeline",
@@ -50,11 +54,14 @@ _NAMES = {
     "to_csv": "torchcsv",
 }
 __all__ = [
+    "DEFAULT_WIDTH",
+    "GROUPED",
     "MAX_UNITS",
     "MERGED",
     "SCHEDULES",
     "SCHEDULE_NAMES",
     "SPLIT",
+    "V_SHAPED",
     "DeadlockError",
     "Op",
     "Pipeline",
@@ -86,10 +93,12 @@ if TYPE_CHECKING:
     from vppctl.schedule.arguments import MAX_UNITS, check_size, parse_unit_costs
     from vppctl.schedule.execute import Pipeline, held_peak
     from vppctl.schedule.orders import (
+        GROUPED,
         MERGED,
         SCHEDULE_NAMES,
         SCHEDULES,
         SPLIT,
+        V_SHAPED,
         Op,
         Schedule,
         legal_group_sizes,
@@ -98,6 +107,7 @@ if TYPE_CHECKING:
     from vppctl.schedule.results import DeadlockError, SimResult, SimulationError, Step
     from vppctl.schedule.simulation import compare, simulate, simulate_orders
     from vppctl.schedule.timeline import (
+        DEFAULT_WIDTH,
         number,
         percent,
         render_timelines,

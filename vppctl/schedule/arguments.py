@@ -16,6 +16,7 @@ from vppctl.errors import UsageError
 from vppctl.plan import Placement, place
 from vppctl.schedule.orders import (
     SCHEDULES,
+    V_SHAPED,
     Schedule,
     natural_placement,
 )
@@ -46,27 +47,32 @@ def check_counts(pp: int, vpp: int, micro_batches: int, schedule: str) -> None:
         raise fail(f"unknown schedule {schedule!r}: choose one of {choices}")
 
 
+# The interleaving schedules of a loop-placed plan.
+LOOPED = frozenset({"interleaved", "vpp", "interleaved-zb"})
+
+
 def check_placement(schedule: Schedule, vpp: int, placement: Placement | None) -> Placement:
-    """The placement to simulate; ZB-V runs only two chunks in V placement."""
+    """The placement to simulate; the V-shaped schedules run only two chunks in V
+    placement, the interleaving ones only loop-placed chunks."""
     if placement not in (None, "loop", "v"):
         raise UsageError(f"unknown placement {placement!r}: choose loop or v")
     chosen = natural_placement(schedule) if placement is None else placement
-    if schedule == "zbv":
+    if schedule in V_SHAPED:
         if vpp != 2:
             raise UsageError(
-                f"zbv runs exactly 2 chunks per stage (V placement), got vpp {vpp}: "
+                f"{schedule} runs exactly 2 chunks per stage (V placement), got vpp {vpp}: "
                 "pass --vpp 2 or choose another --schedule"
             )
         if chosen != "v":
             raise UsageError(
-                "zbv runs the V placement (stage s holds virtual stages s and 2pp-1-s), "
-                "but the plan is loop-placed: convert with --placement v or choose another "
-                "--schedule"
+                f"{schedule} runs the V placement (stage s holds virtual stages s and "
+                "2pp-1-s), but the plan is loop-placed: convert with --placement v or choose "
+                "another --schedule"
             )
-    if schedule == "interleaved" and chosen == "v" and vpp > 1:
+    if schedule in LOOPED and chosen == "v" and vpp > 1:
         raise UsageError(
-            "interleaved 1F1B is Megatron's loop-placed schedule; a V-placed plan runs "
-            "--schedule zbv (vpp 2), or a merged one (1f1b, zbh1, fthenb)"
+            f"{schedule} is a loop-placed schedule; a V-placed plan runs --schedule zbv or "
+            "dualpipev (vpp 2), or a merged one (1f1b, zbh1, zb1p, fthenb)"
         )
     return chosen
 

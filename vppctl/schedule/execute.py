@@ -13,13 +13,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
+from vppctl.errors import UsageError
 from vppctl.plan import Placement, place, virtual_stages
 from vppctl.schedule.arguments import Costs, check_counts, check_placement, check_size, fail
 from vppctl.schedule.orders import (
     MERGED,
     Op,
     Schedule,
-    check_group_size,
+    check_group,
     stage_orders,
 )
 from vppctl.schedule.results import DeadlockError, SimResult, Step
@@ -226,12 +227,11 @@ def _in_flight_peaks(
     stages: Sequence[_Stage], vpp: int, weights: Sequence[Sequence[int]] | None = None
 ) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]:
     """Per stage: the peak of in-flight units (weighted by chunk if ``weights``), and
-    each chunk's own peak count. F adds a unit; B removes it, or W when the stage's
-    backward is split (a W still reads the stash)."""
+    each chunk's own peak count. F adds a unit; a whole backward B removes it, a split
+    one only at its W (a W still reads the stash), never at its I."""
     totals: list[int] = []
     per_chunk: list[tuple[int, ...]] = []
     for stage, cols in enumerate(stages):
-        release = 3 if 3 in cols.kinds else 1
         w = weights[stage] if weights is not None else [1] * vpp
         live, peak = [0] * vpp, [0] * vpp
         load = top = 0
@@ -243,7 +243,7 @@ def _in_flight_peaks(
                 load += w[c]
                 if load > top:
                     top = load
-            elif k == release:
+            elif k == 1 or k == 3:
                 live[c] -= 1
                 load -= w[c]
         totals.append(top)
@@ -354,11 +354,29 @@ class Pipeline:
         check_size(pp, vpp, micro_batches)
         chosen = check_placement(schedule, vpp, placement)
         run_vpp = 1 if schedule in MERGED else vpp
-        group = None
-        if schedule == "interleaved" and vpp > 1:
-            group = check_group_size(pp, micro_batches, group_size)
+        group = check_group(schedule, pp, run_vpp, micro_batches, group_size)
         orders = stage_orders(schedule, pp, run_vpp, micro_batches, group)
-        return cls(orders, run_vpp, chosen, plan_vpp=vpp), group
+        pipe = cls(orders, run_vpp, chosen, plan_vpp=vpp)
+        if schedule == "vpp" and micro_batches % pp:
+            pipe.refuse_deadlock(
+                f"Paddle's VPP job list deadlocks at pp {pp}, vpp {vpp}, m {micro_batches} "
+                f"(its short last group of {micro_batches % pp} micro-batches): stage "
+                "{stage} waits for {waits} on stage {producer}, which waits for it; pass "
+                f"--micro-batches a multiple of pp {pp}"
+            )
+        return pipe, group
+
+    def refuse_deadlock(self, message: str) -> None:
+        """Raise UsageError with ``message`` (``{stage}``, ``{waits}`` and ``{producer}``
+        filled in) when the orders deadlock, whatever the costs: a runtime that runs
+        them hangs, so the option set is the problem, not the simulation."""
+        durations = [[1] * len(cols.kinds) for cols in self.stages]
+        try:
+            raise_if_stuck(self, _makespan(self.stages, durations))
+        except DeadlockError as e:
+            raise UsageError(
+                message.format(stage=e.stage, waits=e.waits_for, producer=e.waits_on_stage)
+            ) from None
 
     def merged(self, costs: Sequence[int]) -> tuple[int, ...]:
         """Costs per plan virtual stage -> per simulated virtual stage (merged chunks sum)."""

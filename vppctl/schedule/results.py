@@ -14,13 +14,8 @@ from fractions import Fraction
 
 from vppctl.errors import EXIT_CONVERT, ConversionError
 from vppctl.plan import Placement
-from vppctl.schedule.orders import (
-    SCHEDULE_NAMES,
-    Kind,
-    Op,
-    Schedule,
-    order_names,
-)
+from vppctl.schedule.actions import Kind, Op
+from vppctl.schedule.orders import SCHEDULE_NAMES, Schedule, order_names
 
 
 class SimulationError(ConversionError):
@@ -76,8 +71,8 @@ class SimResult:
     """What one simulated training step looks like.
 
     ``vpp`` is the number of chunks per stage *as simulated*: the merged schedules
-    (``fthenb``, ``1f1b``, ``eager1f1b``, ``zbh1``) run each stage's chunks as one and carry
-    ``vpp == 1``; ``plan_vpp`` is the chunk count the costs were given for.
+    (``fthenb``, ``1f1b``, ``eager1f1b``, ``zbh1``, ``zb1p``) run each stage's chunks as
+    one and carry ``vpp == 1``; ``plan_vpp`` is the chunk count the costs were given for.
 
     * ``makespan``: time from the first action's start to the last one's end.
     * ``ideal``: compute time of the busiest stage (the makespan with no bubble).

@@ -114,14 +114,16 @@ def simulate(
     forward) and ``weight`` the weight-gradient cost. ``p2p_cost`` is added to every
     send between two different stages.
 
-    ``placement`` is the plan's (default: loop, or V for ``zbv``); ``zbv`` needs
-    ``vpp == 2`` and V placement. ``group_size`` is Megatron's micro-batch group size
-    for ``interleaved`` (default ``pp``; illegal sizes are refused, listing the legal
-    ones); ``eager1f1b`` needs ``2 pp - 1`` micro-batches. ``fthenb``, ``1f1b``,
-    ``eager1f1b`` and ``zbh1`` do not interleave: given ``vpp > 1`` they simulate each
-    stage's chunks merged into one (costs summed) and report ``vpp == 1``;
-    ``interleaved`` with ``vpp == 1`` is plain 1F1B. A simulation of more than
-    :data:`MAX_UNITS` units (``pp * vpp * m``) is refused.
+    ``placement`` is the plan's (default: loop, or V for ``zbv`` and ``dualpipev``, which
+    need ``vpp == 2`` and V placement). ``group_size`` is the micro-batch group size of
+    ``interleaved`` (Megatron's, default ``pp``) and ``interleaved-zb`` (torch's
+    ``microbatches_per_round``, default torch's own); illegal sizes are refused, listing
+    the legal ones. Micro-batch counts a runtime refuses are refused too (``eager1f1b``
+    below ``2 pp - 1``, ``vpp`` and ``zbh1`` below ``pp``, ``dualpipev`` below ``2 pp``).
+    The merged schedules (``fthenb``, ``1f1b``, ``eager1f1b``, ``zbh1``, ``zb1p``) do not
+    interleave: given ``vpp > 1`` they simulate each stage's chunks merged into one
+    (costs summed) and report ``vpp == 1``; ``interleaved`` with ``vpp == 1`` is plain
+    1F1B. A simulation of more than :data:`MAX_UNITS` units (``pp * vpp * m``) is refused.
 
     Raises :class:`vppctl.errors.UsageError` for a schedule a runtime would refuse or a
     simulation too large, :class:`SimulationError` on bad arguments,

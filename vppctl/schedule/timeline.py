@@ -18,14 +18,18 @@ exact picture does not fit. A forward of chunk ``c`` is the upper-case letter
 lower-case letter underlined; the colour is the micro-batch's; ``.`` is idle time.
 
 SVG: every result given, stacked on one time axis (same scale, so a shorter schedule
-is a shorter picture), each with its own axis; fill colour = kind, its shade = chunk;
-a strip on top of each box in the micro-batch's colour; a legend; the width grows with
-the number of steps so that the shortest step keeps a readable box.
+is a shorter picture), each with its own axis and its unit; fill colour = kind, its
+shade = chunk; a strip on top of each box in the micro-batch's colour; a legend; the
+caption (the plan simulated) under the title. The picture fits ``width`` pixels
+(default :data:`DEFAULT_WIDTH`, a page): the scale gives the shortest step a box its
+name fits in when that fits, else every box is narrower and only the boxes wide enough
+for their name carry it; every box keeps its hover title.
 """
 
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
@@ -34,6 +38,7 @@ from xml.sax.saxutils import escape
 from rich.console import Console
 from rich.text import Text
 
+from vppctl.escape import printable
 from vppctl.plan import Placement, virtual_stages
 from vppctl.schedule.simulation import SimResult, Step
 
@@ -224,11 +229,16 @@ def render_timeline(
 
 
 def render_timelines(
-    results: Sequence[SimResult], console: Console, *, suggest_files: bool = True
+    results: Sequence[SimResult],
+    console: Console,
+    *,
+    suggest_files: bool = True,
+    columns: int | None = None,
 ) -> None:
-    """Every result's timeline on one time scale, so that they compare column by column."""
+    """Every result's timeline on one time scale, so that they compare column by column,
+    scaled to `columns` (default: the console's width)."""
     label = max(len(_stage_label(0, r.pp)) for r in results)
-    span = column_span(results, max(console.width - label, 1))
+    span = column_span(results, max((columns or console.width) - label, 1))
     for result in results:
         render_timeline(result, console, suggest_files=suggest_files, span=span)
 
@@ -239,11 +249,16 @@ def render_timelines(
 # px for the shortest step: enough for its label, within bounds (a box stays clickable,
 # and a huge micro-batch count does not make every box wide)
 MIN_BOX, MAX_BOX, LABEL_PAD = 24, 48, 6
-MIN_PLOT, MAX_PLOT = 880, 24000  # px of time axis: never tiny, never unbounded
+MIN_PLOT = 400  # px of time axis at least, whatever the width asked
+# The default picture width: a page (or a screen) wide. pp 8, vpp 4, m 32 then keeps
+# boxes of about 6 px for its shortest steps, each hoverable, the longer ones labelled.
+DEFAULT_WIDTH = 1800
+MIN_WIDTH, MAX_WIDTH = 640, 100_000  # what --width accepts
 LABEL_WIDTH = 64
+RIGHT_MARGIN = 24
 ROW_HEIGHT, BOX_HEIGHT, STRIP = 24, 21, 3
 FONT, CHAR_WIDTH = 10, 6.1  # monospace at 10 px: width of one character
-AXIS_HEIGHT, PANEL_GAP, HEADING = 24, 18, 22
+AXIS_HEIGHT, PANEL_GAP, HEADING = 38, 18, 22
 TICK_SPACING = 90  # px between time-axis ticks, at least
 
 # Fill colour by kind, darkest for chunk 0 and lightest for the last chunk.
@@ -282,15 +297,17 @@ def _shade(kind: str, chunk: int, vpp: int) -> tuple[str, float]:
     return _mix(dark, light, t), t
 
 
-def pixels_per_unit(results: Sequence[SimResult]) -> float:
+def pixels_per_unit(results: Sequence[SimResult], width: int = DEFAULT_WIDTH) -> float:
     """One scale for every panel: the shortest step gets a box its longest possible name
-    fits in (at least `MIN_BOX`, at most `MAX_BOX` px), within the plot's bounds."""
+    fits in (at least `MIN_BOX`, at most `MAX_BOX` px), unless the time axis would then
+    overflow `width`: then the axis fills the width (never less than `MIN_PLOT` px)."""
     span = max(float(r.makespan) for r in results)
     durations = (float(s.duration) for r in results for s in r.steps if s.duration > 0)
     shortest = min(durations, default=1.0)
     longest = max(len(f"{r.pp * r.vpp - 1}F{r.micro_batches - 1}") for r in results)
     box = min(max(MIN_BOX, longest * CHAR_WIDTH + LABEL_PAD), MAX_BOX)
-    return min(max(box / shortest, MIN_PLOT / span), MAX_PLOT / span)
+    plot = max(width - LABEL_WIDTH - RIGHT_MARGIN, MIN_PLOT)
+    return min(box / shortest, plot / span)
 
 
 def _tick_step(ppu: float) -> Fraction:
@@ -329,8 +346,11 @@ def _svg_step(step: Step, virtual_stage: int, vpp: int, x0: float, y: float, ppu
     return "".join(parts)
 
 
-def _svg_axis(y: float, x0: float, ppu: float, span: Fraction, rows_top: float) -> list[str]:
-    """A time axis under a panel, with light grid lines up through its rows."""
+def _svg_axis(
+    y: float, x0: float, ppu: float, span: Fraction, rows_top: float, unit: str
+) -> list[str]:
+    """A time axis under a panel, with light grid lines up through its rows and its unit
+    written under the ticks."""
     step = _tick_step(ppu)
     end = x0 + float(span) * ppu
     parts = [f'<line x1="{x0}" y1="{y:.2f}" x2="{end:.2f}" y2="{y:.2f}" stroke="#333"/>']
@@ -346,13 +366,14 @@ def _svg_axis(y: float, x0: float, ppu: float, span: Fraction, rows_top: float) 
         )
         tick += step
     parts.append(
-        f'<text x="{end + 6:.2f}" y="{y + 15:.2f}" font-size="{FONT}" fill="#555">time</text>'
+        f'<text class="unit" x="{x0}" y="{y + 30:.2f}" font-size="{FONT}" fill="#555">'
+        f"{escape(unit)}</text>"
     )
     return parts
 
 
 def _svg_panel(
-    result: SimResult, top: float, ppu: float, span: Fraction
+    result: SimResult, top: float, ppu: float, span: Fraction, unit: str
 ) -> tuple[list[str], float]:
     """One result: heading, one row per stage, the axis; returns its parts and height."""
     heading = (
@@ -374,7 +395,7 @@ def _svg_panel(
             f'<text class="stage-label" x="4" y="{y + 14:.2f}" font-size="11">stage {stage}</text>'
         )
     axis_y = rows_top + result.pp * ROW_HEIGHT + 2
-    parts += _svg_axis(axis_y, LABEL_WIDTH, ppu, span, rows_top)
+    parts += _svg_axis(axis_y, LABEL_WIDTH, ppu, span, rows_top, unit)
     places = virtual_stage_of(result)
     for step in result.steps:
         y = rows_top + step.stage * ROW_HEIGHT + 1
@@ -420,40 +441,66 @@ def _svg_legend(results: Sequence[SimResult], top: float) -> tuple[list[str], fl
         )
         x += 20
     width = max(width, x)
-    y += 22
-    example = "label: virtual stage, kind, micro-batch (5F3: forward of micro-batch 3 on "
-    example += "virtual stage 5); cN = chunk N; hover a box for its details"
-    parts.append(f'<text x="4" y="{y + 12:.1f}" font-size="11">{escape(example)}</text>')
+    examples = (
+        "label: virtual stage, kind, micro-batch (5F3: forward of micro-batch 3 on virtual "
+        "stage 5);",
+        "cN = chunk N; boxes too narrow for a label have none; hover a box for its details",
+    )
+    for example in examples:
+        y += 18
+        parts.append(f'<text x="4" y="{y + 12:.1f}" font-size="11">{escape(example)}</text>')
+        width = max(width, 4 + len(example) * 6.6)
     parts.append("</g>")
-    return parts, y + 22 - top, max(width, 4 + len(example) * 6.6)
+    return parts, y + 22 - top, width
 
 
-def to_svg(results: SimResult | Sequence[SimResult]) -> str:
-    """Every result as one SVG document, stacked on one time scale: one
-    ``<g class="step ...">`` per step (a box, its micro-batch strip, its label where it
-    fits, its tooltip), a legend and a time axis per schedule."""
+# The time unit when the caller names none: the costs' own.
+DEFAULT_UNIT = "time, in the costs' unit"
+
+
+def to_svg(
+    results: SimResult | Sequence[SimResult],
+    *,
+    width: int = DEFAULT_WIDTH,
+    caption: str = "",
+    unit: str = DEFAULT_UNIT,
+) -> str:
+    """Every result as one SVG document at most ``width`` px wide, stacked on one time
+    scale: one ``<g class="step ...">`` per step (a box, its micro-batch strip, its label
+    where it fits, its tooltip), a legend and a time axis with ``unit`` per schedule;
+    ``caption`` (e.g. the plan simulated) goes under the title and into ``<title>``."""
     runs = (results,) if isinstance(results, SimResult) else tuple(results)
-    ppu = pixels_per_unit(runs)
+    ppu = pixels_per_unit(runs, width)
     span = max(r.makespan for r in runs)
     first = runs[0]
     heading = f"vppctl simulate: pp {first.pp}, m {first.micro_batches}"
     if first.p2p_cost:
         heading += f", p2p cost {number(first.p2p_cost)} per hop"
-    legend, legend_height, legend_width = _svg_legend(runs, 28)
+    # XML cannot hold control characters, and a person should not read them raw
+    heading, caption = printable(heading), printable(caption)
+    lines = textwrap.wrap(caption, max(int((width - 8) / 6.6), 20)) if caption else []
     parts = [f'<text x="4" y="17" font-size="13" font-weight="bold">{escape(heading)}</text>']
+    for i, line in enumerate(lines):
+        parts.append(
+            f'<text class="caption" x="4" y="{34 + 15 * i}" font-size="11">{escape(line)}</text>'
+        )
+    top: float = 28 + 15 * len(lines)
+    legend, legend_height, legend_width = _svg_legend(runs, top)
     parts += legend
-    top = 28 + legend_height + 6
+    top += legend_height + 6
     for result in runs:
-        panel, height = _svg_panel(result, top, ppu, span)
+        panel, height = _svg_panel(result, top, ppu, span, unit)
         parts += panel
         top += height + PANEL_GAP
-    width = math.ceil(max(LABEL_WIDTH + float(span) * ppu + 40, legend_width + 8))
+    drawn = max(LABEL_WIDTH + float(span) * ppu + RIGHT_MARGIN, legend_width + 8)
+    svg_width = math.ceil(min(drawn, max(width, MIN_WIDTH)))
     height = math.ceil(top)
+    title = heading + (f"; {caption}" if caption else "")
     head = (
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" font-family="monospace">'
-        f"<title>{escape(heading)}</title>"
-        f'<rect width="{width}" height="{height}" fill="#ffffff"/>'
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{svg_width}" height="{height}" '
+        f'viewBox="0 0 {svg_width} {height}" font-family="monospace">'
+        f"<title>{escape(title)}</title>"
+        f'<rect width="{svg_width}" height="{height}" fill="#ffffff"/>'
     )
     return "\n".join([head, *parts, "</svg>"]) + "\n"
 

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 from vppctl.errors import ProgramFileError
 from vppctl.plan import Placement, place
-from vppctl.schedule.orders import Kind, Op
+from vppctl.schedule.actions import Kind, Op
 
 ACTION = re.compile(r"(\d+)([FBIW])(\d+)")
 

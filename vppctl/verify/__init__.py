@@ -12,9 +12,10 @@ from vppctl.verify.checker import executed_blocks
 from vppctl.verify.checks import verify
 from vppctl.verify.expectation import VerifyReport, verify_program
 from vppctl.verify.refusals import refuse_input_problems
-from vppctl.verify.rules import RULES, Cause, Expectation, Violation
+from vppctl.verify.rules import PIR_RULES, RULES, Cause, Expectation, Violation
 
 __all__ = [
+    "PIR_RULES",
     "RULES",
     "Cause",
     "Expectation",

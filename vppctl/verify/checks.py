@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from itertools import compress
 
+from vppctl import progress
 from vppctl.engine import (
     GRAD_SUMS,
     ForwardOps,
@@ -41,23 +42,33 @@ from vppctl.verify.segments import check_layers, check_plan, check_plan_record
 def verify(index: ProgramIndex, expect: Expectation) -> list[Violation]:
     """Every violation of RULES in `index` (empty: the program is valid)."""
     c = Checker(index, expect)
+    progress.phase("verifying", CHECKS)
     _check_structure(c)
     _check_placements(c)
     _check_sub_blocks(c)
     _check_tensor_meshes(c)
+    progress.advance(4)
     if expect.recorded is not None:
         check_plan_record(c, expect.recorded)
     if expect.layers is not None:
         segments = check_layers(c, expect.layers)
         if segments is not None:
             check_plan(c, segments)
+    progress.advance(5)
     _check_forward_flow(c)
     _check_backward(c)
+    progress.advance(7)
     _check_recomputed(c)
     _check_optimizer(c)
     _check_parameters(c)
+    progress.advance(10)
     _check_variables(c)
+    progress.advance(CHECKS)
     return c.out
+
+
+# The checks `verify` runs, as its progress counts them (the layers and the plan's as one).
+CHECKS = 11
 
 
 def _check_structure(c: Checker) -> None:
@@ -122,7 +133,8 @@ def _check_placements(c: Checker) -> None:
             if mesh == NO_MESH:
                 c.add(Cause.NO_MESH, bi.idx, op, "has no process mesh")
             elif chunk == -1:
-                c.add(Cause.NO_CHUNK, bi.idx, op, "has no chunk id")
+                if not c.expect.pir:  # PIR_RULES
+                    c.add(Cause.NO_CHUNK, bi.idx, op, "has no chunk id")
             elif not 0 <= chunk < vpp:
                 c.add(
                     Cause.CHUNK_OUT_OF_RANGE,
@@ -195,9 +207,13 @@ def _check_tensor_meshes(c: Checker) -> None:
     (Paddle's `OperatorDistAttr.process_mesh` setter sets them all)."""
     index = c.index
     keys = [m.key for m in index.meshes]
+    wide = _wide_meshes(c) if c.expect.pir else set()
     for b in sorted(c.executed):
         bi = index.blocks[b]
         for op, entry, raw in tensor_mesh_conflicts(index.program.blocks[b], bi.op_mesh, keys):
+            role = bi.ops.role[op]
+            if bi.op_mesh[op] in wide and not (is_forward(role) or is_backward(role)):
+                continue  # PIR_RULES
             c.add(
                 Cause.TENSOR_MESH_MISMATCH,
                 b,
@@ -323,7 +339,7 @@ def _grad_misplaced(c: Checker, op: int, f: int) -> None:
         Cause.GRAD_MISPLACED,
         0,
         op,
-        f"is on {c.where(0, op)} but its forward op {c.index.op_label(0, f)} is on {c.where(0, f)}",
+        f"is on {c.where(0, op)}, its forward {c.index.op_label(0, f)} on {c.where(0, f)}",
     )
 
 
@@ -410,14 +426,22 @@ def _param_at(c: Checker, v: int, op: int) -> None:
     if want[0] == NO_MESH or not c.valid_chunk(want[1]):
         return
     got = (index.var_mesh[v], index.var_chunks[v])
+    if c.expect.pir:  # PIR_RULES: a value has no chunk id
+        got, want = (got[0], -1), (want[0], -1)
     if got != want:
         c.add(
             Cause.PARAM_MISPLACED,
             0,
             op,
             f"is the first forward op to read parameter {index.var_name(v)}, which is on "
-            f"{c.mesh_str(got[0])} chunk {got[1]}, not {c.mesh_str(want[0])} chunk {want[1]}",
+            f"{_place(c, *got)}, not {_place(c, *want)}",
         )
+
+
+def _place(c: Checker, mesh: int, chunk: int) -> str:
+    """A variable's placement as messages show it: `[1] chunk 0`, or `[1]` when only meshes
+    are compared (a PIR value has no chunk id)."""
+    return c.mesh_str(mesh) if c.expect.pir else f"{c.mesh_str(mesh)} chunk {chunk}"
 
 
 def _first_forward_readers(c: Checker, wanted: set[int]) -> dict[int, int]:
@@ -446,6 +470,7 @@ def _check_variables(c: Checker) -> None:
     roles, types = o.role, o.type
     meshes, chunks = block.op_mesh, o.chunk
     never = block.n_ops
+    pir = c.expect.pir
     for v, op in c.first_written().items():
         if v < 0 or first_read.get(v, never) <= op:
             continue
@@ -453,19 +478,20 @@ def _check_variables(c: Checker) -> None:
         if not (role in FORWARD_ROLES or role & BACKWARD):
             continue
         want = (meshes[op], chunks[op])
-        if types[op] in GRAD_SUMS and role & BACKWARD:
+        got = (index.var_mesh[v], index.var_chunks[v])
+        if pir:  # PIR_RULES: a value has no chunk id and is where its op computes it
+            got, want = (got[0], -1), (want[0], -1)
+        elif types[op] in GRAD_SUMS and role & BACKWARD:
             fwd = index.forward_var(v)
             if fwd is not None:
                 want = (index.var_mesh[fwd], index.var_chunks[fwd])
-        got = (index.var_mesh[v], index.var_chunks[v])
         if got != want and not _no_chunk_ok(index, v, got, want):
             c.add(
                 Cause.VAR_MISPLACED,
                 0,
                 op,
                 f"writes {index.var_name(v)} first, but the variable is on "
-                f"{c.mesh_str(got[0])} chunk {got[1]}, not {c.mesh_str(want[0])} chunk "
-                f"{want[1]}",
+                f"{_place(c, *got)}, not {_place(c, *want)}",
             )
 
 

@@ -29,6 +29,8 @@ class VerifyReport:
     layers: LayerSet | None  # None when they could not be found
     cross_stage_edges: int | None  # for a valid program
     recorded: RecordedPlan | None  # the plan the program carries, if any
+    pir: bool = False  # read from PIR: the rules of PIR_RULES apply in part
+    source: str = "<memory>"  # the program's name, as reports show it
 
     @property
     def valid(self) -> bool:
@@ -79,6 +81,7 @@ def verify_program(
         layers=layers,
         plan_segments=recorded.segments if recorded else None,
         recorded=recorded,
+        pir=program.is_pir,
     )
     violations = early + verify(index, expect)
     edges = None if violations else cross_stage_edges(index, stages)
@@ -90,6 +93,8 @@ def verify_program(
         layers=layers,
         cross_stage_edges=edges,
         recorded=recorded,
+        pir=program.is_pir,
+        source=program.source,
     )
 
 

@@ -59,6 +59,22 @@ RULES: dict[str, str] = {
 }
 
 
+# How the rules that carry over to a PIR program (Paddle 3.x, read by vppctl.program.pir) in
+# part apply to it, and why; every other rule applies as stated.
+PIR_RULES: dict[str, str] = {
+    "V001": "the mesh only: Paddle's PIR completion leaves chunk id -1 on the ops outside the "
+    "layers that its later per-rank pass (check_chunk_id, after partitioning) fills in, and on "
+    "every optimizer op",
+    "V011": "the mesh only, and a sum's output on its writer's mesh: a PIR value has no chunk id "
+    "(its dist attr is a mesh, dims mapping and partial status), and it is where the op that "
+    "computes it runs (an explicit reshard, read through, moves it)",
+    "V017": "not on optimizer ops on a mesh holding every stage's ranks (AMP's "
+    "check_finite_and_unscale_): a PIR operand dist attr names where the operand lives, and "
+    "such an op reads every stage's tensors",
+    "V018": "the mesh only: a PIR value has no chunk id",
+}
+
+
 class Cause(str, Enum):
     """Why a rule failed, for programs (the message is for people and may be reworded).
 
@@ -144,3 +160,4 @@ class Expectation:
         None  # (stage, chunk, layers)
     )
     recorded: RecordedPlan | None = None  # the whole plan, for V012's other checks
+    pir: bool = False  # read from Paddle's PIR JSON: the rules of PIR_RULES apply in part

@@ -1,0 +1,133 @@
+"""PIR programs built by live Paddle 3.3.1: read from the file Paddle writes and from the
+in-memory export (`vppctl.paddle.export_program` on the `paddle.pir.Program`), through
+inspect, simulate, plan and verify, and vppctl's plan against Paddle's PIR completion.
+
+`tests/pir_programs.py` builds them in a child process in PIR mode (this test package
+forces the legacy IR in-process). One kind runs always (GPT, pp 2); all six kinds
+(GPT pp 2 and 4, GPT 7 + 5 layers a stage, Llama TP 2, Llama AMP pp 4, Llama with
+recompute) with
+VPPCTL_SLOW=1. Each build must equal the checked-in program (tests/pir_reference/): the
+fixture tests there then say the same of what Paddle builds today.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from pir_cases import CASES, LAYERS, PARITY, PP, RECOMPUTED, parity, planned, reference
+
+from vppctl.cli import cli
+from vppctl.planner import PirStrategy, pir_strategy
+from vppctl.program import parse_program, read_program
+from vppctl.summary import summarize
+from vppctl.verify import verify_program
+
+pytestmark = pytest.mark.paddle
+
+ALWAYS = ("gpt_pp2_v2",)
+BUILDER = Path(__file__).resolve().parents[1] / "pir_programs.py"
+_BUILT: dict[tuple[str, ...], tuple[Path, dict[str, object]]] = {}
+
+
+def built(
+    cases: tuple[str, ...], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, dict[str, object]]:
+    """(directory, versions) of `cases` built by Paddle with --export, once per session."""
+    if cases not in _BUILT:
+        out = tmp_path_factory.mktemp("pir")
+        env = {**os.environ, "FLAGS_enable_pir_api": "1"}  # PIR: Paddle 3.3.1's default
+        run = subprocess.run(
+            [sys.executable, str(BUILDER), str(out), *cases, "--export"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
+        assert run.returncode == 0, run.stderr[-3000:]
+        line = next(x for x in run.stdout.splitlines() if x.startswith("VERSIONS "))
+        _BUILT[cases] = (out, json.loads(line.removeprefix("VERSIONS ")))
+    return _BUILT[cases]
+
+
+def _params(cases: tuple[str, ...]) -> list[object]:
+    return [c if c in ALWAYS else pytest.param(c, marks=pytest.mark.slow) for c in cases]
+
+
+@pytest.fixture
+def build(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Path:
+    case = request.node.callspec.params["case"]
+    cases = ALWAYS if case in ALWAYS else tuple(c for c in CASES if c not in ALWAYS)
+    out, versions = built(cases, tmp_path_factory)
+    assert versions["paddle"] == "3.3.1" and versions["pir"] is True
+    return out
+
+
+@pytest.mark.parametrize("case", _params(CASES))
+def test_paddle_builds_the_checked_in_programs(build: Path, case: str) -> None:
+    for kind in ("plain", "paddlevpp"):
+        assert (build / f"{case}_{kind}.json").read_bytes() == reference(case, kind), kind
+
+
+@pytest.mark.parametrize("case", _params(CASES))
+def test_the_in_memory_export_is_read_as_the_file(build: Path, case: str) -> None:
+    for kind in ("plain", "paddlevpp"):
+        exported = (build / f"{case}_{kind}.export.json").read_bytes()
+        from_memory = parse_program(exported, source="export")
+        from_file = read_program(build / f"{case}_{kind}.json")
+        assert from_memory.is_pir and from_file.is_pir
+        assert [b.ops for b in from_memory.blocks] == [b.ops for b in from_file.blocks]
+        assert [b.vars for b in from_memory.blocks] == [b.vars for b in from_file.blocks]
+
+
+@pytest.mark.parametrize("case", _params(CASES))
+def test_inspect_simulate_plan_verify_read_the_file(
+    build: Path, case: str, runner: CliRunner
+) -> None:
+    plain, paddle_vpp = build / f"{case}_plain.json", build / f"{case}_paddlevpp.json"
+    r = runner.invoke(cli, ["inspect", str(paddle_vpp), "--json"])
+    assert r.exit_code == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert (out["layout"], out["chunks"], out["layers"]["count"]) == (
+        "interleaved",
+        [0, 1],
+        LAYERS[case],
+    )
+    r = runner.invoke(cli, ["verify", str(paddle_vpp), "--json"])
+    assert r.exit_code == 1 and [v["rule"] for v in json.loads(r.stdout)["violations"]] == ["V009"]
+    sim = ["simulate", str(paddle_vpp), "--vpp", "2", "--split", "keep", "-m", "8", "--json"]
+    r = runner.invoke(cli, sim)
+    assert r.exit_code == 0, r.stderr
+    assert json.loads(r.stdout)["plan"]["pp"] == PP[case]
+    r = runner.invoke(cli, ["plan", str(plain), "-m", "8", "--schedule", "vpp", "--json"])
+    assert r.exit_code == 0, r.stderr
+    candidates = json.loads(r.stdout)["candidates"]
+    assert any(c["launch"]["paddle"]["runs"] for c in candidates)
+
+
+@pytest.mark.parametrize("case", _params(CASES))
+def test_inspect_plan_verify_read_the_in_memory_export(build: Path, case: str) -> None:
+    paddle_vpp = parse_program((build / f"{case}_paddlevpp.export.json").read_bytes())
+    summary = summarize(paddle_vpp)
+    assert summary.layout == "interleaved" and summary.layers is not None
+    assert len(summary.layers) == LAYERS[case]
+    report = verify_program(paddle_vpp)
+    assert [v.rule for v in report.violations] == ["V009"]
+    p = planned(parse_program((build / f"{case}_plain.export.json").read_bytes()), 2, "keep")
+    assert isinstance(pir_strategy(p.plan, p.facts.stages, "vpp", 8), PirStrategy)
+
+
+@pytest.mark.parametrize("case", _params(CASES))
+def test_vppctls_plan_is_paddles_pir_completion(build: Path, case: str) -> None:
+    plain = parse_program((build / f"{case}_plain.export.json").read_bytes())
+    paddle_vpp = parse_program((build / f"{case}_paddlevpp.export.json").read_bytes())
+    result = parity(plain, paddle_vpp)
+    assert not result.differ, result.differ[:3]
+    assert (result.forward, result.backward) == PARITY[case]
+    assert result.recomputed == RECOMPUTED.get(case, 0)

@@ -1,0 +1,136 @@
+"""Conventions of the command line (issue 22): choices in any case, `-V`, `-q` meaning the
+same on every command, each command's --help listing only the exit codes it can return,
+shell completion of every choice (the comma lists of `plan` too), and a program's format
+told by its content whatever its name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from vppctl import __version__
+from vppctl.cli import cli
+
+SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "gpt-8l-pp4.pb"
+TEXT_SAMPLE = SAMPLE.with_name("tiny-2l-pp2.pbtxt")
+
+
+def invoke(*args: object, exit_code: int = 0, **kwargs: object) -> Result:
+    result = CliRunner().invoke(cli, [str(a) for a in args], **kwargs)  # type: ignore[arg-type]
+    assert result.exit_code == exit_code, result.output
+    return result
+
+
+# -- choices in any case -------------------------------------------------------------------
+
+
+def test_choices_take_any_case_and_mean_the_token(tmp_path: Path) -> None:
+    out = tmp_path / "v.pb"
+    data = json.loads(
+        invoke("convert", SAMPLE, "--vpp", "2", "--placement", "V", "--split", "UNIFORM",
+               "--cost", "Flops", "-o", out, "--json").stdout
+    )  # fmt: skip
+    assert (data["placement"], data["split"], data["cost"]) == ("v", "uniform", "flops")
+    sim = json.loads(invoke("simulate", out, "-m", "8", "--schedule", "ZBV", "--json").stdout)
+    assert [r["schedule"] for r in sim["results"]] == ["zbv"]
+    plan = invoke("plan", SAMPLE, "-m", "8", "--schedule", "ZBV,1F1B", "--placement", "V,Loop",
+                  "--json").stdout  # fmt: skip
+    assert {c["schedule"] for c in json.loads(plan)["candidates"]} <= {"zbv", "1f1b"}
+    bad = invoke("plan", SAMPLE, "-m", "8", "--schedule", "zbv,gpipe", exit_code=2)
+    assert "choose from fthenb, 1f1b" in bad.stderr
+
+
+# -- -V, -q -----------------------------------------------------------------------------
+
+
+def test_dash_capital_v_is_the_version() -> None:
+    for flag in ("-V", "--version"):
+        assert invoke(flag).stdout == f"vppctl, version {__version__}\n"
+
+
+QUIET_HELP = "Nothing on stderr but errors: no progress, warnings or `wrote` lines."
+
+
+def test_every_command_takes_q_with_one_meaning() -> None:
+    for name, command in cli.commands.items():
+        quiet = [p for p in command.params if "-q" in getattr(p, "opts", ())]
+        assert len(quiet) == 1, name
+        assert quiet[0].help == QUIET_HELP, name
+
+
+# -- exit codes in --help --------------------------------------------------------------------
+
+EXITS = {
+    "convert": {0, 2, 3, 4, 5, 70, 130},
+    "verify": {0, 1, 2, 3, 5, 70, 130},
+    "inspect": {0, 2, 3, 5, 70, 130},
+    "dump": {0, 2, 3, 4, 5, 70, 130},
+    "sample": {0, 2, 3, 4, 5, 70, 130},
+    "simulate": {0, 1, 2, 3, 4, 5, 70, 130},
+    "plan": {0, 2, 3, 4, 5, 70, 130},
+}
+
+
+@pytest.mark.parametrize("command", sorted(EXITS))
+def test_help_lists_only_the_exit_codes_the_command_returns(command: str) -> None:
+    text = " ".join(invoke(command, "--help").stdout.split())
+    listed = text.split("Exit codes: ")[1]
+    assert {int(c) for c in re.findall(r"(?:^|, )(\d+) ", listed)} == EXITS[command]
+
+
+# -- shell completion ------------------------------------------------------------------------
+
+
+def complete(words: str) -> list[str]:
+    env = {
+        **os.environ,
+        "_VPPCTL_COMPLETE": "bash_complete",
+        "COMP_WORDS": words,
+        "COMP_CWORD": str(len(words.split()) - (0 if words.endswith(" ") else 1)),
+    }
+    run = subprocess.run(
+        [sys.executable, "-m", "vppctl"], env=env, capture_output=True, text=True, timeout=60
+    )
+    return [line.split(",", 1)[1] for line in run.stdout.splitlines()]
+
+
+def test_completion_offers_choice_values_and_the_next_of_a_list() -> None:
+    assert complete("vppctl verify x.pb --output-format ") == [
+        "full", "concise", "json", "github", "junit"
+    ]  # fmt: skip
+    from vppctl.choices import SCHEDULES
+
+    after = complete("vppctl plan x.pb --schedule 1f1b,zb")
+    assert after == [f"1f1b,{s}" for s in SCHEDULES if s.startswith("zb")]
+    assert "1f1b,zbh1" in after
+    assert complete("vppctl plan x.pb --placement ") == ["loop", "v"]
+
+
+# -- a program's format by its content -----------------------------------------------------
+
+
+def test_a_text_program_not_named_pbtxt_is_read_as_text(tmp_path: Path) -> None:
+    renamed = tmp_path / "tiny.pb"
+    renamed.write_bytes(TEXT_SAMPLE.read_bytes())
+    by_name = json.loads(invoke("inspect", TEXT_SAMPLE, "--json").stdout)
+    by_content = json.loads(invoke("inspect", renamed, "--json").stdout)
+    piped = json.loads(invoke("inspect", "-", "--json", input=TEXT_SAMPLE.read_bytes()).stdout)
+    for data in (by_content, piped):
+        assert {k: v for k, v in data.items() if k not in ("source", "bytes")} == {
+            k: v for k, v in by_name.items() if k not in ("source", "bytes")
+        }
+
+
+def test_a_binary_program_named_pbtxt_is_still_refused_as_text(tmp_path: Path) -> None:
+    misnamed = tmp_path / "prog.pbtxt"
+    misnamed.write_bytes(SAMPLE.read_bytes())
+    result = invoke("inspect", misnamed, exit_code=3)  # the name says text: it must be
+    assert "text format must be UTF-8 without NUL bytes" in result.stderr

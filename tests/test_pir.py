@@ -1,0 +1,304 @@
+"""Reading PIR programs (Paddle 3.x JSON): what is read, how, and what is refused.
+
+The programs here are built in code (tests/pir_json.py) in the layout Paddle 3.3.1's
+`serialize_pir_program` writes; tests/test_pir_programs.py reads the ones Paddle built.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from pir_json import PirJson, training
+
+from vppctl.cli import cli
+from vppctl.engine import build_index
+from vppctl.errors import ConversionError, ProgramFileError
+from vppctl.program import op_arguments, op_slots, parse_program, read_program, write_program
+from vppctl.program import pir as pir_module
+
+
+def names(data: bytes) -> tuple[Any, list[str], list[tuple[list[str], list[str]]]]:
+    """(index, op types, per op its input and output names) of a PIR program's bytes."""
+    program = parse_program(data, source="t.json")
+    index = build_index(program)
+    b = index.global_block
+    types = [t.decode() for t in b.ops.type]
+    args = []
+    for op in range(b.n_ops):
+        ins, outs = op_arguments(program.blocks[0], op)
+        args.append(([n.decode() for n in ins], [n.decode() for n in outs]))
+    return index, types, args
+
+
+# -- what is read ------------------------------------------------------------------------------
+
+
+def test_ops_keep_their_pir_names_roles_meshes_and_chunk_ids() -> None:
+    index, types, _ = names(training([0, 0, 1, 1], [0, 0, 1, 1]).bytes())
+    b = index.global_block
+    assert types[:2] == ["pd_op.matmul", "pd_op.add"]  # "1.matmul": dialect 1 is pd_op
+    forward = [t for t, r in zip(types, b.ops.role) if r == 0]
+    assert forward == ["pd_op.matmul", "pd_op.add"] * 4 + ["pd_op.mean"]
+    assert types.count("pd_op.adamw_") == 4 and types.count("pd_op.add_n") == 4
+    assert [index.meshes[m].process_ids for m in b.op_mesh[:8:2]] == [(0,), (0,), (1,), (1,)]
+    assert list(b.ops.chunk[:8:2]) == [0, 0, 1, 1]
+    assert b.ops.struct[0] == b"/Model/Layer/Linear/" and b.ops.struct[3] == b"/Model/Layer_1/"
+    # Paddle's stage meshes: the pd_op meshes, by first process id
+    stages, _ = index.stage_mesh_ids()
+    assert [index.meshes[m].process_ids for m in stages] == [(0,), (1,)]
+
+
+def test_declarations_are_variables_and_plumbing_is_read_through() -> None:
+    p = training([0, 0, 1, 1])
+    program = parse_program(p.bytes(), source="t.json")
+    assert program.is_pir and program.pir is not None
+    assert dict(program.pir.folded) == {
+        "builtin.parameter": 4,  # declare the weights
+        "pd_op.data": 3,  # the input and each stage's learning rate
+        "builtin.combine": 4,  # pack two gradient parts for add_n
+        "dist_op.reshard": 2,  # the hidden state to stage 1, its gradient back
+    }
+    index, types, args = names(p.bytes())
+    assert "builtin.parameter" not in types and "dist_op.reshard" not in types
+    params = [
+        n.decode()
+        for n, f in zip(index.global_block.vars.name, index.global_block.vars.is_parameter)
+        if f
+    ]
+    assert params == ["linear_0.w_0", "linear_1.w_0", "linear_2.w_0", "linear_3.w_0"]
+    # Layer 2 (stage 1) reads what layer 1 (stage 0) wrote, not the reshard's copy.
+    assert args[4][0][0] == args[3][1][0]
+    # add_n reads the two parts the combine packed
+    add_n = types.index("pd_op.add_n")
+    assert len(args[add_n][0]) == 2
+
+
+def test_a_name_given_twice_is_kept_with_its_id() -> None:
+    index, _, _ = names(training([0, 1]).bytes())
+    declared = [n.decode() for n in index.global_block.vars.name if b"learning_rate" in n]
+    assert declared[0] == "learning_rate_0" and declared[1].startswith("learning_rate_0%")
+
+
+def test_grad_ops_name_their_forward_ops_and_gradients() -> None:
+    index, types, args = names(training([0, 0, 1, 1]).bytes())
+    b = index.global_block
+    by_id = {b.ops.op_id[op]: op for op in b.forward_ops}
+    for op, t in enumerate(types):
+        if t.endswith("_grad"):
+            f = by_id[b.ops.forward_op_id[op]]
+            assert types[f] == t.removesuffix("_grad")
+    # matmul_grad of the first layer differentiates the first matmul
+    first_grad = len(types) - 1 - types[::-1].index("pd_op.matmul_grad")
+    assert by_id[b.ops.forward_op_id[first_grad]] == 0
+    # each weight's gradient is P@GRAD, and adamw_ reads it with the weight (Param slot)
+    program = parse_program(training([0, 0, 1, 1]).bytes(), source="t.json")
+    for op, t in enumerate(types):
+        if t == "pd_op.adamw_":
+            slots = op_slots(program.blocks[0], op)
+            assert slots["in1"] == [slots["Param"][0] + b"@GRAD"]
+            assert b.ops.param[op] >= 0
+    # a value read by two ops has two gradient parts, added up by add_n into X@GRAD
+    add_n = types.index("pd_op.add_n")
+    (ins, (out,)) = args[add_n]
+    assert out.endswith("@GRAD") and ins == [f"{out}@RENAME@0", f"{out}@RENAME@1"]
+    # the loss's gradient (full_like) is named from the op that reads it (mean_grad)
+    loss_grad = args[types.index("pd_op.full_like")][1][0]
+    assert loss_grad == args[types.index("pd_op.mean")][1][0] + "@GRAD"
+
+
+def test_a_null_result_defines_no_variable() -> None:
+    p = training([0, 1])
+    grad = next(o for o in p.ops if o["#"] == "1.add_grad")
+    grad["O"].append({"%": 999, "TT": {"#": "NULL"}})  # a result the op does not produce
+    index, types, args = names(p.bytes())
+    assert len(args[types.index("pd_op.add_grad")][1]) == 2
+    assert b"%999" not in index.global_block.vars.name
+
+
+def test_regions_are_sub_blocks_and_their_values_resolve() -> None:
+    p = training([0, 1])
+    x = p.ops[-1]["I"][0]["%"]  # a weight
+    inner = PirJson()
+    inner.next_id = 1000
+    inner.op("1.scale", [x], [[4, 4]], on=[0], chunk=0, struct="/Model/Layer/")
+    region = {"#": "region_1", "blocks": [{"#": "block_1", "args": [], "ops": inner.ops}]}
+    p.op("1.if", [x], [[4, 4]], on=[0], chunk=0, struct="/Model/Layer/")
+    p.ops[-1]["regions"] = [region]
+    program = parse_program(p.bytes(), source="t.json")
+    assert len(program.blocks) == 2 and program.blocks[1].parent_idx == 0
+    index = build_index(program)
+    assert list(index.global_block.ops.sub_blocks.values()) == [[1]]
+    ins, _ = op_arguments(program.blocks[1], 0)
+    assert index.lookup(1, ins[0]) >= 0  # the weight, declared in block 0
+
+
+def test_the_in_memory_bytes_read_as_the_file(tmp_path: Path) -> None:
+    data = training([0, 0, 1, 1], [0, 1, 0, 1]).bytes()
+    path = tmp_path / "prog.json"
+    path.write_bytes(data)
+    from_file, from_bytes = read_program(path), parse_program(data, source=str(path))
+    assert [b.ops for b in from_file.blocks] == [b.ops for b in from_bytes.blocks]
+    assert [b.vars for b in from_file.blocks] == [b.vars for b in from_bytes.blocks]
+
+
+def test_stdin_json_is_sniffed_by_content(runner: CliRunner) -> None:
+    data = training([0, 0, 1, 1], [0, 0, 1, 1]).bytes()
+    r = runner.invoke(cli, ["inspect", "-", "--json"], input=data)
+    assert r.exit_code == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["pir"]["version"] == 4 and out["layers"]["count"] == 4
+
+
+# -- what is refused -----------------------------------------------------------------------
+
+
+def test_convert_refuses_a_pir_program_and_writes_nothing(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    src, out = tmp_path / "prog.json", tmp_path / "out.pb"
+    src.write_bytes(training([0, 0, 1, 1]).bytes())
+    r = runner.invoke(cli, ["convert", str(src), "--vpp", "2", "-o", str(out)])
+    assert r.exit_code == 4
+    assert r.stderr.startswith("Error: cannot convert") and len(r.stderr.splitlines()) == 1
+    assert "vppctl plan" in r.stderr and "PIR completion" in r.stderr
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["prog.json"]
+
+
+def test_a_program_read_from_pir_is_not_written(runner: CliRunner, tmp_path: Path) -> None:
+    src = tmp_path / "prog.json"
+    src.write_bytes(training([0, 1]).bytes())
+    r = runner.invoke(cli, ["dump", str(src), "-o", str(tmp_path / "out.pbtxt")])
+    assert r.exit_code == 4 and "writes no PIR" in r.stderr
+    with pytest.raises(ConversionError, match="writes no PIR"):
+        write_program(read_program(src), tmp_path / "x.pb")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["prog.json"]
+
+
+def _header(version: Any = 4, magic: Any = "pir") -> str:
+    return json.dumps({"magic": magic, "trainable": True, "version": version})
+
+
+GOOD = training([0, 1]).bytes()
+BAD: dict[str, tuple[bytes, str]] = {
+    "not JSON": (
+        b'{"base_code": {"magic": "pir", "version": 4}, "program": {oops}}',
+        "invalid JSON",
+    ),
+    "truncated": (GOOD[: len(GOOD) // 2], "ends early"),
+    "truncated in a string": (GOOD[: GOOD.index(b'"1.add"') + 4], "ends early"),
+    "version 5": (b'{"base_code": ' + _header(5).encode() + b', "program": {}}', "version 5"),
+    "version -1": (b'{"base_code": ' + _header(-1).encode() + b', "program": {}}', "version -1"),
+    "version as text": (b'{"base_code": ' + _header("4").encode() + b"}", "integer version"),
+    "another magic": (b'{"base_code": ' + _header(magic="onnx").encode() + b"}", "'onnx'"),
+    "not PIR at all": (b'{"name": "model", "layers": 3}', "PIR's header"),
+    "extra data": (GOOD + b' {"more": 1}', "extra data"),
+    "deep nesting": (GOOD.replace(b'"ops":[', b'"ops":[' + b"[" * 100_000, 1), "nested too deeply"),
+    "a value used first": (GOOD.replace(b'"I":[{"%":', b'"I":[{"%":9999', 1), "%9999"),
+    "not UTF-8": (b'{"base_code": {"magic": "pir\xff"}}', "not UTF-8"),
+    "a 5000-digit integer": (GOOD.replace(b'"version":4', b'"version":' + b"4" * 5000), "digits"),
+    "an op that is no object": (GOOD.replace(b'"ops":[', b'"ops":[7,', 1), "not a JSON object"),
+    "no program": (b'{"base_code": ' + _header().encode() + b"}", '"program"'),
+    # found by the fuzzer: a type name that is a list (it was a dict key), dims past int64
+    "a type named by a list": (GOOD.replace(b'"#":"0.t_dtensor"', b'"#":["x"]', 1), "string"),
+    "dims past int64": (
+        GOOD.replace(b'[2,4],"NCHW"', b"[2," + b"9" * 20 + b'],"NCHW"', 1),
+        "64 bits",
+    ),
+    "a role past int32": (
+        GOOD.replace(b'"D":1},"N":"op_role"', b'"D":4294967296},"N":"op_role"', 1),
+        "out of range",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_a_file_that_is_no_pir_program_is_exit_3_with_one_line(
+    runner: CliRunner, tmp_path: Path, case: str
+) -> None:
+    data, reason = BAD[case]
+    path = tmp_path / "bad.json"
+    path.write_bytes(data)
+    r = runner.invoke(cli, ["verify", str(path), "--json"])
+    assert r.exit_code == 3, (r.stderr, r.exception)
+    (line,) = r.stderr.splitlines()
+    assert line.startswith(f"Error: cannot load {path}: not a ") and reason in line, line
+    assert "Traceback" not in r.stderr
+    assert json.loads(r.stdout)["error"]["exit_code"] == 3  # --json: the failure as JSON too
+    assert path.read_bytes() == data
+
+
+def test_a_value_defined_twice_is_refused() -> None:
+    p = training([0, 1])
+    first = next(o for o in p.ops if o["#"] == "1.matmul")
+    again = next(o for o in p.ops if o["#"] == "1.add")
+    again["O"][0]["%"] = first["O"][0]["%"]
+    with pytest.raises(ProgramFileError, match="twice"):
+        parse_program(p.bytes(), source="t.json")
+
+
+def test_one_op_larger_than_the_item_bound_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pir_module, "MAX_ITEM_CHARS", 1 << 16)
+    monkeypatch.setattr(pir_module, "_FIRST_WINDOW", 1 << 12)
+    p = training([0, 1])
+    p.ops[5]["A"].append({"AT": {"#": "0.a_str", "D": "x" * (1 << 17)}, "N": "huge"})
+    with pytest.raises(ProgramFileError, match="longer than"):
+        parse_program(p.bytes(), source="t.json")
+    p.ops[5]["A"][-1]["AT"]["D"] = "x" * (1 << 15)  # within the bound: read
+    assert parse_program(p.bytes(), source="t.json").is_pir
+
+
+# -- the rules that apply in part still fail -------------------------------------------------
+
+
+def _verified(p: PirJson) -> set[str]:
+    from vppctl.verify import verify_program
+
+    return {v.rule for v in verify_program(parse_program(p.bytes(), source="t.json")).violations}
+
+
+def test_a_completed_program_built_right_is_valid() -> None:
+    assert _verified(training([0, 1, 0, 1], [0, 0, 1, 1])) == set()
+
+
+@pytest.mark.parametrize(
+    ("fault", "rule"),
+    [
+        ("an op without a mesh", "V001"),
+        ("a value on another mesh than its op", "V011"),
+        ("a weight on another mesh than its first reader", "V018"),
+        ("a layer op's operand dist attr on another mesh", "V017"),
+    ],
+)
+def test_the_mesh_part_of_a_rule_that_applies_in_part_still_fails(fault: str, rule: str) -> None:
+    p = training([0, 1, 0, 1], [0, 0, 1, 1])
+    matmul = next(o for o in p.ops if o["#"] == "1.matmul")
+    dist = next(a for a in matmul["A"] if a["N"] == "op_dist_attr")
+    if fault == "an op without a mesh":
+        matmul["A"].remove(dist)
+    elif fault == "a value on another mesh than its op":
+        matmul["O"][0]["TT"]["D"][1]["D"][0]["D"][1] = [1]
+    elif fault == "a weight on another mesh than its first reader":
+        weight = next(o for o in p.ops if o["#"] == "p")
+        weight["O"]["TT"]["D"][1]["D"][0]["D"][1] = [1]
+    else:
+        dist["AT"]["D"][1][1]["D"][0]["D"][1] = [1]
+    assert rule in _verified(p)
+
+
+def test_a_stream_of_json_garbage_is_refused_after_its_first_piece(runner: CliRunner) -> None:
+    import io
+
+    class Stream(io.BytesIO):
+        def read(self, size: int | None = -1) -> bytes:
+            data = super().read(size)
+            self.taken = getattr(self, "taken", 0) + len(data)
+            return data
+
+    stream = Stream(b"{" + b"x" * (64 << 20))
+    r = runner.invoke(cli, ["inspect", "-"], input=stream)
+    assert r.exit_code == 3 and "does not begin with PIR's header" in r.stderr
+    assert stream.taken <= 4 << 20  # a piece or so, not the 64 MB

@@ -1,0 +1,156 @@
+"""Signs of life (issue 22): long work shows its phases. At a terminal a rich progress bar
+(transient) names the phase; in a log (stderr not a terminal) a plain line per phase that
+took over LOG_AFTER seconds; nothing with -q. The library only reports, to an observer.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from iohelpers import run_in_pty, terminal_env
+
+from vppctl import progress
+from vppctl.cli import cli
+from vppctl.cli import progress as cli_progress
+from vppctl.commands import convert_file
+from vppctl.convert import ConvertOptions
+from vppctl.plan import PlanOptions
+
+SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "gpt-8l-pp4.pb"
+PHASES = ["reading", "indexing", "planning", "applying", "verifying", "writing"]
+
+
+@pytest.fixture(autouse=True)
+def progress_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite turns progress off (conftest.py); here it is the subject."""
+    monkeypatch.delenv("VPPCTL_PROGRESS", raising=False)
+
+
+class Recorder:
+    """An observer that keeps what it is told."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, object]] = []
+
+    def phase(self, name: progress.Phase, total: int | None) -> None:
+        self.events.append(("phase", name))
+        self.totals = getattr(self, "totals", {})
+        self.totals[name] = total
+
+    def advance(self, done: int) -> None:
+        self.events.append(("advance", done))
+
+    def close(self) -> None:
+        self.events.append(("close", None))
+
+
+def test_convert_reports_every_phase_in_order_with_counts(tmp_path: Path) -> None:
+    seen = Recorder()
+    opts = ConvertOptions(plan=PlanOptions(vpp=2))
+    outcome = convert_file(SAMPLE, tmp_path / "out.pb", opts, progress=seen)
+    phases = [name for kind, name in seen.events if kind == "phase"]
+    assert phases == PHASES and seen.events[-1] == ("close", None)
+    assert seen.totals["reading"] == SAMPLE.stat().st_size
+    assert seen.totals["indexing"] == outcome.result.n_ops
+    assert seen.totals["writing"] == outcome.bytes_written
+    # Within a phase the counts only grow, and reach the total where there is one.
+    current, done = None, 0
+    last: dict[str, int] = {}
+    for kind, value in seen.events:
+        if kind == "phase":
+            current, done = value, 0
+        elif kind == "advance":
+            assert isinstance(value, int) and value >= done
+            done = last[str(current)] = value
+    for name in ("reading", "indexing", "verifying", "writing"):
+        assert last[name] == seen.totals[name], name
+
+
+def test_without_an_observer_nothing_is_reported() -> None:
+    # the module-level calls are no-ops: nothing installed, nothing to tell
+    progress.phase("reading", 10)
+    progress.advance(5)
+    progress.step(1)
+
+
+def test_a_log_gets_one_line_per_phase_over_the_threshold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cli_progress, "LOG_AFTER", 0.0)  # every phase is "long" here
+    args = ["convert", str(SAMPLE), "--vpp", "2", "-o", str(tmp_path / "o.pb")]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    said = [line.split(":")[0] for line in lines if re.fullmatch(r"[a-z]+: \d+\.\d s.*", line)]
+    assert said == PHASES
+    assert re.search(r"^reading: \d+\.\d s \(\d+\.\d KB\)$", result.stderr, re.M)
+    assert re.search(r"^indexing: \d+\.\d s \(778 ops\)$", result.stderr, re.M)
+    assert lines[-1].startswith("wrote ")
+    assert not any(re.match(r"[a-z]+: ", line) for line in result.stdout.splitlines()[:1])
+
+
+def test_small_runs_stay_quiet_in_a_log(tmp_path: Path) -> None:
+    args = ["convert", str(SAMPLE), "--vpp", "2", "-o", str(tmp_path / "o.pb")]
+    result = CliRunner().invoke(cli, args)
+    assert result.stderr.splitlines() == [
+        line for line in result.stderr.splitlines() if line.startswith("wrote ")
+    ]
+
+
+def test_quiet_silences_the_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli_progress, "LOG_AFTER", 0.0)
+    for args in (
+        ["convert", str(SAMPLE), "--vpp", "2", "-o", str(tmp_path / "o.pb"), "-q"],
+        ["verify", str(SAMPLE), "-q"],
+        ["inspect", str(SAMPLE), "-q"],
+    ):
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 0 and result.stderr == "", args
+
+
+def test_the_environment_can_turn_progress_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cli_progress, "LOG_AFTER", 0.0)
+    monkeypatch.setenv("VPPCTL_PROGRESS", "off")
+    args = ["convert", str(SAMPLE), "--vpp", "2", "-o", str(tmp_path / "o.pb")]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0 and result.stderr.startswith("wrote ")
+
+
+def test_a_long_phase_says_how_far_it_got_in_a_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    lines: list[str] = []
+    log = cli_progress.LogObserver.__new__(cli_progress.LogObserver)
+    cli_progress.LogObserver.__init__(log, None)  # type: ignore[arg-type]
+    monkeypatch.setattr(log, "_say", lines.append)
+    clock = iter([0.0, 12.0, 13.0, 30.0])
+    monkeypatch.setattr(cli_progress.time, "monotonic", lambda: next(clock))
+    log.phase("indexing", 1000)  # t = 0
+    log.advance(400)  # t = 12: ten seconds passed, a line
+    log.advance(500)  # t = 13: too soon for another
+    log.close()  # t = 30
+    assert lines == ["indexing: 40% of 1,000 ops, 12.0 s", "indexing: 30.0 s (1,000 ops)"]
+
+
+def test_a_terminal_shows_a_bar_with_the_phases(tmp_path: Path) -> None:
+    argv = [sys.executable, "-m", "vppctl", "convert", str(SAMPLE), "--vpp", "2"]
+    code, out = run_in_pty([*argv, "-o", str(tmp_path / "o.pb")], env=terminal_env())
+    assert code == 0, out
+    text = out.decode(errors="replace")
+    assert "━" in text  # rich's bar
+    assert [phase for phase in PHASES if phase in text] == PHASES  # each was on screen
+    # transient: the last screen holds the table and the `wrote` line, no bar
+    assert text.rstrip().splitlines()[-1].strip().startswith("wrote ")
+
+
+def test_quiet_means_no_bar_at_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli_progress, "is_terminal", lambda name: True)
+    assert cli_progress.observer(quiet=True) is None
+    assert cli_progress.observer(quiet=False, json_on_stderr=True) is None
+    bar = cli_progress.observer(quiet=False)
+    assert isinstance(bar, cli_progress.BarObserver)
+    bar.close()

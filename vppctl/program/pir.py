@@ -1,0 +1,678 @@
+"""PIR: a Paddle 3.x program (PIR, serialized as JSON) read into a `Program`.
+
+From Paddle 3.0 a static program is a PIR program; `paddle.static.save`,
+`paddle.jit.save` and `paddle.base.core.serialize_pir_program` write it as JSON:
+
+    {"base_code": {"magic": "pir", "trainable": true, "version": 4},
+     "program": {"regions": [{"#": "region_0", "blocks": [{"#": "block_0", "args": [],
+                  "ops": [{"#": "1.matmul", "I": [{"%": 5}, ...],
+                           "O": [{"%": 7, "TT": <type>}], "A": [<attr>, ...]}, ...]}]}]}}
+
+An op's `"#"` is `dialect.name` with the dialect as a number (0 builtin, 1 pd_op,
+2 cf, 3 custom_op; `dist_op` is written out), `"p"` for a parameter; `"I"` names
+the values it reads and `"O"` defines its results with their types (a distributed
+value's type, `4.t_dist_dtensor`, holds its dense type and its tensor dist attr);
+`"A"` holds the attributes: `op_role`, `struct_name` on ops made inside a layer,
+and `op_dist_attr`, `[mesh, operand dist attrs, result dist attrs, chunk id]` with
+chunk id -1 until Paddle's VPP completion gives one.
+
+The JSON is read op by op (`json`'s decoder on one op at a time, never the whole
+document), into the side tables of `vppctl.program.pir_tables`; `pir_grads` links
+gradients to the values and ops they belong to, and `pir_encode` writes the
+`Program` vppctl's commands read. How PIR maps onto that model:
+
+- each op is an op: its type with the dialect spelled out (`pd_op.matmul`), role,
+  struct name, mesh, chunk id, and the meshes of its operand and result dist attrs;
+- each value is a variable named `%N` (N its id in the file), with the dense type's
+  global dims and data type, the dist type's mesh, and whether it is persistable;
+- `builtin.parameter` and `pd_op.data` declare values (parameters, feeds, optimizer
+  states): they are read as those variables, named as the program names them;
+- `builtin.combine` and `builtin.split` only pack values into a vector and out:
+  an op reading a vector reads its values; `dist_op.reshard` is communication
+  between meshes (or placements): an op reading its result reads its source, as an
+  op on another stage reads a variable in a legacy program;
+- a gradient value is named `X@GRAD` (parts summed later `X@GRAD@RENAME@k`) and a
+  grad op's `forward_op_id` names the op it differentiates (`pir_grads`);
+- an op's regions are sub-blocks (`sub_block`), its blocks' arguments variables.
+
+Not read: other attributes, dims mappings and partial status, local shapes, types
+other than dense tensors and vectors (a value of another type is a variable of
+type RAW), and `kwargs` block arguments. A file that is not such a program
+(invalid JSON, another magic, an unknown version, a truncated file, a value used
+before any op defines it) is a ProgramFileError (exit 3) with a one-line reason.
+
+Bounds: JSON nesting deeper than the decoder's recursion limit is refused; one op
+(or other item) may hold at most MAX_ITEM_CHARS (4 MiB) of JSON, so the Python objects
+of one op stay small whatever the file holds.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from json.decoder import JSONDecodeError
+from typing import Any
+
+from vppctl.errors import ProgramFileError
+from vppctl.program._proto import program_pb2 as pb
+from vppctl.program.pir_encode import EncodedPir, encode_program
+from vppctl.program.pir_grads import link_gradients
+from vppctl.program.pir_tables import (
+    COMBINE,
+    DATA,
+    NO_OP,
+    NO_VALUE,
+    PARAMETER,
+    RESHARD,
+    SPLIT,
+    PirTables,
+)
+
+# The serialization versions Paddle 3.3.1 knows (it writes 4, and any of these on request,
+# in this one layout: the number says which of its loader's patches apply); a later one may
+# change the layout, so it is refused.
+PIR_VERSIONS = range(0, 5)
+# JSON characters of one op (or block argument, or the header): decoded, an item's Python
+# objects take up to about 25 bytes a character (a list of empty lists), so 4 MiB keeps one
+# item near 100 MB whatever the file holds; a real op is a few KB.
+MAX_ITEM_CHARS = 4 << 20
+_FIRST_WINDOW = 1 << 14  # characters decoded at first for an item; doubled while too few
+
+_DIALECTS = {"0": "builtin", "1": "pd_op", "2": "cf", "3": "custom_op", "4": "dist"}
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+_DECODER = json.JSONDecoder()
+
+# Data types of dense tensor types (`0.t_f32`, ...) as VarType codes.
+_DTYPES = {
+    "t_bool": pb.VarType.BOOL,
+    "t_i8": pb.VarType.INT8,
+    "t_ui8": pb.VarType.UINT8,
+    "t_i16": pb.VarType.INT16,
+    "t_i32": pb.VarType.INT32,
+    "t_i64": pb.VarType.INT64,
+    "t_f16": pb.VarType.FP16,
+    "t_bf16": pb.VarType.BF16,
+    "t_f32": pb.VarType.FP32,
+    "t_f64": pb.VarType.FP64,
+    "t_c64": pb.VarType.COMPLEX64,
+    "t_c128": pb.VarType.COMPLEX128,
+    "t_f8e4m3fn": pb.VarType.FP8_E4M3FN,
+    "t_f8e5m2": pb.VarType.FP8_E5M2,
+}
+
+
+def parse_pir(data: bytes | bytearray, *, source: str, max_blocks: int) -> EncodedPir:
+    """Read a PIR program's JSON (at most `max_blocks` blocks); ProgramFileError (exit 3) when
+    it is not one."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise _refused(source, f"its JSON is not UTF-8 (byte {e.start})") from None
+    reader = _Reader(text, max_blocks)
+    try:
+        tables, version = reader.read()
+    except _Malformed as e:
+        raise _refused(source, str(e)) from None
+    except RecursionError:
+        raise _refused(source, "its JSON is nested too deeply") from None
+    del text, reader
+    names, forward_of, _ = link_gradients(tables)
+    return encode_program(tables, names, forward_of, version=version)
+
+
+def _refused(source: str, reason: str) -> ProgramFileError:
+    return ProgramFileError(f"cannot load {source}: not a PIR program: {reason}")
+
+
+class _Malformed(Exception):
+    """The JSON is not a PIR program; the message says where and why."""
+
+
+class _Json:
+    """A cursor over JSON text that walks the containers vppctl descends into and decodes
+    everything else one item at a time (each at most MAX_ITEM_CHARS characters)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+        self.window = _FIRST_WINDOW
+
+    def where(self, pos: int | None = None) -> str:
+        pos = self.pos if pos is None else pos
+        line = self.text.count("\n", 0, pos) + 1
+        column = pos - self.text.rfind("\n", 0, pos)
+        return f"line {line} column {column}"
+
+    def peek(self) -> str:
+        match = _WHITESPACE.match(self.text, self.pos)
+        self.pos = match.end() if match else self.pos
+        if self.pos >= len(self.text):
+            raise _Malformed(f"the JSON ends early at {self.where()} (is the file truncated?)")
+        return self.text[self.pos]
+
+    def expect(self, char: str, what: str) -> None:
+        found = self.peek()
+        if found != char:
+            raise _Malformed(
+                f"invalid JSON in {what} at {self.where()}: expected {char!r}, found {found!r}"
+            )
+        self.pos += 1
+
+    def string(self, what: str) -> str:
+        if self.peek() != '"':
+            raise _Malformed(f"invalid JSON in {what} at {self.where()}: expected a key")
+        try:
+            value, self.pos = _DECODER.raw_decode(self.text, self.pos)
+        except JSONDecodeError as e:
+            raise self._bad(e, what) from None
+        return str(value)
+
+    def members(self, what: str) -> Iterator[str]:
+        """The keys of the object at the cursor; the caller reads each key's value."""
+        self.expect("{", what)
+        if self.peek() == "}":
+            self.pos += 1
+            return
+        while True:
+            key = self.string(what)
+            self.expect(":", what)
+            yield key
+            if self.peek() == ",":
+                self.pos += 1
+                continue
+            self.expect("}", what)
+            return
+
+    def elements(self, what: str) -> Iterator[int]:
+        """The positions of the elements of the array at the cursor; the caller reads each."""
+        self.expect("[", what)
+        if self.peek() == "]":
+            self.pos += 1
+            return
+        k = 0
+        while True:
+            self.peek()
+            yield k
+            k += 1
+            if self.peek() == ",":
+                self.pos += 1
+                continue
+            self.expect("]", what)
+            return
+
+    def value(self, what: str) -> Any:
+        """Decode the value at the cursor, at most MAX_ITEM_CHARS characters of it: the text
+        is decoded in a window that doubles while the value does not fit in it."""
+        self.peek()
+        start, window = self.pos, self.window
+        while True:
+            end = start + window
+            try:
+                if end >= len(self.text):
+                    value, stop = _DECODER.raw_decode(self.text, start)
+                else:
+                    value, stop = _DECODER.raw_decode(self.text[start:end])
+                    stop += start
+            except JSONDecodeError as e:
+                if end < len(self.text) and window < MAX_ITEM_CHARS:
+                    window *= 2
+                    continue
+                if end < len(self.text):
+                    raise _Malformed(
+                        f"{what} at {self.where(start)} is invalid JSON or longer than "
+                        f"{MAX_ITEM_CHARS >> 20} MiB, the most vppctl reads of one item ({e.msg})"
+                    ) from None
+                raise self._bad(e, what) from None
+            except ValueError as e:  # an integer with too many digits
+                raise _Malformed(f"{what} at {self.where(start)} is invalid: {e}") from None
+            self.pos = stop
+            self.window = max(_FIRST_WINDOW, min(MAX_ITEM_CHARS, 4 * (stop - start)))
+            return value
+
+    def skip(self, what: str) -> None:
+        self.value(what)
+
+    def end(self) -> None:
+        match = _WHITESPACE.match(self.text, self.pos)
+        if match and match.end() < len(self.text):
+            raise _Malformed(f"extra data after the JSON object at {self.where(match.end())}")
+
+    def _bad(self, e: JSONDecodeError, what: str) -> _Malformed:
+        """Why decoding the text failed (from the end of the text: it was cut short)."""
+        pos = e.pos
+        tail = self.text[pos:] if len(self.text) - pos < 64 else "x"
+        if not tail.strip() or e.msg.startswith("Unterminated"):
+            return _Malformed(f"the JSON ends early inside {what} (is the file truncated?)")
+        return _Malformed(f"invalid JSON in {what} at {self.where(pos)}: {e.msg}")
+
+
+# -- typed access to decoded JSON ------------------------------------------------------------
+
+
+def _obj(x: Any, what: str) -> dict[str, Any]:
+    if not isinstance(x, dict):
+        raise _Malformed(f"{what} is not a JSON object")
+    return x
+
+
+def _arr(x: Any, what: str) -> list[Any]:
+    if not isinstance(x, list):
+        raise _Malformed(f"{what} is not a JSON array")
+    return x
+
+
+_INT64 = range(-(1 << 63), 1 << 63)  # ids, dims and chunk ids are int64 in Paddle
+_INT32 = range(-(1 << 31), 1 << 31)  # op_role is an int32 attribute
+
+
+def _int(x: Any, what: str, bounds: range = _INT64) -> int:
+    if not isinstance(x, int) or isinstance(x, bool):
+        raise _Malformed(f"{what} is not an integer")
+    if x not in bounds:
+        raise _Malformed(f"{what} ({x}) is out of range")
+    return x
+
+
+def _str(x: Any, what: str) -> str:
+    if not isinstance(x, str):
+        raise _Malformed(f"{what} is not a string")
+    return x
+
+
+def _ints(x: Any, what: str) -> tuple[int, ...]:
+    values = tuple(_arr(x, what))
+    if not all(type(v) is int and v in _INT64 for v in values):  # bools are no ints here
+        raise _Malformed(f"{what} holds a value that is not an integer of 64 bits")
+    return values
+
+
+def _type_key(type_: Any) -> tuple[Any, ...] | None:
+    """A hashable key of a value's type as the JSON gives it (what `_read_type` reads of it),
+    or None for a type that has no such key (then it is read every time)."""
+    try:
+        if type_["#"] == "4.t_dist_dtensor":
+            dense, dist = type_["D"][0], type_["D"][1]
+            mesh = dist["D"][0]["D"]
+            key = (
+                dense["#"],
+                dense["D"][0]["#"],
+                tuple(dense["D"][1]),
+                tuple(mesh[0]),
+                tuple(mesh[1]),
+                tuple(mesh[2]),
+            )
+            hash(key)  # a list or object inside (a malformed type) cannot be a key
+            return key
+    except (TypeError, KeyError, IndexError):
+        pass
+    return None
+
+
+def op_type(compressed: str) -> str:
+    """An op's type with its dialect spelled out: `1.matmul` -> `pd_op.matmul`."""
+    if compressed == "p":
+        return PARAMETER
+    dialect, dot, name = compressed.partition(".")
+    return f"{_DIALECTS.get(dialect, dialect)}.{name}" if dot else compressed
+
+
+# -- the reader ------------------------------------------------------------------------------
+
+
+class _Reader:
+    """Reads the JSON into PirTables (see the module docstring)."""
+
+    def __init__(self, text: str, max_blocks: int) -> None:
+        self.json = _Json(text)
+        self.max_blocks = max_blocks
+        self.t = PirTables()
+        self._meshes: dict[tuple[Any, ...], bytes] = {}
+        self._types: dict[tuple[Any, ...], tuple[int, tuple[int, ...], bytes]] = {}
+
+    def read(self) -> tuple[PirTables, int]:
+        j = self.json
+        version = None
+        seen_program = False
+        for key in j.members("the top-level object"):
+            if key == "base_code" and not seen_program:
+                version = self._header()
+            elif key == "program" and version is not None:
+                self._program()
+                seen_program = True
+            else:
+                raise _Malformed(
+                    "the JSON does not begin with PIR's header "
+                    '({"base_code": {"magic": "pir", ...}, "program": ...})'
+                )
+        if version is None or not seen_program:
+            raise _Malformed('it has no "base_code" header and "program"')
+        j.end()
+        return self.t, version
+
+    def _header(self) -> int:
+        header = _obj(self.json.value("the header"), '"base_code"')
+        if header.get("magic") != "pir":
+            raise _Malformed(f'its header\'s magic is {header.get("magic")!r}, not "pir"')
+        version = header.get("version")
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise _Malformed("its header has no integer version")
+        if version not in PIR_VERSIONS:
+            raise _Malformed(
+                f"it is serialization version {version}, and vppctl reads versions "
+                f"{PIR_VERSIONS.start} to {PIR_VERSIONS.stop - 1} (Paddle 3.3.1 writes 4)"
+            )
+        return version
+
+    def _program(self) -> None:
+        j = self.json
+        for key in j.members('"program"'):
+            if key != "regions":
+                j.skip(f'"program".{key}')
+                continue
+            for k in j.elements('"program".regions'):
+                if k:
+                    raise _Malformed("it has more than one top-level region")
+                self._region_stream()
+        if not self.t.block_parent:
+            raise _Malformed("it has no block")
+
+    def _region_stream(self) -> None:
+        j = self.json
+        for key in j.members("a region"):
+            if key != "blocks":
+                j.skip(f"region.{key}")
+                continue
+            for k in j.elements("region.blocks"):
+                if k:
+                    raise _Malformed("its top-level region has more than one block")
+                self._block_stream()
+
+    def _block_stream(self) -> None:
+        """The global block, read op by op from the text."""
+        j = self.json
+        b = self._new_block(-1)
+        for key in j.members("block 0"):
+            if key == "ops":
+                for k in j.elements("block 0's ops"):
+                    self._op(_obj(j.value(f"op {k}"), f"op {k}"), b, k)
+            elif key == "args":
+                for k in j.elements("block 0's args"):
+                    self._block_arg(j.value(f"block 0 argument {k}"), b)
+            else:
+                j.skip(f"block 0's {key}")
+
+    def _new_block(self, parent: int) -> int:
+        b = len(self.t.block_parent)
+        if b >= self.max_blocks:
+            raise _Malformed(
+                f"it has more than {self.max_blocks:,} blocks, the most vppctl reads (Paddle makes "
+                "one per region of a control-flow op)"
+            )
+        self.t.block_parent.append(parent)
+        return b
+
+    def _block(self, block: Any, parent: int) -> int:
+        """A block of an op's region, decoded with its op."""
+        b = self._new_block(parent)
+        block = _obj(block, f"block {b}")
+        for k, arg in enumerate(_arr(block.get("args", []), f"block {b}'s args")):
+            self._block_arg(arg, b, f"block {b} argument {k}")
+        for k, op in enumerate(_arr(block.get("ops", []), f"block {b}'s ops")):
+            self._op(_obj(op, f"op {k} of block {b}"), b, k)
+        return b
+
+    def _block_arg(self, arg: Any, block: int, what: str = "a block argument") -> None:
+        arg = _obj(arg, what)
+        self._define(_int(arg.get("#"), f"{what}'s id"), arg.get("TT"), block, NO_OP, what)
+
+    # -- ops ---------------------------------------------------------------------------------
+
+    def _op(self, op: dict[str, Any], block: int, k: int) -> None:
+        what = f"op {k} of block {block}"
+        kind = op_type(_str(op.get("#"), f"{what}'s name"))
+        if kind == PARAMETER:
+            self._parameter(op, block, what)
+        elif kind == DATA:
+            self._data(op, block, what)
+        elif kind in (COMBINE, SPLIT, RESHARD):
+            self._fold(kind, op, block, what)
+        else:
+            self._compute(kind, op, block, what)
+
+    def _compute(self, kind: str, op: dict[str, Any], block: int, what: str) -> None:
+        t = self.t
+        n = t.n_ops
+        attrs = _attrs(op.get("A", []), what)
+        role, struct, mesh, chunk, ins, outs = self._placement(attrs, what)
+        operands = [self._operand(x, what) for x in _arr(op.get("I", []), f"{what}'s I")]
+        results = _arr(op.get("O", []), f"{what}'s O")
+        t.op_type.append(kind)
+        t.op_role.append(role)
+        t.op_struct.append(struct)
+        t.op_mesh.append(mesh)
+        t.op_chunk.append(chunk)
+        t.op_block.append(block)
+        t.in_val.extend(operands)
+        t.in_off.append(len(t.in_val))
+        t.in_mesh.append(ins)
+        flags = _result_flags(op.get("OA", []), len(results), what)
+        for r, result in enumerate(results):
+            result = _obj(result, f"{what}'s result {r}")
+            pir_id = _int(result.get("%"), f"{what}'s result {r} id")
+            if _is_null(result.get("TT")):
+                pir_id = NO_VALUE  # a result the op does not produce (a gradient not needed)
+            t.out_val.append(pir_id)
+            if pir_id != NO_VALUE:
+                v = self._define(pir_id, result.get("TT"), block, n, f"{what}'s result {r}")
+                t.v_persistable[v] = flags[r]
+        t.out_off.append(len(t.out_val))
+        t.out_mesh.append(outs)
+        regions = op.get("regions")
+        if regions is not None:
+            subs = []
+            for region in _arr(regions, f"{what}'s regions"):
+                for sub in _arr(_obj(region, f"{what}'s region").get("blocks", []), what):
+                    subs.append(self._block(sub, block))
+            t.sub_blocks[n] = subs
+
+    def _placement(
+        self, attrs: dict[str, Any], what: str
+    ) -> tuple[int, str, bytes, int, tuple[bytes, ...], tuple[bytes, ...]]:
+        role = attrs.get("op_role")
+        role = 0 if role is None else _int(role, f"{what}'s op_role", _INT32)
+        struct = attrs.get("struct_name")
+        struct = "" if struct is None else _str(struct, f"{what}'s struct_name")
+        dist = attrs.get("op_dist_attr")
+        if dist is None:
+            return role, struct, b"", -1, (), ()
+        dist = _arr(dist, f"{what}'s op_dist_attr")
+        if len(dist) != 4:
+            raise _Malformed(f"{what}'s op_dist_attr has {len(dist)} parts, not 4")
+        mesh = self._mesh(dist[0], what)
+        ins = tuple(self._tensor_meshes(x, what) for x in _arr(dist[1], what))
+        outs = tuple(self._tensor_meshes(x, what) for x in _arr(dist[2], what))
+        chunk = _int(dist[3], f"{what}'s chunk id")
+        return role, struct, mesh, max(chunk, -1), _flat(ins), _flat(outs)
+
+    def _operand(self, x: Any, what: str) -> int:
+        pir_id = _int(_obj(x, f"{what}'s operand").get("%"), f"{what}'s operand id")
+        t = self.t
+        if pir_id == NO_VALUE or pir_id in t.combined or t.resolve(pir_id) in t.value_at:
+            return pir_id
+        raise _Malformed(f"{what} reads value %{pir_id}, which no earlier op defines")
+
+    def _parameter(self, op: dict[str, Any], block: int, what: str) -> None:
+        """`builtin.parameter` ("p"): A is [is_distributed, is_parameter, need_clip, name],
+        OA [persistable, stop_gradient, trainable]; its dist attrs are in DA."""
+        attrs = _arr(op.get("A"), f"{what}'s A")
+        if len(attrs) != 4:
+            raise _Malformed(f"{what} (a parameter) has {len(attrs)} attributes, not 4")
+        name = _str(attrs[3], f"{what}'s parameter name")
+        result = _obj(op.get("O"), f"{what}'s result")
+        pir_id = _int(result.get("%"), f"{what}'s result id")
+        v = self._define(pir_id, result.get("TT"), block, NO_OP, what)
+        flags = _arr(op.get("OA", [1, 1, 1]), f"{what}'s OA")
+        self.t.v_persistable[v] = bool(flags[0]) if flags else True
+        self.t.v_parameter[v] = 1
+        self.t.v_name[v] = name
+        self.t.folded[PARAMETER] += 1
+
+    def _data(self, op: dict[str, Any], block: int, what: str) -> None:
+        attrs = _attrs(op.get("A", []), what)
+        results = _arr(op.get("O"), f"{what}'s O")
+        if len(results) != 1:
+            raise _Malformed(f"{what} (pd_op.data) has {len(results)} results, not 1")
+        result = _obj(results[0], f"{what}'s result")
+        v = self._define(_int(result.get("%"), f"{what}'s result id"), result.get("TT"), block,
+                         NO_OP, what)  # fmt: skip
+        flags = _result_flags(op.get("OA", []), 1, what)
+        self.t.v_persistable[v] = flags[0]
+        name = attrs.get("name")
+        if isinstance(name, str):
+            self.t.v_name[v] = name
+        self.t.folded[DATA] += 1
+
+    def _fold(self, kind: str, op: dict[str, Any], block: int, what: str) -> None:
+        t = self.t
+        operands = [self._operand(x, what) for x in _arr(op.get("I", []), f"{what}'s I")]
+        results = [_obj(r, f"{what}'s result") for r in _arr(op.get("O", []), f"{what}'s O")]
+        ids = [_int(r.get("%"), f"{what}'s result id") for r in results]
+        if kind == COMBINE:
+            if len(ids) != 1:
+                raise _Malformed(f"{what} (builtin.combine) has {len(ids)} results, not 1")
+            t.combined[ids[0]] = tuple(operands)
+        elif kind == SPLIT:
+            if len(operands) != 1:
+                raise _Malformed(f"{what} (builtin.split) has {len(operands)} operands, not 1")
+            source = t.resolve(operands[0])
+            producer = t.v_producer[t.value(source)] if source in t.value_at else NO_OP
+            for pir_id, r in zip(ids, results):
+                self._define(pir_id, r.get("TT"), block, producer, what)
+            t.split[source] = tuple(ids)
+        else:  # a reshard: its result is its source, moved
+            if len(operands) != 1 or len(ids) != 1:
+                raise _Malformed(f"{what} ({RESHARD}) does not read one value into one")
+            t.alias[ids[0]] = operands[0]
+        t.folded[kind] += 1
+
+    # -- values ------------------------------------------------------------------------------
+
+    def _define(self, pir_id: int, type_: Any, block: int, producer: int, what: str) -> int:
+        t = self.t
+        if pir_id == NO_VALUE or pir_id in t.value_at or pir_id in t.alias:
+            raise _Malformed(f"{what} defines value %{pir_id} twice (or as 0)")
+        dtype, dims, mesh = self._type(type_, what)
+        v = len(t.v_id)
+        t.value_at[pir_id] = v
+        t.v_id.append(pir_id)
+        t.v_block.append(block)
+        t.v_producer.append(producer)
+        t.v_dtype.append(dtype)
+        t.v_dims.append(dims)
+        t.v_mesh.append(mesh)
+        t.v_persistable.append(0)
+        t.v_parameter.append(0)
+        t.v_name.append("")
+        return v
+
+    def _type(self, type_: Any, what: str) -> tuple[int, tuple[int, ...], bytes]:
+        """(data type code or -1, global dims, raw mesh) of a value's type; a type seen
+        before (most are: a program has few shapes) is looked up, not read again."""
+        key = _type_key(type_)
+        found = self._types.get(key) if key is not None else None
+        if found is None:
+            found = self._read_type(type_, what)
+            if key is not None:
+                self._types[key] = found
+        return found
+
+    def _read_type(self, type_: Any, what: str) -> tuple[int, tuple[int, ...], bytes]:
+        if type_ is None:
+            return -1, (), b""
+        type_ = _obj(type_, f"{what}'s type")
+        name = _str(type_.get("#", ""), f"{what}'s type name").partition(".")[2]
+        data = type_.get("D")
+        if name == "t_dist_dtensor":
+            parts = _arr(data, f"{what}'s type")
+            if len(parts) < 2:
+                raise _Malformed(f"{what}'s dist type has {len(parts)} parts")
+            dtype, dims, _ = self._read_type(parts[0], what)
+            return dtype, dims, self._tensor_mesh(parts[1], what)
+        if name == "t_dtensor":
+            parts = _arr(data, f"{what}'s type")
+            if len(parts) < 2:
+                raise _Malformed(f"{what}'s dense type has {len(parts)} parts")
+            element = _str(_obj(parts[0], f"{what}'s data type").get("#", ""), what)
+            return _DTYPES.get(element.partition(".")[2], -1), _ints(parts[1], what), b""
+        return -1, (), b""
+
+    # -- meshes ------------------------------------------------------------------------------
+
+    def _mesh(self, attr: Any, what: str) -> bytes:
+        """A serialized ProcessMesh of a `4.a_process_mesh` [shape, ids, dim names] (a mesh
+        seen before is looked up: every op names a few)."""
+        try:
+            data = attr["D"]
+            return self._meshes[(tuple(data[0]), tuple(data[1]), tuple(data[2]))]
+        except (TypeError, KeyError, IndexError):  # not seen yet, or malformed: read it
+            return self._read_mesh(attr, what)
+
+    def _read_mesh(self, attr: Any, what: str) -> bytes:
+        data = _arr(_obj(attr, f"{what}'s mesh").get("D"), f"{what}'s mesh")
+        if len(data) != 3:
+            raise _Malformed(f"{what}'s mesh has {len(data)} parts, not 3")
+        shape, ids = _ints(data[0], f"{what}'s mesh"), _ints(data[1], f"{what}'s mesh")
+        names = tuple(_str(n, f"{what}'s mesh dim name") for n in _arr(data[2], what))
+        raw = b""
+        if ids:
+            try:
+                msg = pb.ProcessMesh(shape=shape, process_ids=ids, dim_names=names)
+            except ValueError:  # an id out of int64's range
+                raise _Malformed(f"{what}'s mesh has an id out of range") from None
+            raw = msg.SerializeToString()
+        self._meshes[shape, ids, names] = raw
+        return raw
+
+    def _tensor_mesh(self, attr: Any, what: str) -> bytes:
+        """The mesh of a `4.a_tensor_dist` [mesh, dims mapping, partial status]."""
+        data = _arr(_obj(attr, f"{what}'s tensor dist attr").get("D"), what)
+        if not data:
+            raise _Malformed(f"{what}'s tensor dist attr is empty")
+        return self._mesh(data[0], what)
+
+    def _tensor_meshes(self, attr: Any, what: str) -> tuple[bytes, ...]:
+        """The meshes of one operand's or result's dist attr: one, or one per element of a
+        vector (`0.a_array`)."""
+        attr = _obj(attr, f"{what}'s operand dist attr")
+        if str(attr.get("#", "")).endswith("a_array"):
+            return tuple(self._tensor_mesh(x, what) for x in _arr(attr.get("D"), what))
+        return (self._tensor_mesh(attr, what),)
+
+
+def _attrs(attrs: Any, what: str) -> dict[str, Any]:
+    """An op's attributes, name -> data (`{"N": name, "AT": {"#": type, "D": data}}`)."""
+    out = {}
+    for a in _arr(attrs, f"{what}'s A"):
+        a = _obj(a, f"{what}'s attribute")
+        name = _str(a.get("N"), f"{what}'s attribute name")
+        out[name] = _obj(a.get("AT"), f"{what}'s attribute {name}").get("D")
+    return out
+
+
+def _result_flags(attrs: Any, n: int, what: str) -> list[int]:
+    """Per result: persistable (from the op's `OA` attributes), 0 without."""
+    found = _attrs(attrs, what).get("persistable")
+    if not isinstance(found, list):
+        return [0] * n
+    flags = [1 if isinstance(f, dict) and f.get("D") is True else 0 for f in found]
+    return (flags + [0] * n)[:n]
+
+
+def _is_null(type_: Any) -> bool:
+    return isinstance(type_, dict) and type_.get("#") == "NULL"
+
+
+def _flat(groups: tuple[tuple[bytes, ...], ...]) -> tuple[bytes, ...]:
+    """One mesh per operand (or result) slot: a vector's elements each get one."""
+    return tuple(m for g in groups for m in g)

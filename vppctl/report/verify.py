@@ -1,0 +1,279 @@
+"""`vppctl verify`'s report in each output format, its per-rule statistics and the rules.
+
+Formats (`--output-format`, as ruff has them):
+
+    full      the violations as a table (the default), or the one `valid:` line
+    concise   one line per violation: `prog.pb:block0:op309: V008 transpose2_grad is on
+              [1] chunk 1, its forward op #146 (transpose2) on [1] chunk 0`
+    json      one JSON object (`verify_json`; vppctl/report/schemas/verify.json)
+    github    GitHub Actions workflow commands, one `::error` per violation
+    junit     a JUnit XML report: one test case per rule, a failure listing its violations
+
+Every name from the program is escaped (`printed`, `printable`) in every format but
+JSON, which escapes control characters itself; XML could not hold them at all.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from typing import Any
+from xml.etree import ElementTree
+
+from rich.console import Console
+from rich.table import Table
+
+from vppctl.escape import printable
+from vppctl.report.common import (
+    TABLE_ROWS,
+    compact_table,
+    document,
+    layers_json,
+    printed,
+)
+from vppctl.report.program import recorded_plan_json
+from vppctl.verify import PIR_RULES, RULES, VerifyReport, Violation
+
+# Said whenever a program carries no plan: its vpp then comes from --vpp or its chunk
+# ids, and its placement from --placement or loop, not from what convert decided.
+NO_PLAN = "no pipeline plan recorded"
+
+# Said of every PIR program `verify` checks (`vppctl verify --rules` lists how).
+PIR_NOTE = f"read from PIR: {', '.join(PIR_RULES)} apply in part (vppctl verify --rules)"
+
+
+def verify_line(report: VerifyReport) -> str:
+    """The one line `verify` prints for a valid program."""
+    layers = report.layers
+    found = f"{len(layers)} layers ({layers.layer_class})" if layers else "no layers"
+    line = (
+        f"valid: pp {report.pp} x vpp {report.vpp}, {report.placement} placement, {found}; "
+        f"cross-stage edges per micro-batch: {report.cross_stage_edges}"
+    )
+    if report.recorded is None:
+        line += f"; {NO_PLAN}"
+    if report.pir:
+        line += f"; {PIR_NOTE}"
+    return line
+
+
+def no_plan_note(report: VerifyReport) -> str:
+    return (
+        f"{NO_PLAN}: checked as pp {report.pp} x vpp {report.vpp} (vpp from --vpp or the chunk "
+        f"ids), {report.placement} placement; a program not yet converted needs `vppctl "
+        "convert` first"
+    )
+
+
+def where(v: Violation) -> str:
+    """`block0:op309`, `block0` or "" (a violation of the whole program)."""
+    if v.block < 0:
+        return ""
+    return f"block{v.block}" + (f":op{v.op}" if v.op >= 0 else "")
+
+
+def statement(v: Violation) -> str:
+    """The violation for people: the op's type, then the message (`transpose2_grad is on
+    ...`); the message alone when it is about no one op."""
+    return f"{v.type} {v.message}" if v.op >= 0 and v.type else v.message
+
+
+# -- full ------------------------------------------------------------------------
+
+
+def violations_table(violations: Sequence[Violation], limit: int = TABLE_ROWS) -> Table:
+    """The first `limit` violations (rendering is slow and unreadable past a few hundred)."""
+    table = compact_table()
+    table.add_column("Rule", no_wrap=True)
+    table.add_column("Block", justify="right", no_wrap=True)
+    table.add_column("Op", justify="right", no_wrap=True)
+    table.add_column("Type", no_wrap=True)
+    table.add_column("Message")
+    for v in violations[:limit]:
+        cells = (
+            v.rule,
+            str(v.block) if v.block >= 0 else "-",
+            str(v.op) if v.op >= 0 else "-",
+            v.type or "-",
+            v.message,
+        )
+        table.add_row(*map(printed, cells))
+    return table
+
+
+def render_verify(console: Console, report: VerifyReport) -> None:
+    if report.valid:
+        console.print(printed(verify_line(report)), soft_wrap=True)
+        return
+    console.print(printed(f"{len(report.violations)} violation(s) in {report.source}"))
+    console.print(violations_table(report.violations))
+    hidden = len(report.violations) - TABLE_ROWS
+    if hidden > 0:
+        console.print(printed(f"... and {hidden} more violation(s); --json lists them all"))
+    if report.recorded is None:
+        console.print(printed(no_plan_note(report)), soft_wrap=True)
+    if report.pir:
+        console.print(printed(PIR_NOTE), soft_wrap=True)
+
+
+# -- concise, github ---------------------------------------------------------------
+
+
+def concise_lines(report: VerifyReport) -> list[str]:
+    """One line per violation, `SOURCE:blockB:opN: RULE TYPE MESSAGE`, then a count (or
+    the `valid:` line)."""
+    if report.valid:
+        return [verify_line(report)]
+    lines = []
+    for v in report.violations:
+        place = ":".join(p for p in (report.source, where(v)) if p)
+        lines.append(f"{place}: {v.rule} {statement(v)}")
+    rules = len({v.rule for v in report.violations})
+    lines.append(f"Found {len(report.violations)} violation(s) of {rules} rule(s)")
+    if report.recorded is None:
+        lines.append(no_plan_note(report))
+    if report.pir:
+        lines.append(PIR_NOTE)
+    return [printable(line) for line in lines]
+
+
+def _github_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _github_property(text: str) -> str:
+    return _github_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def github_lines(report: VerifyReport) -> list[str]:
+    """GitHub Actions workflow commands: `::error file=SOURCE,title=RULE::WHERE: MESSAGE`,
+    one per violation (an annotation on the run); nothing for a valid program."""
+    lines = []
+    for v in report.violations:
+        place = where(v)
+        message = printable((f"{place}: " if place else "") + statement(v))
+        properties = f"file={_github_property(printable(report.source))},title={v.rule}"
+        lines.append(f"::error {properties}::{_github_data(message)}")
+    return lines
+
+
+# -- junit -------------------------------------------------------------------------
+
+
+def junit_xml(report: VerifyReport) -> str:
+    """A JUnit XML report as GitLab, Jenkins and other CI servers read one: one test suite
+    for the program, one test case per rule (`V008`, named with its statement), and for
+    each broken rule a failure whose text lists its violations, one concise line each.
+    No times or host names, so the same program gives the same bytes."""
+    source = printable(report.source)
+    by_rule: dict[str, list[Violation]] = {}
+    for v in report.violations:
+        by_rule.setdefault(v.rule, []).append(v)
+    counts = {"tests": str(len(RULES)), "failures": str(len(by_rule)), "errors": "0"}
+    suites = ElementTree.Element("testsuites", {"name": "vppctl verify", **counts})
+    suite = ElementTree.SubElement(
+        suites, "testsuite", {"name": f"vppctl verify {source}", **counts, "skipped": "0"}
+    )
+    for rule, text in RULES.items():
+        case = ElementTree.SubElement(
+            suite, "testcase", classname=f"vppctl.verify.{rule}", name=f"{rule} {text}"
+        )
+        broken = by_rule.get(rule)
+        if broken:
+            failure = ElementTree.SubElement(
+                case,
+                "failure",
+                type=rule,
+                message=printable(f"{len(broken)} violation(s): {statement(broken[0])}"),
+            )
+            failure.text = "\n".join(
+                printable(":".join(p for p in (source, where(v)) if p) + f": {statement(v)}")
+                for v in broken
+            )
+    ElementTree.indent(suites)
+    body = ElementTree.tostring(suites, encoding="unicode")
+    return f'<?xml version="1.0" encoding="UTF-8"?>\n{body}\n'
+
+
+# -- statistics ----------------------------------------------------------------------
+
+
+def statistics(report: VerifyReport) -> list[tuple[str, int]]:
+    """(rule, violations) for each broken rule, the most violated first."""
+    counts = Counter(v.rule for v in report.violations)
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+
+
+def statistics_table(report: VerifyReport) -> Table:
+    table = compact_table()
+    table.add_column("Count", justify="right", no_wrap=True)
+    table.add_column("Rule", no_wrap=True)
+    table.add_column("Checks")
+    for rule, count in statistics(report):
+        table.add_row(printed(str(count)), printed(rule), printed(RULES[rule]))
+    return table
+
+
+# -- json ----------------------------------------------------------------------------
+
+
+def violation_json(v: Violation) -> dict[str, Any]:
+    return {
+        "rule": v.rule,
+        "cause": v.cause.value,
+        "block": v.block if v.block >= 0 else None,
+        "op": v.op if v.op >= 0 else None,
+        "type": v.type if v.op >= 0 and v.type else None,
+        "message": v.message,
+    }
+
+
+def verify_json(report: VerifyReport) -> dict[str, Any]:
+    return document(
+        "verify",
+        {
+            "source": report.source,
+            "valid": report.valid,
+            "violations": [violation_json(v) for v in report.violations],
+            "statistics": [{"rule": rule, "count": count} for rule, count in statistics(report)],
+            "pp": report.pp,
+            "vpp": report.vpp,
+            "placement": report.placement,
+            "layers": layers_json(report.layers),
+            "cross_stage_edges": report.cross_stage_edges,
+            "plan": recorded_plan_json(report.recorded),
+            "pir": report.pir,
+        },
+    )
+
+
+# -- the rules -----------------------------------------------------------------------
+
+
+def rules_table() -> Table:
+    table = compact_table()
+    table.add_column("Rule", no_wrap=True)
+    table.add_column("Checks")
+    for rule, text in RULES.items():
+        table.add_row(printed(rule), printed(text))
+    return table
+
+
+def pir_rules_table() -> Table:
+    """How the rules apply in part to a program read from PIR (the others as stated)."""
+    table = compact_table("on a PIR program (Paddle 3.x); the other rules apply as stated")
+    table.add_column("Rule", no_wrap=True)
+    table.add_column("Checks")
+    for rule, text in PIR_RULES.items():
+        table.add_row(printed(rule), printed(text))
+    return table
+
+
+def rules_json() -> dict[str, Any]:
+    return document(
+        "verify-rules",
+        {
+            "rules": [{"rule": rule, "checks": text} for rule, text in RULES.items()],
+            "pir_rules": [{"rule": rule, "checks": text} for rule, text in PIR_RULES.items()],
+        },
+    )
