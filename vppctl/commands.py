@@ -8,21 +8,25 @@ output that is an input, a trailing "/" or a missing directory is refused
 before the program is read, and nothing is written on failure. The CLI parses
 options, calls one of these and renders; a training script can call them
 directly (they are in `vppctl.__all__`). Errors are `vppctl.errors` exceptions,
-each with its exit code. Long work reports its phases to the `progress` observer given
-(`vppctl.progress`); nothing is printed.
+each with its exit code; running out of memory anywhere is OutOfMemoryError (exit
+5), with what the command needs (`vppctl.program.memory_guarded`), and a command's
+layer regexes share one time budget (`vppctl.engine.regex_budget`). Long work reports
+its phases to the `progress` observer given (`vppctl.progress`); nothing is printed.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from vppctl.convert import ConvertOptions, ConvertResult, Planned, converted
+from vppctl.engine import regex_budget
 from vppctl.errors import ConversionError, UsageError, VppctlError
 from vppctl.program import (
     STDIO,
@@ -30,9 +34,11 @@ from vppctl.program import (
     Program,
     check_size,
     is_text_name,
+    memory_guarded,
     parse_program,
     read_program,
     resolve_output,
+    write_all,
     write_program,
 )
 from vppctl.progress import Observer, observing
@@ -46,6 +52,22 @@ if TYPE_CHECKING:  # the schedule side, the planner and the sample generator loa
     from vppctl.schedule import Schedule, SimResult
 
 PathLike = str | os.PathLike[str]
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _command(run: Callable[_P, _R]) -> Callable[_P, _R]:
+    """What every command shares: one budget for all its layer regexes (a command may match
+    several: its input's, a recorded plan's, its output's), and running out of memory said
+    as such (exit 5, `vppctl.program.memory_guarded`)."""
+    guarded = memory_guarded(run)
+
+    @functools.wraps(run)
+    def command(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with regex_budget():
+            return guarded(*args, **kwargs)
+
+    return command
 
 
 def _path(p: PathLike) -> Path:
@@ -101,6 +123,7 @@ class ConvertOutcome:
     to_stdout: bool = False  # the program went to stdout (`-o -`, /dev/stdout)
 
 
+@_command
 def convert_file(
     src: PathLike,
     out: PathLike | None,
@@ -185,6 +208,7 @@ def _interleaving(placement: Placement, vpp: int) -> tuple[Schedule, ...]:
 # -- verify, inspect -------------------------------------------------------------
 
 
+@_command
 def verify_file(
     path: PathLike,
     *,
@@ -200,6 +224,7 @@ def verify_file(
         return verify_program(program, pp=pp, vpp=vpp, seg_method=seg_method, placement=placement)
 
 
+@_command
 def inspect_file(
     path: PathLike, *, seg_method: str | None = None, progress: Observer | None = None
 ) -> Summary:
@@ -219,6 +244,7 @@ class DumpOutcome:
     warnings: tuple[str, ...]
 
 
+@_command
 def dump_file(
     src: PathLike,
     out: PathLike | None = None,
@@ -249,8 +275,10 @@ def _strip(program: Program) -> int:
 class SampleOutcome:
     output: str
     bytes_written: int
+    warnings: tuple[str, ...] = ()
 
 
+@_command
 def sample_file(opts: SampleOptions, out: PathLike) -> SampleOutcome:
     """Write the GPT-like plain-PP program `opts` describes to `out` ("-": stdout).
     A program that would be 2 GiB or more is refused from its options, before it is built."""
@@ -262,11 +290,11 @@ def sample_file(opts: SampleOptions, out: PathLike) -> SampleOutcome:
     check_size(estimate_size(opts), fix=fix)
     data = build_sample(opts)
     if not output.binary:
-        written, _ = write_program(parse_program(data, source="sample"), output)
-        return SampleOutcome(output.shown, written)
+        written, warnings = write_program(parse_program(data, source="sample"), output)
+        return SampleOutcome(output.shown, written, tuple(warnings))
     check_size(len(data), fix=fix)
     output.write(data)  # already canonical bytes: written as they are
-    return SampleOutcome(output.shown, len(data))
+    return SampleOutcome(output.shown, len(data), tuple(output.warnings()))
 
 
 # -- simulate --------------------------------------------------------------------
@@ -319,6 +347,7 @@ class SimulateOutcome:
     warnings: tuple[str, ...] = ()  # the plan's, the memory model's and the simulator's
 
 
+@_command
 def simulate_run(
     prog: PathLike | None,
     *,
@@ -372,7 +401,8 @@ def simulate_run(
             "time (1 = the mean stage's forward of one micro-batch)",
         )
         written = tuple(_pictures(outcome.results, outputs, drawing))
-        return replace(outcome, written=written)
+        warnings = (*outcome.warnings, *_link_warnings(outputs))
+        return replace(outcome, written=written, warnings=warnings)
     program_only = {
         "--split": split,
         "--layers-per-chunk": layers_per_chunk,
@@ -402,7 +432,8 @@ def simulate_run(
         "time (1 = the unit of --costs)",
     )
     written = tuple(_pictures(runs, outputs, drawing))
-    return SimulateOutcome(runs, None, written, warnings=_run_warnings(runs))
+    warnings = (*_run_warnings(runs), *_link_warnings(outputs))
+    return SimulateOutcome(runs, None, written, warnings=warnings)
 
 
 @dataclass(frozen=True)
@@ -526,12 +557,13 @@ def _pictures(
         "--trace": lambda: json.dumps(to_chrome_trace(runs)),
         "--csv": lambda: to_csv(runs[-1].orders),
     }
-    written = []
-    for flag, output in outputs.items():
-        data = draw[flag]().encode()
-        output.write(data)
-        written.append((output.shown, len(data)))
-    return written
+    drawn = [(output, draw[flag]().encode()) for flag, output in outputs.items()]
+    write_all(drawn)  # all or nothing: no file is replaced unless every output was written
+    return [(output.shown, len(data)) for output, data in drawn]
+
+
+def _link_warnings(outputs: dict[str, Output]) -> tuple[str, ...]:
+    return tuple(w for output in outputs.values() for w in output.warnings())
 
 
 # -- plan ------------------------------------------------------------------------
@@ -553,6 +585,7 @@ class NoConversionFits(ConversionError):
         self.outcome = outcome
 
 
+@_command
 def plan_run(
     prog: PathLike,
     *,

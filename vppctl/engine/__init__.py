@@ -24,7 +24,14 @@ from vppctl.engine.flow import (
     recomputed_ops,
 )
 from vppctl.engine.index import ProgramIndex, build_index, loss_op
-from vppctl.engine.layers import NO_LAYER, LayerSet, compile_seg_method, find_layers, with_matches
+from vppctl.engine.layers import (
+    NO_LAYER,
+    LayerSet,
+    compile_seg_method,
+    find_layers,
+    regex_budget,
+    with_matches,
+)
 
 __all__ = [
     "GRAD_SUMS",
@@ -44,6 +51,7 @@ __all__ = [
     "loss_op",
     "param_elements",
     "recomputed_ops",
+    "regex_budget",
     "resolve_layers",
     "with_matches",
 ]
