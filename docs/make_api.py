@@ -112,6 +112,7 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "ProgramFileError",
             "ConversionError",
             "SelfCheckError",
+            "OutOfMemoryError",
             "SimulationError",
             "DeadlockError",
             "NoConversionFits",

@@ -14,6 +14,10 @@ Used by tests/test_bounds.py (each with a time and memory budget) and by the fuz
     odd_callstacks(data)           op_callstack attrs encoded non-canonically
     deep_nesting(depth)            groups nested `depth` deep after a program
     long_text_line(n)              a text-format program on one line of n bytes, broken
+    escaped_text(n, escape)        a text-format program whose struct name is n bytes of one
+                                   escape (protobuf's tokenizer took ~140 bytes per byte)
+    huge_string_attr(data, n)      a program with one op carrying an n-byte string attr
+                                   (convert held it 4x over)
 """
 
 from __future__ import annotations
@@ -129,3 +133,22 @@ def long_text_line(n: int) -> bytes:
     """One line of text format, `n` bytes long, with a syntax error at the end."""
     body = b"blocks { idx: 0 parent_idx: -1 " + b'vars { name: "x" type { type: 7 } } ' * (n // 36)
     return body + b"} }} oops"
+
+
+def escaped_text(n: int, escape: str = "\\000") -> bytes:
+    """A valid one-op text-format program whose struct name is `n` bytes of `escape`."""
+    body = escape * (n // len(escape))
+    return (
+        'blocks { idx: 0 parent_idx: -1 ops { type: "relu" struct_name: "' + body + '" } }\n'
+    ).encode()
+
+
+def huge_string_attr(data: bytes, n: int) -> bytes:
+    """`data` with its sixth op carrying a string attr of `n` bytes."""
+    from vppctl.program.load import parse_program
+
+    attr = pb.OpDesc.Attr(name="note", type=pb.STRING, s="x" * n).SerializeToString()
+    program = parse_program(data)
+    ops = program.blocks[0].ops
+    ops[5] += _field(4, attr)  # OpDesc.attrs = 4, appended as it is
+    return program.to_bytes()

@@ -69,6 +69,7 @@ def test_errors_carry_the_cli_exit_codes() -> None:
     assert vppctl.ConversionError("x").exit_code == 4
     assert vppctl.SelfCheckError("x").exit_code == 70
     assert vppctl.SimulationError("x").exit_code == 4
+    assert vppctl.OutOfMemoryError("x").exit_code == 5
 
 
 # -- every exception a call can raise is exported ---------------------------------------

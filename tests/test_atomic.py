@@ -19,8 +19,9 @@ through /proc/self/fd); where that is not available, into a hidden
     k/10 of its size). After the child is gone, OUT must hold its earlier bytes
     and nothing else may be left, with one exception: SIGKILL on the hidden-file
     path leaves `.OUT.PID.RANDOM.tmp` (nothing can run after SIGKILL; the unnamed
-    file, used on Linux, has no name to leave). That leftover is hidden, never
-    has OUT's name, and the next write to OUT removes it once it is stale.
+    file, used on Linux, has no name to leave until the moment between its link
+    and its rename, tried too). That leftover is hidden, never has OUT's name,
+    and the next run writing into the directory removes it.
 
 (c) The program is written once: a child process counts the bytes it passes to
     write(2) (`wchar` in /proc/self/io) while writing a program of N bytes and
@@ -363,6 +364,123 @@ def _next_write_removes_the_leftover(directory: Path) -> None:
     assert (directory / "out.pb").read_bytes() == b"new"
 
 
+# -- (b'') a signal just after the rename ---------------------------------------------------
+
+# The child renames as vppctl does, then pauses (touching FLAG) when the name given is OUT.
+_PAUSE_AFTER_RENAME = """
+import os, sys, time
+flag, out = sys.argv[1], sys.argv[2]
+del sys.argv[1:3]
+if os.environ.get("VPPCTL_TEST_NAMED"):
+    del os.O_TMPFILE
+rename = os.replace
+def replace(src, dst, *args, **kwargs):
+    rename(src, dst, *args, **kwargs)
+    if os.path.abspath(dst) == out:
+        open(flag, "w").close()
+        time.sleep(60)
+os.replace = replace
+from vppctl.cli import main
+sys.argv[0] = "vppctl"
+main()
+"""
+
+
+@pytest.mark.parametrize(
+    ("sig", "path", "said"),
+    [
+        ("SIGINT", PATHS[0], "interrupted"),
+        ("SIGTERM", "named", "terminated (SIGTERM)"),
+    ],
+)
+def test_a_signal_just_after_the_rename_says_the_file_was_written(
+    tmp_path: Path, sig: str, path: str, said: str
+) -> None:
+    """Was: "interrupted; nothing was written" (exit 130) with the file already replaced."""
+    prog = tmp_path / "prog.pb"
+    prog.write_bytes(SRC)
+    flag = tmp_path / "renamed"
+    env = {**os.environ, "VPPCTL_TEST_NAMED": "1" if path == "named" else ""}
+    args = [str(flag), str(prog.absolute()), "convert", str(prog), "--in-place", "--vpp", "2"]
+    child = subprocess.Popen(
+        [sys.executable, "-c", _PAUSE_AFTER_RENAME, *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+        preexec_fn=_default_sigint,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not flag.exists() and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert flag.exists(), "the child never renamed its output into place"
+        child.send_signal(getattr(signal, sig))
+        child.wait(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    stderr = child.stderr.read().decode() if child.stderr else ""
+    assert child.returncode == 128 + getattr(signal, sig), stderr
+    assert stderr == f"Error: {said}; {prog} was written whole, nothing else was written\n"
+    assert prog.read_bytes() != SRC  # it was: the converted program
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["prog.pb", "renamed"]
+
+
+_PAUSE_AFTER_LINK = """
+import os, sys, time
+flag = sys.argv[1]
+del sys.argv[1]
+link = os.link
+def paused(src, dst, *args, **kwargs):
+    link(src, dst, *args, **kwargs)
+    if os.path.basename(dst).startswith("."):  # the hidden name, before the rename
+        open(flag, "w").close()
+        time.sleep(60)
+os.link = paused
+from vppctl.cli import main
+sys.argv[0] = "vppctl"
+main()
+"""
+
+
+@pytest.mark.skipif(not HAS_TMPFILE, reason="the unnamed-file path needs O_TMPFILE and /proc")
+def test_sigkill_between_link_and_rename_leaves_a_file_the_next_run_removes(
+    tmp_path: Path,
+) -> None:
+    """The one leftover SIGKILL can make on Linux (README: Inputs and outputs): the whole
+    new file under its hidden name. The next run writing into the directory, for any
+    output, removes it."""
+    src, out = tmp_path / "in.pb", tmp_path / "out.pb"
+    src.write_bytes(SRC)
+    out.write_bytes(OLD)
+    flag = tmp_path / "linked"
+    args = [str(flag), "convert", str(src), "--vpp", "2", "-o", str(out), "-q"]
+    child = subprocess.Popen([sys.executable, "-c", _PAUSE_AFTER_LINK, *args])
+    try:
+        deadline = time.monotonic() + 60
+        while not flag.exists() and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert flag.exists(), "the child never linked its output"
+    finally:
+        child.kill()
+        child.wait()
+    flag.unlink()
+    (leftover,) = (p for p in tmp_path.iterdir() if p.name.startswith("."))
+    assert re.fullmatch(r"\.out\.pb\.\d+\.[0-9a-f]{8}\.tmp", leftover.name)
+    assert out.read_bytes() == OLD and leftover.stat().st_size > len(SRC) // 2
+    time.sleep(0.01)  # the next run starts after the leftover was last written
+    other = tmp_path / "other.pb"
+    done = subprocess.run(
+        [sys.executable, "-m", "vppctl", "convert", str(src), "--vpp", "2", "-o", str(other)],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.pb", "other.pb", "out.pb"]
+
+
 # -- (c) written once ----------------------------------------------------------------------
 
 
@@ -458,25 +576,55 @@ def _leftover(directory: Path, name: str, age: float, uid: int | None = None) ->
     return path
 
 
-def test_stale_temporary_files_of_ours_are_removed_by_the_next_write(tmp_path: Path) -> None:
+def _held_by_a_live_writer(path: Path) -> subprocess.Popen[bytes]:
+    """A process holding `path` open with a shared lock, as a live writer does (one in
+    another pid namespace: the pid in the name says nothing)."""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); "
+            "fcntl.flock(fd, fcntl.LOCK_SH); print('held', flush=True); sys.stdin.read()",
+            str(path),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+    return holder
+
+
+def test_stale_temporary_files_of_ours_are_removed_by_the_next_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Any output's leftovers in the directory go, once older than this run and held by no
+    live writer; a live writer's file is never taken."""
+    monkeypatch.setattr(atomic, "_RUN_STARTED", time.time())  # this run starts now
     dead, alive = _dead_pid(), os.getppid()
-    stale = atomic.STALE_SECONDS + 60
+    before_the_run = 60.0  # an age: modified a minute before the run started
+    recent = atomic.STALE_SECONDS / 2
     removed = [
-        _leftover(tmp_path, f".out.pb.{dead}.0123abcd.tmp", stale),  # writer dead, old
-        _leftover(tmp_path, f".out.pb.{alive}.0123abce.tmp", atomic.ABANDONED_SECONDS + 60),
+        _leftover(tmp_path, f".out.pb.{dead}.0123abcd.tmp", before_the_run),  # SIGKILLed
+        _leftover(tmp_path, f".other.pb.{dead}.0123abd1.tmp", before_the_run),  # another's
+        _leftover(tmp_path, f".out.pb.{alive}.0123abce.tmp", atomic.STALE_SECONDS + 60),
     ]
+    held = _leftover(tmp_path, f".out.pb.{dead}.0123abd6.tmp", atomic.ABANDONED_SECONDS + 60)
     kept = [
-        _leftover(tmp_path, f".out.pb.{dead}.0123abcf.tmp", 5),  # writer dead, but fresh
-        _leftover(tmp_path, f".out.pb.{alive}.0123abd0.tmp", stale),  # writer may be alive
-        _leftover(tmp_path, f".other.pb.{dead}.0123abd1.tmp", stale),  # another output's
-        _leftover(tmp_path, f".out.pb.{dead}.0123abd2.tmp.keep", stale),  # not our pattern
-        _leftover(tmp_path, f".out.pb.{dead}.XYZ.tmp", stale),
-        _leftover(tmp_path, f"out.pb.{dead}.0123abd3.tmp", stale),  # not hidden
+        held,  # a live writer holds it, whatever its name and age say
+        _leftover(tmp_path, f".out.pb.{dead}.0123abcf.tmp", 0),  # newer than this run
+        _leftover(tmp_path, f".out.pb.{alive}.0123abd0.tmp", recent),  # may be opening it
+        _leftover(tmp_path, f".out.pb.{dead}.0123abd2.tmp.keep", before_the_run),  # not ours
+        _leftover(tmp_path, f".out.pb.{dead}.XYZ.tmp", before_the_run),
+        _leftover(tmp_path, f"out.pb.{dead}.0123abd3.tmp", before_the_run),  # not hidden
     ]
     if os.geteuid() == 0:
-        kept.append(_leftover(tmp_path, f".out.pb.{dead}.0123abd4.tmp", stale, uid=12345))
+        kept.append(_leftover(tmp_path, f".out.pb.{dead}.0123abd4.tmp", before_the_run, 12345))
     (tmp_path / f".out.pb.{dead}.0123abd5.tmp").mkdir()  # not a regular file
-    _write(tmp_path / "out.pb", b"new")
+    holder = _held_by_a_live_writer(held)
+    try:
+        _write(tmp_path / "out.pb", b"new")
+    finally:
+        holder.communicate()
     assert not any(p.exists() for p in removed)
     assert all(p.exists() for p in kept)
     assert (tmp_path / f".out.pb.{dead}.0123abd5.tmp").is_dir()

@@ -8,6 +8,7 @@ gigabytes (tests/hostile.py says which); the budgets leave room for a slow CI ma
 
 from __future__ import annotations
 
+import itertools
 import os
 import resource
 import subprocess
@@ -75,6 +76,10 @@ def run(*args: str | Path, stdin: bytes | None = None) -> Run:
 
 
 def within(r: Run, code: int | tuple[int, ...], seconds: float, mb: float) -> None:
+    # The measured figures (README: Bounds), shown with pytest -s.
+    print(
+        f"\nmeasured: exit {r.code}, {r.seconds:.1f} s, peak {r.peak_mb:.0f} MB (budget {mb:.0f})"
+    )
     codes = (code,) if isinstance(code, int) else code
     assert r.code in codes, r.stderr
     assert "Traceback" not in r.stderr
@@ -206,6 +211,45 @@ def test_a_recorded_regex_that_backtracks_does_not_hang(
         assert "takes over" in r.stdout
 
 
+def _fake_clock(monkeypatch: pytest.MonkeyPatch, step: float) -> None:
+    """Each matching of a layer regex takes `step` seconds by the budget's clock."""
+    ticks = itertools.count(step=step)  # read at its start and end: `step` apart
+    monkeypatch.setattr(layers, "_now", lambda: next(ticks))
+
+
+def test_the_layer_regexes_of_one_command_share_one_budget(
+    monkeypatch: pytest.MonkeyPatch, converted: bytes
+) -> None:
+    """Was: each matching had its own 5 s, so a command matching several times could take a
+    multiple of it."""
+    from vppctl.engine import build_index, find_layers, regex_budget
+    from vppctl.errors import UsageError
+    from vppctl.program import parse_program
+
+    index = build_index(parse_program(converted))
+    monkeypatch.setattr(layers, "REGEX_SECONDS", 1.0)
+    _fake_clock(monkeypatch, 0.3)
+    for _ in range(10):  # outside a command: a budget each
+        find_layers(index, "DecoderLayer")
+    with regex_budget():
+        for _ in range(4):  # 0.3 s each: the fourth starts with 0.1 s left
+            find_layers(index, "DecoderLayer")
+        with pytest.raises(UsageError, match="takes over 1 s"):
+            find_layers(index, "DecoderLayer")
+
+
+def test_each_command_gets_a_budget_of_its_own(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch, work: Path, converted: bytes
+) -> None:
+    src = write(work, "budget.pb", converted)
+    monkeypatch.setattr(layers, "REGEX_SECONDS", 0.5)
+    _fake_clock(monkeypatch, 0.3)
+    for command in ("verify", "inspect", "verify", "convert", "inspect"):
+        args = ["--vpp", "2", "-o", str(work / "out.pb")] if command == "convert" else []
+        r = runner.invoke(cli, [command, str(src), "--seg-method", "DecoderLayer", *args])
+        assert r.exit_code == 0, (command, r.output)
+
+
 # -- numbers that do not fit ------------------------------------------------------------------
 
 
@@ -236,6 +280,39 @@ def test_sample_options_that_cannot_work_are_refused_before_building(
     assert not (work / "big.pb").exists()
 
 
+# -- a huge attribute -------------------------------------------------------------------------
+
+
+def test_a_huge_string_attr_is_held_about_twice_not_four_times(work: Path) -> None:
+    """Was: convert peaked at 4.1x the file (a 300 MB attr: over the 3x + 200 MB bound):
+    parsing and serializing the op whole held it four times over."""
+    plain = build_sample(SampleOptions(layers=8, pp=4, hidden=64))
+    small, big = (
+        write(work, f"attr{k}.pb", hostile.huge_string_attr(plain, n))
+        for k, n in ((0, 1), (1, 30 << 20))
+    )
+    runs = [run("convert", src, "--vpp", "2", "-o", work / "out.pb") for src in (small, big)]
+    for r in runs:
+        within(r, 0, seconds=60, mb=3 * big.stat().st_size / 2**20 + 200)
+    grew = runs[1].peak_mb - runs[0].peak_mb
+    assert grew < 2.5 * 30, f"30 MB more of attr took {grew:.0f} MB more at the peak"
+
+
+@SLOW
+def test_a_300_mb_string_attr_converts_within_the_bound(work: Path) -> None:
+    src = write(
+        work,
+        "attr300.pb",
+        hostile.huge_string_attr(build_sample(SampleOptions(layers=8, pp=4)), 300 << 20),
+    )
+    r = run("convert", src, "--vpp", "2", "-o", work / "out.pb")
+    size = src.stat().st_size / 2**20
+    within(r, 0, seconds=120, mb=3 * size + 200)
+    print(f"300 MB attr: {size:.0f} MB file, peak {r.peak_mb:.0f} MB ({r.peak_mb / size:.2f}x)")
+    src.unlink()
+    (work / "out.pb").unlink()
+
+
 # -- text -----------------------------------------------------------------------------------------
 
 
@@ -248,11 +325,107 @@ def test_a_broken_one_line_text_program_is_quoted_briefly(work: Path) -> None:
     assert len(r.stderr) < 1000
 
 
+@pytest.mark.parametrize(
+    ("escape", "megabytes"),
+    [("\\000", 4), pytest.param("\\n", 4, marks=SLOW), pytest.param("\\000", 16, marks=SLOW)],
+)
+def test_a_text_program_dense_with_escapes_stays_within_the_bound(
+    work: Path, escape: str, megabytes: int
+) -> None:
+    """Was: 4 MB of \\000 escapes peaked at 480 MB, 16 MB near 1.8 GB (exit 70 under an
+    address-space limit): protobuf's tokenizer keeps ~600 bytes per escape of a literal."""
+    src = write(work, "escapes.pbtxt", hostile.escaped_text(megabytes << 20, escape))
+    r = run("inspect", src, "--json")
+    within(r, 0, seconds=30, mb=3 * src.stat().st_size / 2**20 + 200)
+    print(f"{megabytes} MB of {escape}: peak {r.peak_mb:.0f} MB in {r.seconds:.1f} s")
+
+
 def test_nesting_over_100_deep_is_said_so(work: Path) -> None:
     src = write(work, "nested.pb", hostile.deep_nesting(150))
     r = run("dump", src)
     within(r, 3, seconds=10, mb=300)
     assert "nested too deeply" in r.stderr
+
+
+# -- out of memory --------------------------------------------------------------------------
+
+# The child imports what the commands use, then caps its address space at what it has
+# mapped plus VPPCTL_HEADROOM_MB: the command itself then runs out of memory.
+_CAPPED_CHILD = (
+    "import os, resource, sys; "
+    "import rich.console, rich.table, rich.text; "
+    "import vppctl.cli, vppctl.cli.program, vppctl.commands, vppctl.convert, vppctl.report, "
+    "vppctl.summary, vppctl.verify, vppctl.program.save; "
+    "vm = next(int(line.split()[1]) for line in open('/proc/self/status') "
+    "if line.startswith('VmSize:')) * 1024; "
+    "resource.setrlimit(resource.RLIMIT_AS, "
+    "(vm + (int(os.environ['VPPCTL_HEADROOM_MB']) << 20), resource.RLIM_INFINITY)); "
+    "sys.argv[0] = 'vppctl'; vppctl.cli.main()"
+)
+
+
+def run_capped(headroom_mb: int, *args: str | Path) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-c", _CAPPED_CHILD, *map(str, args)],
+        capture_output=True,
+        env={**os.environ, "VPPCTL_HEADROOM_MB": str(headroom_mb)},
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def middling(work: Path) -> Path:
+    """A 1.7 MB program: loading it takes more than the 2 MB of headroom below."""
+    return write(work, "middling.pb", build_sample(SampleOptions(layers=24, pp=4, hidden=64)))
+
+
+@pytest.mark.parametrize(
+    ("command", "output"),
+    [("inspect", None), ("verify", None), ("convert", "out.pb"), ("dump", "out.pbtxt")],
+)
+def test_running_out_of_memory_is_said_with_what_it_needs(
+    work: Path, middling: Path, command: str, output: str | None
+) -> None:
+    """Was: exit 70 ("internal error (MemoryError)"), or "holds a corrupt op" for dump."""
+    args: list[str | Path] = [command, middling]
+    if command == "convert":
+        args += ["--vpp", "2"]
+    if output is not None:
+        (work / output).unlink(missing_ok=True)
+        args += ["-o", work / output]
+    done = run_capped(2, *args)
+    stderr = done.stderr.decode()
+    assert done.returncode == 5, stderr
+    assert stderr.startswith("Error: out of memory: vppctl may need up to "), stderr
+    assert f"for {middling} (1.7 MB;" in stderr and "(ulimit -v)" in stderr
+    assert stderr.count("\n") == 1 and "Traceback" not in stderr
+    assert output is None or not (work / output).exists()
+
+
+_PARSE_CAPPED = (
+    "import resource, sys; "
+    "from vppctl.program import memory_guarded, parse_program, to_full; "
+    "from vppctl.errors import VppctlError; "
+    "program = parse_program(open(sys.argv[1], 'rb').read()); "
+    "vm = next(int(line.split()[1]) for line in open('/proc/self/status') "
+    "if line.startswith('VmSize:')) * 1024; "
+    "resource.setrlimit(resource.RLIMIT_AS, (vm + (1 << 20), resource.RLIM_INFINITY)); "
+    "exec('try:\\n memory_guarded(to_full)(program)\\nexcept VppctlError as e:\\n "
+    "print(type(e).__name__, e)')"
+)
+
+
+def test_protobuf_failing_to_allocate_is_not_a_corrupt_program(middling: Path) -> None:
+    """upb says "Arena alloc failed" as a DecodeError, which the loader reports as a corrupt
+    op; under a command's guard it is out of memory."""
+    done = subprocess.run(
+        [sys.executable, "-c", _PARSE_CAPPED, str(middling)],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.stdout.decode().startswith("OutOfMemoryError out of memory"), done
 
 
 # -- PIR programs (JSON) ----------------------------------------------------------------------

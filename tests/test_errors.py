@@ -8,12 +8,14 @@ mtimes) and the input unchanged. An unexpected exception is exit 70 with one lin
 asking to report it, and a traceback only under `--debug`.
 
 Exit codes: 0 ok, 1 verify found violations, 2 usage error, 3 file unreadable or
-unwritable or not a program, 4 cannot convert as asked, 70 internal error.
+unwritable or not a program, 4 cannot convert as asked, 5 out of memory, 70 internal
+error.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import stat
 import sys
 import time
@@ -629,6 +631,20 @@ def test_unexpected_exception_is_exit_70_and_asks_to_report_it(
         assert "Traceback" not in r.stderr
 
 
+def test_an_interrupt_while_writing_into_a_device_says_it_may_hold_part(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def interrupt(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(files, "_write_fd", interrupt)
+    r = runner.invoke(cli, args_for("convert", write(tmp_path, SAMPLE), Path(os.devnull)))
+    assert r.exit_code == 130
+    assert r.stderr == (
+        f"Error: interrupted; {os.devnull} may hold part of the output, nothing else was written\n"
+    )
+
+
 def test_keyboard_interrupt_writes_nothing(
     runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -641,3 +657,65 @@ def test_keyboard_interrupt_writes_nothing(
         r = runner.invoke(cli, args_for("convert", src))
     assert r.exit_code == 130
     assert r.stderr.strip() == "Error: interrupted; nothing was written"
+
+
+# -- out of memory (exit 5) ---------------------------------------------------------------------
+# tests/test_bounds.py runs each command under a real address-space limit; these check the
+# message wherever the MemoryError comes from.
+
+
+def _no_memory(*args: object, **kwargs: object) -> object:
+    raise MemoryError
+
+
+@pytest.mark.parametrize(
+    ("command", "module", "name"),
+    [
+        ("convert", commands, "converted"),
+        ("verify", commands, "verify_program"),
+        ("inspect", commands, "summarize"),
+        ("dump", save, "serialize"),
+        ("convert", index, "scan_ops"),
+        ("convert", files, "atomic_replace"),
+    ],
+)
+def test_memory_error_anywhere_is_exit_5_with_what_the_command_needs(
+    runner: CliRunner,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    command: str,
+    module: object,
+    name: str,
+) -> None:
+    monkeypatch.setattr(module, name, _no_memory)
+    src = write(tmp_path, SAMPLE)
+    args = args_for(command, src) if command != "dump" else ["dump", str(src)]
+    with nothing_written(tmp_path):
+        r = runner.invoke(cli, args)
+    assert r.exit_code == 5, r.output
+    size = src.stat().st_size
+    assert r.stderr.startswith("Error: out of memory: vppctl may need up to "), r.stderr
+    assert f"for {src} ({size / 1024:.1f} KB; its bound is 3x the program" in r.stderr
+    assert r.stderr.count("\n") == 1
+
+
+def test_memory_error_outside_a_command_is_exit_5_too(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rendering the report runs after the command's guard: the CLI says it all the same."""
+    from vppctl.cli import program as cli_program
+
+    monkeypatch.setattr(cli_program, "print_json", _no_memory)
+    r = runner.invoke(cli, ["inspect", str(write(tmp_path, SAMPLE)), "--json"])
+    assert r.exit_code == 5
+    assert r.stderr == (
+        "Error: out of memory; raise the limit (ulimit -v) or run it where there is more memory\n"
+    )
+
+
+def test_help_lists_every_exit_code(runner: CliRunner) -> None:
+    from vppctl import errors
+
+    codes = {v for k, v in vars(errors).items() if k.startswith("EXIT_")}
+    shown = runner.invoke(cli, ["--help"]).stdout.split("Exit codes:")[1]
+    assert {int(c) for c in re.findall(r"\b(\d+)\s+[a-z]", shown)} == codes

@@ -8,7 +8,9 @@ and structural mutations through the generated messages (ops deleted,
 duplicated, reordered or moved between blocks; variables deleted, duplicated
 or renamed; blank or shuffled struct names; random process ids, mesh shapes,
 chunk ids, op roles, sub_block indices, op ids, blocks and recorded plans;
-odd op types and names, rich markup included).
+odd op types and names, rich markup included). One binary input in twenty is
+then re-encoded (tests/reencode.py: the same message with its fields
+reordered, split, packed, given twice, with long lengths).
 
 Every input runs through `convert --json` (and, for one input in twenty, the
 table renderers of all three commands), `verify --json` and `inspect --json`,
@@ -22,7 +24,9 @@ in-process through click's CliRunner with `--debug`, and must give:
   and the input file unchanged (bytes and mtime);
 - after a successful conversion, an output program that `verify` accepts;
 - no SelfCheckError: convert refusing its own result is a bug, or an input
-  problem convert should have refused up front with its own message.
+  problem convert should have refused up front with its own message;
+- a re-encoded input converts exactly as its canonical encoding (protobuf's
+  own serialization of it) does: exit code, report or error, output program.
 
 The CI round runs once per session; one test per kind of failure checks it, so
 a known bug of one kind does not hide a new one of another.
@@ -69,7 +73,9 @@ from pathlib import Path
 import hostile
 import pytest
 from click.testing import CliRunner
+from google.protobuf.message import DecodeError
 from programs import Prog, layered
+from reencode import reencode
 
 from vppctl.cli import cli
 from vppctl.engine import layers
@@ -633,7 +639,14 @@ HOSTILE: dict[str, Callable[[random.Random], bytes]] = {
     "huge_dims": lambda rng: hostile.huge_dims(_named("sample"), rng.randrange(1, 400)),
     "odd_callstacks": lambda rng: hostile.odd_callstacks(_named("layered")),
     "deep_nesting": lambda rng: hostile.deep_nesting(rng.randrange(95, 400)),
+    "huge_attr": lambda rng: hostile.huge_string_attr(
+        _named("sample"), rng.randrange(1 << 20, 3 << 20)
+    ),
+    "escaped_text": lambda rng: hostile.escaped_text(
+        rng.randrange(200_000, 1_000_000), rng.choice(("\\000", "\\n", "\\x41"))
+    ),
 }
+TEXT_HOSTILE = frozenset({"escaped_text"})  # written as .pbtxt
 HOSTILE_SHARE = 0.01  # of the inputs; each class is drawn about 3 times in the CI round
 
 
@@ -647,7 +660,8 @@ def mutant(seed: int, n: int) -> tuple[Base, bytes, list[str]]:
     rng = random.Random(f"{seed}:{n}")
     if rng.random() < HOSTILE_SHARE:
         kind = rng.choice(sorted(HOSTILE))
-        return Base(f"hostile:{kind}", b""), HOSTILE[kind](rng), [f"hostile {kind}"]
+        base = Base(f"hostile:{kind}", b"", text=kind in TEXT_HOSTILE)
+        return base, HOSTILE[kind](rng), [f"hostile {kind}"]
     all_ = bases()
     base = rng.choices(all_, weights=[b.weight for b in all_])[0]
     data = base.data
@@ -668,7 +682,31 @@ def mutant(seed: int, n: int) -> tuple[Base, bytes, list[str]]:
             else:
                 data, what = mutate_bytes(rng, data)
         done.append(what)
+    if not base.text:
+        variant = _reencoded(seed, n, data)
+        if variant is not None:
+            data = variant
+            done.append(REENCODED)
     return base, data, done
+
+
+REENCODE_SHARE = 0.05  # of the binary inputs: re-encoded after their mutations
+REENCODED = "re-encoded"  # the last mutation, when it is one (tests/reencode.py)
+
+
+def _reencoded(seed: int, n: int, data: bytes) -> bytes | None:
+    """`data` in another valid encoding of the same message (tests/reencode.py), now and
+    then; None otherwise, or when `data` is no message to re-encode. Drawn apart from the
+    other mutations, so that adding it changed none of them."""
+    rng = random.Random(f"{seed}:{n}:encoding")
+    if rng.random() >= REENCODE_SHARE:
+        return None
+    try:
+        variant = reencode(rng, data, pb.ProgramDesc.DESCRIPTOR)
+        same = pb.ProgramDesc.FromString(variant) == pb.ProgramDesc.FromString(data)
+    except (ValueError, IndexError, DecodeError):  # not a message (or with groups)
+        return None
+    return variant if same and variant != data else None
 
 
 # -- the round -----------------------------------------------------------------------
@@ -679,7 +717,8 @@ FILES = "files"  # output left after a failure, input changed, stray files
 UNVERIFIED = "unverified"  # verify rejects a program convert wrote
 SELF_CHECK = "self-check"  # convert refused its own result (SelfCheckError: a bug)
 SLOW = "slow"  # one input took longer than SLOW_SECONDS in all (unbounded work)
-KINDS = (CRASH, FILES, UNVERIFIED, SELF_CHECK, SLOW)
+ENCODING = "encoding"  # a re-encoded input converted otherwise than its canonical encoding
+KINDS = (CRASH, FILES, UNVERIFIED, SELF_CHECK, SLOW, ENCODING)
 SLOW_SECONDS = 30.0
 
 
@@ -689,11 +728,15 @@ class Outcome:
     seconds: float = 0.0
     codes: Counter[tuple[str, int]] = field(default_factory=Counter)
     bases: Counter[str] = field(default_factory=Counter)  # inputs per base program or class
+    reencoded: int = 0  # inputs re-encoded after their mutations
     failures: dict[str, list[str]] = field(default_factory=lambda: {k: [] for k in KINDS})
 
     def report(self, kind: str | None = None) -> str:
         codes = ", ".join(f"{c} {k}: {n}" for (c, k), n in sorted(self.codes.items()))
-        head = f"{self.inputs} inputs in {self.seconds:.1f} s; exit codes: {codes}"
+        head = (
+            f"{self.inputs} inputs ({self.reencoded} re-encoded) in {self.seconds:.1f} s; "
+            f"exit codes: {codes}"
+        )
         counts = ", ".join(f"{k}: {len(v)}" for k, v in self.failures.items())
         shown = self.failures[kind][:6] if kind else []
         body = "\n\n".join(shown)
@@ -748,7 +791,10 @@ class Round:
         tables = n % TABLE_EVERY == 0
         problems: list[tuple[str, str]] = []
         check = self._invoke(problems)
-        code, _ = check("convert", [str(src), "--vpp", "2", "-o", str(out), "--json"])
+        code, report = check("convert", [str(src), "--vpp", "2", "-o", str(out), "--json"])
+        if what[-1] == REENCODED:
+            self.outcome.reencoded += 1
+            problems.extend(self._as_canonical(data, code, report, out))
         if out.exists() and code != 0:
             problems.append((FILES, f"convert exited {code} but left {out.name}"))
         if code == 0:
@@ -793,6 +839,29 @@ class Round:
                 lines = [text for k, text in problems if k == kind]
                 self.outcome.failures[kind].append(head + ":\n  " + "\n  ".join(lines))
 
+    def _as_canonical(
+        self, data: bytes, code: int, report: str, out: Path
+    ) -> list[tuple[str, str]]:
+        """A re-encoded input must convert as its canonical encoding (protobuf's own) does:
+        the same exit code, report or error, and output program."""
+        src, canon_out = self.work / "canonical.pb", self.work / "canonical.out.pb"
+        src.write_bytes(pb.ProgramDesc.FromString(data).SerializePartialToString())
+        r = self.runner.invoke(
+            cli, ["convert", str(src), "--vpp", "2", "-o", str(canon_out), "--json"]
+        )
+        got = (code, _comparable(report, self.work / "in.pb"), _program(out))
+        expected = (r.exit_code, _comparable(r.stdout or r.stderr, src), _program(canon_out))
+        src.unlink()
+        canon_out.unlink(missing_ok=True)
+        if got == expected:
+            return []
+        return [
+            (
+                ENCODING,
+                f"read otherwise than its canonical encoding:\n  {got[:2]}\n  {expected[:2]}",
+            )
+        ]
+
     def _invoke(
         self, problems: list[tuple[str, str]]
     ) -> Callable[[str, list[str]], tuple[int, str]]:
@@ -824,9 +893,27 @@ class Round:
                 bad = _check_json(r.stdout)
                 if bad:
                     problems.append((CRASH, f"{where}: {bad}"))
-            return code, r.stdout
+            return code, r.stdout or r.stderr  # the report, or the error
 
         return invoke
+
+
+def _comparable(report: str, src: Path) -> object:
+    """A convert report without where its files are (or its error, as a line or a JSON
+    error object, the input named alike)."""
+    try:
+        data = json.loads(report)
+    except ValueError:
+        return report.replace(str(src), "IN")
+    data.pop("output", None)
+    data.pop("bytes_written", None)
+    if isinstance(data.get("error"), dict):
+        data["error"]["message"] = data["error"]["message"].replace(str(src), "IN")
+    return data
+
+
+def _program(path: Path) -> pb.ProgramDesc | None:
+    return pb.ProgramDesc.FromString(path.read_bytes()) if path.exists() else None
 
 
 def _exc(r: object) -> str:
@@ -865,8 +952,8 @@ def run_round(
 
 @contextlib.contextmanager
 def _memory_cap(extra: int = 3 << 30) -> Iterator[None]:
-    """Cap the address space so that a runaway allocation is a MemoryError (exit 70), not
-    the OOM killer taking the test run down."""
+    """Cap the address space so that a runaway allocation is a MemoryError (exit 5, which
+    the round counts as a crash), not the OOM killer taking the test run down."""
     try:
         import resource
     except ImportError:  # not on this platform: run uncapped
@@ -947,6 +1034,13 @@ def test_ci_round_convert_output_verifies(ci_round: Outcome) -> None:
 
 def test_ci_round_finishes_every_input_in_bounded_time(ci_round: Outcome) -> None:
     assert not ci_round.failures[SLOW], ci_round.report(SLOW)
+
+
+def test_ci_round_reads_every_encoding_as_protobuf_does(ci_round: Outcome) -> None:
+    """A re-encoded input (fields reordered, split, packed, given twice: tests/reencode.py)
+    converts exactly as its canonical encoding does."""
+    assert ci_round.reencoded > 30, ci_round.report()
+    assert not ci_round.failures[ENCODING], ci_round.report(ENCODING)
 
 
 def test_ci_round_meets_every_hostile_class(ci_round: Outcome) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import socket
 import stat
+import struct
 import subprocess
 import sys
 import threading
@@ -127,9 +128,90 @@ def test_a_hard_linked_output_is_replaced_and_the_other_name_keeps_the_old_bytes
     target, other = tmp_path / "out.pb", tmp_path / "other.pb"
     target.write_bytes(OLD)
     os.link(target, other)
-    write_to(target)
+    out = write_to(target)
     assert target.read_bytes() == DATA
     assert other.read_bytes() == OLD
+    assert out.warnings() == [
+        f"{target} had 1 other hard link: it keeps the old bytes, and {target} is now a new "
+        "file (as with sed -i)"
+    ]
+
+
+@pytest.mark.parametrize("command", ["convert --in-place", "convert -o", "dump -o"])
+def test_the_command_warns_that_a_hard_link_keeps_the_old_bytes(
+    tmp_path: Path, command: str
+) -> None:
+    src = tmp_path / "in.pb"
+    src.write_bytes(DATA)
+    target = src if command == "convert --in-place" else tmp_path / "out.pb"
+    if target != src:
+        target.write_bytes(OLD)
+    os.link(target, tmp_path / "other")
+    verb, flag = command.split()
+    args = [verb, str(src), *(["--vpp", "2"] if verb == "convert" else [])]
+    args += [flag] if flag == "--in-place" else [flag, str(target)]
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code == 0, r.output
+    assert f"warning: {target} had 1 other hard link: it keeps the old bytes" in r.stderr
+    assert (tmp_path / "other").read_bytes() == (DATA if target == src else OLD)
+
+
+# A POSIX ACL as Linux stores it (the xattr system.posix_acl_access): version 2, then
+# (tag, permissions, id) entries in tag order.
+_ACL_TAGS = {"user::": 0x01, "user:": 0x02, "group::": 0x04, "group:": 0x08, "mask": 0x10}
+_ACL_TAGS["other"] = 0x20
+_NO_ID = 0xFFFFFFFF
+
+
+def _acl(*entries: tuple[str, int, int]) -> bytes:
+    return struct.pack("<I", 2) + b"".join(
+        struct.pack("<HHI", _ACL_TAGS[tag], perms, uid) for tag, perms, uid in entries
+    )
+
+
+# Group r--, user 1234 rw-, mask rw-: the mode's group bits show the mask (rw-), so a copy
+# of the mode alone widens the group to rw- and drops user 1234 (issue 21 item 3).
+RESTRICTIVE = _acl(
+    ("user::", 6, _NO_ID),
+    ("user:", 6, 1234),
+    ("group::", 4, _NO_ID),
+    ("mask", 6, _NO_ID),
+    ("other", 0, _NO_ID),
+)
+
+
+def _set_acl_and_xattr(target: Path) -> None:
+    try:
+        os.setxattr(target, "system.posix_acl_access", RESTRICTIVE)
+        os.setxattr(target, "user.vppctl.origin", b"hand-made")
+    except OSError as e:
+        pytest.skip(f"this file system takes no ACLs or user xattrs ({e.strerror})")
+
+
+@pytest.mark.skipif(not hasattr(os, "setxattr"), reason="no extended attributes on this system")
+@pytest.mark.parametrize("how", ["--in-place", "-o"])
+def test_acls_and_xattrs_survive_replacing_the_file(tmp_path: Path, how: str) -> None:
+    """Was: the ACL and the xattr gone, the owning group widened from r-- to rw-."""
+    src = tmp_path / "in.pb"
+    src.write_bytes(DATA)
+    target = src if how == "--in-place" else tmp_path / "out.pb"
+    if target != src:
+        target.write_bytes(OLD)
+    target.chmod(0o660)
+    _set_acl_and_xattr(target)
+    args = [
+        "convert",
+        str(src),
+        "--vpp",
+        "2",
+        *([how] if how == "--in-place" else [how, str(target)]),
+    ]
+    r = CliRunner().invoke(cli, args)
+    assert r.exit_code == 0, r.output
+    assert target.read_bytes() not in (DATA, OLD)  # replaced: the converted program
+    assert os.getxattr(target, "system.posix_acl_access") == RESTRICTIVE
+    assert os.getxattr(target, "user.vppctl.origin") == b"hand-made"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o660  # the mask, as before
 
 
 # -- symbolic links ----------------------------------------------------------------------------
@@ -362,6 +444,43 @@ def test_other_files_and_stdin_are_not_the_output(tmp_path: Path) -> None:
     copy.write_bytes(DATA)  # same name and bytes, another file
     out = resolve_output(copy, binary=True, inputs=[src, "-", None])
     assert out.kind == "file"
+
+
+@pytest.mark.parametrize("output", ["/dev/stdin", "the file itself"])
+def test_the_file_stdin_reads_is_not_the_output(tmp_path: Path, output: str) -> None:
+    """Was: `convert - -o /dev/stdin <>IN` exit 0, the output appended to the input."""
+    src = tmp_path / "in.pb"
+    src.write_bytes(DATA)
+    out = str(src) if output == "the file itself" else output
+    with open(src, "r+b") as f:  # the shell's <>IN: stdin open for reading and writing
+        r = subprocess.run(
+            [sys.executable, "-m", "vppctl", "convert", "-", "--vpp", "2", "-o", out],
+            stdin=f,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.decode() == (
+        f"Error: the output {out} is the file stdin reads (the input '-'); write to another path\n"
+    )
+    assert src.read_bytes() == DATA
+    assert names(tmp_path) == ["in.pb"]
+
+
+def test_stdin_from_a_file_may_be_written_elsewhere(tmp_path: Path) -> None:
+    src, out = tmp_path / "in.pb", tmp_path / "out.pb"
+    src.write_bytes(DATA)
+    with open(src, "rb") as f:
+        r = subprocess.run(
+            [sys.executable, "-m", "vppctl", "convert", "-", "--vpp", "2", "-o", str(out)],
+            stdin=f,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+    assert r.returncode == 0, r.stderr
+    assert out.exists() and src.read_bytes() == DATA
 
 
 # -- stdout, own file descriptors, terminals (child processes) --------------------------------

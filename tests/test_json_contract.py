@@ -194,6 +194,10 @@ def _bug(*args: object, **kwargs: object) -> None:
     raise RuntimeError("a bug")
 
 
+def _out_of_memory(*args: object, **kwargs: object) -> None:
+    raise MemoryError
+
+
 @pytest.mark.parametrize(
     ("args", "code", "kind"),
     [
@@ -207,6 +211,7 @@ def _bug(*args: object, **kwargs: object) -> None:
         ),
         pytest.param(["inspect", "missing.pb", "--json"], 3, "file", id="file"),
         pytest.param(["convert", SAMPLE, "--vpp", "3", "--json"], 4, "convert", id="convert"),
+        pytest.param(["inspect", SAMPLE, "--json"], 5, "memory", id="memory"),
         pytest.param(["inspect", SAMPLE, "--json"], 70, "internal", id="internal"),
         pytest.param(["inspect", SAMPLE, "--json"], 130, "interrupted", id="interrupted"),
     ],
@@ -214,8 +219,9 @@ def _bug(*args: object, **kwargs: object) -> None:
 def test_a_failure_with_json_is_one_json_object_on_stdout(
     args: list[object], code: int, kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    if code in (70, 130):
-        monkeypatch.setattr(commands, "inspect_file", _bug if code == 70 else _interrupt)
+    if code in (5, 70, 130):
+        fault = {5: _out_of_memory, 70: _bug, 130: _interrupt}[code]
+        monkeypatch.setattr(commands, "inspect_file", fault)
     monkeypatch.chdir(tmp_path)
     result = invoke(*args, exit_code=code)
     data = check("error", one_object(result))

@@ -63,6 +63,7 @@ def test_readme_exit_code_table_matches_the_code() -> None:
         errors.EXIT_USAGE,
         errors.EXIT_FILE,
         errors.EXIT_CONVERT,
+        errors.EXIT_MEMORY,
         errors.EXIT_INTERNAL,
         errors.EXIT_INTERRUPTED,
     }

@@ -12,6 +12,7 @@ from vppctl.program import rewrite
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.program._proto import view_pb2 as view
 from vppctl.program.load import Block
+from vppctl.program.wire import varint
 
 MESH = pb.ProcessMesh(shape=[1], process_ids=[3], dim_names=["x"]).SerializeToString()
 
@@ -64,3 +65,107 @@ def test_variables_sharing_their_rest_get_what_a_whole_rewrite_gives(
 )
 def test_odd_variables_get_what_a_whole_rewrite_gives(what: str, old: bytes) -> None:
     assert _rewrite([old, old], MESH, 1) == [_whole(old, MESH, 1)] * 2, what
+
+
+def _split_dist(name: str) -> bytes:
+    """A variable whose dist attr comes in two occurrences, which protobuf merges: the mesh
+    in the first, the dims mapping in the second (the write view alone would keep only the
+    second)."""
+    v = pb.VarDesc.FromString(_var(name))
+    mesh = v.dist_attr.process_mesh.SerializeToString()
+    v.ClearField("dist_attr")
+    first = pb.TensorDistAttr(process_mesh=pb.ProcessMesh.FromString(mesh))
+    second = pb.TensorDistAttr(dims_mapping=[-1, -1])
+    tag = b"\xca\x3e"  # field 1001, length-delimited
+    return b"".join(
+        (
+            v.SerializeToString(),
+            *(tag + bytes([t.ByteSize()]) + t.SerializeToString() for t in (first, second)),
+        )
+    )
+
+
+@pytest.mark.parametrize(("mesh", "chunk"), [(MESH, 1), (None, 1), (MESH, None)])
+def test_a_dist_attr_in_two_occurrences_is_rewritten_as_protobuf_reads_it(
+    mesh: bytes | None, chunk: int | None
+) -> None:
+    old = _split_dist("s")
+    expected = pb.VarDesc.FromString(old)  # merged: the mesh and the dims mapping
+    assert expected.dist_attr.process_mesh.process_ids == [0]
+    if mesh is not None:
+        expected.dist_attr.process_mesh.ParseFromString(mesh)
+    if chunk is not None:
+        expected.dist_attr.chunk_id = chunk
+    (new,) = _rewrite([old], mesh, chunk)
+    assert pb.VarDesc.FromString(new) == expected
+
+
+def test_an_unchanged_value_keeps_its_encoding_and_counts_as_no_change() -> None:
+    """Rewriting a variable in another encoding with the values it has changes nothing."""
+    old = _split_dist("u")
+    block = Block(idx=0, parent_idx=-1, ops=[], vars=[old], head=b"", tail=b"")
+    current = pb.VarDesc.FromString(old).dist_attr.process_mesh.SerializeToString()
+    assert rewrite.rewrite_vars(block, [(0, current, None)]) == 0
+    assert block.vars == [old]
+    assert rewrite.rewrite_vars(block, [(0, MESH, None)]) == 1
+
+
+# -- large ops: edited by their fields (rewrite._OpEditor.spliced, scan._without_attrs) -------
+
+
+def _with_huge_attr(split_dist: bool = False) -> bytes:
+    """A small program whose op 5 (in layer 2, which goes to chunk 1 at vpp 2) carries a
+    2 MB string attr (over BIG_OP), its dist attr split over two occurrences when asked
+    (mesh, then the rest)."""
+    from programs import layered
+
+    p = layered([0, 0, 1, 1], backward=True, optimizer=True)
+    op = p.msg.blocks[0].ops[5]
+    op.attrs.add(name="note", type=pb.STRING, s="x" * (2 << 20))
+    data = p.bytes()
+    if not split_dist:
+        return data
+    from vppctl.program.load import parse_program
+
+    program = parse_program(data)
+    big = pb.OpDesc.FromString(program.blocks[0].ops[5])
+    mesh = pb.OperatorDistAttr(process_mesh=big.dist_attr.process_mesh)
+    rest = pb.OperatorDistAttr()
+    rest.CopyFrom(big.dist_attr)
+    rest.ClearField("process_mesh")
+    big.ClearField("dist_attr")
+    tag = b"\xd2\x3e"  # field 1002, length-delimited
+    parts = [m.SerializeToString() for m in (mesh, rest)]
+    program.blocks[0].ops[5] = big.SerializePartialToString() + b"".join(
+        tag + varint(len(x)) + x for x in parts
+    )
+    return program.to_bytes()
+
+
+def _converted(data: bytes) -> bytes:
+    from vppctl.convert import ConvertOptions, convert_program
+    from vppctl.plan import PlanOptions
+    from vppctl.program.load import parse_program
+
+    program = parse_program(data)
+    convert_program(program, ConvertOptions(plan=PlanOptions(vpp=2)))
+    return program.to_bytes()
+
+
+@pytest.mark.parametrize("split_dist", [False, True])
+def test_a_large_op_converts_as_the_whole_op_would(
+    monkeypatch: pytest.MonkeyPatch, split_dist: bool
+) -> None:
+    from vppctl.program import scan
+
+    data = _with_huge_attr(split_dist)
+    by_fields = _converted(data)
+    monkeypatch.setattr(rewrite, "BIG_OP", 1 << 40)
+    monkeypatch.setattr(scan, "BIG_OP", 1 << 40)
+    whole = _converted(data)
+    assert pb.ProgramDesc.FromString(by_fields) == pb.ProgramDesc.FromString(whole)
+    if not split_dist:
+        assert by_fields == whole  # spliced where the whole op would write it
+    big = pb.ProgramDesc.FromString(by_fields).blocks[0].ops[5]
+    assert big.struct_name.startswith("/Model/DecoderLayer_2/")
+    assert big.dist_attr.chunk_id == 1 and len(big.attrs[-1].s) == 2 << 20

@@ -74,6 +74,7 @@ _API = {
     "ProgramFileError": "errors",
     "ConversionError": "errors",
     "SelfCheckError": "errors",
+    "OutOfMemoryError": "errors",
     "SimulationError": "schedule",
     "DeadlockError": "schedule",
     "NoConversionFits": "outcomes",
@@ -94,6 +95,7 @@ __all__ = [
     "InspectOptions",
     "MemoryOptions",
     "NoConversionFits",
+    "OutOfMemoryError",
     "Pictures",
     "Plan",
     "PlanOptions",
@@ -150,6 +152,7 @@ if TYPE_CHECKING:  # the names, re-exported, for type checkers (`X`: PEP 484)
     )
     from vppctl.errors import (
         ConversionError,
+        OutOfMemoryError,
         ProgramFileError,
         SelfCheckError,
         UsageError,

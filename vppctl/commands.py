@@ -13,9 +13,11 @@ the program is read, and nothing is written on failure. The CLI builds the same
 options, calls one of these and renders; a training script calls them directly (they
 are in `vppctl.__all__`). Errors are `vppctl.errors` exceptions, each with its exit
 code; one worded in the command line's flags carries a note naming the API's fields
-(`--split` is `ConvertOptions.plan.split`; `vppctl.validate.api_names`). Long work
-reports its phases to the `progress` observer given (`vppctl.progress`); nothing is
-printed.
+(`--split` is `ConvertOptions.plan.split`; `vppctl.validate.api_names`). Running out of
+memory anywhere is OutOfMemoryError (exit 5), with what the command needs
+(`vppctl.program.memory_guarded`), and a command's layer regexes share one time budget
+(`vppctl.engine.regex_budget`). Long work reports its phases to the `progress` observer
+given (`vppctl.progress`); nothing is printed.
 """
 
 from __future__ import annotations
@@ -23,11 +25,11 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, ParamSpec, TypeVar
 
 from vppctl import validate
 from vppctl.choices import (
@@ -37,7 +39,7 @@ from vppctl.choices import (
     Schedule,
 )
 from vppctl.convert import ConvertOptions, Planned, converted
-from vppctl.engine import check_seg_method
+from vppctl.engine import check_seg_method, regex_budget
 from vppctl.errors import UsageError, VppctlError
 from vppctl.outcomes.program import Bubble, ConvertOutcome, DumpOutcome, SampleOutcome
 from vppctl.plan import PlanOptions
@@ -48,9 +50,11 @@ from vppctl.program import (
     Program,
     check_size,
     is_text_name,
+    memory_guarded,
     parse_program,
     read_program,
     resolve_output,
+    write_all,
     write_program,
 )
 from vppctl.progress import Observer, observing
@@ -65,6 +69,22 @@ if TYPE_CHECKING:  # the schedule side and the planner load on use
 
 PathLike = str | os.PathLike[str]
 _OUT = {"-o": "out", "--output": "out"}  # the command line's flag of a call's `out`
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _command(run: Callable[_P, _R]) -> Callable[_P, _R]:
+    """What every command shares: one budget for all its layer regexes (a command may match
+    several: its input's, a recorded plan's, its output's), and running out of memory said
+    as such (exit 5, `vppctl.program.memory_guarded`)."""
+    guarded = memory_guarded(run)
+
+    @functools.wraps(run)
+    def command(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with regex_budget():
+            return guarded(*args, **kwargs)
+
+    return command
 
 
 def _options(call: str, options: object, kind: type[validate.Options]) -> None:
@@ -103,6 +123,7 @@ def _refuse_input_as_output(src: Path, out: Path, fix: str) -> None:
 
 
 @validate.api_names(validate.flags_of((ConvertOptions, "ConvertOptions"), outputs=_OUT))
+@_command
 def convert_file(
     src: PathLike,
     out: PathLike | None,
@@ -189,6 +210,7 @@ def _interleaving(placement: Placement, vpp: int) -> tuple[Schedule, ...]:
 
 
 @validate.api_names(validate.flags_of((VerifyOptions, "VerifyOptions")))
+@_command
 def verify_file(
     path: PathLike, options: VerifyOptions | None = None, *, progress: Observer | None = None
 ) -> VerifyReport:
@@ -202,6 +224,7 @@ def verify_file(
 
 
 @validate.api_names(validate.flags_of((InspectOptions, "InspectOptions")))
+@_command
 def inspect_file(
     path: PathLike, options: InspectOptions | None = None, *, progress: Observer | None = None
 ) -> Summary:
@@ -228,6 +251,7 @@ class DumpOptions:
 
 
 @validate.api_names(validate.flags_of((DumpOptions, "DumpOptions"), outputs=_OUT))
+@_command
 def dump_file(
     src: PathLike,
     out: PathLike | None = None,
@@ -257,6 +281,7 @@ def _strip(program: Program) -> int:
 
 
 @validate.api_names(validate.flags_of((SampleOptions, "SampleOptions"), outputs=_OUT))
+@_command
 def sample_file(
     out: PathLike, options: SampleOptions, *, progress: Observer | None = None
 ) -> SampleOutcome:
@@ -273,11 +298,11 @@ def sample_file(
     with observing(progress):
         data = build_sample(options)
         if not output.binary:
-            written, _ = write_program(parse_program(data, source="sample"), output)
-            return SampleOutcome(output.shown, written)
+            written, warnings = write_program(parse_program(data, source="sample"), output)
+            return SampleOutcome(output.shown, written, tuple(warnings))
         check_size(len(data), fix=fix)
         output.write(data)  # already canonical bytes: written as they are
-    return SampleOutcome(output.shown, len(data))
+    return SampleOutcome(output.shown, len(data), tuple(output.warnings()))
 
 
 # -- simulate --------------------------------------------------------------------
@@ -369,6 +394,7 @@ class Pictures:
 
 
 @validate.api_names(validate.flags_of((SimulateOptions, "SimulateOptions"), (Pictures, "Pictures")))
+@_command
 def simulate_run(
     prog: PathLike | None,
     pictures: Pictures | None,
@@ -406,7 +432,8 @@ def simulate_run(
             "time (1 = the mean stage's forward of one micro-batch)",
         )
         written = tuple(_pictures(outcome.results, outputs, drawing))
-        return replace(outcome, written=written)
+        warnings = (*outcome.warnings, *_link_warnings(outputs))
+        return replace(outcome, written=written, warnings=warnings)
     pp, vpp, placement = _without_program(options)
     runs = _runs(pp, vpp, placement, _unit_costs(options.costs, pp * vpp), run)
     drawing = _Drawing(
@@ -416,7 +443,8 @@ def simulate_run(
         "time (1 = the unit of --costs)",
     )
     written = tuple(_pictures(runs, outputs, drawing))
-    return SimulateOutcome(runs, None, written, warnings=_run_warnings(runs))
+    warnings = (*_run_warnings(runs), *_link_warnings(outputs))
+    return SimulateOutcome(runs, None, written, warnings=warnings)
 
 
 def _without_program(options: SimulateOptions) -> tuple[int, int, Placement | None]:
@@ -587,12 +615,13 @@ def _pictures(
         "--trace": lambda: json.dumps(to_chrome_trace(runs)),
         "--csv": lambda: to_csv(runs[-1].orders),
     }
-    written = []
-    for flag, output in outputs.items():
-        data = draw[flag]().encode()
-        output.write(data)
-        written.append((output.shown, len(data)))
-    return written
+    drawn = [(output, draw[flag]().encode()) for flag, output in outputs.items()]
+    write_all(drawn)  # all or nothing: no file is replaced unless every output was written
+    return [(output.shown, len(data)) for output, data in drawn]
+
+
+def _link_warnings(outputs: dict[str, Output]) -> tuple[str, ...]:
+    return tuple(w for output in outputs.values() for w in output.warnings())
 
 
 # -- plan ------------------------------------------------------------------------
@@ -605,6 +634,7 @@ def _plan_names() -> dict[str, str]:
 
 
 @validate.api_names(functools.cache(_plan_names))
+@_command
 def plan_run(
     prog: PathLike, options: PlanSearchOptions, *, progress: Observer | None = None
 ) -> PlanOutcome:

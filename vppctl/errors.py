@@ -11,8 +11,9 @@ Exit codes (kept in sync with the README table):
     3   a file cannot be read or written, or is not a program; a report stream (stdout,
         or stderr when it carries the report) cannot be written
     4   the program cannot be converted as asked
+    5   out of memory (the message says how much the command needs)
     70  internal error (a bug in vppctl; please report it)
-    130 interrupted (Ctrl-C); a reader that closes a pipe early is exit 0
+    130 interrupted (Ctrl-C; 143 for SIGTERM); a reader that closes a pipe early is exit 0
 
 Each class also names its `kind`, the token `--json` gives for a failure, and may carry
 a `hint`: what to do about it, when that is not already part of the message.
@@ -29,6 +30,7 @@ EXIT_VIOLATIONS = 1
 EXIT_USAGE = 2
 EXIT_FILE = 3
 EXIT_CONVERT = 4
+EXIT_MEMORY = 5
 EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 
@@ -38,6 +40,7 @@ KINDS = {
     EXIT_USAGE: "usage",
     EXIT_FILE: "file",
     EXIT_CONVERT: "convert",
+    EXIT_MEMORY: "memory",
     EXIT_INTERNAL: "internal",
     EXIT_INTERRUPTED: "interrupted",
 }
@@ -75,6 +78,18 @@ class ConversionError(VppctlError):
     """The program cannot be converted as asked (layout, layer count, annotations)."""
 
     exit_code = EXIT_CONVERT
+
+
+OUT_OF_MEMORY = "out of memory; raise the limit (ulimit -v) or run it where there is more memory"
+
+
+class OutOfMemoryError(VppctlError):
+    """The command needs more memory than the machine or its limits (`ulimit -v`) give.
+
+    Neither the file's fault (3) nor the options' (4), nor a bug (70): the same command
+    works with more memory, so it has a code of its own."""
+
+    exit_code = EXIT_MEMORY
 
 
 class SelfCheckError(VppctlError):

@@ -24,6 +24,7 @@ import json
 import os
 import stat
 import sys
+import time
 import traceback
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -47,10 +48,12 @@ from vppctl.errors import (
     EXIT_FILE,
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
+    EXIT_MEMORY,
     EXIT_OK,
     EXIT_USAGE,
     EXIT_VIOLATIONS,
     KINDS,
+    OUT_OF_MEMORY,
     VppctlError,
     failure_object,
 )
@@ -85,6 +88,7 @@ _MEANINGS = {
     EXIT_USAGE: "usage error",
     EXIT_FILE: "a file or stream cannot be read or written (or is not a program)",
     EXIT_CONVERT: "the program cannot be converted as asked",
+    EXIT_MEMORY: "out of memory",
     EXIT_INTERNAL: "internal error (a bug: please report it)",
     EXIT_INTERRUPTED: "interrupted",
 }
@@ -103,6 +107,7 @@ EXIT_CODES_HELP = exit_codes(
     EXIT_USAGE,
     EXIT_FILE,
     EXIT_CONVERT,
+    EXIT_MEMORY,
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     found="verify found problems, or simulate a stage over --memory-limit",
@@ -167,6 +172,7 @@ class _Group(_Command, click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         _ascii_fallback()
+        started = time.monotonic()
         ctx.ensure_object(dict)
         as_json = json_requested([*ctx._protected_args, *ctx.args])
         try:
@@ -184,14 +190,15 @@ class _Group(_Command, click.Group):
         except click.exceptions.Abort:
             raise
         except KeyboardInterrupt:
-            _fail(
-                ctx,
-                EXIT_INTERRUPTED,
-                "interrupted",
-                "interrupted; nothing was written",
-                None,
-                as_json,
-            )
+            _fail(ctx, EXIT_INTERRUPTED, "interrupted", _interrupted(started), None, as_json)
+        except SystemExit as e:  # SIGTERM while a file was replaced (vppctl.program.atomic)
+            signum = getattr(e, "signum", None)
+            if signum is not None:
+                what = _interrupted(started).replace("interrupted", "terminated (SIGTERM)", 1)
+                echo_error(f"Error: {printable(what)}")
+            raise
+        except MemoryError:  # outside a command's own guard (vppctl.program.memory_guarded)
+            _fail(ctx, EXIT_MEMORY, KINDS[EXIT_MEMORY], OUT_OF_MEMORY, None, as_json)
         except Exception as e:  # a bug: say so, traceback only under --debug
             if ctx.obj and ctx.obj.get("debug"):
                 traceback.print_exc()
@@ -204,6 +211,16 @@ class _Group(_Command, click.Group):
                 f"{BUG_REPORT}; --debug shows the traceback",
                 as_json,
             )
+
+
+def _interrupted(since: float) -> str:
+    """What an interrupt left: the outputs written before it, whole or in part (nothing,
+    when vppctl has not even loaded its writing code)."""
+    if "vppctl.program.files" not in sys.modules:
+        return "interrupted; nothing was written"
+    from vppctl.program.files import interrupted
+
+    return interrupted(since)
 
 
 def json_requested(args: Sequence[str]) -> bool:

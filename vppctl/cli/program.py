@@ -42,6 +42,7 @@ from vppctl.errors import (
     EXIT_FILE,
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
+    EXIT_MEMORY,
     EXIT_USAGE,
     EXIT_VIOLATIONS,
 )
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
     from vppctl.verify import VerifyReport
 
 # The exit codes each command can return (its --help lists only these).
-_FAILURES = (EXIT_USAGE, EXIT_FILE, EXIT_INTERNAL, EXIT_INTERRUPTED)
+_FAILURES = (EXIT_USAGE, EXIT_FILE, EXIT_MEMORY, EXIT_INTERNAL, EXIT_INTERRUPTED)
 CONVERT_EXITS = exit_codes(*_FAILURES, EXIT_CONVERT)
 VERIFY_EXITS = exit_codes(*_FAILURES, EXIT_VIOLATIONS, found="violations found")
 INSPECT_EXITS = exit_codes(*_FAILURES)
@@ -452,4 +453,5 @@ def sample(
     outputs_written([outcome.output], stdout=to_stderr)
     if as_json:
         print_json(outcome.to_json(), to_stderr=to_stderr)
+    warn(err, outcome.warnings)
     wrote(err, outcome.output, outcome.bytes_written)

@@ -43,6 +43,7 @@ from vppctl.errors import (
     EXIT_FILE,
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
+    EXIT_MEMORY,
     EXIT_USAGE,
     EXIT_VIOLATIONS,
 )
@@ -51,7 +52,7 @@ if TYPE_CHECKING:
     from vppctl.plan import CostKind, Placement, Split
     from vppctl.schedule import Schedule
 
-_FAILURES = (EXIT_USAGE, EXIT_FILE, EXIT_CONVERT, EXIT_INTERNAL, EXIT_INTERRUPTED)
+_FAILURES = (EXIT_USAGE, EXIT_FILE, EXIT_CONVERT, EXIT_MEMORY, EXIT_INTERNAL, EXIT_INTERRUPTED)
 SIMULATE_EXITS = exit_codes(
     *_FAILURES,
     EXIT_VIOLATIONS,

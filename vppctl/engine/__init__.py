@@ -30,6 +30,7 @@ from vppctl.engine.layers import (
     check_seg_method,
     compile_seg_method,
     find_layers,
+    regex_budget,
     with_matches,
 )
 
@@ -52,6 +53,7 @@ __all__ = [
     "loss_op",
     "param_elements",
     "recomputed_ops",
+    "regex_budget",
     "resolve_layers",
     "with_matches",
 ]

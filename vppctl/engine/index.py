@@ -26,6 +26,7 @@ from vppctl.program import (
     OpColumns,
     Program,
     VarColumns,
+    canonical_mesh,
     decode_mesh,
     op_arguments,
     program_meshes,
@@ -65,7 +66,7 @@ class ProgramIndex:
     program: Program
     blocks: list[BlockIndex]
     meshes: list[Mesh]  # mesh-class id -> a representative Mesh
-    mesh_raw: list[bytes]  # mesh-class id -> serialized ProcessMesh to write
+    mesh_raw: list[bytes]  # mesh-class id -> serialized ProcessMesh to write (canonical)
     program_meshes: list[int]  # ProgramDesc.process_meshes, as class ids, in order
     var_block: array[int] = field(default_factory=lambda: array("q"))
     var_mesh: array[int] = field(default_factory=lambda: array("q"))  # mesh class per var
@@ -177,7 +178,7 @@ def build_index(program: Program) -> ProgramIndex:
     progress.phase("indexing", sum(len(block.ops) for block in program.blocks))
     index = ProgramIndex(program=program, blocks=[], meshes=[], mesh_raw=[], program_meshes=[])
     for raw in program_meshes(program.header):
-        index.program_meshes.append(index.add_mesh(decode_mesh(raw), raw))
+        index.program_meshes.append(index.add_mesh(decode_mesh(raw), canonical_mesh(raw)))
     var_block = index.var_block
     for b, block in enumerate(program.blocks):
         vars_ = scan_vars(block, b)
@@ -275,7 +276,7 @@ def _classes(index: ProgramIndex, raws: list[bytes]) -> array[int]:
     cache: dict[bytes, int] = {b"": NO_MESH}
     for raw in dict.fromkeys(raws):  # first-appearance order: class ids are deterministic
         if raw not in cache:
-            cache[raw] = index.add_mesh(decode_mesh(raw), raw)
+            cache[raw] = index.add_mesh(decode_mesh(raw), canonical_mesh(raw))
     return array("q", map(cache.__getitem__, raws))
 
 

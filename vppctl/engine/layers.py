@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import signal
 import threading
+import time
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -57,9 +58,34 @@ class LayerSet:
 
 
 # A layer regex is the user's (or a recorded plan's): Python's engine can take
-# exponential time on some patterns, so matching all struct names gets this budget.
+# exponential time on some patterns, so matching struct names gets this budget: one per
+# command in all (`regex_budget`), however many times it matches (its input, a recorded
+# plan, its own output), and one per matching outside a command.
 REGEX_SECONDS = 5.0
 MAX_PATTERN = 1000  # characters
+
+
+_now = time.monotonic  # the budget's clock (a name tests can replace)
+
+
+class _Budget:
+    """The seconds left to the current command's layer regexes (None: no command)."""
+
+    left: float | None = None
+
+
+@contextmanager
+def regex_budget() -> Iterator[None]:
+    """One REGEX_SECONDS budget for every layer regex matched inside (vppctl.commands opens
+    one per command); nested, the outer one counts."""
+    if _Budget.left is not None:
+        yield
+        return
+    _Budget.left = REGEX_SECONDS
+    try:
+        yield
+    finally:
+        _Budget.left = None
 
 
 def compile_seg_method(pattern: str, name: str = "--seg-method") -> re.Pattern[str]:
@@ -240,8 +266,12 @@ def _layer_names(
     REGEX_SECONDS in all, else UsageError)."""
     found: dict[bytes, int] = {}
     structs = list(dict.fromkeys(index.global_block.ops.struct))
+    left = REGEX_SECONDS if _Budget.left is None else _Budget.left
+    start = _now()
     try:
-        with _time_limit(REGEX_SECONDS):
+        if left <= 0:
+            raise _OutOfTime
+        with _time_limit(left):
             for raw in structs:
                 m = search(raw.decode("utf-8", "replace"))
                 if m is not None:
@@ -250,8 +280,12 @@ def _layer_names(
         raise UsageError(
             f"--seg-method {_shown(pattern)} takes over {REGEX_SECONDS:g} s to match the "
             f"program's {len(structs)} struct names (a regex that backtracks "
-            "exponentially); use a plain one, e.g. the layer's class name DecoderLayer"
+            "exponentially; the budget is for all the command's matching); use a plain one, "
+            "e.g. the layer's class name DecoderLayer"
         ) from None
+    finally:
+        if _Budget.left is not None:
+            _Budget.left -= _now() - start
     names: dict[bytes, str] = {}
     for raw, start in found.items():
         struct = raw.decode("utf-8", "replace")

@@ -68,6 +68,7 @@ class SampleOutcome:
 
     output: str
     bytes_written: int
+    warnings: tuple[str, ...] = ()  # the writer's (a replaced file's links, its ACLs)
 
     def to_json(self) -> dict[str, Any]:
         """The object `vppctl sample --json` prints."""

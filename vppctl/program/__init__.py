@@ -4,16 +4,18 @@ A program is loaded with its ops and variables kept serialized (`load`), read in
 one scan into columns of plain values (`scan`) and, on demand, one op or variable
 at a time (`reads`); edited in place (`rewrite`, `record`) and saved (`save`).
 Where the bytes come from and go to (files, stdin, devices, atomic replacement)
-is `files` and `atomic`; `wire` holds the wire-format facts the hand-framed paths
-need, and `roles` Paddle's op roles. A Paddle 3.x PIR program (JSON) is read into
-the same `Program` by `pir` (with `pir_tables`, `pir_grads` and `pir_encode`), and is
-never written. The generated protobuf modules (`_proto`)
+is `files` and `atomic`; running out of memory, said as such, is `limits`;
+`wire` holds the wire-format facts the hand-framed paths need, and `roles`
+Paddle's op roles. A Paddle 3.x PIR program (JSON) is read into the same `Program`
+by `pir` (with `pir_tables`, `pir_grads` and `pir_encode`), and is never written.
+The generated protobuf modules (`_proto`)
 are imported nowhere else but the builders (`vppctl.sample`, `vppctl.paddle`).
 
 Other packages import these names from here, never a module of this package.
 """
 
-from vppctl.program.files import STDIO, Output, resolve_output
+from vppctl.program.files import STDIO, Output, resolve_output, write_all
+from vppctl.program.limits import memory_guarded
 from vppctl.program.load import (
     MAX_PROGRAM_BYTES,
     Block,
@@ -29,6 +31,7 @@ from vppctl.program.reads import (
     VarTensor,
     as_text,
     callstack_ops,
+    canonical_mesh,
     decode_mesh,
     op_arguments,
     op_slots,
@@ -96,6 +99,7 @@ __all__ = [
     "block_field_start",
     "block_head",
     "callstack_ops",
+    "canonical_mesh",
     "check_size",
     "decode_mesh",
     "encode_mesh",
@@ -105,6 +109,7 @@ __all__ = [
     "is_text_name",
     "kind",
     "looks_like_text",
+    "memory_guarded",
     "op_arguments",
     "op_slots",
     "parse_program",
@@ -122,6 +127,7 @@ __all__ = [
     "var_dims",
     "var_tensor",
     "varint",
+    "write_all",
     "write_plan",
     "write_program",
 ]

@@ -19,9 +19,13 @@ typed into an `Output`, refusing what cannot work before any work is done;
     socket, directory, "x/",     refused (ProgramFileError, exit 3)
     a path under a non-directory
     any input of the command     refused (UsageError, exit 2), by any path, symlink or hard
-                                 link (same st_dev and st_ino), or by the same final path
+                                 link (same st_dev and st_ino), or by the same final path;
+                                 for "-", the same open file as stdin (/dev/stdin, <>IN)
 
-A new file never gets a set-uid, set-gid or sticky bit. Writing into a device,
+A replaced file keeps its mode, its owner and group where permitted, its extended
+attributes and ACLs; its other hard links keep the old bytes (`Output.warnings`
+says so, once written). A new file never gets a set-uid, set-gid or sticky bit.
+Writing into a device,
 a FIFO or stdout cannot be atomic: what was written before a failure stays.
 A reader that closes a pipe early raises BrokenPipeError unchanged, so that the
 CLI applies its one pipe policy.
@@ -50,7 +54,7 @@ import stat
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Literal
@@ -83,6 +87,20 @@ class Output:
     target: Path | None  # file: the regular file replaced (links followed); device: its path
     fd: int = -1  # kind "fd": vppctl's own file descriptor
     binary: bool = True  # what will be written (binary is refused on a terminal)
+    links: int = 1  # kind "file": the names (hard links) the file being replaced has
+
+    def warnings(self) -> list[str]:
+        """What to tell once written: replacing a file that has other names (hard links)
+        leaves them the old bytes, as `sed -i` does."""
+        if self.links < 2:
+            return []
+        others = self.links - 1
+        names = "hard link" if others == 1 else "hard links"
+        keep = "it keeps" if others == 1 else "they keep"
+        return [
+            f"{self.name} had {others} other {names}: {keep} the old bytes, and {self.name} "
+            "is now a new file (as with sed -i)"
+        ]
 
     @property
     def is_stdout(self) -> bool:
@@ -91,8 +109,10 @@ class Output:
 
     def write(self, data: Data) -> None:
         """Write all of `data` here. ProgramFileError (exit 3) on failure, UsageError (exit 2)
-        for binary onto a terminal; BrokenPipeError when a pipe's reader went away."""
-        try:
+        for binary onto a terminal; BrokenPipeError when a pipe's reader went away. The
+        write is noted, for `interrupted` to tell what an interrupt left."""
+        note = _note(self)
+        with self._errors():
             if self.kind == "file":
                 assert self.target is not None
                 atomic_replace(self.target, data)
@@ -103,6 +123,13 @@ class Output:
             else:
                 assert self.target is not None
                 _write_fd(_open_device(self), data, close=True)
+        note.done = True
+
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        """OSError said as ProgramFileError naming this output."""
+        try:
+            yield
         except (BrokenPipeError, ProgramFileError, UsageError):
             raise
         except PermissionError:
@@ -113,6 +140,104 @@ class Output:
     @property
     def name(self) -> str:
         return "stdout" if self.shown == STDIO else self.shown
+
+
+def write_all(writes: Sequence[tuple[Output, Data]]) -> None:
+    """Write several outputs all or nothing, as far as the outputs allow: every device or
+    FIFO is opened first (a FIFO waits for its reader, a terminal refuses binary), then
+    every regular file is written to its temporary file, then the devices, FIFOs and stdout
+    (which cannot be taken back) are written, and only when all of that worked are the
+    regular files given their names. A failure replaces no file. Errors as `Output.write`."""
+    if len(writes) == 1:
+        writes[0][0].write(writes[0][1])
+        return
+    with atomic.terminating_cleanly(), contextlib.ExitStack() as opened:
+        fds = {}
+        for output, _ in writes:
+            if output.kind == "device":
+                with output._errors():
+                    fds[output.shown] = _open_device(output)
+                opened.callback(os.close, fds[output.shown])
+        staged: list[tuple[Output, atomic.Staged]] = []
+        try:
+            for output, data in writes:
+                if output.kind == "file":
+                    assert output.target is not None
+                    _note(output)  # its state is whether it got its name (atomic)
+                    with output._errors():
+                        staged.append((output, atomic.stage(output.target, data)))
+            for output, data in writes:
+                if output.kind != "file":
+                    _write_stream(output, data, fds.get(output.shown))
+            for output, file in staged:
+                with output._errors():
+                    file.commit()
+        finally:
+            for _, file in staged:
+                file.discard()  # those not committed (a no-op for the others)
+
+
+def _write_stream(output: Output, data: Data, fd: int | None) -> None:
+    note = _note(output)
+    with output._errors():
+        if output.kind == "stdout":
+            _write_stdout(data)
+        else:
+            _write_fd(output.fd if fd is None else fd, data, close=False)
+    note.done = True
+
+
+# -- what an interrupt left -------------------------------------------------------------------
+
+
+@dataclass
+class _Written:
+    output: Output
+    started: float  # time.monotonic() when the write began
+    done: bool = False
+
+    def state(self) -> Literal["whole", "part", "none"]:
+        """What the output holds of this write now."""
+        if self.output.kind == "file":  # atomic: the old bytes or all the new ones
+            assert self.output.target is not None
+            return "whole" if atomic.holds_new_file(self.output.target) else "none"
+        return "whole" if self.done else "part"
+
+
+_LEDGER: list[_Written] = []  # this process's writes, the last _LEDGER_SIZE of them
+_LEDGER_SIZE = 64
+
+
+def _note(output: Output) -> _Written:
+    note = _Written(output, time.monotonic())
+    _LEDGER.append(note)
+    del _LEDGER[:-_LEDGER_SIZE]
+    return note
+
+
+def interrupted(since: float) -> str:
+    """What to say when a command that started at `since` (time.monotonic()) is interrupted:
+    which of its outputs were written, whole or in part, before the interrupt. An output
+    replaced atomically counts as written once it has its new name, however soon after
+    that the interrupt came."""
+    states: dict[str, list[str]] = {"whole": [], "part": []}
+    for note in _LEDGER:
+        state = note.state() if note.started >= since else "none"
+        if state != "none":
+            states[state].append(note.output.name)
+    whole, part = states["whole"], states["part"]
+    if not whole and not part:
+        return "interrupted; nothing was written"
+    said = []
+    if whole:
+        said.append(f"{_names(whole)} {'was' if len(whole) == 1 else 'were'} written whole")
+    if part:
+        said.append(f"{_names(part)} may hold part of the output")
+    return f"interrupted; {' and '.join(said)}, nothing else was written"
+
+
+def _names(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 # The atomic replacement of a regular file (a name tests can replace).
@@ -222,7 +347,11 @@ def _file_output(shown: str, target: Path, binary: bool) -> Output:
         raise ProgramFileError(f"cannot write {shown}: {os_reason(e)}") from None
     if not stat.S_ISDIR(st.st_mode):
         raise ProgramFileError(f"cannot write {shown}: {directory} is not a directory")
-    return Output(shown, "file", target, binary=binary)
+    try:
+        links = os.stat(target).st_nlink
+    except OSError:  # missing: a new file
+        links = 1
+    return Output(shown, "file", target, binary=binary, links=links)
 
 
 def _own_fd(link: Path) -> int | None:
@@ -272,12 +401,20 @@ def check_not_input(
     output: Output, inputs: Iterable[str | os.PathLike[str] | None], *, fix: str
 ) -> None:
     """UsageError (exit 2) when `output` is one of `inputs`: the same file by any path,
-    symbolic link or hard link, or the same final path when it does not exist yet. "-"
-    (stdin) and None in `inputs` are skipped."""
+    symbolic link or hard link, or the same final path when it does not exist yet; for
+    "-", the same open file as stdin (`-o /dev/stdin` with `<>IN`, or `-o IN` with `<IN`).
+    None in `inputs` is skipped."""
     identity = _identity(output)
     real = os.path.realpath(output.target) if output.target is not None else None
     for spec in inputs:
-        if spec is None or os.fspath(spec) == STDIO:
+        if spec is None:
+            continue
+        if os.fspath(spec) == STDIO:
+            if identity is not None and identity == _stdin_identity():
+                raise UsageError(
+                    f"the output {output.name} is the file stdin reads (the input '-'); write "
+                    "to another path"
+                )
             continue
         same = real is not None and os.path.realpath(spec) == real
         if not same and identity is not None:
@@ -288,6 +425,14 @@ def check_not_input(
                 pass
         if same:
             raise UsageError(f"the output {output.name} is the input {os.fspath(spec)}; {fix}")
+
+
+def _stdin_identity() -> tuple[int, int] | None:
+    try:
+        st = os.fstat(sys.stdin.fileno())
+    except (OSError, ValueError, AttributeError):  # closed, or no descriptor (in tests)
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _identity(output: Output) -> tuple[int, int] | None:

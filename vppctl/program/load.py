@@ -43,6 +43,7 @@ from vppctl.gcpause import gc_paused
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.program._proto import view_pb2 as view
 from vppctl.program.files import STDIO, read_input
+from vppctl.program.literals import cut_long_literals
 from vppctl.program.pir_tables import PirOrigin
 from vppctl.program.wire import (
     OP_TAG,
@@ -311,17 +312,23 @@ class _Frames:
     @staticmethod
     def _first_field_ok(buf: bytearray, number: int, wire: int, pos: int) -> bool:
         """A serialized ProgramDesc starts with one of its own fields, length-delimited, in
-        practice `blocks` (protobuf writes fields in number order), whose block starts
-        with `idx` (tag 0x08): random bytes fail this at once, not after a long field."""
+        practice `blocks` (protobuf writes fields in number order), and a block with one
+        of BlockDesc's fields (in practice `idx`; any of them, since protobuf reads the
+        fields in any order): random bytes fail this at once, not after a long field."""
         if wire != 2 or number not in _PROGRAM_FIELDS:
             return False
         if number != 1:
             return True
-        got = varint_at(buf, pos)  # the block's length, then its first byte
-        return got is None or got[1] >= len(buf) or buf[got[1]] == 0x08
+        got = varint_at(buf, pos)  # the block's length, then its first field's tag
+        if got is None or got[1] >= len(buf):
+            return True
+        tag = varint_at(buf, got[1])
+        return tag is None or tag[0] in _BLOCK_TAGS
 
 
 _PROGRAM_FIELDS = frozenset({1, 4, 5, 1001, 1002})  # blocks, version, op_version_map, vppctl's
+# BlockDesc's fields with their wire types: idx, parent_idx, vars, ops, forward_block_idx.
+_BLOCK_TAGS = frozenset({1 << 3 | 0, 2 << 3 | 0, 3 << 3 | 2, 4 << 3 | 2, 5 << 3 | 0})
 
 
 def nested_too_deeply(data: bytes | bytearray, descriptor: Any) -> bool:
@@ -476,7 +483,8 @@ def _text_to_binary(data: bytes | bytearray, source: str) -> bytes:
     if b"\x00" in data:
         raise ProgramFileError(f"cannot load {source}: {_TEXT_BYTES}")
     try:
-        msg = text_format.Parse(data.decode("utf-8"), pb.ProgramDesc())
+        text = cut_long_literals(data.decode("utf-8"))  # bounded memory: see literals.py
+        msg = text_format.Parse(text, pb.ProgramDesc())
     except UnicodeDecodeError:
         raise ProgramFileError(f"cannot load {source}: {_TEXT_BYTES}") from None
     except text_format.ParseError as e:

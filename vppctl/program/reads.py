@@ -18,6 +18,7 @@ from vppctl.errors import ProgramFileError
 from vppctl.mesh import Mesh, mesh_text
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.program._proto import view_pb2 as view
+from vppctl.program.limits import raise_if_out_of_memory
 from vppctl.program.load import Block, corrupt_op, corrupt_var
 from vppctl.program.scan import PIECE_ITEMS, joinable
 
@@ -64,7 +65,13 @@ def tensor_mesh_conflicts(
 
 def _run_on(run: list[bytes], own: MeshKey) -> bool:
     """Whether every tensor dist attr of the ops of `run` that names a mesh names `own`
-    (False also when the ops do not parse: reading them one by one names the corrupt one)."""
+    (False also when the ops do not parse: reading them one by one names the corrupt one).
+
+    A mesh split over several occurrences (protobuf merges them) lands here as its
+    pieces, each decoded alone. That reads the merge exactly whenever this says True:
+    a piece without process ids is invalid (so False, and the ops are read one by one),
+    and two pieces each holding all of `own`'s ids would merge into a mesh that repeats
+    them, which no valid program holds (the one-by-one reading refuses it)."""
     try:
         d = view.MeshMerge.FromString(b"".join(run)).dist_attr
     except DecodeError:
@@ -79,13 +86,14 @@ def _run_on(run: list[bytes], own: MeshKey) -> bool:
 
 
 def _tensor_conflict(block: Block, op: int, own: MeshKey) -> tuple[str, bytes] | None:
-    """The first tensor dist attr of one op whose mesh is not `own`, if any (read as the
-    index reads meshes: a field given twice counts once, the last)."""
+    """The first tensor dist attr of one op whose mesh is not `own`, if any (the op parsed
+    whole, as protobuf reads it: this runs only for the few ops `_run_on` cannot clear)."""
     try:
-        d = view.EditOp.FromString(block.ops[op]).dist_attr
+        d = pb.OpDesc.FromString(block.ops[op]).dist_attr
         for side, entries in (("input", d.input_dist_attrs), ("output", d.output_dist_attrs)):
             for e in entries:
-                raw = view.ScanTensorDist.FromString(e.tensor_dist_attr).process_mesh
+                t = e.tensor_dist_attr
+                raw = t.process_mesh.SerializeToString() if t.HasField("process_mesh") else b""
                 if raw and decode_mesh(raw).key != own:
                     return f"{side} {as_text(e.name)}", raw
     except DecodeError:
@@ -130,7 +138,7 @@ def var_dims(block: Block, pos: int) -> tuple[int, ...]:
     """The dims of a dense-tensor variable (empty when it has none)."""
     v = _scan_var(block, pos)
     try:
-        t = pb.VarType.FromString(v.type)
+        t = pb.VarType.FromString(b"".join(v.type))
     except DecodeError:
         raise corrupt_var(block.idx, pos) from None
     if t.HasField("dense_tensor"):
@@ -212,6 +220,20 @@ def decode_mesh(raw: bytes) -> Mesh:
     return mesh
 
 
+_canonical_meshes: dict[bytes, bytes] = {}
+
+
+def canonical_mesh(raw: bytes) -> bytes:
+    """A serialized ProcessMesh as protobuf writes it: one byte string per mesh however the
+    input wrote it (fields in any order, ids packed or not, split: view.proto), so that the
+    mesh written into rewritten ops and variables is the same for every encoding. Cached:
+    programs have few meshes. The caller has decoded `raw` (`decode_mesh`)."""
+    out = _canonical_meshes.get(raw)
+    if out is None:
+        out = _canonical_meshes[raw] = pb.ProcessMesh.FromString(raw).SerializeToString()
+    return out
+
+
 def as_text(value: str | bytes) -> str:
     """A string field's value: protobuf hands proto2 strings that are not UTF-8 over as bytes."""
     return value if isinstance(value, str) else value.decode("utf-8", "backslashreplace")
@@ -230,7 +252,8 @@ def is_callstack(attr: bytes) -> bool:
         return False
     try:
         return pb.OpDesc.Attr.FromString(attr).name == "op_callstack"
-    except DecodeError:
+    except DecodeError as e:
+        raise_if_out_of_memory(e)
         return False
 
 

@@ -44,7 +44,8 @@ def write_plan(program: view.LazyProgram, plan: Plan) -> None:
             op_end=s.op_end,
             cost=s.cost,
         )
-    program.pipeline_plan = msg.SerializeToString()
+    del program.pipeline_plan[:]  # occurrences of one field (view.proto): now one
+    program.pipeline_plan.append(msg.SerializeToString())
 
 
 # vppctl 0.1.0 recorded the --layers-per-chunk split as "manual".
@@ -104,10 +105,10 @@ class RecordedPlan:
 
 
 def read_plan(program: view.LazyProgram) -> RecordedPlan | None:
-    if not program.HasField("pipeline_plan"):
+    if not program.pipeline_plan:
         return None
-    try:
-        m = pb.PipelinePlan.FromString(program.pipeline_plan)
+    try:  # the occurrences of the field, joined, parse as protobuf merges them
+        m = pb.PipelinePlan.FromString(b"".join(program.pipeline_plan))
     except DecodeError:
         raise ProgramFileError("not a program: its pipeline_plan (field 1002) is corrupt") from None
     return RecordedPlan(

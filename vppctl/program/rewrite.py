@@ -3,20 +3,27 @@
 Ops and variables stay serialized; an edited one is parsed through a write view
 that declares every field number of its program.proto message (view.proto's
 Edit* messages), changed, and serialized again, so every field it does not
-touch, unknown ones included, survives in its order.
+touch, unknown ones included, survives in its order. That is exact when
+re-serializing the parsed view gives the bytes back, as it does for everything
+protobuf (and Paddle) writes. An op or variable in another valid encoding (a
+field out of order, given twice, a sub-message split over several occurrences,
+which the view would not merge) is edited as its full program.proto message
+instead. Either way an op or variable counts as changed when its values change,
+and one whose values stay the same keeps its bytes, in the encoding it came in.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 
 from vppctl.mesh import Mesh
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.program._proto import view_pb2 as view
 from vppctl.program.load import Block, corrupt_op, corrupt_var
 from vppctl.program.reads import CALLSTACK_NAME, is_callstack
+from vppctl.program.wire import field_spans, varint
 
 
 def encode_mesh(mesh: Mesh) -> bytes:
@@ -30,34 +37,17 @@ def rewrite_ops(block: Block, edits: Iterable[tuple[int, bytes | None, int]]) ->
 
     A mesh also replaces the meshes in the op's per-input and per-output tensor
     dist attrs. Those stay serialized, and a program has few distinct ones, so
-    each is rewritten once and then looked up. Returns the number of ops whose
-    bytes changed.
+    each is rewritten once and then looked up. Returns the number of ops that
+    changed (module docstring).
     """
     ops = block.ops
-    parse = view.EditOp.FromString
-    by_mesh: dict[bytes, dict[bytes, bytes]] = {}  # mesh -> old tensor attr -> new
+    edit = _OpEditor()
     n = i = 0
     try:
         for i, mesh, chunk in edits:
             old = ops[i]
-            op = parse(old)
-            d = op.dist_attr
-            if mesh is not None:
-                d.process_mesh = mesh
-                done = by_mesh.get(mesh)
-                if done is None:
-                    done = by_mesh[mesh] = {}
-                for entries in (d.input_dist_attrs, d.output_dist_attrs):
-                    for entry in entries:
-                        t = entry.tensor_dist_attr
-                        if t:
-                            new_t = done.get(t)
-                            if new_t is None:
-                                new_t = done[t] = _retensored(t, mesh, None)
-                            entry.tensor_dist_attr = new_t
-            d.chunk_id = chunk
-            new = op.SerializeToString()
-            if new != old:
+            new = edit(old, mesh, chunk)
+            if new is not old:
                 ops[i] = new
                 n += 1
     except DecodeError:  # the write view reads fields the scan view skips
@@ -65,17 +55,122 @@ def rewrite_ops(block: Block, edits: Iterable[tuple[int, bytes | None, int]]) ->
     return n
 
 
+class _Canonical:
+    """Whether serialized messages of one type are in protobuf's own encoding (then equal
+    bytes mean equal values), memoised: a program has few distinct meshes and dist attrs.
+    `all_plain` stays True until one is not."""
+
+    def __init__(self, message: type[Message]) -> None:
+        self.parse = message.FromString
+        self.seen: dict[bytes, bool] = {}
+        self.all_plain = True
+
+    def __call__(self, raw: bytes) -> bool:
+        plain = self.seen.get(raw)
+        if plain is None:
+            plain = self.seen[raw] = self.parse(raw).SerializeToString() == raw
+            self.all_plain = self.all_plain and plain
+        return plain
+
+
+class _OpEditor:
+    """Edits ops one at a time, remembering the rewritten per-tensor dist attrs."""
+
+    def __init__(self) -> None:
+        self.by_mesh: dict[bytes, dict[bytes, bytes]] = {}  # mesh -> old tensor attr -> new
+        self.plain_mesh = _Canonical(pb.ProcessMesh)
+        self.plain_tensor = _Canonical(pb.TensorDistAttr)
+
+    def __call__(self, old: bytes, mesh: bytes | None, chunk: int) -> bytes:
+        """`old` with the mesh (None: kept) and chunk id; `old` itself when no value changes."""
+        if len(old) > BIG_OP:
+            spliced = self.spliced(old, mesh, chunk)
+            if spliced is not None:
+                return spliced
+        op = view.EditOp.FromString(old)
+        if op.SerializeToString() != old:  # another encoding than protobuf's: the view may
+            return _edit_full(pb.OpDesc, old, mesh, chunk)  # not read it exactly
+        d = op.dist_attr
+        old_mesh = d.process_mesh
+        self.edit_dist(d, mesh, chunk)
+        new = op.SerializeToString()
+        if new == old:
+            return old
+        # New bytes mean new values, unless a value replaced was in another encoding.
+        plain = self.plain_tensor.all_plain and (mesh is None or self.plain_mesh(old_mesh))
+        return new if plain or _differ(pb.OpDesc, new, old) else old
+
+    def edit_dist(self, d: view.EditOpDist, mesh: bytes | None, chunk: int) -> None:
+        if mesh is not None:
+            d.process_mesh = mesh
+            done = self.by_mesh.get(mesh)
+            if done is None:
+                done = self.by_mesh[mesh] = {}
+            for entries in (d.input_dist_attrs, d.output_dist_attrs):
+                for entry in entries:
+                    t = entry.tensor_dist_attr
+                    if t:
+                        new_t = done.get(t)
+                        if new_t is None:
+                            self.plain_tensor(t)
+                            new_t = done[t] = _retensored(t, mesh, None)
+                        entry.tensor_dist_attr = new_t
+        d.chunk_id = chunk
+
+    def spliced(self, old: bytes, mesh: bytes | None, chunk: int) -> bytes | None:
+        """A large op (a huge attr) edited by its fields: only its dist attr is parsed and
+        written, and spliced in where it was. Parsing and serializing the whole op would
+        hold it four times over (its bytes, the parse, upb's serialization and its copy),
+        beyond the memory bound; this holds it twice. None when the bytes do not split
+        into fields (the usual path then names the corrupt op)."""
+        spans = field_spans(old)
+        if spans is None:
+            return None
+        dists = [s for s in spans if s.number == _DIST_ATTR]
+        was = b"".join(old[s.value : s.end] for s in dists)  # occurrences merge (view.proto)
+        d = view.EditOpDist.FromString(was)
+        if d.SerializeToString() == was:
+            old_mesh = d.process_mesh
+            self.edit_dist(d, mesh, chunk)
+            now = d.SerializeToString()
+            plain = self.plain_tensor.all_plain and (mesh is None or self.plain_mesh(old_mesh))
+            changed = now != was if plain else _differ(pb.OperatorDistAttr, now, was)
+        else:  # not what the view reads exactly: the full message (see __call__)
+            full = pb.OperatorDistAttr.FromString(was)
+            _edit_full_dist(full, mesh, chunk)
+            now = full.SerializeToString()
+            changed = full != pb.OperatorDistAttr.FromString(was)
+        if not changed:
+            return old
+        field = _DIST_TAG + varint(len(now)) + now
+        whole = memoryview(old)
+        parts: list[bytes | memoryview] = []
+        for s in spans:  # every field as it is, the dist attr once, where it was (or goes)
+            if field and (s.number == _DIST_ATTR or (not dists and s.number > _DIST_ATTR)):
+                parts.append(field)
+                field = b""
+            if s.number != _DIST_ATTR:
+                parts.append(whole[s.start : s.end])
+        parts.append(field)
+        return b"".join(parts)
+
+
+# A large op is edited by its spans (`_OpEditor.spliced`); OpDesc.dist_attr is field 1002.
+BIG_OP = 1 << 20
+_DIST_ATTR = 1002
+_DIST_TAG = varint(_DIST_ATTR << 3 | 2)
+
+
 def rewrite_vars(block: Block, edits: Iterable[tuple[int, bytes | None, int | None]]) -> int:
     """Set (mesh, chunk id) on variables: (var index, raw mesh or None, chunk or None).
-    Returns the number of variables whose bytes changed.
+    Returns the number of variables that changed (module docstring).
 
     A variable usually starts with its name, and the rest of its bytes (type, shape, dist
     attr) is shared by many variables: that rest is rewritten once per distinct value
     and the name put back in front, which gives exactly the bytes rewriting the whole
     variable gives (the name is field 1, written first)."""
     vars_ = block.vars
-    parse = view.EditVar.FromString
-    retensor = _Rewriter()
+    edit = _VarEditor()
     rests: dict[tuple[bytes, bytes | None, int | None], bytes | None] = {}
     n = i = 0
     try:
@@ -89,13 +184,11 @@ def rewrite_vars(block: Block, edits: Iterable[tuple[int, bytes | None, int | No
                 key = (old[cut:], mesh, chunk)
                 rest = rests.get(key, _NOT_YET)
                 if rest is _NOT_YET:
-                    rest = rests[key] = _rewritten_rest(key[0], mesh, chunk, retensor)
+                    rest = rests[key] = edit.rest(key[0], mesh, chunk)
                 if rest is not None:
                     new = old[:cut] + rest
             if new is None:
-                v = parse(old)
-                v.dist_attr = retensor(v.dist_attr, mesh, chunk)
-                new = v.SerializeToString()
+                new = edit(old, mesh, chunk)
             if new != old:
                 vars_[i] = new
                 n += 1
@@ -107,40 +200,96 @@ def rewrite_vars(block: Block, edits: Iterable[tuple[int, bytes | None, int | No
 _NOT_YET = b"not yet rewritten"  # compared by identity only
 
 
-def _rewritten_rest(
-    rest: bytes, mesh: bytes | None, chunk: int | None, retensor: _Rewriter
-) -> bytes | None:
-    """A variable's bytes after its name field, rewritten; None when they name it again
-    (then the whole variable is rewritten, which keeps one name field)."""
-    v = view.EditVar.FromString(rest)
-    if v.HasField("name"):
-        return None
-    v.dist_attr = retensor(v.dist_attr, mesh, chunk)
-    return v.SerializeToString()
-
-
-class _Rewriter:
-    """Serialized TensorDistAttr -> the same with a new mesh and/or chunk id, memoised."""
+class _VarEditor:
+    """Edits variables (or their bytes after the name), remembering the rewritten dist
+    attrs."""
 
     def __init__(self) -> None:
         self.done: dict[tuple[bytes, bytes | None, int | None], bytes] = {}
+        self.plain_tensor = _Canonical(pb.TensorDistAttr)
+
+    def rest(self, rest: bytes, mesh: bytes | None, chunk: int | None) -> bytes | None:
+        """A variable's bytes after its name field, rewritten; None when they name it again
+        or are in another encoding than protobuf's (then the whole variable is rewritten)."""
+        v = view.EditVar.FromString(rest)
+        if v.HasField("name") or v.SerializeToString() != rest:
+            return None
+        return self.edited(v, rest, mesh, chunk)
 
     def __call__(self, old: bytes, mesh: bytes | None, chunk: int | None) -> bytes:
-        key = (old, mesh, chunk)
-        new = self.done.get(key)
-        if new is None:
-            new = self.done[key] = _retensored(old, mesh, chunk)
-        return new
+        v = view.EditVar.FromString(old)
+        if v.SerializeToString() != old:  # another encoding: see _OpEditor
+            return _edit_full(pb.VarDesc, old, mesh, chunk)
+        return self.edited(v, old, mesh, chunk)
+
+    def edited(self, v: view.EditVar, old: bytes, mesh: bytes | None, chunk: int | None) -> bytes:
+        """`old`, parsed exactly as `v`, with a new mesh and/or chunk id; `old` itself when
+        no value changes."""
+        key = (v.dist_attr, mesh, chunk)
+        new_t = self.done.get(key)
+        if new_t is None:
+            self.plain_tensor(v.dist_attr)
+            new_t = self.done[key] = _retensored(v.dist_attr, mesh, chunk)
+        v.dist_attr = new_t
+        new = v.SerializeToString()
+        if new == old:
+            return old
+        return new if self.plain_tensor.all_plain or _differ(pb.VarDesc, new, old) else old
 
 
 def _retensored(old: bytes, mesh: bytes | None, chunk: int | None) -> bytes:
-    """A serialized TensorDistAttr with a new mesh and/or chunk id."""
+    """A serialized TensorDistAttr with a new mesh and/or chunk id (through the full message
+    when the write view would not read `old` exactly: see _OpEditor)."""
     t = view.EditTensorDist.FromString(old)
+    if t.SerializeToString() != old:
+        full = pb.TensorDistAttr.FromString(old)
+        if mesh is not None:
+            full.process_mesh.ParseFromString(mesh)
+        if chunk is not None:
+            full.chunk_id = chunk
+        return full.SerializeToString()
     if mesh is not None:
         t.process_mesh = mesh
     if chunk is not None:
         t.chunk_id = chunk
     return t.SerializeToString()
+
+
+def _edit_full(message: type[Message], old: bytes, mesh: bytes | None, chunk: int | None) -> bytes:
+    """An op (OpDesc) or variable (VarDesc) in an unusual encoding, edited as the full
+    message: what the Edit views do, on values protobuf has read and merged. Returns `old`
+    itself when no value changes (and the bytes protobuf writes otherwise)."""
+    was = message.FromString(old)
+    m = message.FromString(old)
+    if isinstance(m, pb.OpDesc):
+        _edit_full_dist(m.dist_attr, mesh, chunk)
+    else:
+        assert isinstance(m, pb.VarDesc)
+        t = m.dist_attr
+        if mesh is not None:
+            t.process_mesh.ParseFromString(mesh)
+        if chunk is not None:
+            t.chunk_id = chunk
+    if m == was:
+        return old
+    return m.SerializePartialToString()
+
+
+def _edit_full_dist(d: pb.OperatorDistAttr, mesh: bytes | None, chunk: int | None) -> None:
+    """What `_OpEditor.edit_dist` does, on the full message."""
+    if mesh is not None:
+        d.process_mesh.ParseFromString(mesh)
+        for entry in (*d.input_dist_attrs, *d.output_dist_attrs):
+            if entry.HasField("tensor_dist_attr") and entry.tensor_dist_attr.ByteSize():
+                entry.tensor_dist_attr.process_mesh.ParseFromString(mesh)
+    if chunk is not None:
+        d.chunk_id = chunk
+
+
+def _differ(message: type[Message], new: bytes, old: bytes) -> bool:
+    """Whether two serialized messages hold different values (for bytes in another encoding
+    than protobuf's own, where comparing bytes would not say)."""
+    return bool(message.FromString(new) != message.FromString(old))
 
 
 def strip_callstack(block: Block) -> int:
@@ -152,15 +301,27 @@ def strip_callstack(block: Block) -> int:
         if CALLSTACK_NAME not in blob:
             continue
         try:
-            op = view.EditOp.FromString(blob)
+            new = _stripped(blob)
         except DecodeError:
             raise corrupt_op(block.idx, i) from None
-        kept = [a for a in op.attrs if not is_callstack(a)]
-        if len(kept) == len(op.attrs):
-            continue
-        del op.attrs[:]
-        op.attrs.extend(kept)
-        new = op.SerializeToString()
-        saved += len(blob) - len(new)
-        ops[i] = new
+        if new is not None:
+            saved += len(blob) - len(new)
+            ops[i] = new
     return saved
+
+
+def _stripped(blob: bytes) -> bytes | None:
+    """The op without its op_callstack attrs; None when it has none."""
+    op = view.EditOp.FromString(blob)
+    kept = [a for a in op.attrs if not is_callstack(a)]
+    if len(kept) == len(op.attrs):
+        return None
+    if op.SerializeToString() != blob:  # another encoding: the full message (see _OpEditor)
+        full = pb.OpDesc.FromString(blob)
+        attrs = [a for a in full.attrs if a.name != "op_callstack"]
+        del full.attrs[:]
+        full.attrs.extend(attrs)
+        return full.SerializePartialToString()
+    del op.attrs[:]
+    op.attrs.extend(kept)
+    return op.SerializeToString()

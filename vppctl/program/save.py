@@ -66,7 +66,10 @@ def serialize(program: Program, *, text: bool) -> tuple[bytes, list[str]]:
         full = to_full(program)
         warnings = [UNKNOWN_FIELDS_WARNING] if has_unknown_fields(full) else []
         data = text_format.MessageToString(full).encode("utf-8")
-    except (EncodeError, ValueError) as e:
+    except EncodeError as e:
+        # The size was checked first: what is left is upb failing to get memory.
+        raise MemoryError(f"serializing the program: {e}") from e
+    except ValueError as e:
         raise ConversionError(
             f"the program cannot be serialized ({e}); protobuf limits a message to 2 GiB"
         ) from None
@@ -132,13 +135,13 @@ def write_program(
         data, warnings = serialize(program, text=True)
         output.write(data)
         progress.advance(len(data))
-        return len(data), warnings
+        return len(data), warnings + output.warnings()
     sizes = [b.size() for b in program.blocks]
     size = program.byte_size(sizes)
     check_size(size)
     progress.phase("writing", size)
     output.write(lambda: _reported(program.pieces(sizes)))
-    return size, []
+    return size, output.warnings()
 
 
 def _reported(pieces: Iterator[bytes]) -> Iterator[bytes]:

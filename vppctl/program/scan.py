@@ -6,10 +6,15 @@ message through the merged views of view.proto; a piece that cannot be read so
 exactly is read one by one. The columns (`OpColumns`, `VarColumns`) are what the
 index's side tables are built from.
 
+Every field is read as protobuf reads it, whatever the encoding (fields in any
+order, a field given twice, a sub-message split over several occurrences:
+view.proto); the few byte-level shortcuts below match only bytes whose reading
+they know exactly, and parse everything else.
+
 How the fields are read (Paddle's conventions):
 
-- an op's role is its int attr `op_role` (absent = 0);
-- a sub-block is the BLOCK attr `sub_block`;
+- an op's role is its int attr `op_role` (absent = 0; the last one counts);
+- a sub-block is the BLOCK attr `sub_block` (or BLOCKS);
 - an op's layer path is `OpDesc.struct_name`, its mesh and chunk id are in
   `OpDesc.dist_attr` (`process_mesh`, `chunk_id`), a variable's in
   `VarDesc.dist_attr`;
@@ -21,9 +26,10 @@ from __future__ import annotations
 import os
 import re
 from array import array
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from itertools import repeat
+from itertools import accumulate, repeat
 from operator import add, itemgetter
 from typing import TypeVar
 
@@ -34,7 +40,7 @@ from vppctl.program._proto import program_pb2 as pb
 from vppctl.program._proto import view_pb2 as view
 from vppctl.program.load import Block, corrupt_op, corrupt_var
 from vppctl.program.roles import BACKWARD, FORWARD_ROLES, OPTIMIZE
-from vppctl.program.wire import varint_at
+from vppctl.program.wire import field_spans, varint_at
 
 NO_VAR = -1  # an argument naming no declared variable
 EMPTY_VAR = -2  # "" or Paddle's @EMPTY@: no variable, by design
@@ -44,7 +50,12 @@ EMPTY_VAR = -2  # "" or Paddle's @EMPTY@: no variable, by design
 SCOPE_VAR = -3
 EMPTY_NAMES = (b"", b"@EMPTY@")
 
-_ATTRS_READ = re.compile(rb"\n\x07op_role|\n\tsub_block").match
+# The attrs the scan reads: op_role and sub_block. An attr with either name holds the name's
+# bytes right after its length, which ends in 7 or 9 (or 0 when written in more bytes than
+# needed), wherever the name field sits: this finds every such attr (and a few others,
+# which parsing the attr then tells apart).
+_ATTRS_READ = re.compile(rb"[\x00\x07]op_role|[\x00\t]sub_block").search
+_READ_NAMES = ((b"op_role", b"\x00\x07"), (b"sub_block", b"\x00\t"))  # the same, for find
 _ROLE_PREFIX = b"\n\x07op_role\x10\x00\x18"  # name "op_role", type INT, then field i
 _CANONICAL_ROLES = {_ROLE_PREFIX + bytes((r,)): r for r in range(0x80)}  # the usual encoding
 NO_CHUNK_NAME = b"lod_tensor_blocking_queue"  # reader-queue variables never get a chunk id
@@ -88,23 +99,26 @@ class VarColumns:
         return len(self.name)
 
 
-def _int_attr(blob: bytes) -> int:
-    """The value of an INT or LONG attr (canonical bytes decoded inline, else parsed)."""
-    if blob.startswith(_ROLE_PREFIX):
-        try:
-            got = varint_at(blob, len(_ROLE_PREFIX))
-        except ValueError:  # longer than 10 bytes: protobuf's parse below says what it is
-            got = None
-        if got is not None and got[1] == len(blob):
-            value = got[0]
-            value &= 0xFFFFFFFF  # field `i` is an int32: its low 32 bits, as protobuf reads it
-            return value - (1 << 32) if value >= 1 << 31 else value
-    attr = pb.OpDesc.Attr.FromString(blob)
+def _canonical_role(blob: bytes) -> int | None:
+    """The value of an attr whose bytes are exactly name "op_role", type INT and field `i`,
+    in that order, each once (how Paddle writes it); None for any other bytes."""
+    if not blob.startswith(_ROLE_PREFIX):
+        return None
+    try:
+        got = varint_at(blob, len(_ROLE_PREFIX))
+    except ValueError:  # longer than 10 bytes: protobuf's parse says what it is
+        return None
+    if got is None or got[1] != len(blob):
+        return None
+    value = got[0] & 0xFFFFFFFF  # field `i` is an int32: its low 32 bits, as protobuf reads it
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def _role_value(attr: pb.OpDesc.Attr) -> int:
     return attr.l if attr.type == pb.LONG else attr.i
 
 
-def _block_attr(blob: bytes) -> list[int]:
-    attr = pb.OpDesc.Attr.FromString(blob)
+def _block_value(attr: pb.OpDesc.Attr) -> list[int]:
     if attr.type == pb.BLOCKS:
         return list(attr.blocks_idx)
     return [attr.block_idx]
@@ -130,7 +144,7 @@ def scan_vars(block: Block, block_idx: int) -> VarColumns:
                 v = view.ScanVar.FromString(blob)
                 cols.name.append(v.name)
                 cols.is_parameter.append(v.is_parameter)
-                dists.append(v.dist_attr)
+                dists.append(b"".join(v.dist_attr))
     except DecodeError:
         raise corrupt_var(block_idx, pos) from None
     # A program has few distinct dist attrs: decode each once.
@@ -159,7 +173,7 @@ def _merged_vars(piece: list[bytes]) -> tuple[list[bytes], list[bool], list[byte
         return None
     names = _last_each(list(m.name), n, _SENTINEL_NAME, b"")
     flags = _last_each(list(m.is_parameter), n, _SENTINEL_INT, 0)
-    dists = _last_each(list(m.dist_attr), n, _SENTINEL_NAME, b"")
+    dists = _joined_each(list(m.dist_attr), n, _SENTINEL_NAME)
     if names is None or flags is None or dists is None:
         return None
     return names, list(map(bool, flags)), dists
@@ -168,7 +182,7 @@ def _merged_vars(piece: list[bytes]) -> tuple[list[bytes], list[bool], list[byte
 def _tensor_placement(raw: bytes) -> tuple[bytes, int]:
     """(raw mesh, chunk id or -1) of a serialized TensorDistAttr."""
     d = view.ScanTensorDist.FromString(raw)
-    return d.process_mesh, d.chunk_id
+    return b"".join(d.process_mesh), d.chunk_id
 
 
 def scan_ops(block: Block, block_idx: int, lookup: Callable[[bytes, int], int]) -> OpColumns:
@@ -255,11 +269,15 @@ class _OpScan:
 
     def one(self, blob: bytes, i: int) -> None:
         """Op `i`, parsed alone."""
-        op = view.ScanOp.FromString(blob)
-        self.role.append(self._role(op.attrs, i))
+        if len(blob) > BIG_OP and (cut := _without_attrs(blob)) is not None:
+            op = view.ScanOp.FromString(cut[0])
+            self.role.append(self._role(cut[1], i))
+        else:
+            op = view.ScanOp.FromString(blob)
+            self.role.append(self._role(op.attrs, i))
         intern = self.interned.setdefault
         t, s, d = op.type, op.struct_name, op.dist_attr
-        m = d.process_mesh
+        m = b"".join(d.process_mesh)
         self.type.append(intern(t, t))
         self.struct.append(intern(s, s))
         self.mesh.append(intern(m, m))
@@ -289,7 +307,7 @@ class _OpScan:
         name, num = _SENTINEL_NAME, _SENTINEL_INT
         types = _last_each(list(m.type), n, name, b"")
         structs = _last_each(list(m.struct_name), n, name, b"")
-        meshes = _last_each(list(d.process_mesh), n, name, b"")
+        meshes = _joined_each(list(d.process_mesh), n, name)
         chunks = _last_each(list(d.chunk_id), n, num, -1)
         ids = _last_each(list(m.id), n, num, -1)
         forward_ids = _last_each(list(m.forward_op_id), n, num, -1)
@@ -330,29 +348,37 @@ class _OpScan:
 
     def _roles(self, attrs: list[bytes], ends: list[int]) -> list[int] | None:
         """The roles of a merged piece's ops from their attrs (op k's before ends[k]),
-        noting sub-blocks; None when an attr is corrupt (read op by op: that names its op)."""
-        first, begin = len(self.role), 0
-        out, canonical = [], _CANONICAL_ROLES.get
+        noting sub-blocks; None when an attr is corrupt (read op by op: that names its op).
+
+        The attrs that may be read (`_read_attrs`) are found in the piece's attrs joined,
+        by bytes.find, so that the thousands of others cost no Python step each."""
+        first = len(self.role)
+        out = [0] * len(ends)
+        canonical = _CANONICAL_ROLES.get
         try:
-            for k, end in enumerate(ends):
-                read = list(filter(_ATTRS_READ, attrs[begin:end]))
-                role = canonical(read[0]) if len(read) == 1 else None  # the usual op
-                out.append(role if role is not None else self._role(read, first + k))
-                begin = end + 1
+            for j in _read_attrs(attrs):
+                k = bisect_left(ends, j)  # attr j is op k's
+                blob = attrs[j]
+                role = canonical(blob)  # the usual encoding: read at once
+                out[k] = role if role is not None else self._role((blob,), first + k, out[k])
         except DecodeError:
             return None
         return out
 
-    def _role(self, attrs: Iterable[bytes], i: int) -> int:
-        """Op `i`'s role from its attrs (the last `op_role`; 0 without), noting its sub-blocks."""
-        role = 0
-        for attr in filter(_ATTRS_READ, attrs):
-            if attr.startswith(_ROLE_PREFIX) and len(attr) == 13:  # the usual role < 128
-                role = attr[12] if attr[12] < 0x80 else _int_attr(attr)
-            elif attr[2] == 0x6F:  # op_role in another encoding
-                role = _int_attr(attr)
-            else:
-                self.sub_blocks[i] = _block_attr(attr)
+    def _role(self, attrs: Iterable[bytes], i: int, role: int = 0) -> int:
+        """Op `i`'s role after reading `attrs` (the last `op_role`; `role` without one), noting
+        its sub-blocks (the last `sub_block`). An attr in the usual encoding is read from its
+        bytes; any other is parsed, and its name, as protobuf reads it, says what it is."""
+        for blob in filter(_may_be_read, attrs):
+            value = _canonical_role(blob)
+            if value is not None:
+                role = value
+                continue
+            attr = pb.OpDesc.Attr.FromString(blob)
+            if attr.name == "op_role":
+                role = _role_value(attr)
+            elif attr.name == "sub_block":
+                self.sub_blocks[i] = _block_value(attr)
         return role
 
     def columns(
@@ -386,6 +412,52 @@ class _OpScan:
         return cols
 
 
+BIG_OP = 1 << 20  # an op this large is scanned without copying its attrs (a huge one)
+_ATTRS = 4  # OpDesc.attrs
+
+
+def _without_attrs(blob: bytes) -> tuple[bytes, list[bytes]] | None:
+    """A large op's bytes without its attrs, and the attrs `_ATTRS_READ` may find: parsing
+    it whole would copy its attrs twice (upb's parse, then Python's bytes), beyond the
+    memory bound for an op with a huge one. None when the bytes do not split into fields."""
+    spans = field_spans(blob)
+    if spans is None:
+        return None
+    whole = memoryview(blob)
+    rest = b"".join(whole[s.start : s.end] for s in spans if s.number != _ATTRS)
+    read = [
+        blob[s.value : s.end]
+        for s in spans
+        if s.number == _ATTRS
+        and (
+            blob.find(b"op_role", s.value, s.end) >= 0
+            or blob.find(b"sub_block", s.value, s.end) >= 0
+        )
+    ]
+    return rest, read
+
+
+def _may_be_read(attr: bytes) -> bool:
+    """Whether `_ATTRS_READ` finds `attr` (bytes.find first: a huge attr is not walked by
+    the regex engine byte by byte)."""
+    return (b"op_role" in attr or b"sub_block" in attr) and _ATTRS_READ(attr) is not None
+
+
+def _read_attrs(attrs: list[bytes]) -> list[int]:
+    """The positions in `attrs` of every attr that `_ATTRS_READ` finds (and of a few others
+    holding its names, which it then tells apart), in order."""
+    joined = b"".join(attrs)
+    ends = list(accumulate(map(len, attrs)))  # attr j ends where ends[j] says
+    found: dict[int, None] = {}
+    for name, lengths in _READ_NAMES:
+        at = joined.find(name)
+        while at >= 0:
+            if at and joined[at - 1] in lengths:  # a name field's length ends right before it
+                found[bisect_right(ends, at)] = None
+            at = joined.find(name, at + 1)
+    return sorted(found)
+
+
 def _ends(values: list[_T], n: int, sentinel: _T) -> list[int] | None:
     """The positions of the `n` sentinels in `values` (None unless there are exactly n)."""
     if values.count(sentinel) != n:
@@ -396,6 +468,24 @@ def _ends(values: list[_T], n: int, sentinel: _T) -> list[int] | None:
         pos = at(sentinel, pos + 1)
         ends.append(pos)
     return ends
+
+
+def _joined_each(values: list[bytes], n: int, sentinel: bytes) -> list[bytes] | None:
+    """Per op, its occurrences of a sub-message field before its sentinel, joined (b"" without
+    one): protobuf merges the occurrences, and their concatenation parses as that merge.
+    From a merged list holding `n` sentinels (None otherwise)."""
+    if len(values) == 2 * n and values[1::2].count(sentinel) == n:  # one value per op
+        firsts = values[0::2]
+        return firsts if sentinel not in firsts else None
+    ends = _ends(values, n, sentinel)
+    if ends is None:
+        return None
+    out, prev = [], -1
+    join = b"".join
+    for end in ends:
+        out.append(join(values[prev + 1 : end]))
+        prev = end
+    return out
 
 
 def _last_each(values: list[_T], n: int, sentinel: _T, default: _T) -> list[_T] | None:

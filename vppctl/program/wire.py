@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from itertools import repeat
 from operator import ge
+from typing import NamedTuple
 
 from vppctl.program._proto import view_pb2 as view
 
@@ -54,6 +55,54 @@ _SMALL = [bytes((n,)) for n in range(0x80)]
 # Tag and length of a var or op field of n bytes, for n < _PREFIXED (nearly all of them).
 _PREFIXED = 1 << 14
 _PREFIXES = {tag: [tag + varint(n) for n in range(_PREFIXED)] for tag in (VAR_TAG, OP_TAG)}
+
+
+class Span(NamedTuple):
+    """One top-level field of a serialized message: bytes [start, end), its value from
+    `value` (after the tag, and the length of a length-delimited field)."""
+
+    number: int
+    start: int
+    value: int
+    end: int
+
+
+def field_spans(buf: bytes) -> list[Span] | None:
+    """The top-level fields of a serialized message, without parsing their values (a large
+    op is edited by its spans: vppctl.program.rewrite); None when the bytes do not split
+    into fields (or hold a group, which this does not walk)."""
+    spans = []
+    pos = 0
+    try:
+        while pos < len(buf):
+            got = varint_at(buf, pos)
+            if got is None:
+                return None
+            key, at = got
+            number, wire = key >> 3, key & 7
+            if number == 0:
+                return None
+            if wire == 0:
+                got = varint_at(buf, at)
+                if got is None:
+                    return None
+                value, end = at, got[1]
+            elif wire in (1, 5):
+                value, end = at, at + (8 if wire == 1 else 4)
+            elif wire == 2:
+                got = varint_at(buf, at)
+                if got is None:
+                    return None
+                value, end = got[1], got[1] + got[0]
+            else:
+                return None
+            if end > len(buf):
+                return None
+            spans.append(Span(number, pos, value, end))
+            pos = end
+    except ValueError:  # a varint over 10 bytes
+        return None
+    return spans
 
 
 def block_head(idx: int, parent_idx: int) -> bytes:

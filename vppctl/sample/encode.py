@@ -359,7 +359,7 @@ class Writer:
         separate = self.uses_global and self.opts.pp > 1
         meshes = [*self.meshes, self.global_mesh] if separate else self.meshes
         rest = view.LazyProgram(
-            version=pb.Version(version=0).SerializeToString(),
+            version=[pb.Version(version=0).SerializeToString()],
             process_meshes=[m.SerializeToString() for m in meshes],
         ).SerializeToString()
         out = io.BytesIO()

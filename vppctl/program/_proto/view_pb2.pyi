@@ -14,11 +14,11 @@ class LazyProgram(_message.Message):
     PROCESS_MESHES_FIELD_NUMBER: _ClassVar[int]
     PIPELINE_PLAN_FIELD_NUMBER: _ClassVar[int]
     blocks: _containers.RepeatedCompositeFieldContainer[LazyBlock]
-    version: bytes
-    op_version_map: bytes
+    version: _containers.RepeatedScalarFieldContainer[bytes]
+    op_version_map: _containers.RepeatedScalarFieldContainer[bytes]
     process_meshes: _containers.RepeatedScalarFieldContainer[bytes]
-    pipeline_plan: bytes
-    def __init__(self, blocks: _Optional[_Iterable[_Union[LazyBlock, _Mapping]]] = ..., version: _Optional[bytes] = ..., op_version_map: _Optional[bytes] = ..., process_meshes: _Optional[_Iterable[bytes]] = ..., pipeline_plan: _Optional[bytes] = ...) -> None: ...
+    pipeline_plan: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, blocks: _Optional[_Iterable[_Union[LazyBlock, _Mapping]]] = ..., version: _Optional[_Iterable[bytes]] = ..., op_version_map: _Optional[_Iterable[bytes]] = ..., process_meshes: _Optional[_Iterable[bytes]] = ..., pipeline_plan: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class LazyBlock(_message.Message):
     __slots__ = ("idx", "parent_idx", "vars", "ops", "forward_block_idx")
@@ -64,9 +64,9 @@ class ScanOpDist(_message.Message):
     __slots__ = ("process_mesh", "chunk_id")
     PROCESS_MESH_FIELD_NUMBER: _ClassVar[int]
     CHUNK_ID_FIELD_NUMBER: _ClassVar[int]
-    process_mesh: bytes
+    process_mesh: _containers.RepeatedScalarFieldContainer[bytes]
     chunk_id: int
-    def __init__(self, process_mesh: _Optional[bytes] = ..., chunk_id: _Optional[int] = ...) -> None: ...
+    def __init__(self, process_mesh: _Optional[_Iterable[bytes]] = ..., chunk_id: _Optional[int] = ...) -> None: ...
 
 class ScanMerge(_message.Message):
     __slots__ = ("inputs", "outputs", "type", "attrs", "struct_name", "dist_attr", "id", "forward_op_id")
@@ -160,10 +160,10 @@ class ScanVar(_message.Message):
     IS_PARAMETER_FIELD_NUMBER: _ClassVar[int]
     DIST_ATTR_FIELD_NUMBER: _ClassVar[int]
     name: bytes
-    type: bytes
+    type: _containers.RepeatedScalarFieldContainer[bytes]
     is_parameter: bool
-    dist_attr: bytes
-    def __init__(self, name: _Optional[bytes] = ..., type: _Optional[bytes] = ..., is_parameter: _Optional[bool] = ..., dist_attr: _Optional[bytes] = ...) -> None: ...
+    dist_attr: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, name: _Optional[bytes] = ..., type: _Optional[_Iterable[bytes]] = ..., is_parameter: _Optional[bool] = ..., dist_attr: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class ScanVarMerge(_message.Message):
     __slots__ = ("name", "is_parameter", "dist_attr")
@@ -185,9 +185,9 @@ class ScanTensorDist(_message.Message):
     __slots__ = ("process_mesh", "chunk_id")
     PROCESS_MESH_FIELD_NUMBER: _ClassVar[int]
     CHUNK_ID_FIELD_NUMBER: _ClassVar[int]
-    process_mesh: bytes
+    process_mesh: _containers.RepeatedScalarFieldContainer[bytes]
     chunk_id: int
-    def __init__(self, process_mesh: _Optional[bytes] = ..., chunk_id: _Optional[int] = ...) -> None: ...
+    def __init__(self, process_mesh: _Optional[_Iterable[bytes]] = ..., chunk_id: _Optional[int] = ...) -> None: ...
 
 class EditOp(_message.Message):
     __slots__ = ("inputs", "outputs", "type", "attrs", "is_target", "struct_name", "dist_attr", "id", "forward_op_id")
