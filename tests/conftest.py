@@ -1,9 +1,10 @@
 """Shared fixtures: sample programs (built once per session) and a CLI runner; the policy
-for the opt-in long runs and for a missing Paddle.
+for the opt-in long runs and for a missing Paddle or mypy.
 
-Tests marked `paddle` need the real PaddlePaddle (`pip install 'vppctl[paddle]'`). Without
-it they are skipped, the reason naming the extra, so a bare `pytest` passes; CI sets
-VPPCTL_REQUIRE_PADDLE=1 (.ci/run), and then a missing Paddle fails the run instead.
+Tests marked `paddle` need the real PaddlePaddle (`pip install 'vppctl[paddle]'`), tests
+marked `dev` need mypy (the dev extra). Without them they are skipped, the reason naming
+the extra, so a bare `pytest` passes; CI sets VPPCTL_REQUIRE_PADDLE=1 and
+VPPCTL_REQUIRE_DEV=1 (.ci/run), and then a missing one fails the run instead.
 """
 
 from __future__ import annotations
@@ -32,19 +33,29 @@ NO_PADDLE = (
 )
 
 
+HAVE_MYPY = importlib.util.find_spec("mypy") is not None
+REQUIRE_DEV = os.environ.get("VPPCTL_REQUIRE_DEV") == "1"
+NO_MYPY = "mypy is not installed; this test needs the dev extra: pip install -e '.[dev]'"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if REQUIRE_PADDLE and not HAVE_PADDLE:
         raise pytest.UsageError(f"VPPCTL_REQUIRE_PADDLE=1, but {NO_PADDLE}")
+    if REQUIRE_DEV and not HAVE_MYPY:
+        raise pytest.UsageError(f"VPPCTL_REQUIRE_DEV=1, but {NO_MYPY}")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     long_run = pytest.mark.skip(reason="long run; set VPPCTL_SLOW=1 to run it")
     no_paddle = pytest.mark.skip(reason=NO_PADDLE)
+    no_mypy = pytest.mark.skip(reason=NO_MYPY)
     for item in items:
         if "slow" in item.keywords and not SLOW:
             item.add_marker(long_run)
         if "paddle" in item.keywords and not HAVE_PADDLE:
             item.add_marker(no_paddle)
+        if "dev" in item.keywords and not HAVE_MYPY:
+            item.add_marker(no_mypy)
 
 
 @pytest.fixture
@@ -70,7 +81,7 @@ def gpt126(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from vppctl.sample import SampleOptions
 
     path = tmp_path_factory.mktemp("gpt126") / "gpt126.pb"
-    sample_file(SampleOptions(layers=126, pp=8), path)
+    sample_file(path, SampleOptions(layers=126, pp=8))
     return path
 
 

@@ -45,7 +45,7 @@ def test_choices_take_any_case_and_mean_the_token(tmp_path: Path) -> None:
                   "--json").stdout  # fmt: skip
     assert {c["schedule"] for c in json.loads(plan)["candidates"]} <= {"zbv", "1f1b"}
     bad = invoke("plan", SAMPLE, "-m", "8", "--schedule", "zbv,gpipe", exit_code=2)
-    assert "choose from fthenb, 1f1b" in bad.stderr
+    assert "'gpipe' is not one of fthenb, 1f1b" in bad.stderr
 
 
 # -- -V, -q -----------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from click.testing import CliRunner, Result
 from vppctl import __version__, commands
 from vppctl.cli import cli
 from vppctl.program._proto import program_pb2 as pb
-from vppctl.report import SCHEMAS
+from vppctl.shapes import SCHEMAS
 
 SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "gpt-8l-pp4.pb"
 

@@ -18,7 +18,7 @@ from vppctl import choices
 from vppctl.cli import cli
 from vppctl.cli.program import convert, sample, verify
 from vppctl.cli.schedule import plan, simulate
-from vppctl.planner import PlanSearch
+from vppctl.planner import PlanSearchOptions
 from vppctl.verify import segments
 
 PACKAGE = Path(__file__).resolve().parents[1] / "vppctl"
@@ -81,7 +81,7 @@ def test_plan_s_lists_take_exactly_the_searched_names(option: str, names: tuple[
         assert r.exit_code == 3, r.output
     r = runner.invoke(cli, ["plan", "missing.pb", "-m", "8", option, "bogus"])
     assert r.exit_code == 2
-    assert f"choose from {', '.join(names)}" in r.stderr
+    assert f"'bogus' is not one of {', '.join(names)}" in r.stderr
 
 
 def test_the_verifier_knows_the_names_the_plan_can_record() -> None:
@@ -94,7 +94,7 @@ def test_the_verifier_knows_the_names_the_plan_can_record() -> None:
 
 
 def test_the_planner_searches_every_placement_and_every_split_but_explicit() -> None:
-    search = PlanSearch(micro_batches=(8,))
+    search = PlanSearchOptions(micro_batches=(8,))
     assert search.placements == choices.PLACEMENTS
     assert search.splits == choices.SEARCHED_SPLITS == ("uniform", "keep", "balanced")
     assert search.schedules == choices.SCHEDULES

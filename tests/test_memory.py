@@ -19,7 +19,7 @@ import pytest
 from programs import Prog
 
 from vppctl.cli import cli
-from vppctl.commands import convert_file, simulate_run
+from vppctl.commands import SimulateOptions, convert_file, simulate_run
 from vppctl.convert import ConvertOptions
 from vppctl.plan import PlanOptions
 from vppctl.planner.memory import MemoryOptions, iec, parse_size
@@ -104,7 +104,7 @@ def test_static_bytes_per_stage_match_an_independent_reading(
 ) -> None:
     out = converted(tmp_path, ROOT / "samples" / sample, **plan)
     expected = independent_static(out.read_bytes())
-    outcome = simulate_run(out, micro_batches=8)
+    outcome = simulate_run(out, None, SimulateOptions(micro_batches=8))
     for stages in outcome.memory:  # one per schedule simulated: the same static bytes
         assert [s.params_bytes for s in stages] == expected["params"]
         assert [s.grads_bytes for s in stages] == expected["grads"]
@@ -115,8 +115,8 @@ def test_static_bytes_per_stage_match_an_independent_reading(
 def test_an_unconverted_program_gets_the_bytes_its_conversion_would_have(tmp_path: Path) -> None:
     src = ROOT / "samples" / "gpt-8l-pp4.pb"
     out = converted(tmp_path, src, vpp=2)
-    planned = simulate_run(src, vpp=2, micro_batches=8).memory
-    as_converted = simulate_run(out, micro_batches=8).memory
+    planned = simulate_run(src, None, SimulateOptions(8, PlanOptions(vpp=2))).memory
+    as_converted = simulate_run(out, None, SimulateOptions(micro_batches=8)).memory
     assert planned == as_converted
 
 
@@ -129,7 +129,7 @@ def test_params_are_counted_per_chunk_where_convert_puts_them(tmp_path: Path) ->
         if v.is_parameter:
             stage = stage_of[tuple(v.dist_attr.process_mesh.process_ids)]
             params[stage, v.dist_attr.chunk_id] += var_bytes(v)
-    stages = simulate_run(out, micro_batches=8).memory[-1]
+    stages = simulate_run(out, None, SimulateOptions(micro_batches=8)).memory[-1]
     found = {(s.stage, c.chunk): c.params_bytes for s in stages for c in s.chunks}
     assert found == dict(params)
 
@@ -221,7 +221,8 @@ def test_activation_bytes_of_a_hand_built_two_layer_program(tmp_path: Path) -> N
     src = tmp_path / "two.pb"
     src.write_bytes(two_layer_program())
     b, s = 3, 5
-    outcome = simulate_run(src, vpp=1, micro_batches=4, schedule="1f1b", memory=MemoryOptions(b, s))
+    opts = SimulateOptions(4, PlanOptions(vpp=1), schedule="1f1b", memory=MemoryOptions(b, s))
+    outcome = simulate_run(src, None, opts)
     (stages,) = outcome.memory
     a0, h1 = b * s * 8 * 4, b * s * 8 * 2  # fp32 and fp16 stashes of one micro-batch
     # Layer's segment stashes a0 for relu_grad; Layer_1's stashes a0 (for its matmul_grad)
@@ -246,7 +247,8 @@ def test_activation_bytes_of_a_hand_built_two_layer_program(tmp_path: Path) -> N
 def test_later_unknown_dims_without_seq_len_count_as_one_with_a_warning(tmp_path: Path) -> None:
     src = tmp_path / "two.pb"
     src.write_bytes(two_layer_program())
-    outcome = simulate_run(src, vpp=1, micro_batches=4, schedule="1f1b", memory=MemoryOptions(2))
+    opts = SimulateOptions(4, PlanOptions(vpp=1), schedule="1f1b", memory=MemoryOptions(2))
+    outcome = simulate_run(src, None, opts)
     (stages,) = outcome.memory
     assert stages[0].chunks[0].activation_bytes_per_micro_batch == 2 * 1 * 8 * 4
     assert any("pass --seq-len" in w for w in outcome.warnings)

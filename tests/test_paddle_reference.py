@@ -27,6 +27,7 @@ from vppctl.convert import ConvertOptions, ConvertResult, convert_program
 from vppctl.plan import PlanOptions
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.program.load import parse_program
+from vppctl.verify import VerifyOptions
 from vppctl.verify.expectation import verify_program
 
 REFERENCE = Path(__file__).resolve().parent / "paddle_reference"
@@ -141,7 +142,9 @@ def test_unmatched_nops_sit_with_an_op_they_order(case: str) -> None:
 @pytest.mark.parametrize("case", CASES)
 def test_paddles_own_answer_passes_verify(case: str) -> None:
     data = reference(f"{case}_paddlevpp.pb")
-    found = verify_program(parse_program(data), vpp=vpp_of(case), seg_method=seg_method_of(case))
+    found = verify_program(
+        parse_program(data), VerifyOptions(vpp=vpp_of(case), seg_method=seg_method_of(case))
+    )
     assert found.violations == ()
 
 
@@ -168,8 +171,8 @@ def test_no_ids_conversion_has_no_backward_noise(case: str) -> None:
 
 def test_paddles_v_shape_passes_verify_with_v_placement() -> None:
     data = reference("pp4_v2_noclip_paddlezbvpp.pb")
-    assert verify_program(parse_program(data), placement="v").violations == ()
-    loop = verify_program(parse_program(data), placement="loop").violations
+    assert verify_program(parse_program(data), VerifyOptions(placement="v")).violations == ()
+    loop = verify_program(parse_program(data), VerifyOptions(placement="loop")).violations
     assert "V006" in {v.rule for v in loop}  # V placement read as loop is wrong
 
 

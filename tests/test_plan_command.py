@@ -190,7 +190,7 @@ def test_plan_refuses_a_converted_program(runner, src: Path, tmp_path: Path) -> 
     [
         (["-m", "8,x"], "comma-separated list of integers"),
         (["-m", "0"], "must be positive"),
-        (["-m", "8", "--schedule", "gpipe"], "choose from"),
+        (["-m", "8", "--schedule", "gpipe"], "'gpipe' is not one of fthenb"),
         (["-m", "8", "--memory-limit", "lots"], "is not a size"),
     ],
 )

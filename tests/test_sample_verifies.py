@@ -26,6 +26,7 @@ from vppctl.convert import ConvertOptions, convert_program
 from vppctl.plan import PlanOptions
 from vppctl.program.load import parse_program
 from vppctl.sample import SampleOptions, build_sample
+from vppctl.verify import VerifyOptions
 from vppctl.verify.expectation import verify_program
 
 SAMPLES = Path(__file__).parent.parent / "samples"
@@ -70,7 +71,7 @@ def interleaved(draw: st.DrawFn) -> SampleOptions:
 def test_every_plain_pp_sample_verifies_as_vpp_1(opts: SampleOptions) -> None:
     # One layer has no sibling to be detected by (detection needs two instances).
     seg_method = "DecoderLayer" if opts.layers == 1 else None
-    report = verify_program(parse_program(build_sample(opts)), seg_method=seg_method)
+    report = verify_program(parse_program(build_sample(opts)), VerifyOptions(seg_method=seg_method))
     assert report.violations == ()
     assert (report.pp, report.vpp, report.recorded) == (opts.pp, 1, None)
     assert report.layers is not None and len(report.layers) == opts.layers

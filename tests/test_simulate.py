@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from vppctl.errors import ConversionError, UsageError
-from vppctl.report import render_simulation, simulation_json, simulation_warnings
+from vppctl.outcomes import simulation_json, simulation_warnings
+from vppctl.report import render_simulation
 from vppctl.schedule.orders import legal_group_sizes
 from vppctl.schedule.simulation import (
     DeadlockError,

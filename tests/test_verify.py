@@ -23,7 +23,7 @@ from vppctl.convert import ConvertOptions, convert_program
 from vppctl.plan import PlanOptions
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.program.load import parse_program
-from vppctl.verify import RULES, Violation
+from vppctl.verify import RULES, VerifyOptions, Violation
 from vppctl.verify.expectation import verify_program
 
 # -- helpers ---------------------------------------------------------------------------
@@ -36,7 +36,7 @@ def converted(data: bytes, vpp: int, **plan: object) -> bytes:
 
 
 def violations(data: bytes, **kw: object) -> list[Violation]:
-    return list(verify_program(parse_program(data), **kw).violations)  # type: ignore[arg-type]
+    return list(verify_program(parse_program(data), VerifyOptions(**kw)).violations)  # type: ignore[arg-type]
 
 
 def rules(data: bytes, **kw: object) -> set[str]:

@@ -12,13 +12,14 @@ from programs import BACKWARD, Prog
 from test_scaling import MAX_RATIO, WorkCounter
 
 from vppctl.program.load import parse_program
+from vppctl.verify import VerifyOptions
 from vppctl.verify.expectation import verify_program
 
 
 def _verify_work(data: bytes) -> int:
     program = parse_program(data)
     with WorkCounter() as counter:
-        verify_program(program, vpp=1)
+        verify_program(program, VerifyOptions(vpp=1))
     return counter.work
 
 

@@ -29,7 +29,7 @@ from vppctl.errors import SelfCheckError
 from vppctl.plan import PlanOptions
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.program.load import parse_program
-from vppctl.verify import RULES, Violation
+from vppctl.verify import RULES, VerifyOptions, Violation
 from vppctl.verify.expectation import verify_program
 
 REFERENCE = Path(__file__).resolve().parent / "paddle_reference"
@@ -216,7 +216,7 @@ def test_v017_every_paddle_program_has_its_tensor_meshes_on_its_ops() -> None:
     """Checked before writing the rule, on every reference (plain and Paddle's VPP)."""
     for path in sorted(REFERENCE.glob("llama_*.pb.xz")):
         data = lzma.decompress(path.read_bytes())
-        found = verify_program(parse_program(data), seg_method=SEG).violations
+        found = verify_program(parse_program(data), VerifyOptions(seg_method=SEG)).violations
         assert not [v for v in found if v.rule == "V017"], path.name
 
 
@@ -281,7 +281,7 @@ def test_v010_without_a_vppctl_plan_chunk_0_is_paddles_convention() -> None:
     b.msg.ClearField("pipeline_plan")
     for i in (b.index("sgd", 5), b.index("sgd", 7)):  # parameters on chunk 1
         b.ops[i].dist_attr.chunk_id = 0
-    assert verify_program(parse_program(b.bytes()), pp=2, vpp=2).violations == ()
+    assert verify_program(parse_program(b.bytes()), VerifyOptions(pp=2, vpp=2)).violations == ()
     b = Broken()  # with the plan vppctl records, it is not
     b.ops[b.index("sgd", 5)].dist_attr.chunk_id = 0
     assert [v.rule for v in verify_program(parse_program(b.bytes())).violations] == ["V010"]
@@ -367,7 +367,9 @@ def test_v020_gradients_of_every_paddle_program_sit_with_their_forward_op() -> N
     for path in sorted(REFERENCE.glob("llama_*.pb.xz")):
         msg = pb.ProgramDesc.FromString(lzma.decompress(path.read_bytes()))
         strip_ids(msg)
-        found = verify_program(parse_program(msg.SerializeToString()), seg_method=SEG).violations
+        found = verify_program(
+            parse_program(msg.SerializeToString()), VerifyOptions(seg_method=SEG)
+        ).violations
         assert not [v for v in found if v.rule in ("V019", "V020")], path.name
 
 
@@ -459,7 +461,7 @@ def test_v021_rejects_the_recompute_conversion_exactly_where_it_differs_from_pad
     rejected = {
         v.op
         for v in verify_program(
-            parse_program(ours.SerializeToString()), vpp=2, seg_method=SEG
+            parse_program(ours.SerializeToString()), VerifyOptions(vpp=2, seg_method=SEG)
         ).violations
         if v.rule == "V021"
     }
@@ -644,7 +646,7 @@ def test_v013_the_readers_queue_lives_in_the_scope() -> None:
 
 
 def assert_only(f: Fault) -> list[Violation]:
-    found = list(verify_program(parse_program(f.data), **f.verify_args).violations)  # type: ignore[arg-type]
+    found = list(verify_program(parse_program(f.data), VerifyOptions(**f.verify_args)).violations)  # type: ignore[arg-type]
     assert {v.rule for v in found} == {f.rule}, found
     hit = [v for v in found if (v.block, v.op, v.type) == (f.block, f.op, f.type)]
     assert hit, found
@@ -703,7 +705,7 @@ def test_without_its_rule_the_fault_passes(name: str, monkeypatch: pytest.Monkey
     f = FAULTS[name]()
     for module, check in CHECKS[f.rule]:
         monkeypatch.setattr(modules[module], check, lambda *a, **k: None)
-    found = verify_program(parse_program(f.data), **f.verify_args).violations  # type: ignore[arg-type]
+    found = verify_program(parse_program(f.data), VerifyOptions(**f.verify_args)).violations  # type: ignore[arg-type]
     assert found == ()
 
 

@@ -1,6 +1,8 @@
 """vppctl: convert pipeline-parallel training programs to virtual pipeline parallelism.
 
-The Python API is one call per command, each returning one outcome object:
+The Python API is one call per command, each of one shape: inputs, then the output,
+then one options object named for the command; each returns one outcome whose
+`to_json()` is the command's `--json`:
 
     import vppctl
 
@@ -10,9 +12,10 @@ The Python API is one call per command, each returning one outcome object:
     vppctl.verify_file("prog.vpp.pb").valid
 
 Lower down, `read_program` / `write_program` load and save a `Program` and
-`convert_program` / `verify_program` work on one in memory. Errors are
-`VppctlError` subclasses carrying the CLI's exit code. Names are imported on
-first use, so `import vppctl` stays cheap.
+`convert_program` (in place) / `verify_program` work on one in memory. Options are
+checked when they are made; every error is a `VppctlError` subclass carrying the
+CLI's exit code, all exported here. Names are imported on first use, so
+`import vppctl` stays cheap. docs/api.md is the reference, made from these docstrings.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from vppctl._version import __version__
 
 # name -> the module (or package) that defines it
 _API = {
-    # one call per command, and their outcomes
+    # one call per command
     "convert_file": "commands",
     "verify_file": "commands",
     "inspect_file": "commands",
@@ -32,19 +35,28 @@ _API = {
     "sample_file": "commands",
     "simulate_run": "commands",
     "plan_run": "commands",
-    "ConvertOutcome": "commands",
-    "DumpOutcome": "commands",
-    "SampleOutcome": "commands",
-    "SimulateOutcome": "commands",
-    "PlanOutcome": "commands",
-    "Bubble": "commands",
-    "VerifyReport": "verify",
-    "Summary": "summary",
-    # options
+    # their options
     "ConvertOptions": "convert",
     "PlanOptions": "plan",
+    "VerifyOptions": "verify",
+    "InspectOptions": "summary",
+    "DumpOptions": "commands",
     "SampleOptions": "sample",
+    "SimulateOptions": "commands",
+    "Pictures": "commands",
+    "PlanSearchOptions": "planner",
     "MemoryOptions": "planner",
+    # their outcomes
+    "ConvertOutcome": "outcomes",
+    "Bubble": "outcomes",
+    "VerifyReport": "verify",
+    "Violation": "verify",
+    "Summary": "summary",
+    "DumpOutcome": "outcomes",
+    "SampleOutcome": "outcomes",
+    "SimulateOutcome": "outcomes",
+    "SimulatedPlan": "outcomes",
+    "PlanOutcome": "outcomes",
     # programs in memory
     "Program": "program",
     "read_program": "program",
@@ -55,26 +67,76 @@ _API = {
     "verify_program": "verify",
     "Plan": "plan",
     "Segment": "plan",
-    "Violation": "verify",
     "RULES": "verify",
-    # errors
+    # errors: every one a call above can raise
     "VppctlError": "errors",
     "UsageError": "errors",
     "ProgramFileError": "errors",
     "ConversionError": "errors",
     "SelfCheckError": "errors",
+    "OutOfMemoryError": "errors",
+    "SimulationError": "schedule",
+    "DeadlockError": "schedule",
+    "NoConversionFits": "outcomes",
 }
 
-__all__ = ["__version__", *_API]
+# A list a type checker reads (it cannot read one built from _API); tests/test_api.py checks
+# that the two name the same.
+__all__ = [
+    "RULES",
+    "Bubble",
+    "ConversionError",
+    "ConvertOptions",
+    "ConvertOutcome",
+    "ConvertResult",
+    "DeadlockError",
+    "DumpOptions",
+    "DumpOutcome",
+    "InspectOptions",
+    "MemoryOptions",
+    "NoConversionFits",
+    "OutOfMemoryError",
+    "Pictures",
+    "Plan",
+    "PlanOptions",
+    "PlanOutcome",
+    "PlanSearchOptions",
+    "Program",
+    "ProgramFileError",
+    "SampleOptions",
+    "SampleOutcome",
+    "Segment",
+    "SelfCheckError",
+    "SimulateOptions",
+    "SimulateOutcome",
+    "SimulatedPlan",
+    "SimulationError",
+    "Summary",
+    "UsageError",
+    "VerifyOptions",
+    "VerifyReport",
+    "Violation",
+    "VppctlError",
+    "__version__",
+    "convert_file",
+    "convert_program",
+    "dump_file",
+    "inspect_file",
+    "parse_program",
+    "plan_run",
+    "read_program",
+    "sample_file",
+    "simulate_run",
+    "verify_file",
+    "verify_program",
+    "write_program",
+]
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the names, re-exported, for type checkers (`X`: PEP 484)
     from vppctl.commands import (
-        Bubble,
-        ConvertOutcome,
-        DumpOutcome,
-        PlanOutcome,
-        SampleOutcome,
-        SimulateOutcome,
+        DumpOptions,
+        Pictures,
+        SimulateOptions,
         convert_file,
         dump_file,
         inspect_file,
@@ -83,20 +145,50 @@ if TYPE_CHECKING:
         simulate_run,
         verify_file,
     )
-    from vppctl.convert import ConvertOptions, ConvertResult, convert_program
+    from vppctl.convert import (
+        ConvertOptions,
+        ConvertResult,
+        convert_program,
+    )
     from vppctl.errors import (
         ConversionError,
+        OutOfMemoryError,
         ProgramFileError,
         SelfCheckError,
         UsageError,
         VppctlError,
     )
+    from vppctl.outcomes import (
+        Bubble,
+        ConvertOutcome,
+        DumpOutcome,
+        NoConversionFits,
+        PlanOutcome,
+        SampleOutcome,
+        SimulatedPlan,
+        SimulateOutcome,
+    )
     from vppctl.plan import Plan, PlanOptions, Segment
-    from vppctl.planner import MemoryOptions
-    from vppctl.program import Program, parse_program, read_program, write_program
+    from vppctl.planner import (
+        MemoryOptions,
+        PlanSearchOptions,
+    )
+    from vppctl.program import (
+        Program,
+        parse_program,
+        read_program,
+        write_program,
+    )
     from vppctl.sample import SampleOptions
-    from vppctl.summary import Summary
-    from vppctl.verify import RULES, VerifyReport, Violation, verify_program
+    from vppctl.schedule import DeadlockError, SimulationError
+    from vppctl.summary import InspectOptions, Summary
+    from vppctl.verify import (
+        RULES,
+        VerifyOptions,
+        VerifyReport,
+        Violation,
+        verify_program,
+    )
 
 
 __getattr__, __dir__ = face(__name__, _API, globals())

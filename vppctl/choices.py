@@ -56,3 +56,8 @@ SEARCHED_SPLITS: tuple[Split, ...] = tuple(s for s in SPLITS if s != "explicit")
 
 # The most stages or chunks per stage: no real job has more; larger values are typos.
 MAX_DEGREE = 4096
+# The most micro-batches per step, and the largest micro-batch size or sequence length.
+MAX_MICRO_BATCHES = 1 << 16
+MAX_BATCH_DIM = 1 << 24
+# The most decoder layers of a program (a sample, a segment's layer count).
+MAX_LAYERS = 10_000_000

@@ -1,17 +1,23 @@
 """Commands: one library call per CLI command, each returning one outcome.
 
-Each function takes paths (`str` or `Path`; "-" is stdin or stdout) and
-options, does the whole job of its command (resolve the outputs, read, run the
-pipeline, write) and returns a frozen outcome that `vppctl.report` renders as
-a table or JSON. Outputs are resolved before any work (`vppctl.program.files`): an
-output that is an input, a trailing "/" or a missing directory is refused
-before the program is read, and nothing is written on failure. The CLI parses
-options, calls one of these and renders; a training script can call them
-directly (they are in `vppctl.__all__`). Errors are `vppctl.errors` exceptions,
-each with its exit code; running out of memory anywhere is OutOfMemoryError (exit
-5), with what the command needs (`vppctl.program.memory_guarded`), and a command's
-layer regexes share one time budget (`vppctl.engine.regex_budget`). Long work reports
-its phases to the `progress` observer given (`vppctl.progress`); nothing is printed.
+Every call has one shape: its inputs (paths, `str` or `Path`; "-" is stdin or stdout),
+then its output (a path, or for `simulate_run` the `Pictures` to draw; None where it
+has a default), then one options object named for the command (`ConvertOptions`,
+`VerifyOptions`, ...; the same `PlanOptions` and `MemoryOptions` inside wherever that
+concept is), then the keyword `progress`. It does the whole job of its command
+(resolve the outputs, read, run the pipeline, write) and returns a frozen outcome
+(`vppctl.outcomes`) whose `to_json()` is the command's `--json`. Options are checked
+when they are made, and outputs are resolved before any work (`vppctl.program.files`):
+an output that is an input, a trailing "/" or a missing directory is refused before
+the program is read, and nothing is written on failure. The CLI builds the same
+options, calls one of these and renders; a training script calls them directly (they
+are in `vppctl.__all__`). Errors are `vppctl.errors` exceptions, each with its exit
+code; one worded in the command line's flags carries a note naming the API's fields
+(`--split` is `ConvertOptions.plan.split`; `vppctl.validate.api_names`). Running out of
+memory anywhere is OutOfMemoryError (exit 5), with what the command needs
+(`vppctl.program.memory_guarded`), and a command's layer regexes share one time budget
+(`vppctl.engine.regex_budget`). Long work reports its phases to the `progress` observer
+given (`vppctl.progress`); nothing is printed.
 """
 
 from __future__ import annotations
@@ -19,15 +25,25 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, ClassVar, ParamSpec, TypeVar
 
-from vppctl.convert import ConvertOptions, ConvertResult, Planned, converted
-from vppctl.engine import regex_budget
-from vppctl.errors import ConversionError, UsageError, VppctlError
+from vppctl import validate
+from vppctl.choices import (
+    MAX_MICRO_BATCHES,
+    SCHEDULES,
+    Placement,
+    Schedule,
+)
+from vppctl.convert import ConvertOptions, Planned, converted
+from vppctl.engine import check_seg_method, regex_budget
+from vppctl.errors import UsageError, VppctlError
+from vppctl.outcomes.program import Bubble, ConvertOutcome, DumpOutcome, SampleOutcome
+from vppctl.plan import PlanOptions
+from vppctl.planner.memory import MemoryOptions
 from vppctl.program import (
     STDIO,
     Output,
@@ -42,16 +58,17 @@ from vppctl.program import (
     write_program,
 )
 from vppctl.progress import Observer, observing
-from vppctl.summary import Summary, summarize
-from vppctl.verify import VerifyReport, verify_program
+from vppctl.sample.model import SampleOptions
+from vppctl.summary import InspectOptions, Summary, summarize
+from vppctl.verify import VerifyOptions, VerifyReport, verify_program
 
-if TYPE_CHECKING:  # the schedule side, the planner and the sample generator load on use
-    from vppctl.plan import CostKind, Placement, Plan, Split
-    from vppctl.planner import MemoryOptions, PlanRequest, PlanResult, PlanSearch, StageMemory
-    from vppctl.sample import SampleOptions
-    from vppctl.schedule import Schedule, SimResult
+if TYPE_CHECKING:  # the schedule side and the planner load on use
+    from vppctl.outcomes.schedule import PlanOutcome, SimulateOutcome
+    from vppctl.planner import PlanSearchOptions, StageMemory
+    from vppctl.schedule import SimResult
 
 PathLike = str | os.PathLike[str]
+_OUT = {"-o": "out", "--output": "out"}  # the command line's flag of a call's `out`
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
@@ -68,6 +85,12 @@ def _command(run: Callable[_P, _R]) -> Callable[_P, _R]:
             return guarded(*args, **kwargs)
 
     return command
+
+
+def _options(call: str, options: object, kind: type[validate.Options]) -> None:
+    """Refuse options of the wrong kind (a `PlanOptions` where `ConvertOptions` belongs)."""
+    if not isinstance(options, kind):
+        raise UsageError(validate.wrong_options(call, kind.__name__, options))
 
 
 def _path(p: PathLike) -> Path:
@@ -99,59 +122,36 @@ def _refuse_input_as_output(src: Path, out: Path, fix: str) -> None:
 # -- convert ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Bubble:
-    """The simulated bubble of the converted plan at `micro_batches`: per schedule (1F1B,
-    then the interleaving schedule of the placement) the idle share of the step, with
-    the program's costs (`measure`: FLOPs, or op counts without matmul shapes). The
-    same figure `vppctl simulate OUT -m M` prints."""
-
-    micro_batches: int
-    measure: str
-    schedules: tuple[tuple[Schedule, Fraction], ...]
-    # Per schedule shown, each stage's bytes at micro-batch size 1 (`vppctl.planner.memory`).
-    memory: tuple[tuple[StageMemory, ...], ...] = ()
-
-
-@dataclass(frozen=True)
-class ConvertOutcome:
-    result: ConvertResult
-    output: str  # as the user gave it ("-": stdout)
-    bytes_written: int
-    bubble: Bubble | None
-    warnings: tuple[str, ...]  # the conversion's, the simulator's and the writer's
-    to_stdout: bool = False  # the program went to stdout (`-o -`, /dev/stdout)
-
-
+@validate.api_names(validate.flags_of((ConvertOptions, "ConvertOptions"), outputs=_OUT))
 @_command
 def convert_file(
     src: PathLike,
     out: PathLike | None,
-    opts: ConvertOptions,
+    options: ConvertOptions,
     *,
-    in_place: bool = False,
-    micro_batches: int | None = None,
     progress: Observer | None = None,
 ) -> ConvertOutcome:
-    """Convert the program in `src` ("-": stdin) and write it to `out` (default: `src`
-    with `.vpp` before the extension, stdout for stdin; `in_place`: over `src`,
+    """Convert the program in `src` ("-": stdin) and write it to `out` (None: `src` with
+    `.vpp` before the extension, stdout for stdin; with `options.in_place`: over `src`,
     atomically, through a symbolic link to its target). Nothing is written on failure.
-    With `micro_batches`, also simulate the converted plan's bubble (`outcome.bubble`); a
-    micro-batch count a schedule refuses leaves that schedule out with a warning, never
-    the conversion."""
+    With `options.micro_batches`, also simulate the converted plan's bubble
+    (`outcome.bubble`); a micro-batch count a schedule refuses leaves that schedule out
+    with a warning, never the conversion."""
+    _options("convert_file", options, ConvertOptions)
+    in_place = options.in_place
     if in_place and out is not None:
         raise UsageError("--in-place writes over the input, so it takes no -o; drop one of them")
     if in_place and str(src) == STDIO:
         raise UsageError("--in-place needs a file to write over, not stdin; pass -o OUT")
-    opts.plan.check()
     if in_place:
         output = program_output(src)
     else:
         fix = "pass --in-place to overwrite it, or -o another path"
         output = program_output(default_output(src) if out is None else out, (src,), fix)
+    micro_batches = options.micro_batches
     with observing(progress):
         program = read_program(src)
-        result, planned = converted(program, opts)
+        result, planned = converted(program, options)
         bubble, sim_warnings = (
             (None, ()) if micro_batches is None else _bubble(planned, micro_batches)
         )
@@ -173,9 +173,10 @@ def _bubble(planned: Planned, micro_batches: int) -> tuple[Bubble | None, tuple[
     memory_model = MemoryModel(planned, MemoryOptions())
     segments = memory_model.segments(plan)
     sizes = [s.activations for s in segments]
-    shown: list[tuple[Schedule, Fraction]] = []
-    memory: list[tuple[StageMemory, ...]] = []
+    shown: dict[Schedule, Fraction] = {}
+    memory: dict[Schedule, tuple[StageMemory, ...]] = {}
     warnings: list[str] = list(memory_model.warnings)
+    schedule: Schedule
     for schedule in ("1f1b", *_interleaving(plan.placement, plan.vpp)):
         try:
             run = simulate(
@@ -187,11 +188,11 @@ def _bubble(planned: Planned, micro_batches: int) -> tuple[Bubble | None, tuple[
                 "conversion is unaffected)"
             )
             continue
-        shown.append((schedule, run.bubble))
+        shown[schedule] = run.bubble
         held = held_peak(run, sizes)
-        memory.append(stage_memory(plan, segments, run.peak_in_flight_per_chunk, held, None))
+        memory[schedule] = stage_memory(plan, segments, run.peak_in_flight_per_chunk, held, None)
         warnings += run.warnings
-    bubble = Bubble(micro_batches, model.measure, tuple(shown), tuple(memory))
+    bubble = Bubble(micro_batches, model.measure, shown, memory)
     return bubble, tuple(dict.fromkeys(warnings))
 
 
@@ -208,59 +209,67 @@ def _interleaving(placement: Placement, vpp: int) -> tuple[Schedule, ...]:
 # -- verify, inspect -------------------------------------------------------------
 
 
+@validate.api_names(validate.flags_of((VerifyOptions, "VerifyOptions")))
 @_command
 def verify_file(
-    path: PathLike,
-    *,
-    pp: int | None = None,
-    vpp: int | None = None,
-    seg_method: str | None = None,
-    placement: Placement | None = None,
-    progress: Observer | None = None,
+    path: PathLike, options: VerifyOptions | None = None, *, progress: Observer | None = None
 ) -> VerifyReport:
-    """Check an annotated program against the numbered rules (`report.valid`)."""
+    """Check an annotated program against the numbered rules (`report.valid`); every
+    violation found is in the report (a program with violations is not an error)."""
+    options = VerifyOptions() if options is None else options
+    _options("verify_file", options, VerifyOptions)
     with observing(progress):
         program = read_program(path)
-        return verify_program(program, pp=pp, vpp=vpp, seg_method=seg_method, placement=placement)
+        return verify_program(program, options)
 
 
+@validate.api_names(validate.flags_of((InspectOptions, "InspectOptions")))
 @_command
 def inspect_file(
-    path: PathLike, *, seg_method: str | None = None, progress: Observer | None = None
+    path: PathLike, options: InspectOptions | None = None, *, progress: Observer | None = None
 ) -> Summary:
     """What a program holds: blocks, ops by role, meshes, stages, layers, layout."""
+    options = InspectOptions() if options is None else options
+    _options("inspect_file", options, InspectOptions)
     with observing(progress):
-        return summarize(read_program(path), seg_method)
+        return summarize(read_program(path), options.seg_method)
 
 
 # -- dump, sample ----------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class DumpOutcome:
-    output: str  # as the user gave it ("-": stdout)
-    bytes_written: int
-    callstack_bytes_saved: int | None
-    warnings: tuple[str, ...]
+class DumpOptions:
+    """What `dump` is asked. Checked when made (UsageError, exit 2)."""
+
+    strip_callstack: bool = False  # drop op_callstack attributes
+
+    FLAGS: ClassVar[Mapping[str, str]] = {"strip_callstack": "--strip-callstack"}
+
+    def __post_init__(self) -> None:
+        validate.flag(self, "strip_callstack")
 
 
+@validate.api_names(validate.flags_of((DumpOptions, "DumpOptions"), outputs=_OUT))
 @_command
 def dump_file(
     src: PathLike,
     out: PathLike | None = None,
+    options: DumpOptions | None = None,
     *,
-    strip_callstack: bool = False,
     progress: Observer | None = None,
 ) -> DumpOutcome:
     """The program in `src` as protobuf text on stdout (no `out`), or written to `out`
     in the format its extension names (binary for `-o -`)."""
+    options = DumpOptions() if options is None else options
+    _options("dump_file", options, DumpOptions)
     if out is None:
         output = resolve_output(STDIO, binary=False, inputs=(src,))
     else:
         output = program_output(out, (src,))
     with observing(progress):
         program = read_program(src)
-        saved = _strip(program) if strip_callstack else None
+        saved = _strip(program) if options.strip_callstack else None
         written, warnings = write_program(program, output)
     return DumpOutcome(output.shown, written, saved, tuple(warnings))
 
@@ -271,29 +280,28 @@ def _strip(program: Program) -> int:
     return sum(strip_callstack(b) for b in program.blocks)
 
 
-@dataclass(frozen=True)
-class SampleOutcome:
-    output: str
-    bytes_written: int
-    warnings: tuple[str, ...] = ()
-
-
+@validate.api_names(validate.flags_of((SampleOptions, "SampleOptions"), outputs=_OUT))
 @_command
-def sample_file(opts: SampleOptions, out: PathLike) -> SampleOutcome:
-    """Write the GPT-like plain-PP program `opts` describes to `out` ("-": stdout).
+def sample_file(
+    out: PathLike, options: SampleOptions, *, progress: Observer | None = None
+) -> SampleOutcome:
+    """Write the GPT-like plain-PP program `options` describes to `out` ("-": stdout).
     A program that would be 2 GiB or more is refused from its options, before it is built."""
     from vppctl.sample import build_sample, estimate_size
 
-    opts.check()
+    if isinstance(out, SampleOptions):  # the order of vppctl 0.2
+        raise UsageError("sample_file takes the output first: sample_file(out, SampleOptions(...))")
+    _options("sample_file", options, SampleOptions)
     output = program_output(out)
-    fix = "use fewer --layers" + (" or drop --callstack" if opts.callstack else "")
-    check_size(estimate_size(opts), fix=fix)
-    data = build_sample(opts)
-    if not output.binary:
-        written, warnings = write_program(parse_program(data, source="sample"), output)
-        return SampleOutcome(output.shown, written, tuple(warnings))
-    check_size(len(data), fix=fix)
-    output.write(data)  # already canonical bytes: written as they are
+    fix = "use fewer --layers" + (" or drop --callstack" if options.callstack else "")
+    check_size(estimate_size(options), fix=fix)
+    with observing(progress):
+        data = build_sample(options)
+        if not output.binary:
+            written, warnings = write_program(parse_program(data, source="sample"), output)
+            return SampleOutcome(output.shown, written, tuple(warnings))
+        check_size(len(data), fix=fix)
+        output.write(data)  # already canonical bytes: written as they are
     return SampleOutcome(output.shown, len(data), tuple(output.warnings()))
 
 
@@ -301,132 +309,135 @@ def sample_file(opts: SampleOptions, out: PathLike) -> SampleOutcome:
 
 
 @dataclass(frozen=True)
-class SimulatedPlan:
-    """The plan a program was simulated with, and its costs."""
+class SimulateOptions:
+    """What `simulate` is asked: the step (`micro_batches`, required), the schedule and its
+    costs, and with a program the plan to simulate (`plan`: its fields None where not
+    given, `PlanOptions`' defaults; a converted program is simulated with its recorded
+    plan) and how to size its memory. Without a program, `plan.pp` and `plan.vpp` are
+    required and `plan.placement` alone of the rest may be given. Checked when made
+    (UsageError, exit 2)."""
 
-    plan: Plan
-    recorded: bool  # the program's recorded plan (a converted program)
-    split: str  # the split's name, as converted or asked
-    measure: str  # "flops", or "ops" when the program has no matmul shapes
-    segment_costs: tuple[int, ...]  # each segment's forward FLOPs (or ops)
-    costs: tuple[Fraction, Fraction, Fraction]  # F,B,W per unit of a segment's cost
+    micro_batches: int
+    plan: PlanOptions = field(default_factory=PlanOptions)
+    seg_method: str | None = None  # regex naming the repeated layer; None: detected
+    schedule: Schedule | None = None  # None: 1F1B and the plan's interleaving schedule
+    group_size: int | None = None  # the interleaved schedules' micro-batch group
+    # Forward, input-gradient and weight-gradient cost of a chunk (default 1, 1, 1); with
+    # a program, per unit of each segment's FLOP share. Numbers >= 0, kept as fractions.
+    costs: tuple[float | Fraction, float | Fraction, float | Fraction] | None = None
+    p2p_cost: float | Fraction = 0  # time per hop between stages, in the costs' unit
+    memory: MemoryOptions | None = None  # None: the defaults (with a program only)
 
-    @property
-    def description(self) -> str:
-        """`pp 8 x vpp 2, loop placement, split balanced (layers 4,8,9,...)`: the plan
-        line of the table and the caption of the pictures."""
-        p = self.plan
-        source = "as converted" if self.recorded else f"split {self.split}"
-        counts = counts_text([len(s.layers) for s in p.segments])
-        return f"pp {p.pp} x vpp {p.vpp}, {p.placement} placement, {source} (layers {counts})"
+    FLAGS: ClassVar[Mapping[str, str]] = {
+        "micro_batches": "--micro-batches",
+        "seg_method": "--seg-method",
+        "schedule": "--schedule",
+        "group_size": "--group-size",
+        "costs": "--costs",
+        "p2p_cost": "--p2p-cost",
+    }
+    NESTED: ClassVar[Mapping[str, type]] = {"plan": PlanOptions, "memory": MemoryOptions}
 
+    def __post_init__(self) -> None:
+        from vppctl.schedule import GROUPED
 
-def counts_text(counts: Sequence[int]) -> str:
-    """Layer counts per segment: `7,7,9,9`; beyond 32 segments runs as `7 (x6)`."""
-    if len(counts) <= 32:
-        return ",".join(map(str, counts))
-    parts: list[str] = []
-    i = 0
-    while i < len(counts):
-        j = i
-        while j < len(counts) and counts[j] == counts[i]:
-            j += 1
-        parts.append(f"{counts[i]} (x{j - i})" if j - i > 1 else str(counts[i]))
-        i = j
-    return ", ".join(parts)
+        validate.integer(self, "micro_batches", 1, MAX_MICRO_BATCHES)
+        validate.nested(self, "plan", PlanOptions)
+        check_seg_method(self, "seg_method")
+        validate.choice(self, "schedule", SCHEDULES, optional=True)
+        validate.integer(self, "group_size", 1, MAX_MICRO_BATCHES, optional=True)
+        self._check_costs()
+        validate.number(self, "p2p_cost")
+        validate.nested(self, "memory", MemoryOptions, optional=True)
+        grouped = self.schedule is None or self.schedule in GROUPED
+        if self.group_size is not None and not grouped:
+            raise UsageError(
+                f"{validate.where(self, 'group_size')} is the interleaved schedules' "
+                f"(interleaved, interleaved-zb); {validate.where(self, 'schedule')} "
+                f"{self.schedule!r} takes none: drop --group-size"
+            )
+
+    def _check_costs(self) -> None:
+        if self.costs is None:
+            return
+        legal = "three numbers F,B,W >= 0, not all zero, e.g. (1, 1, 1)"
+        values = validate.sequence(self, "costs", legal)
+        exact = [validate.exact_number(self, "costs", v) for v in values]
+        if len(exact) != 3 or any(v is None for v in exact) or not any(exact):
+            raise validate.refuse(self, "costs", legal)
+        object.__setattr__(self, "costs", tuple(exact))
 
 
 @dataclass(frozen=True)
-class SimulateOutcome:
-    results: tuple[SimResult, ...]
-    costs_from: str | None  # the program the costs came from
-    written: tuple[tuple[str, int], ...]  # (path, bytes) of the SVG, trace and CSV files
-    plan: SimulatedPlan | None = None  # with a program
-    memory: tuple[tuple[StageMemory, ...], ...] = ()  # per result, with a program
-    memory_options: MemoryOptions | None = None
-    warnings: tuple[str, ...] = ()  # the plan's, the memory model's and the simulator's
+class Pictures:
+    """The files `simulate` draws (each None: not drawn; "-": stdout) and the SVG's width
+    bound (None: a page's)."""
+
+    svg: PathLike | None = None  # every schedule simulated, as SVG
+    trace: PathLike | None = None  # a Chrome trace JSON of every schedule
+    csv: PathLike | None = None  # the last schedule's orders as torch's schedule CSV
+    svg_width: int | None = None  # pixels
+
+    FLAGS: ClassVar[Mapping[str, str]] = {
+        "svg": "--svg",
+        "trace": "--trace",
+        "csv": "--csv",
+        "svg_width": "--width",
+    }
+
+    def __post_init__(self) -> None:
+        for name in ("svg", "trace", "csv"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, (str, os.PathLike)):
+                raise validate.refuse(self, name, "a path (str or os.PathLike), '-' or None")
+        validate.integer(self, "svg_width", 640, 100_000, optional=True)
 
 
+@validate.api_names(validate.flags_of((SimulateOptions, "SimulateOptions"), (Pictures, "Pictures")))
 @_command
 def simulate_run(
     prog: PathLike | None,
+    pictures: Pictures | None,
+    options: SimulateOptions,
     *,
-    micro_batches: int,
-    pp: int | None = None,
-    vpp: int | None = None,
-    schedule: Schedule | None = None,
-    group_size: int | None = None,
-    costs: str | tuple[Fraction, Fraction, Fraction] | None = None,
-    placement: Placement | None = None,
-    split: Split | None = None,
-    layers_per_chunk: Sequence[int] = (),
-    cost: CostKind | None = None,
-    seg_method: str | None = None,
-    p2p_cost: float = 0.0,
-    memory: MemoryOptions | None = None,
-    svg: PathLike | None = None,
-    trace: PathLike | None = None,
-    csv: PathLike | None = None,
-    svg_width: int | None = None,
     progress: Observer | None = None,
 ) -> SimulateOutcome:
-    """Simulate one training step and write the pictures (the SVG at most `svg_width`
-    px wide, default a page's width, captioned with the plan simulated).
+    """Simulate one training step and draw the `pictures` asked for (the SVG captioned
+    with the plan simulated).
 
     With `prog`, the plan is the one `convert` makes with the same options (a converted
-    program: its recorded plan, so `vpp` is not needed), costs are its segments'
-    forward FLOPs, and `outcome.memory` holds each stage's bytes. Without it, `pp` and
-    `vpp` are required and every chunk costs `costs` (F,B,W; default 1,1,1). `schedule`
-    None compares 1F1B with the plan's interleaving schedule."""
-    from vppctl.planner import MemoryOptions, PlanRequest
-    from vppctl.schedule import GROUPED, parse_unit_costs
-    from vppctl.schedule import check_size as check_simulation_size
+    program: its recorded plan, so `options.plan.vpp` is not needed), costs are its
+    segments' forward FLOPs, and `outcome.memory` holds each stage's bytes. Without it,
+    every chunk costs `options.costs`. `options.schedule` None compares 1F1B with the
+    plan's interleaving schedule."""
+    from vppctl.outcomes.schedule import SimulateOutcome
 
-    outputs = _picture_outputs(prog, {"--svg": svg, "--trace": trace, "--csv": csv})
-    ratios = parse_unit_costs(costs) if isinstance(costs, str) else costs or _UNIT_COSTS
-    if schedule is not None and group_size is not None and schedule not in GROUPED:
-        raise UsageError(
-            f"--group-size is the interleaved schedules' (interleaved, interleaved-zb); "
-            f"--schedule {schedule} takes none: drop --group-size"
-        )
-    run = _StepOptions(micro_batches, schedule, group_size, ratios, p2p_cost)
+    pictures = Pictures() if pictures is None else pictures
+    _options("simulate_run", pictures, Pictures)
+    _options("simulate_run", options, SimulateOptions)
+    outputs = _picture_outputs(
+        prog, {"--svg": pictures.svg, "--trace": pictures.trace, "--csv": pictures.csv}
+    )
+    ratios = _ratios(options.costs)
+    run = _StepOptions(
+        options.micro_batches, options.schedule, options.group_size, ratios, options.p2p_cost
+    )
     if prog is not None:
-        request = PlanRequest(vpp, pp, placement, split, tuple(layers_per_chunk), cost, seg_method)
         with observing(progress):
-            outcome = _simulate_program(prog, request, run, memory or MemoryOptions())
+            outcome = _simulate_program(prog, options, run)
         assert outcome.plan is not None  # a program's simulation always has its plan
         drawing = _Drawing(
-            svg_width,
+            pictures.svg_width,
             f"{prog}, plan {outcome.plan.description}",
             "time (1 = the mean stage's forward of one micro-batch)",
         )
         written = tuple(_pictures(outcome.results, outputs, drawing))
         warnings = (*outcome.warnings, *_link_warnings(outputs))
         return replace(outcome, written=written, warnings=warnings)
-    program_only = {
-        "--split": split,
-        "--layers-per-chunk": layers_per_chunk,
-        "--cost": cost,
-        "--seg-method": seg_method,
-        "memory options": memory,
-    }
-    given = [flag for flag, value in program_only.items() if value]
-    if given:
-        raise UsageError(
-            f"{', '.join(given)} describe a program's plan or memory: pass the program, or "
-            "drop them"
-        )
-    if pp is None:
-        raise UsageError("--pp is required without a program")
-    if vpp is None:
-        raise UsageError("--vpp is required without a program")
-    check_simulation_size(pp, vpp, micro_batches)  # before cost lists of pp * vpp entries
-    f, b, w = ratios
-    n = pp * vpp
-    unit = None if costs is None else ([f] * n, [b] * n, [w] * n)
-    runs = _runs(pp, vpp, placement, unit, run)
+    pp, vpp, placement = _without_program(options)
+    runs = _runs(pp, vpp, placement, _unit_costs(options.costs, pp * vpp), run)
     drawing = _Drawing(
-        svg_width,
+        pictures.svg_width,
         f"plan pp {pp} x vpp {vpp}, {runs[-1].placement} placement, every chunk F,B,W = "
         + ",".join(str(x) for x in ratios),
         "time (1 = the unit of --costs)",
@@ -434,6 +445,51 @@ def simulate_run(
     written = tuple(_pictures(runs, outputs, drawing))
     warnings = (*_run_warnings(runs), *_link_warnings(outputs))
     return SimulateOutcome(runs, None, written, warnings=warnings)
+
+
+def _without_program(options: SimulateOptions) -> tuple[int, int, Placement | None]:
+    """pp, vpp and the placement of a simulation without a program; the options that
+    describe a program's plan or memory are refused."""
+    from vppctl.schedule import check_size as check_simulation_size
+
+    plan = options.plan
+    program_only = {
+        "--split": plan.split,
+        "--layers-per-chunk": plan.layers_per_chunk,
+        "--cost": plan.cost,
+        "--seg-method": options.seg_method,
+        "memory options": options.memory,
+    }
+    given = [flag for flag, value in program_only.items() if value]
+    if given:
+        raise UsageError(
+            f"{', '.join(given)} describe a program's plan or memory: pass the program, or "
+            "drop them"
+        )
+    if plan.pp is None:
+        raise UsageError("--pp is required without a program")
+    if plan.vpp is None:
+        raise UsageError("--vpp is required without a program")
+    check_simulation_size(plan.pp, plan.vpp, options.micro_batches)  # before pp * vpp costs
+    return plan.pp, plan.vpp, plan.placement
+
+
+def _ratios(costs: Sequence[float | Fraction] | None) -> tuple[Fraction, Fraction, Fraction]:
+    """F,B,W as exact fractions (the options hold them so), 1,1,1 by default."""
+    if costs is None:
+        return _UNIT_COSTS
+    f, b, w = (Fraction(c) for c in costs)
+    return f, b, w
+
+
+def _unit_costs(
+    costs: Sequence[float | Fraction] | None, n: int
+) -> tuple[list[Fraction], list[Fraction], list[Fraction]] | None:
+    """Every chunk's costs without a program (None: the simulator's own unit costs)."""
+    if costs is None:
+        return None
+    f, b, w = _ratios(costs)
+    return [f] * n, [b] * n, [w] * n
 
 
 @dataclass(frozen=True)
@@ -456,18 +512,20 @@ class _StepOptions:
     schedule: Schedule | None
     group_size: int | None
     ratios: tuple[Fraction, Fraction, Fraction]  # F,B,W
-    p2p_cost: float
+    p2p_cost: float | Fraction
 
 
 def _simulate_program(
-    prog: PathLike, request: PlanRequest, run: _StepOptions, opts: MemoryOptions
+    prog: PathLike, options: SimulateOptions, run: _StepOptions
 ) -> SimulateOutcome:
     """A program simulated with the plan `convert` would make (or made), its FLOP costs
     and its bytes per stage."""
+    from vppctl.outcomes.schedule import SimulatedPlan, SimulateOutcome
     from vppctl.planner import CostModel, MemoryModel, resolve_plan, stage_memory
     from vppctl.schedule import held_peak
 
-    resolved = resolve_plan(read_program(prog), request)
+    opts = options.memory or MemoryOptions()
+    resolved = resolve_plan(read_program(prog), options.plan, options.seg_method)
     plan = resolved.plan
     model = CostModel(resolved.planned)
     forward = model.forward(plan)
@@ -569,69 +627,30 @@ def _link_warnings(outputs: dict[str, Output]) -> tuple[str, ...]:
 # -- plan ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class PlanOutcome:
-    source: str
-    search: PlanSearch
-    result: PlanResult
+def _plan_names() -> dict[str, str]:
+    from vppctl.planner import PlanSearchOptions  # the planner loads on use
+
+    return validate.flag_table([(PlanSearchOptions, "PlanSearchOptions")], {})
 
 
-class NoConversionFits(ConversionError):
-    """`plan_run` found no candidate that fits (exit 4); `outcome` is what it searched:
-    no candidates, those over the memory limit and what was refused."""
-
-    def __init__(self, message: str, outcome: PlanOutcome) -> None:
-        super().__init__(message)
-        self.outcome = outcome
-
-
+@validate.api_names(functools.cache(_plan_names))
 @_command
 def plan_run(
-    prog: PathLike,
-    *,
-    micro_batches: Sequence[int],
-    pp: int | None = None,
-    vpp: Sequence[int] = (),
-    placements: Sequence[Placement] = (),
-    splits: Sequence[Split] = (),
-    schedules: Sequence[Schedule] = (),
-    cost: CostKind = "flops",
-    seg_method: str | None = None,
-    p2p_cost: float = 0.0,
-    memory: MemoryOptions | None = None,
-    progress: Observer | None = None,
+    prog: PathLike, options: PlanSearchOptions, *, progress: Observer | None = None
 ) -> PlanOutcome:
     """Search the conversions of `prog` (vpp, placement, split, schedule, micro-batches)
-    for the fastest step that fits `memory.limit`; candidates best first, each with the
-    `vppctl convert` command that makes it (none for a PIR program: `result.pir` says what
-    Paddle's PIR completion reads, and each candidate's Paddle launch settings are its PIR
-    strategy). Raises NoConversionFits (a ConversionError, exit 4) when none fits, naming
-    the smallest peak found."""
-    from vppctl.choices import PLACEMENTS, SEARCHED_SPLITS
-    from vppctl.planner import MemoryOptions, NoPlanFits, PlanSearch, search_plans
-    from vppctl.schedule import SCHEDULES
+    for the fastest step that fits `options.memory.limit`; candidates best first, each
+    with the `vppctl convert` command that makes it (none for a PIR program: `result.pir`
+    says what Paddle's PIR completion reads, and each candidate's Paddle launch settings
+    are its PIR strategy). Raises NoConversionFits (a ConversionError, exit 4) when none
+    fits, naming the smallest peak found; its `outcome` is what was searched."""
+    from vppctl.outcomes.schedule import NoConversionFits, PlanOutcome
+    from vppctl.planner import NoPlanFits, PlanSearchOptions, search_plans
 
-    opts = PlanSearch(
-        micro_batches=tuple(micro_batches),
-        pp=pp,
-        vpp=tuple(vpp),
-        placements=tuple(placements) or PLACEMENTS,
-        splits=tuple(splits) or SEARCHED_SPLITS,
-        schedules=tuple(schedules) or SCHEDULES,
-        cost=cost,
-        seg_method=seg_method,
-        p2p_cost=_exact_cost(p2p_cost),
-        memory=memory or MemoryOptions(),
-    )
+    _options("plan_run", options, PlanSearchOptions)
     with observing(progress):
         program = read_program(_path(prog))
         try:
-            return PlanOutcome(str(prog), opts, search_plans(program, str(prog), opts))
+            return PlanOutcome(str(prog), options, search_plans(program, str(prog), options))
         except NoPlanFits as e:
-            raise NoConversionFits(str(e), PlanOutcome(str(prog), opts, e.result)) from None
-
-
-def _exact_cost(value: float) -> Fraction:
-    if value < 0 or value != value or value == float("inf"):
-        raise UsageError(f"--p2p-cost must be a finite number >= 0, got {value}")
-    return Fraction(repr(value)) if isinstance(value, float) else Fraction(value)
+            raise NoConversionFits(str(e), PlanOutcome(str(prog), options, e.result)) from None

@@ -9,16 +9,19 @@ its own verifier: that raises SelfCheckError and the CLI writes nothing.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import ClassVar
 
-from vppctl import progress
+from vppctl import progress, validate
+from vppctl.choices import MAX_MICRO_BATCHES
 from vppctl.engine import (
     ForwardOps,
     LayerCosts,
     LayerSet,
     ProgramIndex,
     build_index,
+    check_seg_method,
     cross_stage_edges,
     layer_costs,
     param_elements,
@@ -27,10 +30,10 @@ from vppctl.engine import (
     with_matches,
 )
 from vppctl.engine.apply import assign, write
-from vppctl.errors import ConversionError, SelfCheckError
+from vppctl.errors import ConversionError, SelfCheckError, UsageError
 from vppctl.gcpause import gc_paused
 from vppctl.mesh import NO_MESH, MeshId
-from vppctl.plan import LayerFacts, Plan, PlanOptions, make_plan, virtual_stages
+from vppctl.plan import LayerFacts, Plan, PlanOptions, PlanSpec, make_plan, virtual_stages
 from vppctl.program import Program, RecordedPlan, kind, read_plan, strip_callstack, write_plan
 from vppctl.verify import Expectation, Violation, refuse_input_problems, verify
 
@@ -47,14 +50,39 @@ PIR_REFUSAL = (
 
 @dataclass(frozen=True)
 class ConvertOptions:
+    """What `convert` is asked: the plan (`plan.vpp` is required), how to find the layers,
+    and what else to do. `convert_program` takes the first four; `micro_batches` and
+    `in_place` are `convert_file`'s. Checked when made (UsageError, exit 2)."""
+
     plan: PlanOptions
-    seg_method: str | None = None  # None: detect the repeated layer
-    strict: bool = False
-    strip_callstack: bool = False
+    seg_method: str | None = None  # regex naming the repeated layer; None: detected
+    strict: bool = False  # refuse forward ops in the layer region that match no layer
+    strip_callstack: bool = False  # drop op_callstack attributes
+    micro_batches: int | None = None  # also simulate the converted plan's bubble at m
+    in_place: bool = False  # write over the input (no `out`)
+
+    FLAGS: ClassVar[Mapping[str, str]] = {
+        "seg_method": "--seg-method",
+        "strict": "--strict",
+        "strip_callstack": "--strip-callstack",
+        "micro_batches": "--micro-batches",
+        "in_place": "--in-place",
+    }
+    NESTED: ClassVar[Mapping[str, type]] = {"plan": PlanOptions}
+
+    def __post_init__(self) -> None:
+        validate.nested(self, "plan", PlanOptions)
+        self.plan.spec()  # vpp is required
+        check_seg_method(self, "seg_method")
+        for name in ("strict", "strip_callstack", "in_place"):
+            validate.flag(self, name)
+        validate.integer(self, "micro_batches", 1, MAX_MICRO_BATCHES, optional=True)
 
 
 @dataclass(frozen=True)
 class SegmentStats:
+    """One segment's ops by role and its parameter elements, after the conversion."""
+
     forward: int = 0
     backward: int = 0
     optimizer: int = 0
@@ -63,6 +91,10 @@ class SegmentStats:
 
 @dataclass(frozen=True)
 class ConvertResult:
+    """What a conversion did: the plan it applied, each segment's ops and parameters (in
+    virtual-stage order), how many ops and variables changed, and the point-to-point
+    edges between stages per micro-batch before and after."""
+
     plan: Plan
     stats: tuple[SegmentStats, ...]
     n_ops: int
@@ -90,29 +122,29 @@ class Planned:
 
 def plan_program(program: Program, opts: ConvertOptions) -> Planned:
     """Load -> index -> layers -> plan: refusals up front, then the pure plan (rules 1-5)."""
-    opts.plan.check()
+    spec = opts.plan.spec()
     index = build_index(program)
     progress.phase("planning")
     precheck.check_structure(index)
     stages, globals_ = index.stage_mesh_ids()
-    precheck.check_pp(stages, opts.plan)
+    precheck.check_pp(stages, spec)
     precheck.check_meshes(index, stages, globals_)
     forward = ForwardOps(index)
     precheck.check_forward_links(index, forward)
     layers = resolve_layers(index, opts.seg_method, read_plan(program.header), strict=opts.strict)
-    facts = _facts(index, layers, stages, layer_costs(index, layers, opts.plan.cost))
-    plan = _plan(index, layers, facts, stages, opts.plan)
+    facts = _facts(index, layers, stages, layer_costs(index, layers, spec.cost))
+    plan = _plan(index, layers, facts, stages, spec)
     return Planned(index, forward, layers, facts, plan, tuple(stages), tuple(globals_))
 
 
 def replan(planned: Planned, opts: PlanOptions) -> Planned:
     """The same program planned with other options (index and layers reused)."""
-    opts.check()
+    spec = opts.spec()
     index, layers, facts = planned.index, planned.layers, planned.facts
-    if opts.cost != planned.plan.cost_kind:
-        costs = layer_costs(index, layers, opts.cost)
+    if spec.cost != planned.plan.cost_kind:
+        costs = layer_costs(index, layers, spec.cost)
         facts = replace(facts, costs=costs.layers, pre_cost=costs.pre, post_cost=costs.post)
-    plan = _plan(index, layers, facts, planned.stages, opts)
+    plan = _plan(index, layers, facts, planned.stages, spec)
     return replace(planned, facts=facts, plan=plan)
 
 
@@ -121,7 +153,7 @@ def _plan(
     layers: LayerSet,
     facts: LayerFacts,
     stages: Sequence[MeshId],
-    opts: PlanOptions,
+    opts: PlanSpec,
 ) -> Plan:
     try:
         plan = make_plan(facts, [index.meshes[m] for m in stages], opts, warnings=layers.warnings)
@@ -131,10 +163,23 @@ def _plan(
     return plan
 
 
+@validate.api_names(validate.flags_of((ConvertOptions, "ConvertOptions")))
 @gc_paused
-def convert_program(program: Program, opts: ConvertOptions) -> ConvertResult:
-    """Convert `program` in place; see the module docstring."""
-    return converted(program, opts)[0]
+def convert_program(program: Program, options: ConvertOptions) -> ConvertResult:
+    """Convert `program` in memory, in place: its ops and variables are given their new
+    stage mesh and chunk and its plan is recorded, so the `Program` passed in is the
+    converted one afterwards (a program of a million ops is not copied; read the file
+    again for the original). Returns the plan and what changed; nothing is changed when
+    it raises. `options.micro_batches` and `options.in_place` are `convert_file`'s."""
+    if not isinstance(options, ConvertOptions):
+        raise UsageError(validate.wrong_options("convert_program", "ConvertOptions", options))
+    for name in ("micro_batches", "in_place"):
+        if getattr(options, name):
+            raise UsageError(
+                f"{validate.where(options, name)} is convert_file's (a Program in memory has "
+                "no file to write over or bubble to report): drop it, or call convert_file"
+            )
+    return converted(program, options)[0]
 
 
 @gc_paused

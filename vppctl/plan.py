@@ -14,8 +14,12 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import ClassVar
+
+from vppctl import validate
+from vppctl.choices import COST_KINDS, MAX_LAYERS, PLACEMENTS, SPLITS
 
 # The plan's option types, re-exported: their one definition is vppctl.choices.
 from vppctl.choices import MAX_DEGREE as MAX_DEGREE
@@ -29,32 +33,86 @@ from vppctl.mesh import Mesh
 
 @dataclass(frozen=True)
 class PlanOptions:
-    """What the user asked for."""
+    """How the layers are split into segments and placed on stages: the `Plan` that
+    `convert` makes (`vppctl plan`'s search is `PlanSearchOptions`).
 
-    vpp: int
-    pp: int | None = None  # None: derive from the program
-    placement: Placement = "loop"
-    split: Split = "uniform"
-    layers_per_chunk: tuple[int, ...] = ()  # with split="explicit"
-    cost: CostKind = "params"
+    Each field left None takes the command's default: `vpp` is required to convert (a
+    converted program is simulated with its recorded plan); `pp` is the program's;
+    `placement` is loop (for `simulate`, a converted program's recorded one); `split` is
+    explicit with `layers_per_chunk`, else uniform (`simulate`: uniform when the layers
+    divide into pp*vpp segments, else balanced, with a warning); `cost` is params.
+    Values are checked when the object is made (UsageError, exit 2)."""
 
-    def check(self) -> None:
-        """Refuse options that cannot work whatever the program (UsageError, exit 2)."""
-        if not 1 <= self.vpp <= MAX_DEGREE:
-            raise UsageError(f"--vpp must be between 1 and {MAX_DEGREE}, got {self.vpp}")
-        if self.pp is not None and not 1 <= self.pp <= MAX_DEGREE:
-            raise UsageError(f"--pp must be between 1 and {MAX_DEGREE}, got {self.pp}")
-        if self.layers_per_chunk and self.split != "explicit":
+    vpp: int | None = None
+    pp: int | None = None
+    placement: Placement | None = None
+    split: Split | None = None
+    # Layer counts per segment in virtual-stage order (Megatron's manual split).
+    layers_per_chunk: tuple[int, ...] = ()
+    cost: CostKind | None = None  # what a layer costs, for the balanced split
+
+    FLAGS: ClassVar[Mapping[str, str]] = {
+        "vpp": "--vpp",
+        "pp": "--pp",
+        "placement": "--placement",
+        "split": "--split",
+        "layers_per_chunk": "--layers-per-chunk",
+        "cost": "--cost",
+    }
+
+    def __post_init__(self) -> None:
+        validate.integer(self, "vpp", 1, MAX_DEGREE, optional=True)
+        validate.integer(self, "pp", 1, MAX_DEGREE, optional=True)
+        validate.choice(self, "placement", PLACEMENTS, optional=True)
+        validate.choice(self, "split", SPLITS, optional=True)
+        validate.integers(self, "layers_per_chunk", 1, MAX_LAYERS, example="(3, 4, 4, 5)")
+        validate.choice(self, "cost", COST_KINDS, optional=True)
+        if self.layers_per_chunk and self.split not in (None, "explicit"):
             raise UsageError(
-                f"--layers-per-chunk sets the split itself, but --split {self.split} was given; "
-                "drop --split"
+                f"{validate.where(self, 'layers_per_chunk')} sets the split itself, but "
+                f"{validate.where(self, 'split')} is {self.split!r}: drop the split"
             )
         if self.split == "explicit" and not self.layers_per_chunk:
-            raise UsageError("--split explicit needs the counts: pass --layers-per-chunk N,N,...")
+            raise UsageError(
+                f"{validate.where(self, 'split')} 'explicit' needs the counts: pass "
+                f"{validate.where(self, 'layers_per_chunk')}, e.g. 3,4,4,5"
+            )
+
+    def spec(self) -> PlanSpec:
+        """The options with `convert`'s defaults filled in; `vpp` is required."""
+        if self.vpp is None:
+            raise UsageError(
+                f"{validate.where(self, 'vpp')} is required to convert: the chunks per stage, "
+                "e.g. PlanOptions(vpp=2)"
+            )
+        counts = self.layers_per_chunk
+        return PlanSpec(
+            vpp=self.vpp,
+            pp=self.pp,
+            placement=self.placement or "loop",
+            split=self.split or ("explicit" if counts else "uniform"),
+            layers_per_chunk=counts,
+            cost=self.cost or "params",
+        )
+
+
+@dataclass(frozen=True)
+class PlanSpec:
+    """`PlanOptions` with every default filled in: what the planner works from."""
+
+    vpp: int
+    pp: int | None
+    placement: Placement
+    split: Split
+    layers_per_chunk: tuple[int, ...]
+    cost: CostKind
 
 
 @dataclass(frozen=True)
 class Segment:
+    """One segment (virtual stage): a contiguous run of layers, the stage and chunk it
+    is placed on, its stage's mesh, its forward ops and its cost (by the plan's cost kind)."""
+
     virtual_stage: int
     stage: int
     chunk: int
@@ -68,6 +126,10 @@ class Segment:
 
 @dataclass(frozen=True)
 class Plan:
+    """Which layers form which segment, and where each goes: what `convert` decides and
+    records in the program (`mode`: auto moves layers of a plain-PP program, manual keeps
+    an already interleaved layout)."""
+
     pp: int
     vpp: int
     seg_method: str
@@ -636,7 +698,7 @@ class LayerFacts:
 
 
 def make_plan(
-    facts: LayerFacts, stage_meshes: Sequence[Mesh], opts: PlanOptions, warnings: Sequence[str] = ()
+    facts: LayerFacts, stage_meshes: Sequence[Mesh], opts: PlanSpec, warnings: Sequence[str] = ()
 ) -> Plan:
     """Rules 4 and 5 (and the split and placement options): the pure plan."""
     pp, vpp, n = len(stage_meshes), opts.vpp, len(facts.names)
@@ -681,7 +743,7 @@ def make_plan(
     )
 
 
-def _sizes(facts: LayerFacts, pp: int, opts: PlanOptions) -> list[int]:
+def _sizes(facts: LayerFacts, pp: int, opts: PlanSpec) -> list[int]:
     n, vpp = len(facts.names), opts.vpp
     if opts.split == "explicit":
         return explicit_sizes(opts.layers_per_chunk, n, pp, vpp)

@@ -7,10 +7,19 @@ PP, interleaved VPP, or is not annotated.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from vppctl.choices import ProgramLayout
-from vppctl.engine import LayerSet, ProgramIndex, build_index, param_elements, resolve_layers
+from vppctl.engine import (
+    LayerSet,
+    ProgramIndex,
+    build_index,
+    check_seg_method,
+    param_elements,
+    resolve_layers,
+)
 from vppctl.errors import ConversionError
 from vppctl.gcpause import gc_paused
 from vppctl.mesh import NO_MESH, Mesh
@@ -24,6 +33,8 @@ from vppctl.program import (
     kind,
     read_plan,
 )
+from vppctl.shapes import document
+from vppctl.verify import layers_json, recorded_plan_json
 
 
 @dataclass(frozen=True)
@@ -38,6 +49,8 @@ class ChunkLayers:
 
 @dataclass(frozen=True)
 class StageSummary:
+    """One stage: its mesh, layers, ops by role and chunk ids."""
+
     stage: int
     mesh: Mesh
     layers: tuple[str, ...]
@@ -48,6 +61,10 @@ class StageSummary:
 
 @dataclass(frozen=True)
 class Summary:
+    """What `inspect` finds in a program: blocks, ops by role, variables, parameters,
+    meshes, each stage's layers by chunk, the chunk ids present, the layout, the layers
+    and the recorded plan."""
+
     source: str
     size: int
     blocks: int
@@ -66,6 +83,65 @@ class Summary:
     callstack_ops: int
     unplaced_ops: int = field(default=0)
     pir: PirOrigin | None = None  # read from a PIR program (JSON)
+
+    def to_json(self) -> dict[str, Any]:
+        """The object `vppctl inspect --json` prints."""
+        return summary_json(self)
+
+
+def summary_json(s: Summary) -> dict[str, Any]:
+    return document(
+        "inspect",
+        {
+            "source": s.source,
+            "bytes": s.size,
+            "blocks": s.blocks,
+            "ops": {"total": sum(s.ops.values()), **s.ops},
+            "vars": s.vars,
+            "params": {"count": s.params, "elements": s.param_elements},
+            "stage_meshes": [list(m.process_ids) for m in s.stage_meshes],
+            "global_meshes": [list(m.process_ids) for m in s.global_meshes],
+            "stages": [
+                {
+                    "stage": s.stage,
+                    "mesh": list(s.mesh.process_ids),
+                    "layers": list(s.layers),
+                    "ops": s.ops,
+                    "chunks": list(s.chunks),
+                    "layers_by_chunk": [
+                        {"chunk": c.chunk, "layers": list(c.names), "numbers": list(c.numbers)}
+                        for c in s.layers_by_chunk
+                    ],
+                }
+                for s in s.stages
+            ],
+            "chunks": list(s.chunks),
+            "layout": s.layout,
+            "layers": {
+                **layers_json(s.layers),
+                "note": s.layers_note,
+                "names": list(s.layers.names) if s.layers else [],
+            },
+            "plan": recorded_plan_json(s.plan),
+            "ops_with_callstack": s.callstack_ops,
+            "ops_without_mesh": s.unplaced_ops,
+            "pir": None
+            if s.pir is None
+            else {"version": s.pir.version, "folded": dict(s.pir.folded)},
+        },
+    )
+
+
+@dataclass(frozen=True)
+class InspectOptions:
+    """What `inspect` is asked. Checked when made (UsageError, exit 2)."""
+
+    seg_method: str | None = None  # regex naming the repeated layer; None: detected
+
+    FLAGS: ClassVar[Mapping[str, str]] = {"seg_method": "--seg-method"}
+
+    def __post_init__(self) -> None:
+        check_seg_method(self, "seg_method")
 
 
 @gc_paused

@@ -55,6 +55,7 @@ from vppctl.errors import (
     KINDS,
     OUT_OF_MEMORY,
     VppctlError,
+    failure_object,
 )
 from vppctl.escape import printable
 
@@ -244,7 +245,7 @@ def error_json(exit_code: int, kind: str, message: str, hint: str | None) -> dic
     return {
         "vppctl_version": __version__,
         "schema": ERROR_SCHEMA,
-        "error": {"exit_code": exit_code, "kind": kind, "message": message, "hint": hint},
+        "error": failure_object(exit_code, kind, message, hint),
     }
 
 

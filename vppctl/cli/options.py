@@ -32,14 +32,33 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+class Choice(click.Choice):  # type: ignore[type-arg]
+    """One of `values`, in any case, as its token. A value that is none of them is passed
+    on as typed, for the options object it goes into to refuse (`vppctl.validate`): the
+    command line and the Python API say a bad value in the same words."""
+
+    def __init__(self, values: Sequence[str]) -> None:
+        super().__init__(values, case_sensitive=False)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        return _token(value, self.choices)
+
+
+def _token(value: Any, choices: Sequence[Any]) -> Any:
+    if isinstance(value, str) and value.lower() in choices:
+        return value.lower()
+    return value
+
+
 def choice(values: Sequence[str]) -> click.Choice[str]:
-    """One of `values`, in any case, as its token."""
-    return click.Choice(values, case_sensitive=False)
+    """One of `values` (an options object's choice), in any case, as its token."""
+    return Choice(values)
 
 
 class ChoiceList(click.ParamType):  # type: ignore[type-arg]
     """A comma-separated list of choices (`loop,v`), in any case, as a tuple of tokens;
-    shell completion offers the next value after the last comma."""
+    shell completion offers the next value after the last comma. A name that is none of
+    them is passed on for the options object to refuse, as `Choice` does."""
 
     name = "choices"
 
@@ -49,9 +68,11 @@ class ChoiceList(click.ParamType):  # type: ignore[type-arg]
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, tuple):
             return value
-        values = tuple(x.lower() for x in str(value).replace(" ", "").split(",") if x)
-        if not values or any(v not in self.choices for v in values):
-            self.fail(f"{value!r}: choose from {', '.join(self.choices)} (comma-separated)")
+        values = tuple(_token(x, self.choices) for x in str(value).replace(" ", "").split(",") if x)
+        if not values:
+            self.fail(
+                f"{value!r}: give at least one of {', '.join(self.choices)} (comma-separated)"
+            )
         return values
 
     def shell_complete(

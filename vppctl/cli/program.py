@@ -126,32 +126,34 @@ def convert(
     from vppctl.convert import ConvertOptions
     from vppctl.plan import PlanOptions
 
-    counts = parse_counts(layers_per_chunk)
     plan = PlanOptions(
         vpp=vpp,
         pp=pp,
         placement=cast("Placement", placement),
-        split=cast("Split", split or ("explicit" if counts else "uniform")),
-        layers_per_chunk=counts,
+        split=cast("Split | None", split),
+        layers_per_chunk=parse_counts(layers_per_chunk),
         cost=cast("CostKind", cost),
     )
     opts = ConvertOptions(
-        plan=plan, seg_method=seg_method, strict=strict, strip_callstack=strip_callstack
+        plan=plan,
+        seg_method=seg_method,
+        strict=strict,
+        strip_callstack=strip_callstack,
+        micro_batches=micro_batches,
+        in_place=in_place,
     )
     # The report goes where the program does not: to stderr when the program goes to stdout.
     default = "-" if src == "-" and not in_place else None
     to_stderr = same_as_stdout(output if output is not None else default)
     expect_outputs()
     progress = observer(quiet, json_on_stderr=as_json and to_stderr)
-    outcome = convert_file(
-        src, output, opts, in_place=in_place, micro_batches=micro_batches, progress=progress
-    )
+    outcome = convert_file(src, output, opts, progress=progress)
     to_stderr = to_stderr or outcome.to_stdout
     outputs_written([outcome.output], stdout=outcome.to_stdout)
     from vppctl import report
 
     if as_json:
-        print_json(report.convert_json(outcome), to_stderr=to_stderr)
+        print_json(outcome.to_json(), to_stderr=to_stderr)
         if to_stderr:
             return  # stderr holds the JSON and nothing else (its warnings are in it)
     else:
@@ -180,7 +182,7 @@ def convert(
 )
 @click.option(
     "--output-format",
-    type=choice(OUTPUT_FORMATS),
+    type=click.Choice(OUTPUT_FORMATS, case_sensitive=False),
     help="full: a table (default); concise: one line per violation; json: one JSON object; "
     "github: GitHub Actions annotations; junit: a JUnit XML report (one test case per rule).",
 )
@@ -221,6 +223,7 @@ def verify(
     """
     from vppctl import report
     from vppctl.errors import UsageError
+    from vppctl.verify import VerifyOptions, rules_json
 
     form = _verify_format(output_format, as_json)
     if statistics and form in ("github", "junit"):
@@ -229,7 +232,7 @@ def verify(
         )
     if list_rules:
         if form == "json":
-            print_json(report.rules_json())
+            print_json(rules_json())
         elif form in ("github", "junit"):
             raise UsageError(f"--rules lists the rules as a table or JSON, not as {form}")
         else:
@@ -242,14 +245,8 @@ def verify(
         )
     from vppctl.commands import verify_file
 
-    result = verify_file(
-        prog,
-        pp=pp,
-        vpp=vpp,
-        seg_method=seg_method,
-        placement=cast("Placement | None", placement),
-        progress=observer(quiet),
-    )
+    opts = VerifyOptions(pp, vpp, cast("Placement | None", placement), seg_method)
+    result = verify_file(prog, opts, progress=observer(quiet))
     _render_verify(result, form, statistics)
     if not result.valid:
         raise click.exceptions.Exit(EXIT_VIOLATIONS)
@@ -270,7 +267,7 @@ def _render_verify(result: VerifyReport, form: OutputFormat, statistics: bool) -
     from vppctl import report
 
     if form == "json":
-        print_json(report.verify_json(result))
+        print_json(result.to_json())
         return
     if form in ("github", "junit"):
         text = (
@@ -307,10 +304,11 @@ def inspect(prog: str, seg_method: str | None, as_json: bool, quiet: bool) -> No
     """
     from vppctl import report
     from vppctl.commands import inspect_file
+    from vppctl.summary import InspectOptions
 
-    summary = inspect_file(prog, seg_method=seg_method, progress=observer(quiet))
+    summary = inspect_file(prog, InspectOptions(seg_method), progress=observer(quiet))
     if as_json:
-        print_json(report.summary_json(summary))
+        print_json(summary.to_json())
     else:
         report.render_summary(stdout_console(), summary)
 
@@ -338,9 +336,10 @@ def dump(prog: str, output: str | None, strip_callstack: bool, as_json: bool, qu
     vppctl dump prog.pbtxt -o prog.pb
     """
     from vppctl import report
-    from vppctl.commands import dump_file
+    from vppctl.commands import DumpOptions, dump_file
     from vppctl.errors import UsageError
 
+    opts = DumpOptions(strip_callstack=strip_callstack)
     to_stdout = same_as_stdout(output if output is not None else "-")
     if as_json and to_stdout:
         raise UsageError(
@@ -348,10 +347,10 @@ def dump(prog: str, output: str | None, strip_callstack: bool, as_json: bool, qu
             "holds the program"
         )
     expect_outputs()
-    outcome = dump_file(prog, output, strip_callstack=strip_callstack, progress=observer(quiet))
+    outcome = dump_file(prog, output, opts, progress=observer(quiet))
     outputs_written([outcome.output], stdout=to_stdout)
     if as_json:
-        print_json(report.dump_json(outcome))
+        print_json(outcome.to_json())
     err = stderr_console(quiet)
     if outcome.callstack_bytes_saved is not None:
         saved = report.human_bytes(outcome.callstack_bytes_saved)
@@ -430,7 +429,6 @@ def sample(
     vppctl sample --layers 8 --pp 4 -o gpt8.pb
     vppctl sample --layers 10000 --pp 8 -o big.pb     # about 1M ops
     """
-    from vppctl import report
     from vppctl.commands import sample_file
     from vppctl.sample import SampleOptions
 
@@ -451,9 +449,9 @@ def sample(
     expect_outputs()
     err = stderr_console(quiet or (as_json and to_stderr))
     with status(err, quiet, "building"):
-        outcome = sample_file(opts, output)
+        outcome = sample_file(output, opts)
     outputs_written([outcome.output], stdout=to_stderr)
     if as_json:
-        print_json(report.sample_json(outcome), to_stderr=to_stderr)
+        print_json(outcome.to_json(), to_stderr=to_stderr)
     warn(err, outcome.warnings)
     wrote(err, outcome.output, outcome.bytes_written)

@@ -62,6 +62,7 @@ PLAN_EXITS = exit_codes(*_FAILURES)
 
 
 def _memory(micro_batch_size: int | None, seq_len: int | None, memory_limit: int | None) -> Any:
+    """The memory options given, or None when none was."""
     from vppctl.planner import MemoryOptions
 
     if micro_batch_size is None and seq_len is None and memory_limit is None:
@@ -173,35 +174,37 @@ def simulate(
     vppctl simulate prog.pb --vpp 2 -m 16 --micro-batch-size 4 --memory-limit 80GiB
     """
     from vppctl import report
-    from vppctl.commands import simulate_run
+    from vppctl.commands import Pictures, SimulateOptions, simulate_run
+    from vppctl.plan import PlanOptions
+    from vppctl.schedule import parse_unit_costs
 
-    # A picture on stdout (`--svg -`) sends the report to stderr.
-    to_stderr = any(same_as_stdout(path) for path in (svg, trace, csv_path))
-    expect_outputs()
-    outcome = simulate_run(
-        prog,
-        micro_batches=micro_batches,
-        pp=pp,
+    plan = PlanOptions(
         vpp=vpp,
-        schedule=cast("Schedule | None", schedule),
-        group_size=group_size,
-        costs=costs,
+        pp=pp,
         placement=cast("Placement | None", placement),
         split=cast("Split | None", split),
         layers_per_chunk=parse_counts(layers_per_chunk),
         cost=cast("CostKind | None", cost),
+    )
+    opts = SimulateOptions(
+        micro_batches=micro_batches,
+        plan=plan,
         seg_method=seg_method,
+        schedule=cast("Schedule | None", schedule),
+        group_size=group_size,
+        costs=None if costs is None else parse_unit_costs(costs),
         p2p_cost=p2p_cost,
         memory=_memory(micro_batch_size, seq_len, memory_limit),
-        svg=svg,
-        svg_width=svg_width,
-        trace=trace,
-        csv=csv_path,
-        progress=observer(quiet, json_on_stderr=as_json and to_stderr),
     )
+    pictures = Pictures(svg=svg, trace=trace, csv=csv_path, svg_width=svg_width)
+    # A picture on stdout (`--svg -`) sends the report to stderr.
+    to_stderr = any(same_as_stdout(path) for path in (svg, trace, csv_path))
+    expect_outputs()
+    progress = observer(quiet, json_on_stderr=as_json and to_stderr)
+    outcome = simulate_run(prog, pictures, opts, progress=progress)
     outputs_written([path for path, _ in outcome.written], stdout=to_stderr)
     if as_json:
-        print_json(report.simulation_json(outcome), to_stderr=to_stderr)
+        print_json(outcome.to_json(), to_stderr=to_stderr)
     else:
         console = report_console(to_stderr)
         report.render_simulation(console, outcome, suggest_files=not outcome.written)
@@ -210,14 +213,14 @@ def simulate(
         for path, size in outcome.written:
             wrote(err, path, size)
         warn(err, outcome.warnings)
-    over = report.over_memory_limit(outcome)
+    over = outcome.over_memory_limit
     if over:
         if not (as_json and to_stderr):
             from vppctl.escape import printable
             from vppctl.planner import iec
 
             limit = iec(memory_limit or 0)
-            stages = report.stages_over_limit(outcome)
+            stages = outcome.stages_over_limit
             stderr_console().print(
                 printable(f"Error: over --memory-limit {limit}: {stages}"), style="red"
             )
@@ -333,37 +336,31 @@ def plan(
     vppctl plan prog.pb -m 32 --schedule interleaved,zbv --json | jq '.candidates[0]'
     """
     from vppctl import report
-    from vppctl.commands import NoConversionFits, plan_run
+    from vppctl.commands import plan_run
+    from vppctl.outcomes import NoConversionFits
+    from vppctl.planner import MemoryOptions, PlanSearchOptions
 
+    opts = PlanSearchOptions(
+        micro_batches=micro_batches,
+        pp=pp,
+        vpp=vpp,
+        placements=cast("tuple[Placement, ...]", placement),
+        splits=cast("tuple[Split, ...]", split),
+        schedules=cast("tuple[Schedule, ...]", schedule),
+        cost=cast("CostKind", cost),
+        seg_method=seg_method,
+        p2p_cost=p2p_cost,
+        memory=_memory(micro_batch_size, seq_len, memory_limit) or MemoryOptions(),
+    )
     try:
-        outcome = plan_run(
-            prog,
-            micro_batches=micro_batches,
-            pp=pp,
-            vpp=vpp,
-            placements=cast("tuple[Placement, ...]", placement),
-            splits=cast("tuple[Split, ...]", split),
-            schedules=cast("tuple[Schedule, ...]", schedule),
-            cost=cast("CostKind", cost),
-            seg_method=seg_method,
-            p2p_cost=p2p_cost,
-            memory=_memory(micro_batch_size, seq_len, memory_limit),
-            progress=observer(quiet),
-        )
+        outcome = plan_run(prog, opts, progress=observer(quiet))
     except NoConversionFits as e:
         if as_json:  # what was searched, and why each candidate was left out
-            data = report.plan_json(e.outcome)
-            data["error"] = {
-                "exit_code": e.exit_code,
-                "kind": e.kind,
-                "message": str(e),
-                "hint": e.hint,
-            }
-            print_json(data)
+            print_json(e.to_json())
             json_printed()
         raise
     if as_json:
-        print_json(report.plan_json(outcome))
+        print_json(outcome.to_json())
     else:
         report.render_plan(stdout_console(), outcome, top)
     warn(stderr_console(quiet), outcome.result.warnings)

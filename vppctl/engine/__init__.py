@@ -27,6 +27,7 @@ from vppctl.engine.index import ProgramIndex, build_index, loss_op
 from vppctl.engine.layers import (
     NO_LAYER,
     LayerSet,
+    check_seg_method,
     compile_seg_method,
     find_layers,
     regex_budget,
@@ -43,6 +44,7 @@ __all__ = [
     "LayerSet",
     "ProgramIndex",
     "build_index",
+    "check_seg_method",
     "compile_seg_method",
     "cross_stage_edges",
     "find_layers",

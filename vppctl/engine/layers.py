@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from vppctl import validate
 from vppctl.engine.index import ProgramIndex
 from vppctl.errors import ConversionError, UsageError
 from vppctl.mesh import NO_MESH
@@ -87,19 +88,28 @@ def regex_budget() -> Iterator[None]:
         _Budget.left = None
 
 
-def compile_seg_method(pattern: str) -> re.Pattern[str]:
-    """The layer regex (case-insensitive, as Paddle's); UsageError (exit 2) if it is invalid."""
+def compile_seg_method(pattern: str, name: str = "--seg-method") -> re.Pattern[str]:
+    """The layer regex (case-insensitive, as Paddle's); UsageError (exit 2) if it is invalid.
+    `name` is how the message names where it came from."""
     if len(pattern) > MAX_PATTERN:
         raise UsageError(
-            f"--seg-method is {len(pattern)} characters long (at most {MAX_PATTERN}); pass the "
+            f"{name} is {len(pattern)} characters long (at most {MAX_PATTERN}); pass the "
             "layer's class name, e.g. DecoderLayer"
         )
     try:
         return re.compile(pattern, re.IGNORECASE)
     except (re.error, RecursionError, OverflowError) as e:
         raise UsageError(
-            f"--seg-method {_shown(pattern)} is not a valid regular expression: {e}"
+            f"{name} {_shown(pattern)} is not a valid regular expression: {e}"
         ) from None
+
+
+def check_seg_method(options: validate.Options, field: str) -> None:
+    """An options object's layer regex: None (detect the layer) or one that compiles."""
+    validate.text(options, field, "a regular expression naming the repeated layer, or None")
+    pattern = getattr(options, field)
+    if pattern is not None:
+        compile_seg_method(pattern, validate.where(options, field))
 
 
 class _OutOfTime(Exception):

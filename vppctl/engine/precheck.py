@@ -17,7 +17,7 @@ from vppctl.engine.index import ProgramIndex
 from vppctl.engine.layers import LayerSet
 from vppctl.errors import ConversionError
 from vppctl.mesh import NO_MESH, mesh_text, wide_meshes
-from vppctl.plan import Plan, PlanOptions
+from vppctl.plan import Plan, PlanSpec
 from vppctl.program import BACKWARD, FORWARD_ROLES, NO_VAR, is_backward, is_forward, op_arguments
 
 
@@ -148,7 +148,7 @@ def check_strays(index: ProgramIndex, layers: LayerSet, plan: Plan) -> None:
             )
 
 
-def check_pp(stages: Sequence[int], opts: PlanOptions) -> None:
+def check_pp(stages: Sequence[int], opts: PlanSpec) -> None:
     pp = len(stages)
     if opts.pp is not None and opts.pp != pp:
         raise ConversionError(

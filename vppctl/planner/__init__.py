@@ -19,7 +19,6 @@ from vppctl._lazy import face
 _NAMES = {
     "CostModel": "costs",
     "Measure": "costs",
-    "PlanRequest": "costs",
     "ResolvedPlan": "costs",
     "resolve_plan": "costs",
     "ChunkMemory": "memory",
@@ -30,6 +29,8 @@ _NAMES = {
     "iec": "memory",
     "parse_size": "memory",
     "stage_memory": "memory",
+    "stage_memory_json": "memory",
+    "NO_STAGE_MEMORY": "memory",
     "worst_stage": "memory",
     "PIR_MODES": "pir",
     "PIR_SCHEDULE_MODES": "pir",
@@ -48,12 +49,13 @@ _NAMES = {
     "Conversion": "search",
     "NoPlanFits": "search",
     "PlanResult": "search",
-    "PlanSearch": "search",
+    "PlanSearchOptions": "search",
     "convert_command": "search",
     "search_plans": "search",
     "shell": "search",
 }
 __all__ = [
+    "NO_STAGE_MEMORY",
     "PIR_MODES",
     "PIR_SCHEDULE_MODES",
     "Candidate",
@@ -69,9 +71,8 @@ __all__ = [
     "PirMismatch",
     "PirSplit",
     "PirStrategy",
-    "PlanRequest",
     "PlanResult",
-    "PlanSearch",
+    "PlanSearchOptions",
     "ResolvedPlan",
     "SegmentMemory",
     "Settings",
@@ -88,12 +89,13 @@ __all__ = [
     "search_plans",
     "shell",
     "stage_memory",
+    "stage_memory_json",
     "worst_stage",
 ]
 __getattr__, __dir__ = face(__name__, _NAMES, globals())
 
 if TYPE_CHECKING:
-    from vppctl.planner.costs import CostModel, Measure, PlanRequest, ResolvedPlan, resolve_plan
+    from vppctl.planner.costs import CostModel, Measure, ResolvedPlan, resolve_plan
     from vppctl.planner.launch import (
         LaunchCandidate,
         Settings,
@@ -101,6 +103,7 @@ if TYPE_CHECKING:
         megatron_layout,
     )
     from vppctl.planner.memory import (
+        NO_STAGE_MEMORY,
         ChunkMemory,
         MemoryModel,
         MemoryOptions,
@@ -109,6 +112,7 @@ if TYPE_CHECKING:
         iec,
         parse_size,
         stage_memory,
+        stage_memory_json,
         worst_stage,
     )
     from vppctl.planner.pir import (
@@ -127,7 +131,7 @@ if TYPE_CHECKING:
         Conversion,
         NoPlanFits,
         PlanResult,
-        PlanSearch,
+        PlanSearchOptions,
         convert_command,
         search_plans,
         shell,

@@ -26,23 +26,10 @@ from typing import Literal
 from vppctl.convert import ConvertOptions, Planned, plan_program, replan
 from vppctl.engine import layer_costs
 from vppctl.errors import ConversionError, UsageError
-from vppctl.plan import CostKind, Placement, Plan, PlanOptions, Split, segment_costs
+from vppctl.plan import Placement, Plan, PlanOptions, segment_costs
 from vppctl.program import Program, RecordedPlan, read_plan
 
 Measure = Literal["flops", "ops"]
-
-
-@dataclass(frozen=True)
-class PlanRequest:
-    """The plan options of `convert`, each None when not given."""
-
-    vpp: int | None = None
-    pp: int | None = None
-    placement: Placement | None = None
-    split: Split | None = None
-    layers_per_chunk: tuple[int, ...] = ()
-    cost: CostKind | None = None
-    seg_method: str | None = None
 
 
 @dataclass(frozen=True)
@@ -59,28 +46,21 @@ class ResolvedPlan:
         return self.planned.plan
 
 
-def resolve_plan(program: Program, request: PlanRequest) -> ResolvedPlan:
-    """The plan to simulate (see the module docstring)."""
+def resolve_plan(program: Program, request: PlanOptions, seg_method: str | None) -> ResolvedPlan:
+    """The plan to simulate (see the module docstring); `request`'s fields are None where
+    not given."""
     recorded = read_plan(program.header)
     if recorded is not None:
-        return _recorded(program, request, recorded)
+        return _recorded(program, request, seg_method, recorded)
     if request.vpp is None:
         raise UsageError(
             "--vpp is required: the program carries no recorded plan (it was not written "
             "by vppctl convert), so pass --vpp, or simulate the converted program"
         )
-    counts = request.layers_per_chunk
-    opts = PlanOptions(
-        vpp=request.vpp,
-        pp=request.pp,
-        placement=request.placement or "loop",
-        split=request.split or ("explicit" if counts else "uniform"),
-        layers_per_chunk=counts,
-        cost=request.cost or "params",
-    )
-    convert_opts = ConvertOptions(plan=opts, seg_method=request.seg_method)
-    if request.split is not None or counts:
-        return ResolvedPlan(plan_program(program, convert_opts), False, opts.split, ())
+    convert_opts = ConvertOptions(plan=request, seg_method=seg_method)
+    spec = request.spec()
+    if request.split is not None or request.layers_per_chunk:
+        return ResolvedPlan(plan_program(program, convert_opts), False, spec.split, ())
     return _default_split(program, convert_opts)
 
 
@@ -90,6 +70,7 @@ def _default_split(program: Program, convert_opts: ConvertOptions) -> ResolvedPl
     A one-chunk balanced plan (always quick) tells how many layers and stages there
     are; when even it is refused, the uniform plan's own refusal is the answer."""
     opts = convert_opts.plan
+    spec = opts.spec()
     try:
         probe = plan_program(
             program, replace(convert_opts, plan=replace(opts, vpp=1, split="balanced"))
@@ -97,17 +78,19 @@ def _default_split(program: Program, convert_opts: ConvertOptions) -> ResolvedPl
     except ConversionError:
         return ResolvedPlan(plan_program(program, convert_opts), False, "uniform", ())
     n, pp = probe.plan.n_layers, probe.plan.pp
-    if n % (pp * opts.vpp) == 0:
+    if n % (pp * spec.vpp) == 0:
         return ResolvedPlan(replan(probe, opts), False, "uniform", ())
     warning = (
-        f"{n} layers do not divide into pp*vpp = {pp}*{opts.vpp} equal segments: "
-        f"simulating --split balanced (--cost {opts.cost}); pass --split to choose"
+        f"{n} layers do not divide into pp*vpp = {pp}*{spec.vpp} equal segments: "
+        f"simulating --split balanced (--cost {spec.cost}); pass --split to choose"
     )
     planned = replan(probe, replace(opts, split="balanced"))
     return ResolvedPlan(planned, False, "balanced", (warning,))
 
 
-def _recorded(program: Program, request: PlanRequest, recorded: RecordedPlan) -> ResolvedPlan:
+def _recorded(
+    program: Program, request: PlanOptions, seg_method: str | None, recorded: RecordedPlan
+) -> ResolvedPlan:
     counts = tuple(len(layers) for _, _, layers in recorded.segments)
     if len(counts) != recorded.pp * recorded.vpp or recorded.placement not in ("loop", "v"):
         raise ConversionError(
@@ -139,7 +122,7 @@ def _recorded(program: Program, request: PlanRequest, recorded: RecordedPlan) ->
         layers_per_chunk=counts,
         cost=request.cost or "params",
     )
-    planned = plan_program(program, ConvertOptions(plan=opts, seg_method=request.seg_method))
+    planned = plan_program(program, ConvertOptions(plan=opts, seg_method=seg_method))
     return ResolvedPlan(planned, True, recorded.split, ())
 
 

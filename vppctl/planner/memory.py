@@ -34,9 +34,12 @@ out with a warning.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
+from vppctl import validate
+from vppctl.choices import MAX_BATCH_DIM
 from vppctl.convert import Planned
 from vppctl.engine import NO_LAYER, ForwardOps, LayerSet, ProgramIndex
 from vppctl.plan import Plan, place
@@ -45,11 +48,27 @@ from vppctl.program import VarTensor, is_backward, var_tensor
 
 @dataclass(frozen=True)
 class MemoryOptions:
-    """How to size what the program leaves unknown, and the limit to check."""
+    """How to size what the program leaves unknown, and the limit to check (the same in
+    `simulate` and `plan`). Checked when made (UsageError, exit 2)."""
 
     micro_batch_size: int = 1  # a variable's first -1 dimension
     seq_len: int | None = None  # any later -1 dimension (None: counted as 1, with a warning)
     limit: int | None = None  # bytes per stage; stages over it are flagged
+
+    FLAGS: ClassVar[Mapping[str, str]] = {
+        "micro_batch_size": "--micro-batch-size",
+        "seq_len": "--seq-len",
+        "limit": "--memory-limit",
+    }
+
+    def __post_init__(self) -> None:
+        validate.integer(self, "micro_batch_size", 1, MAX_BATCH_DIM)
+        validate.integer(self, "seq_len", 1, MAX_BATCH_DIM, optional=True)
+        validate.integer(self, "limit", 1, MAX_LIMIT, optional=True)
+
+
+# The largest --memory-limit: 2^63 - 1 bytes (byte counts saturate there).
+MAX_LIMIT = (1 << 63) - 1
 
 
 @dataclass(frozen=True)
@@ -88,6 +107,45 @@ class StageMemory:
     @property
     def static_bytes(self) -> int:
         return self.params_bytes + self.grads_bytes + self.optimizer_bytes
+
+
+def stage_memory_json(s: StageMemory) -> dict[str, Any]:
+    """One stage's bytes (the shape `convert`, `simulate` and `plan` share in their JSON)."""
+    return {
+        "params_bytes": s.params_bytes,
+        "grads_bytes": s.grads_bytes,
+        "optimizer_bytes": s.optimizer_bytes,
+        "peak_activation_bytes": s.peak_activation_bytes,
+        "peak_bytes": s.peak_bytes,
+        "over_limit": s.over_limit,
+        "chunks": [
+            {
+                "chunk": c.chunk,
+                "virtual_stage": c.virtual_stage,
+                "params_bytes": c.params_bytes,
+                "grads_bytes": c.grads_bytes,
+                "optimizer_bytes": c.optimizer_bytes,
+                "activation_bytes_per_micro_batch": c.activation_bytes_per_micro_batch,
+                "peak_in_flight": c.peak_in_flight,
+                "activation_bytes": c.activation_bytes,
+            }
+            for c in s.chunks
+        ],
+    }
+
+
+# A stage's memory keys in the JSON, null when there is no program to size.
+NO_STAGE_MEMORY: dict[str, Any] = dict.fromkeys(
+    (
+        "params_bytes",
+        "grads_bytes",
+        "optimizer_bytes",
+        "peak_activation_bytes",
+        "peak_bytes",
+        "over_limit",
+        "chunks",
+    )
+)
 
 
 class MemoryModel:

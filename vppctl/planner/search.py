@@ -36,12 +36,22 @@ from __future__ import annotations
 
 import shlex
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import ClassVar
 
-from vppctl.choices import MAX_DEGREE, PLACEMENTS, SEARCHED_SPLITS
+from vppctl import validate
+from vppctl.choices import (
+    COST_KINDS,
+    MAX_DEGREE,
+    MAX_MICRO_BATCHES,
+    PLACEMENTS,
+    SCHEDULES,
+    SEARCHED_SPLITS,
+)
 from vppctl.convert import ConvertOptions, Planned, plan_program, replan
+from vppctl.engine import check_seg_method
 from vppctl.errors import ConversionError, UsageError, VppctlError
 from vppctl.plan import CostKind, Placement, Plan, PlanOptions, Split
 from vppctl.planner.costs import CostModel
@@ -64,7 +74,7 @@ from vppctl.planner.pir import (
     seg_method_for,
 )
 from vppctl.program import Program, read_plan
-from vppctl.schedule import MAX_UNITS, MERGED, SCHEDULES, V_SHAPED, Pipeline, Schedule
+from vppctl.schedule import MAX_UNITS, MERGED, V_SHAPED, Pipeline, Schedule
 
 # The most (micro-batch, chunk) units one search may time, summed over its candidates:
 # the 126-layer sample at pp 8 with m 16, 32 and 64 needs about 220,000; this bounds a
@@ -73,19 +83,53 @@ MAX_SEARCH_UNITS = 1 << 23
 
 
 @dataclass(frozen=True)
-class PlanSearch:
-    """What to search; empty tuples mean everything."""
+class PlanSearchOptions:
+    """What `plan` searches: the micro-batch counts (required) and, for each other
+    dimension, the values to try; an empty sequence tries them all (every vpp a split
+    can serve, both placements, the splits uniform, keep and balanced, every schedule).
+    Sequences are kept as tuples, `p2p_cost` as an exact fraction. Checked when made
+    (UsageError, exit 2)."""
 
-    micro_batches: tuple[int, ...]
-    pp: int | None = None
-    vpp: tuple[int, ...] = ()
-    placements: tuple[Placement, ...] = PLACEMENTS
-    splits: tuple[Split, ...] = SEARCHED_SPLITS
-    schedules: tuple[Schedule, ...] = SCHEDULES
+    micro_batches: Sequence[int]
+    pp: int | None = None  # None: the program's
+    vpp: Sequence[int] = ()
+    placements: Sequence[Placement] = ()
+    splits: Sequence[Split] = ()  # not explicit: counts are given, not searched
+    schedules: Sequence[Schedule] = ()
     cost: CostKind = "flops"  # the balanced split's measure
-    seg_method: str | None = None
-    p2p_cost: Fraction = Fraction(0)  # per hop, in the time unit (module docstring)
+    seg_method: str | None = None  # regex naming the repeated layer; None: detected
+    # Time per hop between stages, in the time unit: the mean stage's forward of one
+    # micro-batch (module docstring).
+    p2p_cost: float | Fraction = 0
     memory: MemoryOptions = field(default_factory=MemoryOptions)
+
+    FLAGS: ClassVar[Mapping[str, str]] = {
+        "micro_batches": "--micro-batches",
+        "pp": "--pp",
+        "vpp": "--vpp",
+        "placements": "--placement",
+        "splits": "--split",
+        "schedules": "--schedule",
+        "cost": "--cost",
+        "seg_method": "--seg-method",
+        "p2p_cost": "--p2p-cost",
+    }
+    NESTED: ClassVar[Mapping[str, type]] = {"memory": MemoryOptions}
+
+    def __post_init__(self) -> None:
+        need = "at least one count, e.g. (16,) or (16, 32, 64)"
+        validate.integers(
+            self, "micro_batches", 1, MAX_MICRO_BATCHES, empty=need, example="(16, 32, 64)"
+        )
+        validate.integer(self, "pp", 1, MAX_DEGREE, optional=True)
+        validate.integers(self, "vpp", 1, MAX_DEGREE, example="(1, 2, 4)")
+        validate.choices(self, "placements", PLACEMENTS)
+        validate.choices(self, "splits", SEARCHED_SPLITS)
+        validate.choices(self, "schedules", SCHEDULES)
+        validate.choice(self, "cost", COST_KINDS)
+        check_seg_method(self, "seg_method")
+        validate.number(self, "p2p_cost")
+        validate.nested(self, "memory", MemoryOptions)
 
 
 @dataclass(frozen=True)
@@ -220,9 +264,8 @@ class NoPlanFits(ConversionError):
         self.result = result
 
 
-def search_plans(program: Program, source: str, opts: PlanSearch) -> PlanResult:
+def search_plans(program: Program, source: str, opts: PlanSearchOptions) -> PlanResult:
     """Every candidate of `program` (see the module docstring), best first."""
-    _check(opts)
     base = _base(program, opts)
     pp, n = base.plan.pp, base.plan.n_layers
     costs = CostModel(base)
@@ -280,18 +323,7 @@ def _pir_input(base: Planned) -> PirInput:
     )
 
 
-def _check(opts: PlanSearch) -> None:
-    if not opts.micro_batches:
-        raise UsageError("--micro-batches needs at least one value, e.g. -m 16 or -m 16,32,64")
-    for m in opts.micro_batches:
-        if not 1 <= m <= 1 << 16:
-            raise UsageError(f"--micro-batches values must be between 1 and 65536, got {m}")
-    for v in opts.vpp:
-        if not 1 <= v <= MAX_DEGREE:
-            raise UsageError(f"--vpp values must be between 1 and {MAX_DEGREE}, got {v}")
-
-
-def _base(program: Program, opts: PlanSearch) -> Planned:
+def _base(program: Program, opts: PlanSearchOptions) -> Planned:
     """The program indexed and its layers found once: a one-chunk balanced plan."""
     recorded = read_plan(program.header)
     if recorded is not None:
@@ -306,7 +338,9 @@ def _base(program: Program, opts: PlanSearch) -> Planned:
         raise ConversionError(f"plan searches the conversions of a plain-PP program: {e}") from None
 
 
-def _plans(base: Planned, opts: PlanSearch, refused: Counter[str]) -> list[tuple[Plan, Split]]:
+def _plans(
+    base: Planned, opts: PlanSearchOptions, refused: Counter[str]
+) -> list[tuple[Plan, Split]]:
     """Every distinct plan a candidate needs: (vpp, placement) by the schedules asked for,
     times the splits; a refused split is counted, a repeated one dropped."""
     pp, n = base.plan.pp, base.plan.n_layers
@@ -351,7 +385,7 @@ def _runs(schedule: Schedule, vpp: int, placement: Placement) -> bool:
     return vpp > 1 and placement == "loop"  # interleaved, vpp, interleaved-zb
 
 
-def _schedules(plan: Plan, opts: PlanSearch) -> list[Schedule]:
+def _schedules(plan: Plan, opts: PlanSearchOptions) -> list[Schedule]:
     return [s for s in opts.schedules if _runs(s, plan.vpp, plan.placement)]
 
 
@@ -420,11 +454,11 @@ def _candidate(
     seg_costs: Sequence[int],
     seg_memory: Sequence[SegmentMemory],
     command: tuple[str, ...],
-    opts: PlanSearch,
+    opts: PlanSearchOptions,
 ) -> Candidate:
     pipe, group = timed
     unit = Fraction(sum(seg_costs), plan.pp) or Fraction(1)  # the mean stage's forward
-    hop = opts.p2p_cost * unit
+    hop = Fraction(opts.p2p_cost) * unit
     scale = hop.denominator
     ticks = [c * scale for c in seg_costs]
     makespan, busy = pipe.makespan(ticks, ticks, ticks, int(hop * scale))
@@ -471,7 +505,7 @@ def _rank(c: Candidate) -> tuple[Fraction, int, int, int, int, int, int, int]:
 
 
 def _nothing_fits(
-    over: Sequence[Candidate], refused: Counter[str], opts: PlanSearch
+    over: Sequence[Candidate], refused: Counter[str], opts: PlanSearchOptions
 ) -> VppctlError:
     if over and opts.memory.limit is not None:
         best = min(over, key=lambda c: (c.worst.peak_bytes, _rank(c)))
@@ -497,7 +531,9 @@ def _nothing_fits(
     )
 
 
-def convert_command(source: str, plan: Plan, split: Split, opts: PlanSearch) -> tuple[str, ...]:
+def convert_command(
+    source: str, plan: Plan, split: Split, opts: PlanSearchOptions
+) -> tuple[str, ...]:
     """The `vppctl convert` argv that makes `plan` from `source`."""
     argv = ["vppctl", "convert", source, "--vpp", str(plan.vpp)]
     if plan.placement != "loop":

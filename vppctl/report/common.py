@@ -1,42 +1,19 @@
-"""What the renderers share: number formats, the compact table, row limits, the JSON
-document every command's shape opens with and shapes used by several commands' JSON (a
-layer set), the bubble's one definition, the width of a picture on a terminal or a pipe,
-and `line`, the one way a string becomes printed text (names escaped)."""
+"""What the renderers share: number formats, the compact table, row limits, the bubble's
+one definition (`vppctl.shapes`'), the width of a picture on a terminal or a pipe, and
+`printed`, the one way a string becomes printed text (names escaped)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
 
 from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from vppctl._version import __version__
-from vppctl.engine import LayerSet
 from vppctl.escape import printable
-
-# The version of each JSON shape, one per command (`verify --rules` has its own): the
-# `schema` every object carries, and the `const` of its file in vppctl/report/schemas/.
-# Raise one when a key of that shape changes meaning or goes away.
-SCHEMAS = {
-    "convert": 1,
-    "verify": 1,
-    "verify-rules": 1,
-    "inspect": 1,
-    "dump": 1,
-    "sample": 1,
-    "simulate": 1,
-    "plan": 1,
-}
-
-
-def document(shape: str, body: dict[str, Any]) -> dict[str, Any]:
-    """A command's JSON object: the version that wrote it, its shape's version, `error`
-    (null: the command did its work; a failure's object is `vppctl.cli`'s) and `body`."""
-    return {"vppctl_version": __version__, "schema": SCHEMAS[shape], "error": None, **body}
+from vppctl.shapes import BUBBLE_DEFINITION as BUBBLE_DEFINITION
 
 
 def printed(text: str, style: str | None = None) -> Text:
@@ -100,20 +77,5 @@ def compact_table(title: str | None = None) -> Table:
     )
 
 
-def layers_json(layers: LayerSet | None) -> dict[str, Any]:
-    """The one shape of a layer set in every command's JSON."""
-    if not layers:
-        return {"count": 0, "class": None, "seg_method": None, "detected": False}
-    return {
-        "count": len(layers),
-        "class": layers.layer_class,
-        "seg_method": layers.seg_method,
-        "detected": layers.detected,
-    }
-
-
 # Rows a terminal table shows; the JSON always holds everything.
 TABLE_ROWS = 200
-
-
-BUBBLE_DEFINITION = "idle time of all stages over pp x makespan (the idle share of the step)"

@@ -1,34 +1,25 @@
-"""Tables and JSON of the program commands: convert, inspect, dump, sample (verify's are
-`vppctl.report.verify`). Each renderer reads one outcome of `vppctl.commands`."""
+"""Tables of the program commands: convert and inspect (verify's are `vppctl.report.verify`;
+the JSON of each is its outcome's `to_json()`). Each renderer reads one outcome."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from vppctl.choices import ProgramLayout
-from vppctl.commands import (
-    Bubble,
-    ConvertOutcome,
-    DumpOutcome,
-    SampleOutcome,
-)
 from vppctl.convert import ConvertResult
+from vppctl.outcomes.program import Bubble, ConvertOutcome
 from vppctl.plan import Plan
 from vppctl.planner import worst_stage
-from vppctl.program import PirOrigin, RecordedPlan
+from vppctl.program import PirOrigin
 from vppctl.report.common import (
-    BUBBLE_DEFINITION,
     TABLE_ROWS,
     compact_layers,
     compact_table,
-    document,
     human,
     human_bytes,
-    layers_json,
     printed,
 )
 from vppctl.schedule import SCHEDULE_NAMES
@@ -112,57 +103,12 @@ def render_convert(console: Console, o: ConvertOutcome) -> None:
         console.print(printed(line))
 
 
-def convert_json(o: ConvertOutcome) -> dict[str, Any]:
-    r, bubble = o.result, o.bubble
-    p = r.plan
-    body: dict[str, Any] = {
-        "pp": p.pp,
-        "vpp": p.vpp,
-        "placement": p.placement,
-        "mode": p.mode,
-        "split": p.split,
-        "cost": p.cost_kind,
-        "layers": {
-            "count": p.n_layers,
-            "class": p.layer_class,
-            "seg_method": p.seg_method,
-            "detected": p.detected,
-        },
-        "output": o.output,
-        "bytes_written": o.bytes_written,
-        "warnings": list(o.warnings),
-        "ops": {"total": r.n_ops, "changed": r.ops_changed},
-        "vars": {"total": r.n_vars, "changed": r.vars_changed},
-        "cross_stage_edges": {"before": r.edges_before, "after": r.edges_after},
-        "imbalance": round(p.imbalance, 4),
-        "segments": [
-            {
-                "virtual_stage": s.virtual_stage,
-                "stage": s.stage,
-                "chunk": s.chunk,
-                "mesh": list(s.mesh.process_ids),
-                "layers": list(s.layers),
-                "op_range": [s.op_begin, s.op_end],
-                "ops": {"forward": st.forward, "backward": st.backward, "optimizer": st.optimizer},
-                "params": st.params,
-                "cost": s.cost,
-            }
-            for s, st in zip(p.segments, r.stats)
-        ],
-    }
-    body["stage_loads"] = p.stage_loads
-    body["stage_imbalance"] = round(p.stage_imbalance, 4)
-    body["bubble"] = None if bubble is None else _bubble_json(bubble)
-    body["memory"] = None if bubble is None else _convert_memory_json(bubble)
-    body["callstack_bytes_saved"] = r.callstack_bytes_saved
-    return document("convert", body)
-
-
 def bubble_line(bubble: Bubble) -> str:
     """`bubble at m=8 (FLOP costs): 1F1B 35.1% -> interleaved 1F1B 23.5% of the step`: the
     idle share of the step, as `simulate` prints it for the same program."""
     shown = " -> ".join(
-        f"{SCHEDULE_NAMES[schedule]} {float(share):.1%}" for schedule, share in bubble.schedules
+        f"{SCHEDULE_NAMES[schedule]} {float(share):.1%}"
+        for schedule, share in bubble.schedules.items()
     )
     measure = "FLOP" if bubble.measure == "flops" else "op"
     if not shown:
@@ -176,93 +122,12 @@ def peak_memory_line(bubble: Bubble) -> str:
     from vppctl.report.schedule import iec_short  # the schedule side loads on use
 
     shown, stages = [], []
-    for (schedule, _), memory in zip(bubble.schedules, bubble.memory):
+    for schedule, memory in bubble.memory.items():
         worst = worst_stage(memory)
         shown.append(f"{SCHEDULE_NAMES[schedule]} {iec_short(worst.peak_bytes)}")
         stages.append(str(worst.stage))
     where = f"stage {stages[0]}" if len(set(stages)) == 1 else f"stages {', '.join(stages)}"
     return f"worst stage's peak: {' -> '.join(shown)} ({where})"
-
-
-def _bubble_json(bubble: Bubble) -> dict[str, Any]:
-    from vppctl.schedule import rounded
-
-    return {
-        "definition": BUBBLE_DEFINITION,
-        "micro_batches": bubble.micro_batches,
-        "costs": bubble.measure,
-        "schedules": {schedule: rounded(share) for schedule, share in bubble.schedules},
-    }
-
-
-def _convert_memory_json(bubble: Bubble) -> dict[str, Any]:
-    from vppctl.report.schedule import stage_memory_json
-
-    return {
-        "micro_batch_size": 1,
-        "seq_len": None,
-        "per_schedule": {
-            schedule: [{"stage": s.stage, **stage_memory_json(s)} for s in stages]
-            for (schedule, _), stages in zip(bubble.schedules, bubble.memory)
-        },
-    }
-
-
-def recorded_plan_json(plan: RecordedPlan | None) -> dict[str, Any] | None:
-    """The one shape of a recorded plan in `verify` and `inspect` JSON (null: none)."""
-    if plan is None:
-        return None
-    return {
-        "pp": plan.pp,
-        "vpp": plan.vpp,
-        "placement": plan.placement,
-        "mode": plan.mode,
-        "split": plan.split,
-        "vppctl_version": plan.vppctl_version,
-    }
-
-
-def summary_json(s: Summary) -> dict[str, Any]:
-    return document(
-        "inspect",
-        {
-            "source": s.source,
-            "bytes": s.size,
-            "blocks": s.blocks,
-            "ops": {"total": sum(s.ops.values()), **s.ops},
-            "vars": s.vars,
-            "params": {"count": s.params, "elements": s.param_elements},
-            "stage_meshes": [list(m.process_ids) for m in s.stage_meshes],
-            "global_meshes": [list(m.process_ids) for m in s.global_meshes],
-            "stages": [
-                {
-                    "stage": s.stage,
-                    "mesh": list(s.mesh.process_ids),
-                    "layers": list(s.layers),
-                    "ops": s.ops,
-                    "chunks": list(s.chunks),
-                    "layers_by_chunk": [
-                        {"chunk": c.chunk, "layers": list(c.names), "numbers": list(c.numbers)}
-                        for c in s.layers_by_chunk
-                    ],
-                }
-                for s in s.stages
-            ],
-            "chunks": list(s.chunks),
-            "layout": s.layout,
-            "layers": {
-                **layers_json(s.layers),
-                "note": s.layers_note,
-                "names": list(s.layers.names) if s.layers else [],
-            },
-            "plan": recorded_plan_json(s.plan),
-            "ops_with_callstack": s.callstack_ops,
-            "ops_without_mesh": s.unplaced_ops,
-            "pir": None
-            if s.pir is None
-            else {"version": s.pir.version, "folded": dict(s.pir.folded)},
-        },
-    )
 
 
 def pir_line(origin: PirOrigin) -> str:
@@ -363,20 +228,3 @@ def render_summary(console: Console, s: Summary) -> None:
     if len(s.stages) > TABLE_ROWS:
         more = len(s.stages) - TABLE_ROWS
         console.print(printed(f"... and {more} more stage(s); --json lists them all"))
-
-
-# -- dump, sample ----------------------------------------------------------------
-
-
-def written_json(output: str, bytes_written: int, warnings: Sequence[str]) -> dict[str, Any]:
-    return {"output": output, "bytes_written": bytes_written, "warnings": list(warnings)}
-
-
-def dump_json(o: DumpOutcome) -> dict[str, Any]:
-    data = written_json(o.output or "-", o.bytes_written, o.warnings)
-    data["callstack_bytes_saved"] = o.callstack_bytes_saved
-    return document("dump", data)
-
-
-def sample_json(o: SampleOutcome) -> dict[str, Any]:
-    return document("sample", written_json(o.output, o.bytes_written, ()))

@@ -5,7 +5,7 @@ Formats (`--output-format`, as ruff has them):
     full      the violations as a table (the default), or the one `valid:` line
     concise   one line per violation: `prog.pb:block0:op309: V008 transpose2_grad is on
               [1] chunk 1, its forward op #146 (transpose2) on [1] chunk 0`
-    json      one JSON object (`verify_json`; vppctl/report/schemas/verify.json)
+    json      one JSON object (`VerifyReport.to_json()`; vppctl/report/schemas/verify.json)
     github    GitHub Actions workflow commands, one `::error` per violation
     junit     a JUnit XML report: one test case per rule, a failure listing its violations
 
@@ -15,9 +15,7 @@ JSON, which escapes control characters itself; XML could not hold them at all.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
-from typing import Any
 from xml.etree import ElementTree
 
 from rich.console import Console
@@ -27,12 +25,9 @@ from vppctl.escape import printable
 from vppctl.report.common import (
     TABLE_ROWS,
     compact_table,
-    document,
-    layers_json,
     printed,
 )
-from vppctl.report.program import recorded_plan_json
-from vppctl.verify import PIR_RULES, RULES, VerifyReport, Violation
+from vppctl.verify import PIR_RULES, RULES, VerifyReport, Violation, statistics
 
 # Said whenever a program carries no plan: its vpp then comes from --vpp or its chunk
 # ids, and its placement from --placement or loop, not from what convert decided.
@@ -198,12 +193,6 @@ def junit_xml(report: VerifyReport) -> str:
 # -- statistics ----------------------------------------------------------------------
 
 
-def statistics(report: VerifyReport) -> list[tuple[str, int]]:
-    """(rule, violations) for each broken rule, the most violated first."""
-    counts = Counter(v.rule for v in report.violations)
-    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
-
-
 def statistics_table(report: VerifyReport) -> Table:
     table = compact_table()
     table.add_column("Count", justify="right", no_wrap=True)
@@ -212,39 +201,6 @@ def statistics_table(report: VerifyReport) -> Table:
     for rule, count in statistics(report):
         table.add_row(printed(str(count)), printed(rule), printed(RULES[rule]))
     return table
-
-
-# -- json ----------------------------------------------------------------------------
-
-
-def violation_json(v: Violation) -> dict[str, Any]:
-    return {
-        "rule": v.rule,
-        "cause": v.cause.value,
-        "block": v.block if v.block >= 0 else None,
-        "op": v.op if v.op >= 0 else None,
-        "type": v.type if v.op >= 0 and v.type else None,
-        "message": v.message,
-    }
-
-
-def verify_json(report: VerifyReport) -> dict[str, Any]:
-    return document(
-        "verify",
-        {
-            "source": report.source,
-            "valid": report.valid,
-            "violations": [violation_json(v) for v in report.violations],
-            "statistics": [{"rule": rule, "count": count} for rule, count in statistics(report)],
-            "pp": report.pp,
-            "vpp": report.vpp,
-            "placement": report.placement,
-            "layers": layers_json(report.layers),
-            "cross_stage_edges": report.cross_stage_edges,
-            "plan": recorded_plan_json(report.recorded),
-            "pir": report.pir,
-        },
-    )
 
 
 # -- the rules -----------------------------------------------------------------------
@@ -267,13 +223,3 @@ def pir_rules_table() -> Table:
     for rule, text in PIR_RULES.items():
         table.add_row(printed(rule), printed(text))
     return table
-
-
-def rules_json() -> dict[str, Any]:
-    return document(
-        "verify-rules",
-        {
-            "rules": [{"rule": rule, "checks": text} for rule, text in RULES.items()],
-            "pir_rules": [{"rule": rule, "checks": text} for rule, text in PIR_RULES.items()],
-        },
-    )

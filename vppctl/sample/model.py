@@ -14,16 +14,16 @@ import re
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
-from vppctl.choices import MAX_DEGREE, Layout, Optimizer
+from vppctl import validate
+from vppctl.choices import LAYOUTS, MAX_DEGREE, MAX_LAYERS, OPTIMIZERS, Layout, Optimizer
 from vppctl.errors import UsageError
 from vppctl.program._proto import program_pb2 as pb
 
 SEQ_LEN = 1024
 # Bounds far past any real model that keep every size an int64 and every process id an
 # int32 (a 2 GiB program, which protobuf cannot read back, is refused from its size).
-MAX_LAYERS = 10_000_000
 MAX_PP = MAX_DEGREE
 MAX_RANKS = 1 << 20  # ranks in all stages
 MAX_HIDDEN = 1 << 20
@@ -114,7 +114,8 @@ CALLSTACK_FRAMES = (
 
 @dataclass(frozen=True)
 class SampleOptions:
-    """What `vppctl sample` builds; the defaults give a small GPT-like program."""
+    """What `vppctl sample` builds; the defaults give a small GPT-like program. Checked
+    when made (UsageError, exit 2)."""
 
     layers: int
     pp: int
@@ -128,37 +129,44 @@ class SampleOptions:
     vocab: int = 50304
     callstack: bool = False
 
-    def check(self) -> None:
+    FLAGS: ClassVar[Mapping[str, str]] = {
+        "layers": "--layers",
+        "pp": "--pp",
+        "ranks_per_stage": "--ranks-per-stage",
+        "layout": "--layout",
+        "vpp": "--vpp",
+        "backward": "--backward/--no-backward",
+        "optimizer": "--optimizer",
+        "grad_clip": "--grad-clip/--no-grad-clip",
+        "hidden": "--hidden",
+        "vocab": "--vocab",
+        "callstack": "--callstack",
+    }
+
+    def __post_init__(self) -> None:
         """Refuse options that cannot make a program (UsageError, exit 2)."""
-        if self.layers < 1:
-            raise UsageError(f"--layers must be at least 1, got {self.layers}")
-        if self.pp < 1:
-            raise UsageError(f"--pp must be at least 1, got {self.pp}")
-        if self.ranks_per_stage < 1:
-            raise UsageError(f"--ranks-per-stage must be at least 1, got {self.ranks_per_stage}")
-        if self.hidden < HEAD_DIM or self.hidden % HEAD_DIM:
-            raise UsageError(
-                f"--hidden must be a positive multiple of {HEAD_DIM}, got {self.hidden}"
-            )
-        if self.vocab < 1:
-            raise UsageError(f"--vocab must be at least 1, got {self.vocab}")
-        for flag, value, most in (
-            ("--layers", self.layers, MAX_LAYERS),
-            ("--pp", self.pp, MAX_PP),
-            ("--ranks-per-stage", self.ranks_per_stage, MAX_RANKS // self.pp),
-            ("--hidden", self.hidden, MAX_HIDDEN),
-            ("--vocab", self.vocab, MAX_VOCAB),
-        ):
-            if value > most:
-                raise UsageError(f"{flag} must be at most {most:,}, got {value:,}")
+        validate.integer(self, "layers", 1, MAX_LAYERS)
+        validate.integer(self, "pp", 1, MAX_PP)
+        validate.integer(self, "ranks_per_stage", 1, MAX_RANKS // self.pp)
+        validate.choice(self, "layout", LAYOUTS)
+        validate.integer(self, "vpp", 1, MAX_DEGREE)
+        validate.choice(self, "optimizer", OPTIMIZERS)
+        for name in ("backward", "grad_clip", "callstack"):
+            validate.flag(self, name)
+        validate.integer(self, "hidden", HEAD_DIM, MAX_HIDDEN)
+        if self.hidden % HEAD_DIM:
+            raise validate.refuse(self, "hidden", f"a multiple of {HEAD_DIM} (the head size)")
+        validate.integer(self, "vocab", 1, MAX_VOCAB)
+        layers = validate.where(self, "layers")
         if self.layout == "blocked" and self.layers < self.pp:
             raise UsageError(
-                f"--layers {self.layers} is fewer than --pp {self.pp}: every stage needs a layer"
+                f"{layers}: {self.layers} is fewer than {validate.where(self, 'pp')} "
+                f"{self.pp}: every stage needs a layer"
             )
         if self.layout == "interleaved" and self.layers % (self.pp * self.vpp):
             raise UsageError(
-                f"--layout interleaved needs --layers divisible by pp*vpp = {self.pp * self.vpp}, "
-                f"got {self.layers}"
+                f"{layers}: {self.layers} is not divisible by pp*vpp = {self.pp * self.vpp}, "
+                f"as {validate.where(self, 'layout')} 'interleaved' needs"
             )
 
     def layer_stage(self, layer: int) -> int:

@@ -225,7 +225,6 @@ def build_sample(opts: SampleOptions) -> bytes:
 
 def _build(opts: SampleOptions, *, check: bool = False) -> bytes:
     """`build_sample`; with `check`, every stamped layer is also encoded op by op and compared."""
-    opts.check()
     with paused_gc():  # the model allocates millions of small objects, none in a cycle
         # The model and the writer are gone once `_write` returns, before the
         # collector is back on (it would traverse them all once more).

@@ -2,15 +2,24 @@
 
 `rules` holds the rules and the records a check returns (data only), `checks`
 the checks (`segments` those of the layers and the recorded plan, `checker` what
-they share while they run), `expectation` what `vppctl verify` checks a program against (the
-options, the recorded plan, the program), and `refusals` which violations of a
-converted program its input caused. The checks read the engine's facts about
-the program (index, data flow, layers), never its decisions.
+they share while they run), `expectation` what `vppctl verify` checks a program
+against (the options, the recorded plan, the program), `outcome` what it found and its
+JSON, and `refusals` which violations of a converted program its input caused. The
+checks read the engine's facts about the program (index, data flow, layers), never its
+decisions.
 """
 
 from vppctl.verify.checker import executed_blocks
 from vppctl.verify.checks import verify
-from vppctl.verify.expectation import VerifyReport, verify_program
+from vppctl.verify.expectation import VerifyOptions, verify_program
+from vppctl.verify.outcome import (
+    VerifyReport,
+    layers_json,
+    recorded_plan_json,
+    rules_json,
+    statistics,
+    verify_json,
+)
 from vppctl.verify.refusals import refuse_input_problems
 from vppctl.verify.rules import PIR_RULES, RULES, Cause, Expectation, Violation
 
@@ -19,10 +28,16 @@ __all__ = [
     "RULES",
     "Cause",
     "Expectation",
+    "VerifyOptions",
     "VerifyReport",
     "Violation",
     "executed_blocks",
+    "layers_json",
+    "recorded_plan_json",
     "refuse_input_problems",
+    "rules_json",
+    "statistics",
     "verify",
+    "verify_json",
     "verify_program",
 ]

@@ -9,48 +9,69 @@ are violations too (V012, V015), reported with the rest.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import ClassVar
 
-from vppctl.engine import LayerSet, ProgramIndex, build_index, cross_stage_edges, resolve_layers
+from vppctl import validate
+from vppctl.choices import PLACEMENTS
+from vppctl.engine import (
+    LayerSet,
+    ProgramIndex,
+    build_index,
+    check_seg_method,
+    cross_stage_edges,
+    resolve_layers,
+)
 from vppctl.errors import ConversionError, UsageError
 from vppctl.gcpause import gc_paused
 from vppctl.plan import MAX_DEGREE, Placement
 from vppctl.program import Program, RecordedPlan, read_plan
 from vppctl.verify.checks import verify
+from vppctl.verify.outcome import VerifyReport
 from vppctl.verify.rules import Cause, Expectation, Violation
-
-
-@dataclass(frozen=True)
-class VerifyReport:
-    violations: tuple[Violation, ...]
-    pp: int
-    vpp: int
-    placement: Placement
-    layers: LayerSet | None  # None when they could not be found
-    cross_stage_edges: int | None  # for a valid program
-    recorded: RecordedPlan | None  # the plan the program carries, if any
-    pir: bool = False  # read from PIR: the rules of PIR_RULES apply in part
-    source: str = "<memory>"  # the program's name, as reports show it
-
-    @property
-    def valid(self) -> bool:
-        return not self.violations
 
 
 def _early(cause: Cause, message: str) -> Violation:
     return Violation(cause, -1, -1, "", message)
 
 
+@dataclass(frozen=True)
+class VerifyOptions:
+    """What `verify` expects of a program; each None is the recorded plan's, else what the
+    program holds (its stage meshes, its chunk ids, loop placement, the detected layer).
+    Checked when made (UsageError, exit 2)."""
+
+    pp: int | None = None
+    vpp: int | None = None
+    placement: Placement | None = None
+    seg_method: str | None = None  # regex naming the repeated layer; None: detected
+
+    FLAGS: ClassVar[Mapping[str, str]] = {
+        "pp": "--pp",
+        "vpp": "--vpp",
+        "placement": "--placement",
+        "seg_method": "--seg-method",
+    }
+
+    def __post_init__(self) -> None:
+        validate.integer(self, "pp", 1, MAX_DEGREE, optional=True)
+        validate.integer(self, "vpp", 1, MAX_DEGREE, optional=True)
+        validate.choice(self, "placement", PLACEMENTS, optional=True)
+        check_seg_method(self, "seg_method")
+
+
+@validate.api_names(validate.flags_of((VerifyOptions, "VerifyOptions")))
 @gc_paused
-def verify_program(
-    program: Program,
-    *,
-    pp: int | None = None,
-    vpp: int | None = None,
-    seg_method: str | None = None,
-    placement: Placement | None = None,
-) -> VerifyReport:
-    """Check an annotated program; expectations come from the options, then the recorded plan."""
+def verify_program(program: Program, options: VerifyOptions | None = None) -> VerifyReport:
+    """Check an annotated program against every rule and return every violation found;
+    expectations come from `options`, then the recorded plan. The program is not changed."""
+    if options is None:
+        options = VerifyOptions()
+    elif not isinstance(options, VerifyOptions):
+        raise UsageError(validate.wrong_options("verify_program", "VerifyOptions", options))
+    pp, vpp, placement = options.pp, options.vpp, options.placement
+    seg_method = options.seg_method
     index = build_index(program)
     recorded = read_plan(program.header)
     stages, globals_ = index.stage_mesh_ids()

@@ -1,0 +1,72 @@
+"""Outcomes: what each command's library call returns, and its JSON.
+
+Every outcome is a frozen dataclass of plain values whose `to_json()` returns exactly
+the object the command's `--json` prints: the command line calls it, so there is one
+builder per shape. `program` holds convert's, dump's and sample's; `schedule` holds
+simulate's and plan's (they load on first use: a plain `convert` never needs the
+simulator or the planner). The outcomes of `verify` and `inspect`, which the lower
+layers return too, are `vppctl.verify.VerifyReport` and `vppctl.summary.Summary`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from vppctl._lazy import face
+
+_NAMES = {
+    "Bubble": "program",
+    "ConvertOutcome": "program",
+    "DumpOutcome": "program",
+    "SampleOutcome": "program",
+    "convert_json": "program",
+    "NoConversionFits": "schedule",
+    "PlanOutcome": "schedule",
+    "SimulateOutcome": "schedule",
+    "SimulatedPlan": "schedule",
+    "comparison_pair": "schedule",
+    "conversion_split": "schedule",
+    "counts_text": "schedule",
+    "plan_json": "schedule",
+    "simulation_json": "schedule",
+    "simulation_warnings": "schedule",
+}
+__all__ = [
+    "Bubble",
+    "ConvertOutcome",
+    "DumpOutcome",
+    "NoConversionFits",
+    "PlanOutcome",
+    "SampleOutcome",
+    "SimulateOutcome",
+    "SimulatedPlan",
+    "comparison_pair",
+    "conversion_split",
+    "convert_json",
+    "counts_text",
+    "plan_json",
+    "simulation_json",
+    "simulation_warnings",
+]
+__getattr__, __dir__ = face(__name__, _NAMES, globals())
+
+if TYPE_CHECKING:
+    from vppctl.outcomes.program import (
+        Bubble,
+        ConvertOutcome,
+        DumpOutcome,
+        SampleOutcome,
+        convert_json,
+    )
+    from vppctl.outcomes.schedule import (
+        NoConversionFits,
+        PlanOutcome,
+        SimulatedPlan,
+        SimulateOutcome,
+        comparison_pair,
+        conversion_split,
+        counts_text,
+        plan_json,
+        simulation_json,
+        simulation_warnings,
+    )

@@ -1,0 +1,34 @@
+"""Shapes: what every command's JSON object shares, below every outcome that builds one.
+
+The version of each JSON shape, the envelope each object opens with, and the words
+several shapes carry (the bubble's definition). The outcomes build their own JSON
+(`to_json()`), each in its own layer; they all take the envelope from here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vppctl._version import __version__
+
+# The version of each JSON shape, one per command (`verify --rules` has its own): the
+# `schema` every object carries, and the `const` of its file in vppctl/report/schemas/.
+# Raise one when a key of that shape changes meaning or goes away.
+SCHEMAS = {
+    "convert": 1,
+    "verify": 1,
+    "verify-rules": 1,
+    "inspect": 1,
+    "dump": 1,
+    "sample": 1,
+    "simulate": 1,
+    "plan": 1,
+}
+
+BUBBLE_DEFINITION = "idle time of all stages over pp x makespan (the idle share of the step)"
+
+
+def document(shape: str, body: dict[str, Any]) -> dict[str, Any]:
+    """A command's JSON object: the version that wrote it, its shape's version, `error`
+    (null: the command did its work; a failure's object is `vppctl.cli`'s) and `body`."""
+    return {"vppctl_version": __version__, "schema": SCHEMAS[shape], "error": None, **body}

@@ -1,0 +1,258 @@
+"""Validate: the checks an options object runs when it is made, and their one wording.
+
+Every options object of the Python API (`PlanOptions`, `ConvertOptions`, ...) checks its
+fields in `__post_init__`, before any work, and refuses a value that cannot work with a
+UsageError (exit 2) that names the field twice, as the command line and as the Python
+API spell it, says the value given and what it may be:
+
+    --placement (PlanOptions.placement): 'V2' is not one of loop, v
+
+The command line builds the same objects from its flags, so a bad value reads the same
+whichever way it came in. Each options class maps its fields to their flags in `FLAGS`
+(a field without a flag is the API's alone) and names its nested options classes in
+`NESTED`. An error raised deeper is worded in flags (`use --split balanced`): the public
+calls (`api_names`) add a note naming the API's fields for the flags it mentions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from fractions import Fraction
+from typing import Any, ClassVar, ParamSpec, Protocol, TypeVar
+
+from vppctl.errors import UsageError, VppctlError
+
+
+class Options(Protocol):
+    """An options object: a dataclass whose fields map to the command line's flags."""
+
+    FLAGS: ClassVar[Mapping[str, str]]
+
+
+def where(options: Options, field: str) -> str:
+    """`--placement (PlanOptions.placement)`: a field as both spellings name it."""
+    name = f"{type(options).__name__}.{field}"
+    flag = options.FLAGS.get(field)
+    return f"{flag} ({name})" if flag else name
+
+
+def bad_value(place: str, value: object, legal: str) -> str:
+    """The one wording of a value that cannot work, for the command line and the API."""
+    return f"{place}: {value!r} is not {legal}"
+
+
+def refuse(options: Options, field: str, legal: str, value: object = None) -> UsageError:
+    """The UsageError for `field`'s value (or `value`, an item of it)."""
+    shown = getattr(options, field) if value is None else value
+    return UsageError(bad_value(where(options, field), shown, legal))
+
+
+def _set(options: Options, field: str, value: object) -> None:
+    # Options are frozen dataclasses; a value normalised when it is made (a list to a
+    # tuple, a float to its exact fraction) is set once, here.
+    object.__setattr__(options, field, value)
+
+
+def choice(options: Options, field: str, legal: Sequence[str], *, optional: bool = False) -> None:
+    """One of `legal`, exactly (None too when `optional`)."""
+    value = getattr(options, field)
+    if value is None and optional:
+        return
+    if not isinstance(value, str) or value not in legal:
+        raise refuse(options, field, one_of(legal, value))
+
+
+def one_of(legal: Sequence[str], value: object) -> str:
+    """`one of loop, v`, with the token meant when only the case differs."""
+    text = f"one of {', '.join(legal)}"
+    if isinstance(value, str) and value.lower() in legal:
+        text += f" (the names are lower case: {value.lower()!r})"
+    return text
+
+
+def choices(options: Options, field: str, legal: Sequence[str], *, empty: str = "") -> None:
+    """A sequence of names from `legal`, stored as a tuple; an empty one is `legal` itself
+    (everything) unless `empty` says why it cannot be empty."""
+    items = sequence(options, field, f"a sequence of names, each one of {', '.join(legal)}")
+    if not items and empty:
+        raise refuse(options, field, empty)
+    for item in items:
+        if not isinstance(item, str) or item not in legal:
+            raise refuse(options, field, one_of(legal, item), item)
+    _set(options, field, tuple(dict.fromkeys(items)) or tuple(legal))
+
+
+def sequence(options: Options, field: str, legal: str) -> tuple[Any, ...]:
+    """A field that holds several values: any sequence but a string (which would be read
+    letter by letter), as a tuple."""
+    value = getattr(options, field)
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise refuse(options, field, legal)
+    return tuple(value)
+
+
+def is_int(value: object) -> bool:
+    """An integer, and not a bool (which Python counts as one)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def integer(options: Options, field: str, low: int, high: int, *, optional: bool = False) -> None:
+    """An integer in [low, high] (None too when `optional`)."""
+    value = getattr(options, field)
+    if value is None and optional:
+        return
+    if not is_int(value) or not low <= value <= high:
+        raise refuse(options, field, between(low, high))
+
+
+def between(low: int, high: int) -> str:
+    return f"an integer between {low:,} and {high:,}"
+
+
+def integers(
+    options: Options, field: str, low: int, high: int, *, empty: str = "", example: str = ""
+) -> None:
+    """A sequence of integers in [low, high], stored as a tuple; empty only without `empty`."""
+    legal = f"a sequence of integers between {low:,} and {high:,}" + (
+        f", e.g. {example}" if example else ""
+    )
+    items = sequence(options, field, legal)
+    if not items and empty:
+        raise refuse(options, field, empty)
+    for item in items:
+        if not is_int(item) or not low <= item <= high:
+            raise refuse(options, field, between(low, high), item)
+    _set(options, field, items)
+
+
+def flag(options: Options, field: str) -> None:
+    """True or False."""
+    if not isinstance(getattr(options, field), bool):
+        raise refuse(options, field, "True or False")
+
+
+def text(options: Options, field: str, legal: str) -> None:
+    """A string or None."""
+    value = getattr(options, field)
+    if value is not None and not isinstance(value, str):
+        raise refuse(options, field, legal)
+
+
+def exact_number(options: Options, field: str, value: object) -> Fraction | None:
+    """`value` as an exact fraction when it is a finite number >= 0 (a float through its
+    shortest decimal form, so that 0.1 is one tenth), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, Fraction)):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    exact = Fraction(repr(value)) if isinstance(value, float) else Fraction(value)
+    return exact if exact >= 0 else None
+
+
+def number(options: Options, field: str) -> None:
+    """A finite number >= 0, stored as an exact fraction."""
+    exact = exact_number(options, field, getattr(options, field))
+    if exact is None:
+        raise refuse(options, field, "a finite number >= 0")
+    _set(options, field, exact)
+
+
+def nested(options: Options, field: str, kind: type, *, optional: bool = False) -> None:
+    """Another options object of type `kind` (None too when `optional`)."""
+    value = getattr(options, field)
+    if value is None and optional:
+        return
+    if not isinstance(value, kind):
+        raise refuse(options, field, f"a {kind.__name__}")
+
+
+def wrong_options(call: str, expected: str, given: object) -> str:
+    """The message for options of the wrong kind (a `PlanOptions` where `convert_file`
+    takes a `ConvertOptions`)."""
+    return f"{call} takes its options as one {expected}, got {type(given).__name__}" + (
+        ": wrap it, ConvertOptions(plan=PlanOptions(...))" if expected == "ConvertOptions" else ""
+    )
+
+
+def flag_names(options_type: type, prefix: str) -> dict[str, str]:
+    """Flag -> the API's name for it (`--split` -> `ConvertOptions.plan.split`), for an
+    options class and the options classes nested in it."""
+    names: dict[str, str] = {}
+    flags: Mapping[str, str] = getattr(options_type, "FLAGS", {})
+    nested_types: Mapping[str, type] = getattr(options_type, "NESTED", {})
+    for f in dataclasses.fields(options_type):
+        path = f"{prefix}.{f.name}"
+        if f.name in nested_types:
+            names.update(flag_names(nested_types[f.name], path))
+        elif f.name in flags:
+            names[flags[f.name]] = path
+    return names
+
+
+# -- the API's names of the flags an error mentions -----------------------------------
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+# A flag in an error message: `--split`, `-o`.
+_FLAG = re.compile(r"(?<![\w-])(--[a-z][a-z0-9-]*|-[a-z])(?![\w-])")
+
+
+def api_names(
+    names: Callable[[], Mapping[str, str]],
+) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
+    """A public call whose errors worded in the command line's flags also name the API's
+    fields: a note (PEP 678, shown under the traceback) such as `in the Python API:
+    --split is ConvertOptions.plan.split`. The message itself stays as the command line
+    shows it. `names` (flag -> API name) is asked on the first error only."""
+
+    def decorate(run: Callable[_P, _R]) -> Callable[_P, _R]:
+        @functools.wraps(run)
+        def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+            try:
+                return run(*args, **kwargs)
+            except VppctlError as e:
+                _note_api_names(e, names())
+                raise
+
+        return call
+
+    return decorate
+
+
+def _note_api_names(e: VppctlError, names: Mapping[str, str]) -> None:
+    message = str(e)
+    said = [
+        f"{flag} is {names[flag]}"
+        for flag in dict.fromkeys(_FLAG.findall(message))
+        if flag in names and names[flag] not in message
+    ]
+    if not said:
+        return
+    note = "in the Python API: " + ", ".join(said)
+    add_note = getattr(e, "add_note", None)
+    if add_note is not None:
+        add_note(note)
+    else:  # Python 3.10: kept where 3.11's tracebacks look for it
+        e.__notes__ = [*getattr(e, "__notes__", []), note]  # type: ignore[attr-defined]
+
+
+def flags_of(
+    *options: tuple[type, str], outputs: Mapping[str, str] | None = None
+) -> Callable[[], dict[str, str]]:
+    """Flag -> API name for a call's options classes (each with its name in the call) and
+    its output arguments, made on first use."""
+    return functools.cache(lambda: flag_table(options, outputs or {}))
+
+
+def flag_table(options: Sequence[tuple[type, str]], outputs: Mapping[str, str]) -> dict[str, str]:
+    names: dict[str, str] = {}
+    for options_type, prefix in options:
+        for flags, name in flag_names(options_type, prefix).items():
+            for flag in flags.split("/"):
+                names[flag] = name
+    names.update(outputs)
+    return names
