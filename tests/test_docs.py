@@ -331,10 +331,13 @@ def test_readme_command_table_names_every_command_once() -> None:
     assert sorted(listed) == sorted(cli.commands)
 
 
-def test_every_command_takes_json_as_the_readme_says() -> None:
+def test_every_command_takes_json_and_shows_examples_as_the_readme_says() -> None:
     assert "Every command takes `--json`" in README
+    assert "Every command's `--help` shows\nexamples and the exit codes" in README
     for command in cli.commands:
         assert "--json" in _options(command), command
+        help_text = CliRunner().invoke(cli, [command, "--help"], prog_name="vppctl").stdout
+        assert f"\n  vppctl {command} " in help_text and "Exit codes: 0 success" in help_text
 
 
 def _inline_vppctl() -> Iterator[tuple[str, str]]:
