@@ -448,7 +448,7 @@ main()
 def test_sigkill_between_link_and_rename_leaves_a_file_the_next_run_removes(
     tmp_path: Path,
 ) -> None:
-    """The one leftover SIGKILL can make on Linux (README: Inputs and outputs): the whole
+    """The one leftover SIGKILL can make on Linux (docs/io.md): the whole
     new file under its hidden name. The next run writing into the directory, for any
     output, removes it."""
     src, out = tmp_path / "in.pb", tmp_path / "out.pb"

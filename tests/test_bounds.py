@@ -1,4 +1,4 @@
-"""Small or hostile inputs finish in bounded time and memory, or are refused (README: Bounds).
+"""Small or hostile inputs finish in bounded time and memory, or are refused (docs/io.md: Bounds).
 
 Each case runs `python -m vppctl ...` in a child process with its address space and CPU
 time capped (resource.setrlimit), and checks the exit code, the wall time and the peak
@@ -76,7 +76,7 @@ def run(*args: str | Path, stdin: bytes | None = None) -> Run:
 
 
 def within(r: Run, code: int | tuple[int, ...], seconds: float, mb: float) -> None:
-    # The measured figures (README: Bounds), shown with pytest -s.
+    # The measured figures (docs/io.md: Bounds), shown with pytest -s.
     print(
         f"\nmeasured: exit {r.code}, {r.seconds:.1f} s, peak {r.peak_mb:.0f} MB (budget {mb:.0f})"
     )
@@ -468,7 +468,7 @@ def test_a_hostile_pir_document_is_refused_in_bounded_time_and_memory(
 @SLOW
 def test_a_large_pir_program_reads_within_the_memory_bound(work: Path) -> None:
     """A 6 MB PIR program (4,500 ops): memory within 3x the file plus 200 MB, as for any
-    program (README: Bounds); the JSON is decoded one op at a time."""
+    program (docs/io.md: Bounds); the JSON is decoded one op at a time."""
     from pir_json import training
 
     src = write(work, "big.json", training([i * 4 // 750 for i in range(750)], dims=8).bytes())

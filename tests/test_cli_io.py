@@ -1,4 +1,4 @@
-"""The CLI keeps the I/O contract (README: Inputs and outputs), as a user at a shell sees it.
+"""The CLI keeps the I/O contract (docs/io.md), as a user at a shell sees it.
 
 Real processes (`python -m vppctl`), real pipes, devices made with mknod and FIFOs made
 with mkfifo in a temporary directory. CI runs these as root, as containers usually do.

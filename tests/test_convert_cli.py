@@ -81,7 +81,7 @@ def test_output_equal_to_input_is_refused_without_in_place(
     (tmp_path / "sub").mkdir()
     out = src if spelling == "same" else tmp_path / "sub" / ".." / "prog.pb"
     r = run(runner, str(src), "--vpp", "2", "--seg-method", "DecoderLayer", "-o", str(out))
-    assert r.exit_code == 2  # a usage error (README exit codes)
+    assert r.exit_code == 2  # a usage error (the README's exit codes)
     assert r.stdout == ""
     assert "--in-place" in r.stderr
     assert src.read_bytes() == data

@@ -1,4 +1,4 @@
-"""Every valid encoding of a program is read as protobuf reads it (issue 21, README: Inputs).
+"""Every valid encoding of a program is read as protobuf reads it (issue 21, docs/io.md).
 
 protobuf lets a message's fields come in any order, a singular message field be
 split over several occurrences (they merge), a singular field be given twice

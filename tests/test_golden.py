@@ -5,7 +5,7 @@ Refresh the expected files after a deliberate change, then review the diff by ha
     VPPCTL_UPDATE_GOLDEN=1 /tmp/venv/bin/python -m pytest tests/test_golden.py
 
 Each golden file holds the two commands that made it, the `--json` report (the keys
-the README documents) and a compact listing of the converted program: the
+docs/conversion.md documents) and a compact listing of the converted program: the
 recorded plan, one line per op (`op block index type role mesh chunk`, then the
 struct name, or `grad-of=N` for a grad op whose forward op is op N) and one per
 variable (`var block name mesh chunk`). The `test_*_is_paddles_example` tests read
@@ -65,7 +65,7 @@ def render(name: str, tmp_path: Path) -> str:
 
 
 def _documented(report: dict) -> dict:
-    """The keys of the `--json` report that the README documents (not the output path or size)."""
+    """The keys of the `--json` report that the docs document (not the output path or size)."""
     keys = ("pp", "vpp", "placement", "mode", "layers", "warnings")
     seg_keys = ("virtual_stage", "stage", "chunk", "mesh", "layers", "ops")
     return {

@@ -1,5 +1,5 @@
 """What Paddle's own passes leave in a training program, converted as Paddle does (rules 3, 7,
-9 and 10 of the README), on small programs built in code.
+9 and 10 of docs/conversion.md), on small programs built in code.
 
 The recompute pass's backward copies of forward ops and its dependency `nop`s, the
 DataLoader's reader queue that no block declares, meshes an earlier program left, the AMP

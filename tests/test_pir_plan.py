@@ -317,22 +317,6 @@ def test_vpp_seg_method_is_the_layer_class_unless_paddle_would_read_it_otherwise
     assert seg_method_for("Decoder.Layer", regex, structs) == regex  # not a class name
 
 
-def test_the_readmes_pir_plan_example_is_what_plan_prints(
-    runner: CliRunner, tmp_path: Path
-) -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    block = readme.split("$ vppctl plan prog.json -m 8 --vpp 2 --top 3")[1].split("```")[0]
-    shown = [line for line in block.splitlines()[1:] if line and line != "..."]
-    path = tmp_path / "prog.json"
-    path.write_bytes(reference("gpt_keep_pp2_v2", "plain"))
-    with pytest.MonkeyPatch.context() as mp:
-        mp.chdir(tmp_path)
-        r = runner.invoke(cli, ["plan", "prog.json", "-m", "8", "--vpp", "2", "--top", "3"])
-    assert r.exit_code == 0, r.output
-    printed = r.stdout.splitlines()
-    assert len(shown) > 10 and all(line in printed for line in shown), shown
-
-
 def test_the_table_names_the_best_candidate_paddle_runs(runner: CliRunner, tmp_path: Path) -> None:
     path = tmp_path / "gpt_pp4.json"
     path.write_bytes(reference("gpt_pp4_v2", "plain"))

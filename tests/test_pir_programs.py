@@ -67,7 +67,7 @@ def test_paddles_completion_keeps_every_rule_but_one_sum(case: str) -> None:
     """Paddle's PIR completion breaks V009 once: the sum of the gradient parts of the hidden
     state a stage's chunk 1 reads from its previous stage's chunk 0 (the first layer of chunk
     1 on stage 0) sits in chunk 0, the chunk of the reshard it differentiates, while the
-    ops that make its parts are in chunk 1 (the finding the README gives)."""
+    ops that make its parts are in chunk 1 (the finding docs/paddle.md gives)."""
     report = verify_program(program(case, "paddlevpp"))
     assert report.pir and (report.pp, report.vpp) == (PP[case], 2)
     (v,) = report.violations

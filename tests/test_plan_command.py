@@ -212,23 +212,6 @@ def test_restricting_the_search(runner, src: Path) -> None:
     ]
 
 
-def test_the_readme_plan_example_prints_what_the_readme_shows(
-    runner, tmp_path, monkeypatch, terminal
-) -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    block = readme.split("## Choosing a plan")[1].split("```console\n")[1].split("```")[0]
-    command, shown = block.split("\n", 1)
-    monkeypatch.chdir(tmp_path)
-    assert (
-        runner.invoke(cli, ["sample", "--layers", "8", "--pp", "4", "-o", "prog.pb"]).exit_code == 0
-    )
-    result = runner.invoke(cli, shlex.split(command.removeprefix("$ vppctl ")))
-    assert result.exit_code == 0, result.output
-    assert [x.rstrip() for x in result.stdout.splitlines()] == [
-        x.rstrip() for x in shown.splitlines()
-    ]
-
-
 def test_a_search_too_large_is_refused_at_once(runner, src: Path) -> None:
     began = time.perf_counter()
     result = runner.invoke(cli, ["plan", str(src), "-m", "65536,65535"])

@@ -4,7 +4,7 @@ One stream, one document: two outputs on stdout (`simulate --svg - --trace -`) a
 refused (exit 2, naming both); a stream that carries JSON carries nothing else
 (`convert -o - --json` puts the program on stdout and only the JSON on stderr).
 
-Failing streams, decided and documented (README: Exit codes): a report stream (stdout,
+Failing streams, decided and documented (docs/ci.md: Streams that fail): a report stream (stdout,
 or stderr when it carries the report) that cannot be written is an I/O error, exit 3,
 never 70 and never a traceback, and the message says whether the program was written;
 stderr carries diagnostics only (progress, warnings, `wrote` lines), so a run that did

@@ -1,4 +1,4 @@
-"""The conversion rules (README: How convert decides), one group of tests per rule.
+"""The conversion rules (docs/conversion.md), one group of tests per rule.
 
 The programs are small and built in code.
 

@@ -444,7 +444,7 @@ def test_a_file_that_cannot_be_renamed_into_place_replaces_no_other(
     """Files are given their names last, in the order of the options, once every output
     was written: the first rename failing leaves the second file unrenamed too. (A rename
     failing after another succeeded would leave both new and old files: renames are
-    atomic one by one, not together; README: Inputs and outputs.)"""
+    atomic one by one, not together; docs/io.md.)"""
     from vppctl.program import atomic
 
     olds = _earlier(tmp_path, "a.svg", "b.csv")

@@ -1,4 +1,4 @@
-"""What Paddle 3.3.1 itself can do with distributed programs, as the README states it.
+"""What Paddle 3.3.1 itself can do with distributed programs, as docs/paddle.md states it.
 
 PIR: a static program with an op of the `dist_op` dialect (`dist.shard_tensor`,
 `dist.reshard`) serializes but does not load back ("Unknown id dist_op for

@@ -6,12 +6,12 @@ be consumable. Paddle 3.0.0 is no test extra (the suite pins 3.3.1), so this run
 separate venv, by hand or from tests/test_paddle_legacy.py when VPPCTL_PADDLE300 names
 that venv's Python:
 
-    python3 -m venv /work/venvs/paddle300
-    /work/venvs/paddle300/bin/pip install paddlepaddle==3.0.0 click rich pytest
-    PYTHONPATH=. /work/venvs/paddle300/bin/python tests/paddle_legacy/job_plan_300.py
-    VPPCTL_PADDLE300=/work/venvs/paddle300/bin/python python -m pytest tests/test_paddle_legacy.py
+    python3 -m venv /tmp/paddle300
+    /tmp/paddle300/bin/pip install paddlepaddle==3.0.0 click rich pytest
+    PYTHONPATH=. /tmp/paddle300/bin/python tests/paddle_legacy/job_plan_300.py
+    VPPCTL_PADDLE300=/tmp/paddle300/bin/python python -m pytest tests/test_paddle_legacy.py
 
-It runs the README's end-to-end training script (a small GPT in Paddle's legacy
+It runs docs/paddle.md's end-to-end training script (a small GPT in Paddle's legacy
 static mode, exported, `vppctl convert --vpp 2`, applied back, partitioned for rank
 0 of pp 4), then Paddle 3.0.0's own VPP scheduler pieces on the rank's program:
 ``_program_for_vpp`` splits it into one program per job type (forward0, forward1,
@@ -89,15 +89,12 @@ print("FACTS " + json.dumps({
 
 
 def readme_script() -> str:
-    """The README's end-to-end Paddle block, with the bridge tests' small GPT as
-    `model_loss` (as tests/test_readme.py runs it on Paddle 3.3.1)."""
+    """docs/paddle.md's end-to-end Paddle script, with the bridge tests' small GPT as
+    `model_loss` (as tests/test_docs.py runs it on Paddle 3.3.1)."""
     sys.path.insert(0, str(ROOT / "tests"))
-    from test_readme import _MODEL_LOSS, _section
+    from test_docs import paddle_script
 
-    section = _section("From and back to Paddle").split("### A training script, end to end")[1]
-    block = section.split("```python\n")[1].split("```")[0]
-    conftest = ROOT / "tests" / "paddle_bridge" / "conftest.py"
-    return _MODEL_LOSS.format(conftest=str(conftest)) + block
+    return paddle_script()
 
 
 def run(python: str) -> dict[str, object]:
@@ -106,7 +103,7 @@ def run(python: str) -> dict[str, object]:
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     env["PATH"] = os.pathsep.join([str(Path(python).parent), env.get("PATH", "")])
     vppctl = Path(python).parent / "vppctl"
-    if not vppctl.exists():  # the README's `vppctl convert`, from this checkout
+    if not vppctl.exists():  # the script's `vppctl convert`, from this checkout
         env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env["PATH"]])
     with tempfile.TemporaryDirectory() as tmp:
         done = subprocess.run(

@@ -115,7 +115,7 @@ EXIT_CODES_HELP = exit_codes(
 
 BUG_REPORT = (
     "this is a bug in vppctl; please report it with the command line and the input program "
-    "(README: Reporting a bug)"
+    "(CONTRIBUTING.md: Reporting a bug)"
 )
 
 # The version of the JSON error object's shape (vppctl/report/schemas/error.json).

@@ -7,7 +7,7 @@ line offers exactly the names the library knows. The plan options (`--pp`,
 by default differs (`simulate` replays a converted program's recorded plan).
 `plan` takes lists of the same names.
 
-Choices take any case (`--placement V`, `--schedule ZBV`, as the README writes them) and
+Choices take any case (`--placement V`, `--schedule ZBV`, as the docs write them) and
 normalise to the one token; shell completion offers their values, for the comma lists
 of `plan` too (`--schedule 1f1b,<TAB>`).
 """

@@ -5,7 +5,7 @@ DecodeError "Arena alloc failed" when a parse cannot get memory, which the
 loader would otherwise report as a corrupt program. `memory_guarded` wraps a
 command: either guise, anywhere below it, becomes one OutOfMemoryError whose
 message says what the command needs (the documented bound: about 3x the
-program's size plus 200 MB, README: Bounds) and what limits it (`ulimit -v`).
+program's size plus 200 MB, docs/io.md: Bounds) and what limits it (`ulimit -v`).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ protobuf's text parser finds a string literal with the regular expression
 `"[^"\\n\\\\]*((\\\\.)+[^"\\n\\\\]*)*"`, whose nested repeats keep backtracking
 state for every escape in the literal: about 600 bytes each, so a 4 MB file of
 `\\000` escapes took 560 MB and 16 MB took 1.8 GB, against a bound of 3x the file
-plus 200 MB (README: Bounds). Text format joins adjacent literals ("ab" "cd" is
+plus 200 MB (docs/io.md: Bounds). Text format joins adjacent literals ("ab" "cd" is
 "abcd"), so `cut_long_literals` closes and reopens every literal after
 ESCAPES_PER_LITERAL escapes, before an escape (never inside one): the same
 program, read in bounded memory. A text with fewer backslashes than that in all

@@ -1,6 +1,6 @@
 """Checks: an annotated VPP program against the numbered rules; every violation collected.
 
-Each rule has a stable id (`vppctl.verify.rules.RULES`, and the README). `verify`
+Each rule has a stable id (`vppctl.verify.rules.RULES`, and docs/verify.md). `verify`
 returns data, one `Violation` per problem, never stops at the first, and runs
 in one linear pass per rule family. `convert` runs the same checks on its own
 result before writing and never writes a program that fails them.

@@ -1,6 +1,6 @@
 """Rules: the numbered rules of `vppctl verify`, and the records a check returns.
 
-Data only: each rule's id and statement (`RULES`, as the README and `verify
+Data only: each rule's id and statement (`RULES`, as docs/verify.md and `verify
 --rules` list them), why a rule failed (`Cause`, one per failure, each of one
 rule), a broken rule (`Violation`), and what a program is checked against
 (`Expectation`). The checks themselves are `vppctl.verify.checks`.
