@@ -86,6 +86,17 @@ def test_verify_cli_notes_the_rules_that_apply_in_part(runner: CliRunner, tmp_pa
     assert all(rule in r.stdout for rule in PIR_RULES)
 
 
+def test_verify_of_a_plain_pir_program_points_to_paddles_completion(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """vppctl converts no PIR program: the note names Paddle's completion, not convert."""
+    path = json_file(tmp_path, "gpt_pp2_v2", "plain")
+    r = runner.invoke(cli, ["verify", str(path), "--vpp", "2"])
+    said = r.stdout.replace("\n", " ")
+    assert "needs Paddle's PIR completion (vpp_degree > 1) first" in said, said
+    assert "vppctl convert" not in said
+
+
 def _seeded(case: str, edit: str) -> Program:
     """Paddle's completion with one fault: `edit` "layer" moves one op of the fifth layer
     (chunk 1) to chunk 0; "grad" moves the first matmul_grad, "copy" the first recompute

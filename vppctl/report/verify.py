@@ -53,10 +53,15 @@ def verify_line(report: VerifyReport) -> str:
 
 
 def no_plan_note(report: VerifyReport) -> str:
+    # vppctl converts no PIR program: Paddle's own PIR completion does (docs/paddle.md)
+    convert = (
+        "Paddle's PIR completion (vpp_degree > 1) first; `vppctl plan` gives its strategy"
+        if report.pir
+        else "`vppctl convert` first"
+    )
     return (
         f"{NO_PLAN}: checked as pp {report.pp} x vpp {report.vpp} (vpp from --vpp or the chunk "
-        f"ids), {report.placement} placement; a program not yet converted needs `vppctl "
-        "convert` first"
+        f"ids), {report.placement} placement; a program not yet converted needs {convert}"
     )
 
 
