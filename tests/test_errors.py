@@ -593,17 +593,19 @@ def _boom(*args: object, **kwargs: object) -> object:
     raise RuntimeError("boom")
 
 
-@pytest.mark.parametrize(
-    ("command", "module", "name"),
-    [
-        ("convert", commands, "converted"),
-        ("verify", commands, "verify_program"),
-        ("inspect", commands, "summarize"),
-        ("dump", save, "serialize"),
-        ("convert", index, "scan_ops"),
-        ("convert", files, "atomic_replace"),
-    ],
-)
+# Where a fault is injected: (command run, module, function replaced), one per stage of the
+# commands (convert's plan, verify, inspect, dump's serialisation, the scan, the write).
+INJECTION_POINTS = [
+    ("convert", commands, "converted"),
+    ("verify", commands, "verify_program"),
+    ("inspect", commands, "summarize"),
+    ("dump", save, "serialize"),
+    ("convert", index, "scan_ops"),
+    ("convert", files, "atomic_replace"),
+]
+
+
+@pytest.mark.parametrize(("command", "module", "name"), INJECTION_POINTS)
 @pytest.mark.parametrize("debug", [False, True])
 def test_unexpected_exception_is_exit_70_and_asks_to_report_it(
     runner: CliRunner,
@@ -668,17 +670,7 @@ def _no_memory(*args: object, **kwargs: object) -> object:
     raise MemoryError
 
 
-@pytest.mark.parametrize(
-    ("command", "module", "name"),
-    [
-        ("convert", commands, "converted"),
-        ("verify", commands, "verify_program"),
-        ("inspect", commands, "summarize"),
-        ("dump", save, "serialize"),
-        ("convert", index, "scan_ops"),
-        ("convert", files, "atomic_replace"),
-    ],
-)
+@pytest.mark.parametrize(("command", "module", "name"), INJECTION_POINTS)
 def test_memory_error_anywhere_is_exit_5_with_what_the_command_needs(
     runner: CliRunner,
     tmp_path: Path,
