@@ -147,6 +147,41 @@ def test_a_terminal_shows_a_bar_with_the_phases(tmp_path: Path) -> None:
     assert text.rstrip().splitlines()[-1].strip().startswith("wrote ")
 
 
+HIDE_CURSOR, SHOW_CURSOR = b"\x1b[?25l", b"\x1b[?25h"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["simulate", "--pp", "2", "--vpp", "2", "-m", "4"],  # no program: no phase at all
+        ["convert", str(SAMPLE), "--vpp", "2", "-o", str(SAMPLE)],  # refused before the work
+    ],
+    ids=["simulate-without-program", "convert-refused"],
+)
+def test_a_terminal_gets_its_cursor_back(args: list[str]) -> None:
+    argv = [sys.executable, "-m", "vppctl", *args]
+    _, out = run_in_pty(argv, env=terminal_env())
+    # a bar hides the cursor while it draws; whatever ran, the cursor is shown at the end
+    assert out.count(HIDE_CURSOR) == out.count(SHOW_CURSOR), out
+    assert out.rfind(HIDE_CURSOR) <= out.rfind(SHOW_CURSOR)
+
+
+def test_a_bar_draws_nothing_until_a_phase_begins() -> None:
+    import io
+
+    from rich.console import Console
+
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=True, width=80)
+    bar = cli_progress.BarObserver(console)
+    bar.close()  # never started: nothing to stop
+    assert screen.getvalue() == ""
+    bar = cli_progress.BarObserver(console)
+    bar.phase("reading", 10)
+    bar.close()
+    assert screen.getvalue().count("\x1b[?25l") == screen.getvalue().count("\x1b[?25h") == 1
+
+
 def test_quiet_means_no_bar_at_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cli_progress, "is_terminal", lambda name: True)
     assert cli_progress.observer(quiet=True) is None

@@ -125,10 +125,14 @@ class BarObserver:
         self.task: TaskID | None = None
         self.unit: str | None = None
         self.total: int | None = None
-        self.bar.start()
 
     def phase(self, name: Phase, total: int | None) -> None:
-        if self.task is not None:
+        # The bar starts with the first phase, not when the observer is made: a command
+        # refused before its work, or one with no phase (simulate without a program), never
+        # calls close(), and a started bar would leave the terminal's cursor hidden.
+        if self.task is None:
+            self.bar.start()
+        else:
             self.bar.remove_task(self.task)
         self.unit, self.total = UNITS[name], total
         self.task = self.bar.add_task(name, total=total, count=self._shown(0))
@@ -139,7 +143,9 @@ class BarObserver:
             self.bar.update(self.task, completed=done, count=self._shown(done))
 
     def close(self) -> None:
-        self.bar.stop()
+        if self.task is not None:  # never started: nothing to stop
+            self.bar.stop()
+            self.task = None
 
     def _shown(self, done: int) -> str:
         if self.total is None:
