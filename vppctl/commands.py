@@ -589,7 +589,7 @@ def _picture_outputs(prog: PathLike | None, specs: dict[str, PathLike | None]) -
             continue
         output = resolve_output(spec, binary=False, inputs=inputs, fix="write to another path")
         for other, earlier in outputs.items():
-            if output.kind == "file" and output.target == earlier.target:
+            if output.same_file(earlier):
                 raise UsageError(f"{other} and {flag} name the same file {spec}; give each its own")
             if output.is_stdout and earlier.is_stdout:  # one stream cannot hold two documents
                 raise UsageError(
