@@ -73,18 +73,23 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
-def _command(run: Callable[_P, _R]) -> Callable[_P, _R]:
+def _command(source: str | None) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
     """What every command shares: one budget for all its layer regexes (a command may match
     several: its input's, a recorded plan's, its output's), and running out of memory said
-    as such (exit 5, `vppctl.program.memory_guarded`)."""
-    guarded = memory_guarded(run)
+    as such (exit 5, `vppctl.program.memory_guarded`), sized from the program its parameter
+    `source` names (None: it reads none)."""
 
-    @functools.wraps(run)
-    def command(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        with regex_budget():
-            return guarded(*args, **kwargs)
+    def wrap(run: Callable[_P, _R]) -> Callable[_P, _R]:
+        guarded = memory_guarded(run, source)
 
-    return command
+        @functools.wraps(run)
+        def command(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+            with regex_budget():
+                return guarded(*args, **kwargs)
+
+        return command
+
+    return wrap
 
 
 def _options(call: str, options: object, kind: type[validate.Options]) -> None:
@@ -123,7 +128,7 @@ def _refuse_input_as_output(src: Path, out: Path, fix: str) -> None:
 
 
 @validate.api_names(validate.flags_of((ConvertOptions, "ConvertOptions"), outputs=_OUT))
-@_command
+@_command("src")
 def convert_file(
     src: PathLike,
     out: PathLike | None,
@@ -210,7 +215,7 @@ def _interleaving(placement: Placement, vpp: int) -> tuple[Schedule, ...]:
 
 
 @validate.api_names(validate.flags_of((VerifyOptions, "VerifyOptions")))
-@_command
+@_command("path")
 def verify_file(
     path: PathLike, options: VerifyOptions | None = None, *, progress: Observer | None = None
 ) -> VerifyReport:
@@ -224,7 +229,7 @@ def verify_file(
 
 
 @validate.api_names(validate.flags_of((InspectOptions, "InspectOptions")))
-@_command
+@_command("path")
 def inspect_file(
     path: PathLike, options: InspectOptions | None = None, *, progress: Observer | None = None
 ) -> Summary:
@@ -251,7 +256,7 @@ class DumpOptions:
 
 
 @validate.api_names(validate.flags_of((DumpOptions, "DumpOptions"), outputs=_OUT))
-@_command
+@_command("src")
 def dump_file(
     src: PathLike,
     out: PathLike | None = None,
@@ -281,7 +286,7 @@ def _strip(program: Program) -> int:
 
 
 @validate.api_names(validate.flags_of((SampleOptions, "SampleOptions"), outputs=_OUT))
-@_command
+@_command(None)
 def sample_file(
     out: PathLike, options: SampleOptions, *, progress: Observer | None = None
 ) -> SampleOutcome:
@@ -394,7 +399,7 @@ class Pictures:
 
 
 @validate.api_names(validate.flags_of((SimulateOptions, "SimulateOptions"), (Pictures, "Pictures")))
-@_command
+@_command("prog")
 def simulate_run(
     prog: PathLike | None,
     pictures: Pictures | None,
@@ -634,7 +639,7 @@ def _plan_names() -> dict[str, str]:
 
 
 @validate.api_names(functools.cache(_plan_names))
-@_command
+@_command("prog")
 def plan_run(
     prog: PathLike, options: PlanSearchOptions, *, progress: Observer | None = None
 ) -> PlanOutcome:
