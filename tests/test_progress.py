@@ -70,6 +70,29 @@ def test_convert_reports_every_phase_in_order_with_counts(tmp_path: Path) -> Non
         assert last[name] == seen.totals[name], name
 
 
+def test_plan_reports_its_search_candidate_by_candidate() -> None:
+    from vppctl.commands import plan_run
+    from vppctl.planner import PlanSearchOptions
+
+    seen = Recorder()
+    outcome = plan_run(SAMPLE, PlanSearchOptions(micro_batches=(4, 8)), progress=seen)
+    phases = [name for kind, name in seen.events if kind == "phase"]
+    assert phases == ["reading", "indexing", "planning", "searching"]
+    searched = seen.events[seen.events.index(("phase", "searching")) + 1 : -1]
+    total = seen.totals["searching"]
+    # one step per candidate timed or refused: 1, 2, ... up to the total announced
+    assert searched == [("advance", i) for i in range(1, total + 1)]
+    assert total >= len(outcome.result.candidates) > 0
+
+
+def test_a_log_shows_a_long_search_going_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli_progress, "LOG_EVERY", 0.0)  # every step is "ten seconds later"
+    result = CliRunner().invoke(cli, ["plan", str(SAMPLE), "-m", "4,8"])
+    assert result.exit_code == 0, result.output
+    going = re.findall(r"^searching: (\d+)% of (\d+) candidates, \d+\.\d s$", result.stderr, re.M)
+    assert going and going[-1][0] == "100"
+
+
 def test_without_an_observer_nothing_is_reported() -> None:
     # the module-level calls are no-ops: nothing installed, nothing to tell
     progress.phase("reading", 10)

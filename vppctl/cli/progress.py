@@ -3,11 +3,13 @@
 At a terminal, a rich progress bar (transient: it is gone when the command ends) with
 the phase, the bar, what is done of what (ops or bytes), the time elapsed and the time
 left. In a log (stderr not a terminal), a plain line per phase that took at least
-LOG_AFTER seconds, and one every LOG_EVERY seconds while a phase runs, so that a CI
-job shows it is alive and small runs stay quiet:
+LOG_AFTER seconds, and one every LOG_EVERY seconds while a phase runs and says how far
+it got (every phase but planning does), so that a CI job shows it is alive and small
+runs stay quiet:
 
     indexing: 3.2 s (999,500 ops)
     verifying: 50% of 11 checks, 10.0 s
+    searching: 74% of 412 candidates, 10.0 s
 
 Nothing under `-q`, nothing when stderr carries a JSON report, and nothing when the
 environment says VPPCTL_PROGRESS=off (or 0, no, false): a CI job that wants no phase
