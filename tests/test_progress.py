@@ -93,6 +93,32 @@ def test_a_log_shows_a_long_search_going_on(monkeypatch: pytest.MonkeyPatch) -> 
     assert going and going[-1][0] == "100"
 
 
+@pytest.mark.parametrize("name", ["s.pb", "s.pbtxt"])
+def test_sample_reports_building_then_writing(tmp_path: Path, name: str) -> None:
+    from vppctl.commands import sample_file
+    from vppctl.sample import SampleOptions
+
+    seen = Recorder()
+    outcome = sample_file(tmp_path / name, SampleOptions(layers=4, pp=2), progress=seen)
+    phases = [name for kind, name in seen.events if kind == "phase"]
+    assert phases == ["building", "writing"] and seen.events[-1] == ("close", None)
+    advances = [done for kind, done in seen.events if kind == "advance"]
+    assert advances and advances[-1] == outcome.bytes_written == (tmp_path / name).stat().st_size
+    if name.endswith(".pb"):  # binary: the total is known before the first byte
+        assert seen.totals["writing"] == outcome.bytes_written
+
+
+def test_a_log_gets_the_phases_of_sample(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli_progress, "LOG_AFTER", 0.0)
+    args = ["sample", "--layers", "4", "--pp", "2", "-o", str(tmp_path / "s.pb")]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    assert re.fullmatch(r"building: \d+\.\d s", lines[0])
+    assert re.fullmatch(r"writing: \d+\.\d s \(\d+\.\d KB\)", lines[1])
+    assert lines[2].startswith("wrote ")
+
+
 def test_without_an_observer_nothing_is_reported() -> None:
     # the module-level calls are no-ops: nothing installed, nothing to tell
     progress.phase("reading", 10)

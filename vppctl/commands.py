@@ -56,6 +56,7 @@ from vppctl.program import (
     resolve_output,
     write_all,
     write_program,
+    write_serialized,
 )
 from vppctl.progress import Observer, observing
 from vppctl.sample.model import SampleOptions
@@ -306,8 +307,8 @@ def sample_file(
             written, warnings = write_program(parse_program(data, source="sample"), output)
             return SampleOutcome(output.shown, written, tuple(warnings))
         check_size(len(data), fix=fix)
-        output.write(data)  # already canonical bytes: written as they are
-    return SampleOutcome(output.shown, len(data), tuple(output.warnings()))
+        written, warnings = write_serialized(data, output)  # canonical bytes, as they are
+    return SampleOutcome(output.shown, written, tuple(warnings))
 
 
 # -- simulate --------------------------------------------------------------------

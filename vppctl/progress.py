@@ -9,6 +9,7 @@ the phases of the pipeline:
     indexing    ops scanned into the side tables
     planning    layers found, refusals checked, the plan made (no count)
     searching   candidates of `plan`'s search timed (or refused)
+    building    `sample`'s program made (no count)
     applying    ops given their new mesh and chunk
     verifying   rule checks run
     writing     bytes of the output written
@@ -26,7 +27,16 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Literal, Protocol
 
-Phase = Literal["reading", "indexing", "planning", "searching", "applying", "verifying", "writing"]
+Phase = Literal[
+    "reading",
+    "indexing",
+    "planning",
+    "searching",
+    "building",
+    "applying",
+    "verifying",
+    "writing",
+]
 
 # What each phase counts (None: it reports no count).
 UNITS: dict[Phase, str | None] = {
@@ -34,6 +44,7 @@ UNITS: dict[Phase, str | None] = {
     "indexing": "ops",
     "planning": None,
     "searching": "candidates",
+    "building": None,
     "applying": "ops",
     "verifying": "checks",
     "writing": "bytes",

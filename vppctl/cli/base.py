@@ -27,7 +27,6 @@ import sys
 import time
 import traceback
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -75,7 +74,6 @@ __all__ = [
     "print_json",
     "report_console",
     "same_as_stdout",
-    "status",
     "stderr_console",
     "stdout_console",
     "warn",
@@ -407,13 +405,3 @@ def warn(console: Console, warnings: Iterator[str] | list[str] | tuple[str, ...]
 
     for w in warnings:
         console.print(Text(printable(f"warning: {w}"), style="yellow"))
-
-
-@contextmanager
-def status(console: Console, quiet: bool, text: str) -> Iterator[None]:
-    """A spinner on stderr for long work, only when stderr is a terminal."""
-    if quiet or not console.is_terminal:
-        yield
-        return
-    with console.status(text):
-        yield

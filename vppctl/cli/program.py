@@ -15,7 +15,6 @@ from vppctl.cli.base import (
     print_json,
     report_console,
     same_as_stdout,
-    status,
     stderr_console,
     stdout_console,
     warn,
@@ -448,8 +447,8 @@ def sample(
     to_stderr = same_as_stdout(output)
     expect_outputs()
     err = stderr_console(quiet or (as_json and to_stderr))
-    with status(err, quiet, "building"):
-        outcome = sample_file(output, opts)
+    progress = observer(quiet, json_on_stderr=as_json and to_stderr)
+    outcome = sample_file(output, opts, progress=progress)
     outputs_written([outcome.output], stdout=to_stderr)
     if as_json:
         print_json(outcome.to_json(), to_stderr=to_stderr)
