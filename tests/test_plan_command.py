@@ -189,7 +189,7 @@ def test_plan_refuses_a_converted_program(runner, src: Path, tmp_path: Path) -> 
     ("args", "words"),
     [
         (["-m", "8,x"], "comma-separated list of integers"),
-        (["-m", "0"], "must be positive"),
+        (["-m", "0"], "0 is not an integer between 1 and 65,536"),
         (["-m", "8", "--schedule", "gpipe"], "'gpipe' is not one of fthenb"),
         (["-m", "8", "--memory-limit", "lots"], "is not a size"),
     ],

@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING, ClassVar, ParamSpec, TypeVar
 from vppctl import validate
 from vppctl.choices import (
     MAX_MICRO_BATCHES,
+    MAX_SVG_WIDTH,
+    MIN_SVG_WIDTH,
     SCHEDULES,
     Placement,
     Schedule,
@@ -396,7 +398,7 @@ class Pictures:
             value = getattr(self, name)
             if value is not None and not isinstance(value, (str, os.PathLike)):
                 raise validate.refuse(self, name, "a path (str or os.PathLike), '-' or None")
-        validate.integer(self, "svg_width", 640, 100_000, optional=True)
+        validate.integer(self, "svg_width", MIN_SVG_WIDTH, MAX_SVG_WIDTH, optional=True)
 
 
 @validate.api_names(validate.flags_of((SimulateOptions, "SimulateOptions"), (Pictures, "Pictures")))

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, cast
 
 import click
 
-from vppctl.choices import LAYOUTS, OPTIMIZERS, OUTPUT_FORMATS, PLACEMENTS
+from vppctl.choices import LAYOUTS, MAX_LAYERS, OPTIMIZERS, OUTPUT_FORMATS, PLACEMENTS
 from vppctl.cli.base import (
     cli,
     exit_codes,
@@ -25,6 +25,7 @@ from vppctl.cli.options import (
     DEGREE,
     MICRO_BATCHES,
     PATH,
+    IntRange,
     choice,
     json_option,
     output_option,
@@ -363,7 +364,7 @@ def dump(prog: str, output: str | None, strip_callstack: bool, as_json: bool, qu
 
 
 @cli.command(epilog=SAMPLE_EXITS, short_help="Write a GPT-like plain-PP sample program.")
-@click.option("--layers", type=click.IntRange(1), required=True, help="Decoder layers.")
+@click.option("--layers", type=IntRange(1, MAX_LAYERS), required=True, help="Decoder layers.")
 @click.option("--pp", type=DEGREE, required=True, help="Pipeline stages.")
 @click.option(
     "--ranks-per-stage", type=int, default=1, show_default=True, help="Ranks in each stage mesh."

@@ -7,7 +7,14 @@ from typing import TYPE_CHECKING, Any, cast
 
 import click
 
-from vppctl.choices import COST_KINDS, PLACEMENTS, SCHEDULES, SEARCHED_SPLITS
+from vppctl.choices import (
+    COST_KINDS,
+    MAX_SVG_WIDTH,
+    MIN_SVG_WIDTH,
+    PLACEMENTS,
+    SCHEDULES,
+    SEARCHED_SPLITS,
+)
 from vppctl.cli.base import (
     cli,
     exit_codes,
@@ -26,6 +33,7 @@ from vppctl.cli.options import (
     MICRO_BATCHES,
     PATH,
     ChoiceList,
+    IntRange,
     choice,
     json_option,
     memory_options,
@@ -67,7 +75,7 @@ def _memory(micro_batch_size: int | None, seq_len: int | None, memory_limit: int
 
     if micro_batch_size is None and seq_len is None and memory_limit is None:
         return None
-    return MemoryOptions(micro_batch_size or 1, seq_len, memory_limit)
+    return MemoryOptions(1 if micro_batch_size is None else micro_batch_size, seq_len, memory_limit)
 
 
 # -- simulate --------------------------------------------------------------------
@@ -95,7 +103,7 @@ def _memory(micro_batch_size: int | None, seq_len: int | None, memory_limit: int
 )
 @click.option(
     "--group-size",
-    type=click.IntRange(1, 1 << 16),
+    type=MICRO_BATCHES,
     metavar="N",
     help="Micro-batch group size: Megatron's of interleaved (default pp), torch's "
     "microbatches_per_round of interleaved-zb (default m // max(1, m // pp)).",
@@ -116,7 +124,7 @@ def _memory(micro_batch_size: int | None, seq_len: int | None, memory_limit: int
 @click.option(
     "--width",
     "svg_width",
-    type=click.IntRange(640, 100_000),
+    type=IntRange(MIN_SVG_WIDTH, MAX_SVG_WIDTH),
     metavar="PX",
     help="Widest the SVG may be, in pixels (default 1800, a page): boxes too narrow for "
     "their label are drawn without one, each keeps its hover title.",
@@ -240,9 +248,7 @@ def _ints(flag: str) -> Callable[[click.Context, click.Parameter, str | None], t
             raise click.BadParameter(
                 f"{value!r} is not a comma-separated list of integers, e.g. 16,32,64"
             ) from None
-        if any(v < 1 for v in values):
-            raise click.BadParameter(f"{flag} values must be positive, got {value!r}")
-        return values
+        return values  # the options object checks their range
 
     return parse
 
