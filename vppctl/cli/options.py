@@ -92,6 +92,28 @@ class ChoiceList(click.ParamType):  # type: ignore[type-arg]
         ]
 
 
+class IntList(click.ParamType):  # type: ignore[type-arg]
+    """A comma-separated list of integers (`16,32,64`) as a tuple; the options object the
+    list goes into checks the values (`IntRange`)."""
+
+    name = "integers"
+
+    def __init__(self, example: str) -> None:
+        self.example = example
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, tuple):
+            return value
+        try:
+            return tuple(int(x) for x in str(value).replace(" ", "").split(","))
+        except ValueError:
+            self.fail(
+                f"{value!r} is not a comma-separated list of integers, e.g. {self.example}",
+                param,
+                ctx,
+            )
+
+
 class IntRange(click.IntRange):
     """An integer, its range shown in --help. A value outside the range is passed on for
     the options object it goes into to refuse, as `Choice` does: one check, one wording."""
@@ -210,6 +232,8 @@ def plan_options(command: Literal["convert", "simulate"]) -> Callable[[F], F]:
         click.option(
             "--layers-per-chunk",
             metavar="N,N,...",
+            type=IntList("3,4,4,5"),
+            default=(),
             help="Explicit layer counts per segment, in virtual-stage order (implies --split "
             "explicit).",
         ),
@@ -275,15 +299,3 @@ def _parse_size(ctx: click.Context, param: click.Parameter, value: str | None) -
             f"{value!r} is not a size: give bytes with a unit, e.g. 80GiB, 80GB, 512MiB"
         )
     return size
-
-
-def parse_counts(value: str | None) -> tuple[int, ...]:
-    """`--layers-per-chunk`'s value as layer counts."""
-    if not value:
-        return ()
-    try:
-        return tuple(int(x) for x in value.replace(" ", "").split(","))
-    except ValueError:
-        raise click.BadParameter(
-            f"{value!r} is not a comma-separated list of layer counts, e.g. 3,4,4,5"
-        ) from None

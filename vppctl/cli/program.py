@@ -29,7 +29,6 @@ from vppctl.cli.options import (
     choice,
     json_option,
     output_option,
-    parse_counts,
     plan_options,
     pp_option,
     program_argument,
@@ -104,7 +103,7 @@ def convert(
     strict: bool,
     placement: str,
     split: str | None,
-    layers_per_chunk: str | None,
+    layers_per_chunk: tuple[int, ...],
     cost: str,
     micro_batches: int | None,
     strip_callstack: bool,
@@ -131,7 +130,7 @@ def convert(
         pp=pp,
         placement=cast("Placement", placement),
         split=cast("Split | None", split),
-        layers_per_chunk=parse_counts(layers_per_chunk),
+        layers_per_chunk=layers_per_chunk,
         cost=cast("CostKind", cost),
     )
     opts = ConvertOptions(

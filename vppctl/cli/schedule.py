@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 import click
@@ -33,12 +32,12 @@ from vppctl.cli.options import (
     MICRO_BATCHES,
     PATH,
     ChoiceList,
+    IntList,
     IntRange,
     choice,
     json_option,
     memory_options,
     p2p_cost_option,
-    parse_counts,
     plan_options,
     pp_option,
     program_argument,
@@ -153,7 +152,7 @@ def simulate(
     costs: str | None,
     placement: str | None,
     split: str | None,
-    layers_per_chunk: str | None,
+    layers_per_chunk: tuple[int, ...],
     cost: str | None,
     seg_method: str | None,
     p2p_cost: float,
@@ -191,7 +190,7 @@ def simulate(
         pp=pp,
         placement=cast("Placement | None", placement),
         split=cast("Split | None", split),
-        layers_per_chunk=parse_counts(layers_per_chunk),
+        layers_per_chunk=layers_per_chunk,
         cost=cast("CostKind | None", cost),
     )
     opts = SimulateOptions(
@@ -238,21 +237,6 @@ def simulate(
 # -- plan ------------------------------------------------------------------------
 
 
-def _ints(flag: str) -> Callable[[click.Context, click.Parameter, str | None], tuple[int, ...]]:
-    def parse(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, ...]:
-        if value is None:
-            return ()
-        try:
-            values = tuple(int(x) for x in value.replace(" ", "").split(","))
-        except ValueError:
-            raise click.BadParameter(
-                f"{value!r} is not a comma-separated list of integers, e.g. 16,32,64"
-            ) from None
-        return values  # the options object checks their range
-
-    return parse
-
-
 @cli.command(epilog=PLAN_EXITS, short_help="Find the best conversion: vpp, split, schedule, m.")
 @program_argument("prog")
 @click.option(
@@ -260,14 +244,15 @@ def _ints(flag: str) -> Callable[[click.Context, click.Parameter, str | None], t
     "-m",
     required=True,
     metavar="M[,M...]",
-    callback=_ints("--micro-batches"),
+    type=IntList("16,32,64"),
     help="Micro-batches per step: one count or a list, e.g. 16,32,64.",
 )
 @pp_option()
 @click.option(
     "--vpp",
     metavar="V[,V...]",
-    callback=_ints("--vpp"),
+    type=IntList("1,2,4"),
+    default=(),
     help="Chunks per stage to try. Default: every value a split can serve.",
 )
 @click.option(
