@@ -190,6 +190,15 @@ def test_statistics_count_each_rule(seeded) -> None:
     assert data["statistics"] == [{"rule": "V008", "count": 2}, {"rule": "V011", "count": 2}]
 
 
+def test_the_json_holds_statistics_and_violations_with_or_without_statistics(seeded) -> None:
+    bad, _ = seeded
+    data = json.loads(verify(bad, "--json").stdout)
+    assert len(data["violations"]) == 4 and sum(s["count"] for s in data["statistics"]) == 4
+    assert verify(bad, "--statistics", "--json").stdout == verify(bad, "--json").stdout
+    said = " ".join(verify(SAMPLE, "--help", exit_code=0).stdout.split())
+    assert "instead of listing them (full, concise; the JSON always holds both" in said
+
+
 def test_statistics_of_a_valid_program_is_its_valid_line() -> None:
     assert verify(SAMPLE, "--statistics", exit_code=0).stdout.startswith("valid: pp 4 x vpp 1")
 

@@ -194,7 +194,8 @@ def convert(
 @click.option(
     "--statistics",
     is_flag=True,
-    help="Count the violations of each rule instead of listing them (full, concise, json).",
+    help="Count the violations of each rule instead of listing them (full, concise; the "
+    "JSON always holds both the statistics and the violations).",
 )
 @click.option("--rules", "list_rules", is_flag=True, help="List the rules and exit (no PROG).")
 @quiet_option
