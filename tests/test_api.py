@@ -459,6 +459,18 @@ def test_an_error_worded_in_flags_names_the_api_fields_in_a_note(tmp_path: Path)
     assert in_memory.value.__notes__ == [note]
 
 
+def test_a_call_through_another_public_call_names_the_api_fields_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """verify_file runs verify_program, both public: the error gets one note, not two."""
+    from vppctl.engine import layers
+
+    monkeypatch.setattr(layers, "REGEX_SECONDS", 0.0)  # any regex is over the budget
+    with pytest.raises(vppctl.UsageError, match="--seg-method 'Decoder' takes over") as e:
+        vppctl.verify_file(SAMPLE, vppctl.VerifyOptions(seg_method="Decoder"))
+    assert e.value.__notes__ == ["in the Python API: --seg-method is VerifyOptions.seg_method"]
+
+
 def test_simulate_without_a_program_needs_pp_and_vpp_and_refuses_a_programs_options() -> None:
     run = vppctl.simulate_run
     with pytest.raises(vppctl.UsageError, match="--pp is required") as e:
