@@ -194,6 +194,14 @@ def _bug(*args: object, **kwargs: object) -> None:
     raise RuntimeError("a bug")
 
 
+def _terminate(*args: object, **kwargs: object) -> None:
+    import signal
+
+    from vppctl.program.atomic import Terminated
+
+    raise Terminated(signal.SIGTERM)  # what SIGTERM raises while a file is replaced
+
+
 def _out_of_memory(*args: object, **kwargs: object) -> None:
     raise MemoryError
 
@@ -214,6 +222,12 @@ def _out_of_memory(*args: object, **kwargs: object) -> None:
         pytest.param(["inspect", SAMPLE, "--json"], 5, "memory", id="memory"),
         pytest.param(["inspect", SAMPLE, "--json"], 70, "internal", id="internal"),
         pytest.param(["inspect", SAMPLE, "--json"], 130, "interrupted", id="interrupted"),
+        pytest.param(
+            ["convert", SAMPLE, "--vpp", "2", "-o", "x.pb", "--json"],
+            143,
+            "terminated",
+            id="terminated",
+        ),
     ],
 )
 def test_a_failure_with_json_is_one_json_object_on_stdout(
@@ -222,6 +236,10 @@ def test_a_failure_with_json_is_one_json_object_on_stdout(
     if code in (5, 70, 130):
         fault = {5: _out_of_memory, 70: _bug, 130: _interrupt}[code]
         monkeypatch.setattr(commands, "inspect_file", fault)
+    if code == 143:
+        from vppctl.program import files
+
+        monkeypatch.setattr(files, "atomic_replace", _terminate)
     monkeypatch.chdir(tmp_path)
     result = invoke(*args, exit_code=code)
     data = check("error", one_object(result))

@@ -49,6 +49,7 @@ from vppctl.errors import (
     EXIT_INTERRUPTED,
     EXIT_MEMORY,
     EXIT_OK,
+    EXIT_TERMINATED,
     EXIT_USAGE,
     EXIT_VIOLATIONS,
     KINDS,
@@ -89,6 +90,7 @@ _MEANINGS = {
     EXIT_MEMORY: "out of memory",
     EXIT_INTERNAL: "internal error (a bug: please report it)",
     EXIT_INTERRUPTED: "interrupted",
+    EXIT_TERMINATED: "terminated (SIGTERM) while a file was replaced",
 }
 
 
@@ -108,6 +110,7 @@ EXIT_CODES_HELP = exit_codes(
     EXIT_MEMORY,
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
     found="verify found problems, or simulate a stage over --memory-limit",
 )
 
@@ -191,10 +194,11 @@ class _Group(_Command, click.Group):
             _fail(ctx, EXIT_INTERRUPTED, "interrupted", _interrupted(started), None, as_json)
         except SystemExit as e:  # SIGTERM while a file was replaced (vppctl.program.atomic)
             signum = getattr(e, "signum", None)
-            if signum is not None:
-                what = _interrupted(started).replace("interrupted", "terminated (SIGTERM)", 1)
-                echo_error(f"Error: {printable(what)}")
-            raise
+            if signum is None:
+                raise
+            what = _interrupted(started).replace("interrupted", "terminated (SIGTERM)", 1)
+            code = 128 + signum
+            _fail(ctx, code, KINDS.get(code, "terminated"), what, None, as_json)
         except MemoryError:  # outside a command's own guard (vppctl.program.memory_guarded)
             _fail(ctx, EXIT_MEMORY, KINDS[EXIT_MEMORY], OUT_OF_MEMORY, None, as_json)
         except Exception as e:  # a bug: say so, traceback only under --debug

@@ -42,6 +42,7 @@ from vppctl.errors import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_MEMORY,
+    EXIT_TERMINATED,
     EXIT_USAGE,
     EXIT_VIOLATIONS,
 )
@@ -54,11 +55,12 @@ if TYPE_CHECKING:
 
 # The exit codes each command can return (its --help lists only these).
 _FAILURES = (EXIT_USAGE, EXIT_FILE, EXIT_MEMORY, EXIT_INTERNAL, EXIT_INTERRUPTED)
-CONVERT_EXITS = exit_codes(*_FAILURES, EXIT_CONVERT)
+# A command that replaces a file may be terminated (SIGTERM) while it does.
+CONVERT_EXITS = exit_codes(*_FAILURES, EXIT_CONVERT, EXIT_TERMINATED)
 VERIFY_EXITS = exit_codes(*_FAILURES, EXIT_VIOLATIONS, found="violations found")
 INSPECT_EXITS = exit_codes(*_FAILURES)
-DUMP_EXITS = exit_codes(*_FAILURES, EXIT_CONVERT)
-SAMPLE_EXITS = exit_codes(*_FAILURES, EXIT_CONVERT)
+DUMP_EXITS = exit_codes(*_FAILURES, EXIT_CONVERT, EXIT_TERMINATED)
+SAMPLE_EXITS = exit_codes(*_FAILURES, EXIT_CONVERT, EXIT_TERMINATED)
 
 
 # -- convert ---------------------------------------------------------------------

@@ -51,6 +51,7 @@ from vppctl.errors import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_MEMORY,
+    EXIT_TERMINATED,
     EXIT_USAGE,
     EXIT_VIOLATIONS,
 )
@@ -63,6 +64,7 @@ _FAILURES = (EXIT_USAGE, EXIT_FILE, EXIT_CONVERT, EXIT_MEMORY, EXIT_INTERNAL, EX
 SIMULATE_EXITS = exit_codes(
     *_FAILURES,
     EXIT_VIOLATIONS,
+    EXIT_TERMINATED,  # while a picture file is replaced
     found="a stage's peak over --memory-limit (the report still printed)",
 )
 PLAN_EXITS = exit_codes(*_FAILURES)
