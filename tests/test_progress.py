@@ -120,10 +120,17 @@ def test_a_log_gets_the_phases_of_sample(tmp_path: Path, monkeypatch: pytest.Mon
 
 
 def test_without_an_observer_nothing_is_reported() -> None:
-    # the module-level calls are no-ops: nothing installed, nothing to tell
-    progress.phase("reading", 10)
+    seen = Recorder()
+    with progress.observing(seen):
+        progress.phase("reading", 10)
+    # the block is over: the observer was closed, and is told nothing more
+    progress.phase("indexing", 10)
     progress.advance(5)
     progress.step(1)
+    with progress.observing(None):  # None installs nobody
+        progress.phase("writing", 1)
+        progress.advance(1)
+    assert seen.events == [("phase", "reading"), ("close", None)]
 
 
 def test_a_log_gets_one_line_per_phase_over_the_threshold(
