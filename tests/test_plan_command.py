@@ -199,6 +199,14 @@ def test_bad_options_are_usage_errors(runner, src: Path, args: list[str], words:
     assert result.exit_code == 2 and words in result.stderr
 
 
+def test_the_placement_help_names_every_v_shaped_schedule(runner) -> None:
+    from vppctl.schedule import V_SHAPED
+
+    said = " ".join(runner.invoke(cli, ["plan", "--help"]).stdout.split())
+    placement = said.split("--placement loop,v")[1].split("--split")[0]
+    assert all(schedule in placement for schedule in V_SHAPED), placement
+
+
 def test_nothing_to_simulate_is_exit_4_with_the_reasons(runner, src: Path) -> None:
     result = runner.invoke(cli, ["plan", str(src), "-m", "2"])
     assert result.exit_code == 4 and "m 2 < pp 4" in result.stderr

@@ -262,7 +262,8 @@ def simulate(
     metavar="loop,v",
     type=ChoiceList(PLACEMENTS),
     default=(),
-    help="Placements to try (default both; V runs ZB-V with vpp 2).",
+    help="Placements to try (default both; v runs the V-shaped schedules zbvpp, zbv and "
+    "dualpipev, at vpp 2).",
 )
 @click.option(
     "--split",
