@@ -68,6 +68,17 @@ def test_rules_as_json() -> None:
         assert {r["rule"]: r["checks"] for r in data["pir_rules"]} == PIR_RULES
 
 
+def test_rules_refuse_a_program_which_they_would_not_check(seeded) -> None:
+    """`verify --rules prog.pb` in a CI step would always pass without checking prog.pb."""
+    bad, _ = seeded
+    for extra in ([], ["--json"]):
+        result = verify("--rules", bad, *extra, exit_code=2)
+        assert result.stderr.splitlines()[-1] == (
+            f"Error: --rules lists the rules and checks no program, and {bad} was given: "
+            "drop --rules to check it, or the program to list the rules"
+        )
+
+
 def test_a_program_is_still_needed_without_rules() -> None:
     result = verify(exit_code=2)
     assert "Missing argument 'PROG'" in result.stderr and "--rules" in result.stderr

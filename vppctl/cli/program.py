@@ -199,7 +199,9 @@ def convert(
     help="Count the violations of each rule instead of listing them (full, concise; the "
     "JSON always holds both the statistics and the violations).",
 )
-@click.option("--rules", "list_rules", is_flag=True, help="List the rules and exit (no PROG).")
+@click.option(
+    "--rules", "list_rules", is_flag=True, help="List the rules and exit (takes no PROG)."
+)
 @quiet_option
 def verify(
     prog: str | None,
@@ -233,6 +235,11 @@ def verify(
             f"--statistics counts the violations as a table or JSON, not as {form}: drop one"
         )
     if list_rules:
+        if prog is not None:  # a CI step so written would pass without checking it
+            raise UsageError(
+                f"--rules lists the rules and checks no program, and {prog} was given: drop "
+                "--rules to check it, or the program to list the rules"
+            )
         if form == "json":
             print_json(rules_json())
         elif form in ("github", "junit"):
