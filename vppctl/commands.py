@@ -418,7 +418,7 @@ def simulate_run(
     segments' forward FLOPs, and `outcome.memory` holds each stage's bytes. Without it,
     every chunk costs `options.costs`. `options.schedule` None compares 1F1B with the
     plan's interleaving schedule."""
-    from vppctl.outcomes.schedule import SimulateOutcome
+    from vppctl.outcomes.schedule import SimulateOutcome, simulation_warnings
 
     pictures = Pictures() if pictures is None else pictures
     _options("simulate_run", pictures, Pictures)
@@ -451,7 +451,7 @@ def simulate_run(
         "time (1 = the unit of --costs)",
     )
     written = tuple(_pictures(runs, outputs, drawing))
-    warnings = (*_run_warnings(runs), *_link_warnings(outputs))
+    warnings = (*simulation_warnings(runs), *_link_warnings(outputs))
     return SimulateOutcome(runs, None, written, warnings=warnings)
 
 
@@ -528,7 +528,7 @@ def _simulate_program(
 ) -> SimulateOutcome:
     """A program simulated with the plan `convert` would make (or made), its FLOP costs
     and its bytes per stage."""
-    from vppctl.outcomes.schedule import SimulatedPlan, SimulateOutcome
+    from vppctl.outcomes.schedule import SimulatedPlan, SimulateOutcome, simulation_warnings
     from vppctl.planner import CostModel, MemoryModel, resolve_plan, stage_memory
     from vppctl.schedule import held_peak
 
@@ -550,7 +550,7 @@ def _simulate_program(
     simulated = SimulatedPlan(
         plan, resolved.recorded, resolved.split, model.measure, model.segments(plan), run.ratios
     )
-    warnings = (*resolved.warnings, *memory_model.warnings, *_run_warnings(runs))
+    warnings = (*resolved.warnings, *memory_model.warnings, *simulation_warnings(runs))
     return SimulateOutcome(runs, str(prog), (), simulated, stages, opts, warnings)
 
 
@@ -581,10 +581,6 @@ def _runs(
         pp, vpp, m, forward, backward, hop,
         weight=weight, group_size=group, placement=placement or "loop",
     )  # fmt: skip
-
-
-def _run_warnings(runs: Sequence[SimResult]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(w for r in runs for w in r.warnings))
 
 
 def _picture_outputs(prog: PathLike | None, specs: dict[str, PathLike | None]) -> dict[str, Output]:
