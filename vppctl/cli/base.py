@@ -55,16 +55,15 @@ from vppctl.errors import (
     KINDS,
     OUT_OF_MEMORY,
     VppctlError,
-    failure_object,
 )
 from vppctl.escape import printable
+from vppctl.shapes import failure_document
 
 if TYPE_CHECKING:
     from rich.console import Console
 
 __all__ = [
     "BUG_REPORT",
-    "ERROR_SCHEMA",
     "EXIT_CODES_HELP",
     "cli",
     "exit_codes",
@@ -118,9 +117,6 @@ BUG_REPORT = (
     "this is a bug in vppctl; please report it with the command line and the input program "
     "(CONTRIBUTING.md: Reporting a bug)"
 )
-
-# The version of the JSON error object's shape (vppctl/report/schemas/error.json).
-ERROR_SCHEMA = 1
 
 
 class _Command(click.Command):
@@ -242,22 +238,13 @@ def json_requested(args: Sequence[str]) -> bool:
     return False
 
 
-def error_json(exit_code: int, kind: str, message: str, hint: str | None) -> dict[str, Any]:
-    """The JSON object of a failure (vppctl/report/schemas/error.json)."""
-    return {
-        "vppctl_version": __version__,
-        "schema": ERROR_SCHEMA,
-        "error": failure_object(exit_code, kind, message, hint),
-    }
-
-
 def _fail(
     ctx: click.Context, code: int, kind: str, message: str, hint: str | None, as_json: bool
 ) -> None:
     line = f"Error: {printable(message)}" + (f"; {printable(hint)}" if hint else "")
     if as_json and not (ctx.obj and ctx.obj.get("json_printed")):
         stdout_taken = bool(ctx.obj and ctx.obj.get("stdout_taken"))
-        text = json.dumps(error_json(code, kind, message, hint), indent=2)
+        text = json.dumps(failure_document(code, kind, message, hint), indent=2)
         stream = Stream("stderr" if stdout_taken else "stdout", report=False)
         stream.write(text + "\n")
         stream.flush()
@@ -276,7 +263,9 @@ def _usage_failure(ctx: click.Context, e: click.ClickException, as_json: bool) -
             path = " ".join(["vppctl", *e.ctx.command_path.split()[1:]])
             hint = f"Try '{path} --help' for help."
         text = json.dumps(
-            error_json(e.exit_code, KINDS.get(e.exit_code, "usage"), e.format_message(), hint),
+            failure_document(
+                e.exit_code, KINDS.get(e.exit_code, "usage"), e.format_message(), hint
+            ),
             indent=2,
         )
         stream = Stream("stdout", report=False)
