@@ -281,6 +281,70 @@ def test_the_command_line_says_a_bad_choice_in_the_apis_words(
     assert not out.exists()
 
 
+def _memory(**fields: Any) -> object:
+    from vppctl.planner import MemoryOptions
+
+    return MemoryOptions(**fields)
+
+
+# A bad number on the command line, and the options object that refuses it in the API.
+CLI_NUMBERS: list[tuple[list[str], str, str, Callable[[], object]]] = [
+    (["convert", str(SAMPLE)], "--vpp", "0", lambda: vppctl.PlanOptions(vpp=0)),
+    (["convert", str(SAMPLE), "--vpp", "2"], "--pp", "5000",
+     lambda: vppctl.PlanOptions(vpp=2, pp=5000)),
+    (["convert", str(SAMPLE), "--vpp", "2"], "-m", "0",
+     lambda: vppctl.ConvertOptions(plan=vppctl.PlanOptions(vpp=2), micro_batches=0)),
+    (["verify", str(SAMPLE)], "--vpp", "0", lambda: vppctl.VerifyOptions(vpp=0)),
+    (["verify", str(SAMPLE)], "--pp", "-1", lambda: vppctl.VerifyOptions(pp=-1)),
+    (["simulate", "--pp", "2", "--vpp", "2"], "-m", "0",
+     lambda: vppctl.SimulateOptions(micro_batches=0)),
+    (["simulate", "--pp", "2", "--vpp", "2"], "-m", "70000",
+     lambda: vppctl.SimulateOptions(micro_batches=70000)),
+    (["simulate", "--pp", "2", "--vpp", "2", "-m", "4"], "--group-size", "0",
+     lambda: vppctl.SimulateOptions(micro_batches=4, group_size=0)),
+    (["simulate", "--pp", "2", "--vpp", "2", "-m", "4"], "--width", "100",
+     lambda: vppctl.Pictures(svg_width=100)),
+    (["simulate", "--pp", "2", "--vpp", "2", "-m", "4"], "--p2p-cost", "-1",
+     lambda: vppctl.SimulateOptions(micro_batches=4, p2p_cost=-1.0)),
+    (["simulate", str(SAMPLE), "-m", "4"], "--micro-batch-size", "0",
+     lambda: _memory(micro_batch_size=0)),
+    (["simulate", str(SAMPLE), "-m", "4"], "--seq-len", "0", lambda: _memory(seq_len=0)),
+    (["plan", str(SAMPLE)], "-m", "0", lambda: vppctl.PlanSearchOptions(micro_batches=(0,))),
+    (["plan", str(SAMPLE)], "-m", "70000",
+     lambda: vppctl.PlanSearchOptions(micro_batches=(70000,))),
+    (["plan", str(SAMPLE), "-m", "8"], "--vpp", "0",
+     lambda: vppctl.PlanSearchOptions(micro_batches=(8,), vpp=(0,))),
+    (["plan", str(SAMPLE), "-m", "8"], "--micro-batch-size", "0",
+     lambda: _memory(micro_batch_size=0)),
+    (["sample", "--pp", "4", "-o", "x.pb"], "--layers", "0",
+     lambda: vppctl.SampleOptions(layers=0, pp=4)),
+    (["sample", "--layers", "8", "-o", "x.pb"], "--pp", "0",
+     lambda: vppctl.SampleOptions(layers=8, pp=0)),
+    (["sample", "--layers", "8", "--pp", "4", "-o", "x.pb"], "--vpp", "5000",
+     lambda: vppctl.SampleOptions(layers=8, pp=4, vpp=5000)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("args", "flag", "value", "api"),
+    CLI_NUMBERS,
+    ids=[f"{args[0]} {flag} {value}" for args, flag, value, _ in CLI_NUMBERS],
+)
+def test_the_command_line_says_a_bad_number_in_the_apis_words(
+    args: list[str], flag: str, value: str, api: Callable[[], object], tmp_path: Path
+) -> None:
+    """Click parses a number; the options object alone says whether it is in range, so a
+    bad value reads the same on the command line and in Python."""
+    with pytest.raises(vppctl.UsageError) as e:
+        api()
+    out = tmp_path / "x.pb"
+    args = [str(out) if a == "x.pb" else a for a in args]
+    result = CliRunner().invoke(cli, [*args, flag, value])
+    assert result.exit_code == 2, result.output
+    assert result.stderr == f"Error: {e.value}\n"
+    assert not out.exists()
+
+
 def test_options_of_the_wrong_kind_are_usage_errors() -> None:
     plan = vppctl.PlanOptions(vpp=2)
     with pytest.raises(vppctl.UsageError, match=r"takes its options as one ConvertOptions, got "
@@ -393,6 +457,18 @@ def test_an_error_worded_in_flags_names_the_api_fields_in_a_note(tmp_path: Path)
     with pytest.raises(vppctl.ConversionError) as in_memory:
         vppctl.convert_program(vppctl.read_program(SAMPLE), options)
     assert in_memory.value.__notes__ == [note]
+
+
+def test_a_call_through_another_public_call_names_the_api_fields_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """verify_file runs verify_program, both public: the error gets one note, not two."""
+    from vppctl.engine import layers
+
+    monkeypatch.setattr(layers, "REGEX_SECONDS", 0.0)  # any regex is over the budget
+    with pytest.raises(vppctl.UsageError, match="--seg-method 'Decoder' takes over") as e:
+        vppctl.verify_file(SAMPLE, vppctl.VerifyOptions(seg_method="Decoder"))
+    assert e.value.__notes__ == ["in the Python API: --seg-method is VerifyOptions.seg_method"]
 
 
 def test_simulate_without_a_program_needs_pp_and_vpp_and_refuses_a_programs_options() -> None:

@@ -387,24 +387,25 @@ main()
 
 
 @pytest.mark.parametrize(
-    ("sig", "path", "said"),
+    ("sig", "path", "said", "kind"),
     [
-        ("SIGINT", PATHS[0], "interrupted"),
-        ("SIGTERM", "named", "terminated (SIGTERM)"),
+        ("SIGINT", PATHS[0], "interrupted", "interrupted"),
+        ("SIGTERM", "named", "terminated (SIGTERM)", "terminated"),
     ],
 )
 def test_a_signal_just_after_the_rename_says_the_file_was_written(
-    tmp_path: Path, sig: str, path: str, said: str
+    tmp_path: Path, sig: str, path: str, said: str, kind: str
 ) -> None:
-    """Was: "interrupted; nothing was written" (exit 130) with the file already replaced."""
+    """Was: "interrupted; nothing was written" (exit 130) with the file already replaced.
+    With --json the failure is also the JSON error object, SIGTERM's (exit 143) too."""
     prog = tmp_path / "prog.pb"
     prog.write_bytes(SRC)
     flag = tmp_path / "renamed"
     env = {**os.environ, "VPPCTL_TEST_NAMED": "1" if path == "named" else ""}
     args = [str(flag), str(prog.absolute()), "convert", str(prog), "--in-place", "--vpp", "2"]
     child = subprocess.Popen(
-        [sys.executable, "-c", _PAUSE_AFTER_RENAME, *args],
-        stdout=subprocess.DEVNULL,
+        [sys.executable, "-c", _PAUSE_AFTER_RENAME, *args, "--json"],
+        stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
         preexec_fn=_default_sigint,
@@ -421,8 +422,12 @@ def test_a_signal_just_after_the_rename_says_the_file_was_written(
             child.kill()
             child.wait()
     stderr = child.stderr.read().decode() if child.stderr else ""
+    stdout = child.stdout.read().decode() if child.stdout else ""
     assert child.returncode == 128 + getattr(signal, sig), stderr
-    assert stderr == f"Error: {said}; {prog} was written whole, nothing else was written\n"
+    message = f"{said}; {prog} was written whole, nothing else was written"
+    assert stderr == f"Error: {message}\n"
+    error = json.loads(stdout)["error"]
+    assert error == {"exit_code": child.returncode, "kind": kind, "message": message, "hint": None}
     assert prog.read_bytes() != SRC  # it was: the converted program
     assert sorted(p.name for p in tmp_path.iterdir()) == ["prog.pb", "renamed"]
 

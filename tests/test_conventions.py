@@ -48,6 +48,28 @@ def test_choices_take_any_case_and_mean_the_token(tmp_path: Path) -> None:
     assert "'gpipe' is not one of fthenb, 1f1b" in bad.stderr
 
 
+@pytest.mark.parametrize(
+    ("args", "flag", "example"),
+    [
+        (["convert", str(SAMPLE), "--vpp", "2"], "--layers-per-chunk", "3,4,4,5"),
+        (["simulate", str(SAMPLE), "-m", "8", "--vpp", "2"], "--layers-per-chunk", "3,4,4,5"),
+        (["plan", str(SAMPLE)], "--micro-batches", "16,32,64"),
+        (["plan", str(SAMPLE), "-m", "8"], "--vpp", "1,2,4"),
+    ],
+)
+def test_every_list_of_integers_is_parsed_alike(
+    args: list[str], flag: str, example: str, tmp_path: Path
+) -> None:
+    """One parser for the comma-separated integers: the flag named, an example of its own;
+    the values' range is the options object's to check."""
+    for value in ("3,x", "", "3,,4"):
+        bad = invoke(*args, flag, value, exit_code=2)
+        assert f"Invalid value for '{flag}'" in bad.stderr
+        assert f"{value!r} is not a comma-separated list of integers, e.g. {example}" in bad.stderr
+    spaced = invoke(*args, flag, "0, 1", exit_code=2)  # parsed, then refused by the options
+    assert "0 is not an integer between 1 and" in spaced.stderr
+
+
 # -- -V, -q -----------------------------------------------------------------------------
 
 
@@ -69,12 +91,12 @@ def test_every_command_takes_q_with_one_meaning() -> None:
 # -- exit codes in --help --------------------------------------------------------------------
 
 EXITS = {
-    "convert": {0, 2, 3, 4, 5, 70, 130},
+    "convert": {0, 2, 3, 4, 5, 70, 130, 143},
     "verify": {0, 1, 2, 3, 5, 70, 130},
     "inspect": {0, 2, 3, 5, 70, 130},
-    "dump": {0, 2, 3, 4, 5, 70, 130},
-    "sample": {0, 2, 3, 4, 5, 70, 130},
-    "simulate": {0, 1, 2, 3, 4, 5, 70, 130},
+    "dump": {0, 2, 3, 4, 5, 70, 130, 143},
+    "sample": {0, 2, 3, 4, 5, 70, 130, 143},
+    "simulate": {0, 1, 2, 3, 4, 5, 70, 130, 143},
     "plan": {0, 2, 3, 4, 5, 70, 130},
 }
 

@@ -309,6 +309,7 @@ def test_readme_exit_code_table_is_the_codes() -> None:
         errors.EXIT_MEMORY,
         errors.EXIT_INTERNAL,
         errors.EXIT_INTERRUPTED,
+        errors.EXIT_TERMINATED,
     }
 
 

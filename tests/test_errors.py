@@ -691,6 +691,38 @@ def test_memory_error_anywhere_is_exit_5_with_what_the_command_needs(
     assert r.stderr.count("\n") == 1
 
 
+def test_sample_out_of_memory_is_not_sized_from_its_output(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """sample reads no program: the file it would replace says nothing of what it needs."""
+    import vppctl.sample
+
+    monkeypatch.setattr(vppctl.sample, "build_sample", _no_memory)
+    out = tmp_path / "old.pb"
+    out.write_bytes(b"\0" * (1 << 20))
+    r = runner.invoke(cli, ["sample", "--layers", "2", "--pp", "2", "-o", str(out)])
+    assert r.exit_code == 5, r.output
+    assert r.stderr == (
+        "Error: out of memory; raise the limit (ulimit -v) or run it where there is more memory\n"
+    )
+    assert out.read_bytes() == b"\0" * (1 << 20)
+
+
+def test_out_of_memory_is_sized_from_the_input_passed_by_keyword(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vppctl.convert import ConvertOptions
+    from vppctl.errors import OutOfMemoryError
+    from vppctl.plan import PlanOptions
+
+    monkeypatch.setattr(commands, "converted", _no_memory)
+    src = write(tmp_path, SAMPLE)
+    options = ConvertOptions(plan=PlanOptions(vpp=2))
+    with pytest.raises(OutOfMemoryError) as caught:
+        commands.convert_file(out=tmp_path / "o.pb", options=options, src=src)
+    assert f"for {src} ({src.stat().st_size / 1024:.1f} KB;" in str(caught.value)
+
+
 def test_memory_error_outside_a_command_is_exit_5_too(
     runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

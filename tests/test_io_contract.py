@@ -156,6 +156,30 @@ def test_the_command_warns_that_a_hard_link_keeps_the_old_bytes(
     assert (tmp_path / "other").read_bytes() == (DATA if target == src else OLD)
 
 
+@pytest.mark.parametrize("command", ["sample", "dump", "convert"])
+def test_the_json_carries_the_warning_that_a_hard_link_keeps_the_old_bytes(
+    tmp_path: Path, command: str
+) -> None:
+    import json
+
+    src, target = tmp_path / "in.pb", tmp_path / "out.pb"
+    src.write_bytes(DATA)
+    target.write_bytes(OLD)
+    os.link(target, tmp_path / "other")
+    args = {
+        "sample": ["sample", "--layers", "2", "--pp", "2"],
+        "dump": ["dump", str(src)],
+        "convert": ["convert", str(src), "--vpp", "2"],
+    }[command]
+    r = CliRunner().invoke(cli, [*args, "-o", str(target), "--json"])
+    assert r.exit_code == 0, r.output
+    warned = [w for w in json.loads(r.stdout)["warnings"] if "hard link" in w]
+    assert warned == [
+        f"{target} had 1 other hard link: it keeps the old bytes, and {target} is now a new "
+        "file (as with sed -i)"
+    ]
+
+
 # A POSIX ACL as Linux stores it (the xattr system.posix_acl_access): version 2, then
 # (tag, permissions, id) entries in tag order.
 _ACL_TAGS = {"user::": 0x01, "user:": 0x02, "group::": 0x04, "group:": 0x08, "mask": 0x10}

@@ -23,7 +23,7 @@ from click.testing import CliRunner, Result
 from vppctl import __version__, commands
 from vppctl.cli import cli
 from vppctl.program._proto import program_pb2 as pb
-from vppctl.shapes import SCHEMAS
+from vppctl.shapes import ERROR_SCHEMA, SCHEMAS
 
 SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "gpt-8l-pp4.pb"
 
@@ -75,7 +75,7 @@ def test_every_shape_has_a_valid_schema_whose_version_is_the_one_its_objects_car
         if p.name.endswith(".json")
     }
     assert shipped == {*SCHEMAS, "error"}
-    for name, version in {**SCHEMAS, "error": 1}.items():
+    for name, version in {**SCHEMAS, "error": ERROR_SCHEMA}.items():
         s = schema(name)
         jsonschema.Draft202012Validator.check_schema(s)
         assert s["properties"]["schema"] == {"const": version, **_description(s)}, name
@@ -194,6 +194,14 @@ def _bug(*args: object, **kwargs: object) -> None:
     raise RuntimeError("a bug")
 
 
+def _terminate(*args: object, **kwargs: object) -> None:
+    import signal
+
+    from vppctl.program.atomic import Terminated
+
+    raise Terminated(signal.SIGTERM)  # what SIGTERM raises while a file is replaced
+
+
 def _out_of_memory(*args: object, **kwargs: object) -> None:
     raise MemoryError
 
@@ -201,7 +209,7 @@ def _out_of_memory(*args: object, **kwargs: object) -> None:
 @pytest.mark.parametrize(
     ("args", "code", "kind"),
     [
-        pytest.param(["convert", SAMPLE, "--vpp", "0", "--json"], 2, "usage", id="click-usage"),
+        pytest.param(["convert", SAMPLE, "--vpp", "x", "--json"], 2, "usage", id="click-usage"),
         pytest.param(["verify", "--output-format", "JSON"], 2, "usage", id="missing-prog"),
         pytest.param(
             ["convert", SAMPLE, "--vpp", "2", "--in-place", "-o", "x.pb", "--json"],
@@ -214,6 +222,12 @@ def _out_of_memory(*args: object, **kwargs: object) -> None:
         pytest.param(["inspect", SAMPLE, "--json"], 5, "memory", id="memory"),
         pytest.param(["inspect", SAMPLE, "--json"], 70, "internal", id="internal"),
         pytest.param(["inspect", SAMPLE, "--json"], 130, "interrupted", id="interrupted"),
+        pytest.param(
+            ["convert", SAMPLE, "--vpp", "2", "-o", "x.pb", "--json"],
+            143,
+            "terminated",
+            id="terminated",
+        ),
     ],
 )
 def test_a_failure_with_json_is_one_json_object_on_stdout(
@@ -222,6 +236,10 @@ def test_a_failure_with_json_is_one_json_object_on_stdout(
     if code in (5, 70, 130):
         fault = {5: _out_of_memory, 70: _bug, 130: _interrupt}[code]
         monkeypatch.setattr(commands, "inspect_file", fault)
+    if code == 143:
+        from vppctl.program import files
+
+        monkeypatch.setattr(files, "atomic_replace", _terminate)
     monkeypatch.chdir(tmp_path)
     result = invoke(*args, exit_code=code)
     data = check("error", one_object(result))
@@ -229,7 +247,7 @@ def test_a_failure_with_json_is_one_json_object_on_stdout(
     assert data["error"]["message"] and "\n" not in data["error"]["message"]
     assert "Error: " in result.stderr and "Traceback" not in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing written
-    if args[2:4] == ["--vpp", "0"]:  # click's own usage error: its hint too
+    if args[2:4] == ["--vpp", "x"]:  # click's own usage error: its hint too
         assert data["error"]["hint"] == "Try 'vppctl convert --help' for help."
         assert "Invalid value for '--vpp'" in data["error"]["message"]
 

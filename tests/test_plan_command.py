@@ -189,7 +189,7 @@ def test_plan_refuses_a_converted_program(runner, src: Path, tmp_path: Path) -> 
     ("args", "words"),
     [
         (["-m", "8,x"], "comma-separated list of integers"),
-        (["-m", "0"], "must be positive"),
+        (["-m", "0"], "0 is not an integer between 1 and 65,536"),
         (["-m", "8", "--schedule", "gpipe"], "'gpipe' is not one of fthenb"),
         (["-m", "8", "--memory-limit", "lots"], "is not a size"),
     ],
@@ -197,6 +197,14 @@ def test_plan_refuses_a_converted_program(runner, src: Path, tmp_path: Path) -> 
 def test_bad_options_are_usage_errors(runner, src: Path, args: list[str], words: str) -> None:
     result = runner.invoke(cli, ["plan", str(src), *args])
     assert result.exit_code == 2 and words in result.stderr
+
+
+def test_the_placement_help_names_every_v_shaped_schedule(runner) -> None:
+    from vppctl.schedule import V_SHAPED
+
+    said = " ".join(runner.invoke(cli, ["plan", "--help"]).stdout.split())
+    placement = said.split("--placement loop,v")[1].split("--split")[0]
+    assert all(schedule in placement for schedule in V_SHAPED), placement
 
 
 def test_nothing_to_simulate_is_exit_4_with_the_reasons(runner, src: Path) -> None:

@@ -70,11 +70,67 @@ def test_convert_reports_every_phase_in_order_with_counts(tmp_path: Path) -> Non
         assert last[name] == seen.totals[name], name
 
 
+def test_plan_reports_its_search_candidate_by_candidate() -> None:
+    from vppctl.commands import plan_run
+    from vppctl.planner import PlanSearchOptions
+
+    seen = Recorder()
+    outcome = plan_run(SAMPLE, PlanSearchOptions(micro_batches=(4, 8)), progress=seen)
+    phases = [name for kind, name in seen.events if kind == "phase"]
+    assert phases == ["reading", "indexing", "planning", "searching"]
+    searched = seen.events[seen.events.index(("phase", "searching")) + 1 : -1]
+    total = seen.totals["searching"]
+    # one step per candidate timed or refused: 1, 2, ... up to the total announced
+    assert searched == [("advance", i) for i in range(1, total + 1)]
+    assert total >= len(outcome.result.candidates) > 0
+
+
+def test_a_log_shows_a_long_search_going_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli_progress, "LOG_EVERY", 0.0)  # every step is "ten seconds later"
+    result = CliRunner().invoke(cli, ["plan", str(SAMPLE), "-m", "4,8"])
+    assert result.exit_code == 0, result.output
+    going = re.findall(r"^searching: (\d+)% of (\d+) candidates, \d+\.\d s$", result.stderr, re.M)
+    assert going and going[-1][0] == "100"
+
+
+@pytest.mark.parametrize("name", ["s.pb", "s.pbtxt"])
+def test_sample_reports_building_then_writing(tmp_path: Path, name: str) -> None:
+    from vppctl.commands import sample_file
+    from vppctl.sample import SampleOptions
+
+    seen = Recorder()
+    outcome = sample_file(tmp_path / name, SampleOptions(layers=4, pp=2), progress=seen)
+    phases = [name for kind, name in seen.events if kind == "phase"]
+    assert phases == ["building", "writing"] and seen.events[-1] == ("close", None)
+    advances = [done for kind, done in seen.events if kind == "advance"]
+    assert advances and advances[-1] == outcome.bytes_written == (tmp_path / name).stat().st_size
+    if name.endswith(".pb"):  # binary: the total is known before the first byte
+        assert seen.totals["writing"] == outcome.bytes_written
+
+
+def test_a_log_gets_the_phases_of_sample(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli_progress, "LOG_AFTER", 0.0)
+    args = ["sample", "--layers", "4", "--pp", "2", "-o", str(tmp_path / "s.pb")]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    lines = result.stderr.splitlines()
+    assert re.fullmatch(r"building: \d+\.\d s", lines[0])
+    assert re.fullmatch(r"writing: \d+\.\d s \(\d+\.\d KB\)", lines[1])
+    assert lines[2].startswith("wrote ")
+
+
 def test_without_an_observer_nothing_is_reported() -> None:
-    # the module-level calls are no-ops: nothing installed, nothing to tell
-    progress.phase("reading", 10)
+    seen = Recorder()
+    with progress.observing(seen):
+        progress.phase("reading", 10)
+    # the block is over: the observer was closed, and is told nothing more
+    progress.phase("indexing", 10)
     progress.advance(5)
     progress.step(1)
+    with progress.observing(None):  # None installs nobody
+        progress.phase("writing", 1)
+        progress.advance(1)
+    assert seen.events == [("phase", "reading"), ("close", None)]
 
 
 def test_a_log_gets_one_line_per_phase_over_the_threshold(
@@ -145,6 +201,41 @@ def test_a_terminal_shows_a_bar_with_the_phases(tmp_path: Path) -> None:
     assert [phase for phase in PHASES if phase in text] == PHASES  # each was on screen
     # transient: the last screen holds the table and the `wrote` line, no bar
     assert text.rstrip().splitlines()[-1].strip().startswith("wrote ")
+
+
+HIDE_CURSOR, SHOW_CURSOR = b"\x1b[?25l", b"\x1b[?25h"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["simulate", "--pp", "2", "--vpp", "2", "-m", "4"],  # no program: no phase at all
+        ["convert", str(SAMPLE), "--vpp", "2", "-o", str(SAMPLE)],  # refused before the work
+    ],
+    ids=["simulate-without-program", "convert-refused"],
+)
+def test_a_terminal_gets_its_cursor_back(args: list[str]) -> None:
+    argv = [sys.executable, "-m", "vppctl", *args]
+    _, out = run_in_pty(argv, env=terminal_env())
+    # a bar hides the cursor while it draws; whatever ran, the cursor is shown at the end
+    assert out.count(HIDE_CURSOR) == out.count(SHOW_CURSOR), out
+    assert out.rfind(HIDE_CURSOR) <= out.rfind(SHOW_CURSOR)
+
+
+def test_a_bar_draws_nothing_until_a_phase_begins() -> None:
+    import io
+
+    from rich.console import Console
+
+    screen = io.StringIO()
+    console = Console(file=screen, force_terminal=True, width=80)
+    bar = cli_progress.BarObserver(console)
+    bar.close()  # never started: nothing to stop
+    assert screen.getvalue() == ""
+    bar = cli_progress.BarObserver(console)
+    bar.phase("reading", 10)
+    bar.close()
+    assert screen.getvalue().count("\x1b[?25l") == screen.getvalue().count("\x1b[?25h") == 1
 
 
 def test_quiet_means_no_bar_at_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -315,6 +315,32 @@ def test_outputs_never_overwrite_the_input_or_each_other(runner, tmp_path: Path)
     assert src.read_bytes() == before and not same.exists()
 
 
+@pytest.mark.parametrize("how", ["absolute", "relative", "symbolic link", "hard link"])
+def test_two_pictures_by_different_paths_to_one_file_are_refused(
+    runner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    (here / "o.svg").write_text("kept")
+    other = {
+        "absolute": str(here / "o.svg"),
+        "relative": f"../{here.name}/o.svg",
+        "symbolic link": "link.svg",
+        "hard link": "hard.svg",
+    }[how]
+    if how == "symbolic link":
+        os.symlink("o.svg", "link.svg")
+    if how == "hard link":
+        os.link("o.svg", "hard.svg")
+    base = ["simulate", "--pp", "2", "--vpp", "2", "-m", "4", "--svg", "o.svg"]
+    for flag in ("--trace", "--csv"):
+        result = runner.invoke(cli, [*base, flag, other])
+        assert result.exit_code == 2, (flag, result.stderr)
+        assert f"--svg and {flag} name the same file" in result.stderr
+        assert (here / "o.svg").read_text() == "kept"  # nothing written
+
+
 def test_an_absurd_simulation_is_refused_at_once(runner) -> None:
     began = time.perf_counter()
     args = ["simulate", "--pp", "4096", "--vpp", "4096", "-m", "65536"]

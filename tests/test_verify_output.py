@@ -68,6 +68,17 @@ def test_rules_as_json() -> None:
         assert {r["rule"]: r["checks"] for r in data["pir_rules"]} == PIR_RULES
 
 
+def test_rules_refuse_a_program_which_they_would_not_check(seeded) -> None:
+    """`verify --rules prog.pb` in a CI step would always pass without checking prog.pb."""
+    bad, _ = seeded
+    for extra in ([], ["--json"]):
+        result = verify("--rules", bad, *extra, exit_code=2)
+        assert result.stderr.splitlines()[-1] == (
+            f"Error: --rules lists the rules and checks no program, and {bad} was given: "
+            "drop --rules to check it, or the program to list the rules"
+        )
+
+
 def test_a_program_is_still_needed_without_rules() -> None:
     result = verify(exit_code=2)
     assert "Missing argument 'PROG'" in result.stderr and "--rules" in result.stderr
@@ -188,6 +199,15 @@ def test_statistics_count_each_rule(seeded) -> None:
     assert counts[0][2] == RULES["V008"]
     data = json.loads(verify(bad, "--statistics", "--json").stdout)
     assert data["statistics"] == [{"rule": "V008", "count": 2}, {"rule": "V011", "count": 2}]
+
+
+def test_the_json_holds_statistics_and_violations_with_or_without_statistics(seeded) -> None:
+    bad, _ = seeded
+    data = json.loads(verify(bad, "--json").stdout)
+    assert len(data["violations"]) == 4 and sum(s["count"] for s in data["statistics"]) == 4
+    assert verify(bad, "--statistics", "--json").stdout == verify(bad, "--json").stdout
+    said = " ".join(verify(SAMPLE, "--help", exit_code=0).stdout.split())
+    assert "instead of listing them (full, concise; the JSON always holds both" in said
 
 
 def test_statistics_of_a_valid_program_is_its_valid_line() -> None:

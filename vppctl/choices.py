@@ -59,5 +59,7 @@ MAX_DEGREE = 4096
 # The most micro-batches per step, and the largest micro-batch size or sequence length.
 MAX_MICRO_BATCHES = 1 << 16
 MAX_BATCH_DIM = 1 << 24
+# The narrowest and the widest the SVG timeline may be asked to be, in pixels.
+MIN_SVG_WIDTH, MAX_SVG_WIDTH = 640, 100_000
 # The most decoder layers of a program (a sample, a segment's layer count).
 MAX_LAYERS = 10_000_000

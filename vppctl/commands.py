@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING, ClassVar, ParamSpec, TypeVar
 from vppctl import validate
 from vppctl.choices import (
     MAX_MICRO_BATCHES,
+    MAX_SVG_WIDTH,
+    MIN_SVG_WIDTH,
     SCHEDULES,
     Placement,
     Schedule,
@@ -56,6 +58,7 @@ from vppctl.program import (
     resolve_output,
     write_all,
     write_program,
+    write_serialized,
 )
 from vppctl.progress import Observer, observing
 from vppctl.sample.model import SampleOptions
@@ -73,18 +76,23 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
-def _command(run: Callable[_P, _R]) -> Callable[_P, _R]:
+def _command(source: str | None) -> Callable[[Callable[_P, _R]], Callable[_P, _R]]:
     """What every command shares: one budget for all its layer regexes (a command may match
     several: its input's, a recorded plan's, its output's), and running out of memory said
-    as such (exit 5, `vppctl.program.memory_guarded`)."""
-    guarded = memory_guarded(run)
+    as such (exit 5, `vppctl.program.memory_guarded`), sized from the program its parameter
+    `source` names (None: it reads none)."""
 
-    @functools.wraps(run)
-    def command(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        with regex_budget():
-            return guarded(*args, **kwargs)
+    def wrap(run: Callable[_P, _R]) -> Callable[_P, _R]:
+        guarded = memory_guarded(run, source)
 
-    return command
+        @functools.wraps(run)
+        def command(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+            with regex_budget():
+                return guarded(*args, **kwargs)
+
+        return command
+
+    return wrap
 
 
 def _options(call: str, options: object, kind: type[validate.Options]) -> None:
@@ -123,7 +131,7 @@ def _refuse_input_as_output(src: Path, out: Path, fix: str) -> None:
 
 
 @validate.api_names(validate.flags_of((ConvertOptions, "ConvertOptions"), outputs=_OUT))
-@_command
+@_command("src")
 def convert_file(
     src: PathLike,
     out: PathLike | None,
@@ -210,7 +218,7 @@ def _interleaving(placement: Placement, vpp: int) -> tuple[Schedule, ...]:
 
 
 @validate.api_names(validate.flags_of((VerifyOptions, "VerifyOptions")))
-@_command
+@_command("path")
 def verify_file(
     path: PathLike, options: VerifyOptions | None = None, *, progress: Observer | None = None
 ) -> VerifyReport:
@@ -224,7 +232,7 @@ def verify_file(
 
 
 @validate.api_names(validate.flags_of((InspectOptions, "InspectOptions")))
-@_command
+@_command("path")
 def inspect_file(
     path: PathLike, options: InspectOptions | None = None, *, progress: Observer | None = None
 ) -> Summary:
@@ -251,7 +259,7 @@ class DumpOptions:
 
 
 @validate.api_names(validate.flags_of((DumpOptions, "DumpOptions"), outputs=_OUT))
-@_command
+@_command("src")
 def dump_file(
     src: PathLike,
     out: PathLike | None = None,
@@ -281,7 +289,7 @@ def _strip(program: Program) -> int:
 
 
 @validate.api_names(validate.flags_of((SampleOptions, "SampleOptions"), outputs=_OUT))
-@_command
+@_command(None)
 def sample_file(
     out: PathLike, options: SampleOptions, *, progress: Observer | None = None
 ) -> SampleOutcome:
@@ -301,8 +309,8 @@ def sample_file(
             written, warnings = write_program(parse_program(data, source="sample"), output)
             return SampleOutcome(output.shown, written, tuple(warnings))
         check_size(len(data), fix=fix)
-        output.write(data)  # already canonical bytes: written as they are
-    return SampleOutcome(output.shown, len(data), tuple(output.warnings()))
+        written, warnings = write_serialized(data, output)  # canonical bytes, as they are
+    return SampleOutcome(output.shown, written, tuple(warnings))
 
 
 # -- simulate --------------------------------------------------------------------
@@ -390,11 +398,11 @@ class Pictures:
             value = getattr(self, name)
             if value is not None and not isinstance(value, (str, os.PathLike)):
                 raise validate.refuse(self, name, "a path (str or os.PathLike), '-' or None")
-        validate.integer(self, "svg_width", 640, 100_000, optional=True)
+        validate.integer(self, "svg_width", MIN_SVG_WIDTH, MAX_SVG_WIDTH, optional=True)
 
 
 @validate.api_names(validate.flags_of((SimulateOptions, "SimulateOptions"), (Pictures, "Pictures")))
-@_command
+@_command("prog")
 def simulate_run(
     prog: PathLike | None,
     pictures: Pictures | None,
@@ -410,7 +418,7 @@ def simulate_run(
     segments' forward FLOPs, and `outcome.memory` holds each stage's bytes. Without it,
     every chunk costs `options.costs`. `options.schedule` None compares 1F1B with the
     plan's interleaving schedule."""
-    from vppctl.outcomes.schedule import SimulateOutcome
+    from vppctl.outcomes.schedule import SimulateOutcome, simulation_warnings
 
     pictures = Pictures() if pictures is None else pictures
     _options("simulate_run", pictures, Pictures)
@@ -443,7 +451,7 @@ def simulate_run(
         "time (1 = the unit of --costs)",
     )
     written = tuple(_pictures(runs, outputs, drawing))
-    warnings = (*_run_warnings(runs), *_link_warnings(outputs))
+    warnings = (*simulation_warnings(runs), *_link_warnings(outputs))
     return SimulateOutcome(runs, None, written, warnings=warnings)
 
 
@@ -520,7 +528,7 @@ def _simulate_program(
 ) -> SimulateOutcome:
     """A program simulated with the plan `convert` would make (or made), its FLOP costs
     and its bytes per stage."""
-    from vppctl.outcomes.schedule import SimulatedPlan, SimulateOutcome
+    from vppctl.outcomes.schedule import SimulatedPlan, SimulateOutcome, simulation_warnings
     from vppctl.planner import CostModel, MemoryModel, resolve_plan, stage_memory
     from vppctl.schedule import held_peak
 
@@ -542,7 +550,7 @@ def _simulate_program(
     simulated = SimulatedPlan(
         plan, resolved.recorded, resolved.split, model.measure, model.segments(plan), run.ratios
     )
-    warnings = (*resolved.warnings, *memory_model.warnings, *_run_warnings(runs))
+    warnings = (*resolved.warnings, *memory_model.warnings, *simulation_warnings(runs))
     return SimulateOutcome(runs, str(prog), (), simulated, stages, opts, warnings)
 
 
@@ -575,10 +583,6 @@ def _runs(
     )  # fmt: skip
 
 
-def _run_warnings(runs: Sequence[SimResult]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(w for r in runs for w in r.warnings))
-
-
 def _picture_outputs(prog: PathLike | None, specs: dict[str, PathLike | None]) -> dict[str, Output]:
     """The picture files, resolved before any work: none may be the input program, and no
     two may be the same file."""
@@ -589,7 +593,7 @@ def _picture_outputs(prog: PathLike | None, specs: dict[str, PathLike | None]) -
             continue
         output = resolve_output(spec, binary=False, inputs=inputs, fix="write to another path")
         for other, earlier in outputs.items():
-            if output.kind == "file" and output.target == earlier.target:
+            if output.same_file(earlier):
                 raise UsageError(f"{other} and {flag} name the same file {spec}; give each its own")
             if output.is_stdout and earlier.is_stdout:  # one stream cannot hold two documents
                 raise UsageError(
@@ -634,7 +638,7 @@ def _plan_names() -> dict[str, str]:
 
 
 @validate.api_names(functools.cache(_plan_names))
-@_command
+@_command("prog")
 def plan_run(
     prog: PathLike, options: PlanSearchOptions, *, progress: Observer | None = None
 ) -> PlanOutcome:

@@ -13,7 +13,8 @@ Exit codes (the README's table; tests/test_docs.py checks it lists these):
     4   the program cannot be converted as asked
     5   out of memory (the message says how much the command needs)
     70  internal error (a bug in vppctl; please report it)
-    130 interrupted (Ctrl-C; 143 for SIGTERM); a reader that closes a pipe early is exit 0
+    130 interrupted (Ctrl-C); a reader that closes a pipe early is exit 0
+    143 terminated (SIGTERM while a file is replaced: the cleanup runs first)
 
 Each class also names its `kind`, the token `--json` gives for a failure, and may carry
 a `hint`: what to do about it, when that is not already part of the message.
@@ -33,6 +34,7 @@ EXIT_CONVERT = 4
 EXIT_MEMORY = 5
 EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+EXIT_TERMINATED = 143  # 128 + SIGTERM (vppctl.program.atomic.terminating_cleanly)
 
 
 # The `kind` of each failure exit code, as the JSON error object names it.
@@ -43,6 +45,7 @@ KINDS = {
     EXIT_MEMORY: "memory",
     EXIT_INTERNAL: "internal",
     EXIT_INTERRUPTED: "interrupted",
+    EXIT_TERMINATED: "terminated",
 }
 
 

@@ -8,6 +8,8 @@ the phases of the pipeline:
     reading     bytes of the input read (then parsed)
     indexing    ops scanned into the side tables
     planning    layers found, refusals checked, the plan made (no count)
+    searching   candidates of `plan`'s search timed (or refused)
+    building    `sample`'s program made (no count)
     applying    ops given their new mesh and chunk
     verifying   rule checks run
     writing     bytes of the output written
@@ -25,13 +27,24 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Literal, Protocol
 
-Phase = Literal["reading", "indexing", "planning", "applying", "verifying", "writing"]
+Phase = Literal[
+    "reading",
+    "indexing",
+    "planning",
+    "searching",
+    "building",
+    "applying",
+    "verifying",
+    "writing",
+]
 
 # What each phase counts (None: it reports no count).
 UNITS: dict[Phase, str | None] = {
     "reading": "bytes",
     "indexing": "ops",
     "planning": None,
+    "searching": "candidates",
+    "building": None,
     "applying": "ops",
     "verifying": "checks",
     "writing": "bytes",

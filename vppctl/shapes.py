@@ -2,7 +2,8 @@
 
 The version of each JSON shape, the envelope each object opens with, and the words
 several shapes carry (the bubble's definition). The outcomes build their own JSON
-(`to_json()`), each in its own layer; they all take the envelope from here.
+(`to_json()`), each in its own layer; they all take the envelope from here, and so does
+the command line for a failure's object (`failure_document`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from vppctl._version import __version__
+from vppctl.errors import failure_object
 
 # The version of each JSON shape, one per command (`verify --rules` has its own): the
 # `schema` every object carries, and the `const` of its file in vppctl/report/schemas/.
@@ -25,6 +27,9 @@ SCHEMAS = {
     "plan": 1,
 }
 
+# The version of a failure's JSON shape, any command's (vppctl/report/schemas/error.json).
+ERROR_SCHEMA = 1
+
 BUBBLE_DEFINITION = "idle time of all stages over pp x makespan (the idle share of the step)"
 
 
@@ -32,3 +37,13 @@ def document(shape: str, body: dict[str, Any]) -> dict[str, Any]:
     """A command's JSON object: the version that wrote it, its shape's version, `error`
     (null: the command did its work; a failure's object is `vppctl.cli`'s) and `body`."""
     return {"vppctl_version": __version__, "schema": SCHEMAS[shape], "error": None, **body}
+
+
+def failure_document(exit_code: int, kind: str, message: str, hint: str | None) -> dict[str, Any]:
+    """The JSON object of a failure with `--json` (vppctl/report/schemas/error.json): the
+    envelope, and the `error` object alone."""
+    return {
+        "vppctl_version": __version__,
+        "schema": ERROR_SCHEMA,
+        "error": failure_object(exit_code, kind, message, hint),
+    }

@@ -233,6 +233,8 @@ def _note_api_names(e: VppctlError, names: Mapping[str, str]) -> None:
     if not said:
         return
     note = "in the Python API: " + ", ".join(said)
+    if note in getattr(e, "__notes__", ()):  # a public call inside another one said it
+        return
     add_note = getattr(e, "add_note", None)
     if add_note is not None:
         add_note(note)

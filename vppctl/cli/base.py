@@ -27,7 +27,6 @@ import sys
 import time
 import traceback
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -50,21 +49,21 @@ from vppctl.errors import (
     EXIT_INTERRUPTED,
     EXIT_MEMORY,
     EXIT_OK,
+    EXIT_TERMINATED,
     EXIT_USAGE,
     EXIT_VIOLATIONS,
     KINDS,
     OUT_OF_MEMORY,
     VppctlError,
-    failure_object,
 )
 from vppctl.escape import printable
+from vppctl.shapes import failure_document
 
 if TYPE_CHECKING:
     from rich.console import Console
 
 __all__ = [
     "BUG_REPORT",
-    "ERROR_SCHEMA",
     "EXIT_CODES_HELP",
     "cli",
     "exit_codes",
@@ -75,7 +74,6 @@ __all__ = [
     "print_json",
     "report_console",
     "same_as_stdout",
-    "status",
     "stderr_console",
     "stdout_console",
     "warn",
@@ -91,6 +89,7 @@ _MEANINGS = {
     EXIT_MEMORY: "out of memory",
     EXIT_INTERNAL: "internal error (a bug: please report it)",
     EXIT_INTERRUPTED: "interrupted",
+    EXIT_TERMINATED: "terminated (SIGTERM) while a file was replaced",
 }
 
 
@@ -110,6 +109,7 @@ EXIT_CODES_HELP = exit_codes(
     EXIT_MEMORY,
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
+    EXIT_TERMINATED,
     found="verify found problems, or simulate a stage over --memory-limit",
 )
 
@@ -117,9 +117,6 @@ BUG_REPORT = (
     "this is a bug in vppctl; please report it with the command line and the input program "
     "(CONTRIBUTING.md: Reporting a bug)"
 )
-
-# The version of the JSON error object's shape (vppctl/report/schemas/error.json).
-ERROR_SCHEMA = 1
 
 
 class _Command(click.Command):
@@ -193,10 +190,11 @@ class _Group(_Command, click.Group):
             _fail(ctx, EXIT_INTERRUPTED, "interrupted", _interrupted(started), None, as_json)
         except SystemExit as e:  # SIGTERM while a file was replaced (vppctl.program.atomic)
             signum = getattr(e, "signum", None)
-            if signum is not None:
-                what = _interrupted(started).replace("interrupted", "terminated (SIGTERM)", 1)
-                echo_error(f"Error: {printable(what)}")
-            raise
+            if signum is None:
+                raise
+            what = _interrupted(started).replace("interrupted", "terminated (SIGTERM)", 1)
+            code = 128 + signum
+            _fail(ctx, code, KINDS.get(code, "terminated"), what, None, as_json)
         except MemoryError:  # outside a command's own guard (vppctl.program.memory_guarded)
             _fail(ctx, EXIT_MEMORY, KINDS[EXIT_MEMORY], OUT_OF_MEMORY, None, as_json)
         except Exception as e:  # a bug: say so, traceback only under --debug
@@ -240,22 +238,13 @@ def json_requested(args: Sequence[str]) -> bool:
     return False
 
 
-def error_json(exit_code: int, kind: str, message: str, hint: str | None) -> dict[str, Any]:
-    """The JSON object of a failure (vppctl/report/schemas/error.json)."""
-    return {
-        "vppctl_version": __version__,
-        "schema": ERROR_SCHEMA,
-        "error": failure_object(exit_code, kind, message, hint),
-    }
-
-
 def _fail(
     ctx: click.Context, code: int, kind: str, message: str, hint: str | None, as_json: bool
 ) -> None:
     line = f"Error: {printable(message)}" + (f"; {printable(hint)}" if hint else "")
     if as_json and not (ctx.obj and ctx.obj.get("json_printed")):
         stdout_taken = bool(ctx.obj and ctx.obj.get("stdout_taken"))
-        text = json.dumps(error_json(code, kind, message, hint), indent=2)
+        text = json.dumps(failure_document(code, kind, message, hint), indent=2)
         stream = Stream("stderr" if stdout_taken else "stdout", report=False)
         stream.write(text + "\n")
         stream.flush()
@@ -274,7 +263,9 @@ def _usage_failure(ctx: click.Context, e: click.ClickException, as_json: bool) -
             path = " ".join(["vppctl", *e.ctx.command_path.split()[1:]])
             hint = f"Try '{path} --help' for help."
         text = json.dumps(
-            error_json(e.exit_code, KINDS.get(e.exit_code, "usage"), e.format_message(), hint),
+            failure_document(
+                e.exit_code, KINDS.get(e.exit_code, "usage"), e.format_message(), hint
+            ),
             indent=2,
         )
         stream = Stream("stdout", report=False)
@@ -407,13 +398,3 @@ def warn(console: Console, warnings: Iterator[str] | list[str] | tuple[str, ...]
 
     for w in warnings:
         console.print(Text(printable(f"warning: {w}"), style="yellow"))
-
-
-@contextmanager
-def status(console: Console, quiet: bool, text: str) -> Iterator[None]:
-    """A spinner on stderr for long work, only when stderr is a terminal."""
-    if quiet or not console.is_terminal:
-        yield
-        return
-    with console.status(text):
-        yield

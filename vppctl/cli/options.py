@@ -21,7 +21,9 @@ import click
 
 from vppctl.choices import (
     COST_KINDS,
+    MAX_BATCH_DIM,
     MAX_DEGREE,
+    MAX_MICRO_BATCHES,
     PLACEMENTS,
     SPLITS,
 )
@@ -90,10 +92,48 @@ class ChoiceList(click.ParamType):  # type: ignore[type-arg]
         ]
 
 
+class IntList(click.ParamType):  # type: ignore[type-arg]
+    """A comma-separated list of integers (`16,32,64`) as a tuple; the options object the
+    list goes into checks the values (`IntRange`)."""
+
+    name = "integers"
+
+    def __init__(self, example: str) -> None:
+        self.example = example
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, tuple):
+            return value
+        try:
+            return tuple(int(x) for x in str(value).replace(" ", "").split(","))
+        except ValueError:
+            self.fail(
+                f"{value!r} is not a comma-separated list of integers, e.g. {self.example}",
+                param,
+                ctx,
+            )
+
+
+class IntRange(click.IntRange):
+    """An integer, its range shown in --help. A value outside the range is passed on for
+    the options object it goes into to refuse, as `Choice` does: one check, one wording."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        return click.INT.convert(value, param, ctx)
+
+
+class FloatRange(click.FloatRange):
+    """A number, its range shown in --help; the options object checks it (`IntRange`)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        return click.FLOAT.convert(value, param, ctx)
+
+
 # Paths stay strings: "-" is stdin or stdout, and a trailing "/" must reach the checks.
 PATH = click.Path(path_type=str, allow_dash=True)
-DEGREE = click.IntRange(1, MAX_DEGREE)
-MICRO_BATCHES = click.IntRange(1, 1 << 16)
+DEGREE = IntRange(1, MAX_DEGREE)
+MICRO_BATCHES = IntRange(1, MAX_MICRO_BATCHES)
+BATCH_DIM = IntRange(1, MAX_BATCH_DIM)
 
 PLACEMENT_HELP = "loop: segment k on stage k % pp; v: stages 0..pp-1 then pp-1..0 (ZB-V)."
 SPLIT_HELP = (
@@ -192,6 +232,8 @@ def plan_options(command: Literal["convert", "simulate"]) -> Callable[[F], F]:
         click.option(
             "--layers-per-chunk",
             metavar="N,N,...",
+            type=IntList("3,4,4,5"),
+            default=(),
             help="Explicit layer counts per segment, in virtual-stage order (implies --split "
             "explicit).",
         ),
@@ -210,7 +252,7 @@ def plan_options(command: Literal["convert", "simulate"]) -> Callable[[F], F]:
 def p2p_cost_option(f: F) -> F:
     return click.option(
         "--p2p-cost",
-        type=click.FloatRange(0),
+        type=FloatRange(0),
         default=0.0,
         show_default=True,
         help="Time per point-to-point hop between stages, in the costs' unit: the mean "
@@ -226,12 +268,12 @@ def memory_options(f: F) -> F:
         [
             click.option(
                 "--micro-batch-size",
-                type=click.IntRange(1, 1 << 24),
+                type=BATCH_DIM,
                 help="Size of an activation's first unknown (-1) dimension. Default 1.",
             ),
             click.option(
                 "--seq-len",
-                type=click.IntRange(1, 1 << 24),
+                type=BATCH_DIM,
                 help="Size of an activation's later unknown (-1) dimensions. Default: counted "
                 "as 1 (with a warning when there are any).",
             ),
@@ -257,15 +299,3 @@ def _parse_size(ctx: click.Context, param: click.Parameter, value: str | None) -
             f"{value!r} is not a size: give bytes with a unit, e.g. 80GiB, 80GB, 512MiB"
         )
     return size
-
-
-def parse_counts(value: str | None) -> tuple[int, ...]:
-    """`--layers-per-chunk`'s value as layer counts."""
-    if not value:
-        return ()
-    try:
-        return tuple(int(x) for x in value.replace(" ", "").split(","))
-    except ValueError:
-        raise click.BadParameter(
-            f"{value!r} is not a comma-separated list of layer counts, e.g. 3,4,4,5"
-        ) from None

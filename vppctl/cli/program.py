@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, cast
 
 import click
 
-from vppctl.choices import LAYOUTS, OPTIMIZERS, OUTPUT_FORMATS, PLACEMENTS
+from vppctl.choices import LAYOUTS, MAX_LAYERS, OPTIMIZERS, OUTPUT_FORMATS, PLACEMENTS
 from vppctl.cli.base import (
     cli,
     exit_codes,
@@ -15,7 +15,6 @@ from vppctl.cli.base import (
     print_json,
     report_console,
     same_as_stdout,
-    status,
     stderr_console,
     stdout_console,
     warn,
@@ -26,10 +25,10 @@ from vppctl.cli.options import (
     DEGREE,
     MICRO_BATCHES,
     PATH,
+    IntRange,
     choice,
     json_option,
     output_option,
-    parse_counts,
     plan_options,
     pp_option,
     program_argument,
@@ -43,6 +42,7 @@ from vppctl.errors import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_MEMORY,
+    EXIT_TERMINATED,
     EXIT_USAGE,
     EXIT_VIOLATIONS,
 )
@@ -55,11 +55,12 @@ if TYPE_CHECKING:
 
 # The exit codes each command can return (its --help lists only these).
 _FAILURES = (EXIT_USAGE, EXIT_FILE, EXIT_MEMORY, EXIT_INTERNAL, EXIT_INTERRUPTED)
-CONVERT_EXITS = exit_codes(*_FAILURES, EXIT_CONVERT)
+# A command that replaces a file may be terminated (SIGTERM) while it does.
+CONVERT_EXITS = exit_codes(*_FAILURES, EXIT_CONVERT, EXIT_TERMINATED)
 VERIFY_EXITS = exit_codes(*_FAILURES, EXIT_VIOLATIONS, found="violations found")
 INSPECT_EXITS = exit_codes(*_FAILURES)
-DUMP_EXITS = exit_codes(*_FAILURES, EXIT_CONVERT)
-SAMPLE_EXITS = exit_codes(*_FAILURES, EXIT_CONVERT)
+DUMP_EXITS = exit_codes(*_FAILURES, EXIT_CONVERT, EXIT_TERMINATED)
+SAMPLE_EXITS = exit_codes(*_FAILURES, EXIT_CONVERT, EXIT_TERMINATED)
 
 
 # -- convert ---------------------------------------------------------------------
@@ -104,7 +105,7 @@ def convert(
     strict: bool,
     placement: str,
     split: str | None,
-    layers_per_chunk: str | None,
+    layers_per_chunk: tuple[int, ...],
     cost: str,
     micro_batches: int | None,
     strip_callstack: bool,
@@ -131,7 +132,7 @@ def convert(
         pp=pp,
         placement=cast("Placement", placement),
         split=cast("Split | None", split),
-        layers_per_chunk=parse_counts(layers_per_chunk),
+        layers_per_chunk=layers_per_chunk,
         cost=cast("CostKind", cost),
     )
     opts = ConvertOptions(
@@ -195,9 +196,12 @@ def convert(
 @click.option(
     "--statistics",
     is_flag=True,
-    help="Count the violations of each rule instead of listing them (full, concise, json).",
+    help="Count the violations of each rule instead of listing them (full, concise; the "
+    "JSON always holds both the statistics and the violations).",
 )
-@click.option("--rules", "list_rules", is_flag=True, help="List the rules and exit (no PROG).")
+@click.option(
+    "--rules", "list_rules", is_flag=True, help="List the rules and exit (takes no PROG)."
+)
 @quiet_option
 def verify(
     prog: str | None,
@@ -231,6 +235,11 @@ def verify(
             f"--statistics counts the violations as a table or JSON, not as {form}: drop one"
         )
     if list_rules:
+        if prog is not None:  # a CI step so written would pass without checking it
+            raise UsageError(
+                f"--rules lists the rules and checks no program, and {prog} was given: drop "
+                "--rules to check it, or the program to list the rules"
+            )
         if form == "json":
             print_json(rules_json())
         elif form in ("github", "junit"):
@@ -364,7 +373,7 @@ def dump(prog: str, output: str | None, strip_callstack: bool, as_json: bool, qu
 
 
 @cli.command(epilog=SAMPLE_EXITS, short_help="Write a GPT-like plain-PP sample program.")
-@click.option("--layers", type=click.IntRange(1), required=True, help="Decoder layers.")
+@click.option("--layers", type=IntRange(1, MAX_LAYERS), required=True, help="Decoder layers.")
 @click.option("--pp", type=DEGREE, required=True, help="Pipeline stages.")
 @click.option(
     "--ranks-per-stage", type=int, default=1, show_default=True, help="Ranks in each stage mesh."
@@ -448,8 +457,8 @@ def sample(
     to_stderr = same_as_stdout(output)
     expect_outputs()
     err = stderr_console(quiet or (as_json and to_stderr))
-    with status(err, quiet, "building"):
-        outcome = sample_file(output, opts)
+    progress = observer(quiet, json_on_stderr=as_json and to_stderr)
+    outcome = sample_file(output, opts, progress=progress)
     outputs_written([outcome.output], stdout=to_stderr)
     if as_json:
         print_json(outcome.to_json(), to_stderr=to_stderr)

@@ -3,11 +3,13 @@
 At a terminal, a rich progress bar (transient: it is gone when the command ends) with
 the phase, the bar, what is done of what (ops or bytes), the time elapsed and the time
 left. In a log (stderr not a terminal), a plain line per phase that took at least
-LOG_AFTER seconds, and one every LOG_EVERY seconds while a phase runs, so that a CI
-job shows it is alive and small runs stay quiet:
+LOG_AFTER seconds, and one every LOG_EVERY seconds while a phase runs and says how far
+it got (every phase but planning does), so that a CI job shows it is alive and small
+runs stay quiet:
 
     indexing: 3.2 s (999,500 ops)
     verifying: 50% of 11 checks, 10.0 s
+    searching: 74% of 412 candidates, 10.0 s
 
 Nothing under `-q`, nothing when stderr carries a JSON report, and nothing when the
 environment says VPPCTL_PROGRESS=off (or 0, no, false): a CI job that wants no phase
@@ -125,10 +127,14 @@ class BarObserver:
         self.task: TaskID | None = None
         self.unit: str | None = None
         self.total: int | None = None
-        self.bar.start()
 
     def phase(self, name: Phase, total: int | None) -> None:
-        if self.task is not None:
+        # The bar starts with the first phase, not when the observer is made: a command
+        # refused before its work, or one with no phase (simulate without a program), never
+        # calls close(), and a started bar would leave the terminal's cursor hidden.
+        if self.task is None:
+            self.bar.start()
+        else:
             self.bar.remove_task(self.task)
         self.unit, self.total = UNITS[name], total
         self.task = self.bar.add_task(name, total=total, count=self._shown(0))
@@ -139,7 +145,9 @@ class BarObserver:
             self.bar.update(self.task, completed=done, count=self._shown(done))
 
     def close(self) -> None:
-        self.bar.stop()
+        if self.task is not None:  # never started: nothing to stop
+            self.bar.stop()
+            self.task = None
 
     def _shown(self, done: int) -> str:
         if self.total is None:

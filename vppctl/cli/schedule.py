@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 import click
 
-from vppctl.choices import COST_KINDS, PLACEMENTS, SCHEDULES, SEARCHED_SPLITS
+from vppctl.choices import (
+    COST_KINDS,
+    MAX_SVG_WIDTH,
+    MIN_SVG_WIDTH,
+    PLACEMENTS,
+    SCHEDULES,
+    SEARCHED_SPLITS,
+)
 from vppctl.cli.base import (
     cli,
     exit_codes,
@@ -26,11 +32,12 @@ from vppctl.cli.options import (
     MICRO_BATCHES,
     PATH,
     ChoiceList,
+    IntList,
+    IntRange,
     choice,
     json_option,
     memory_options,
     p2p_cost_option,
-    parse_counts,
     plan_options,
     pp_option,
     program_argument,
@@ -44,6 +51,7 @@ from vppctl.errors import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_MEMORY,
+    EXIT_TERMINATED,
     EXIT_USAGE,
     EXIT_VIOLATIONS,
 )
@@ -56,6 +64,7 @@ _FAILURES = (EXIT_USAGE, EXIT_FILE, EXIT_CONVERT, EXIT_MEMORY, EXIT_INTERNAL, EX
 SIMULATE_EXITS = exit_codes(
     *_FAILURES,
     EXIT_VIOLATIONS,
+    EXIT_TERMINATED,  # while a picture file is replaced
     found="a stage's peak over --memory-limit (the report still printed)",
 )
 PLAN_EXITS = exit_codes(*_FAILURES)
@@ -67,7 +76,7 @@ def _memory(micro_batch_size: int | None, seq_len: int | None, memory_limit: int
 
     if micro_batch_size is None and seq_len is None and memory_limit is None:
         return None
-    return MemoryOptions(micro_batch_size or 1, seq_len, memory_limit)
+    return MemoryOptions(1 if micro_batch_size is None else micro_batch_size, seq_len, memory_limit)
 
 
 # -- simulate --------------------------------------------------------------------
@@ -95,7 +104,7 @@ def _memory(micro_batch_size: int | None, seq_len: int | None, memory_limit: int
 )
 @click.option(
     "--group-size",
-    type=click.IntRange(1, 1 << 16),
+    type=MICRO_BATCHES,
     metavar="N",
     help="Micro-batch group size: Megatron's of interleaved (default pp), torch's "
     "microbatches_per_round of interleaved-zb (default m // max(1, m // pp)).",
@@ -116,7 +125,7 @@ def _memory(micro_batch_size: int | None, seq_len: int | None, memory_limit: int
 @click.option(
     "--width",
     "svg_width",
-    type=click.IntRange(640, 100_000),
+    type=IntRange(MIN_SVG_WIDTH, MAX_SVG_WIDTH),
     metavar="PX",
     help="Widest the SVG may be, in pixels (default 1800, a page): boxes too narrow for "
     "their label are drawn without one, each keeps its hover title.",
@@ -145,7 +154,7 @@ def simulate(
     costs: str | None,
     placement: str | None,
     split: str | None,
-    layers_per_chunk: str | None,
+    layers_per_chunk: tuple[int, ...],
     cost: str | None,
     seg_method: str | None,
     p2p_cost: float,
@@ -183,7 +192,7 @@ def simulate(
         pp=pp,
         placement=cast("Placement | None", placement),
         split=cast("Split | None", split),
-        layers_per_chunk=parse_counts(layers_per_chunk),
+        layers_per_chunk=layers_per_chunk,
         cost=cast("CostKind | None", cost),
     )
     opts = SimulateOptions(
@@ -230,23 +239,6 @@ def simulate(
 # -- plan ------------------------------------------------------------------------
 
 
-def _ints(flag: str) -> Callable[[click.Context, click.Parameter, str | None], tuple[int, ...]]:
-    def parse(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[int, ...]:
-        if value is None:
-            return ()
-        try:
-            values = tuple(int(x) for x in value.replace(" ", "").split(","))
-        except ValueError:
-            raise click.BadParameter(
-                f"{value!r} is not a comma-separated list of integers, e.g. 16,32,64"
-            ) from None
-        if any(v < 1 for v in values):
-            raise click.BadParameter(f"{flag} values must be positive, got {value!r}")
-        return values
-
-    return parse
-
-
 @cli.command(epilog=PLAN_EXITS, short_help="Find the best conversion: vpp, split, schedule, m.")
 @program_argument("prog")
 @click.option(
@@ -254,14 +246,15 @@ def _ints(flag: str) -> Callable[[click.Context, click.Parameter, str | None], t
     "-m",
     required=True,
     metavar="M[,M...]",
-    callback=_ints("--micro-batches"),
+    type=IntList("16,32,64"),
     help="Micro-batches per step: one count or a list, e.g. 16,32,64.",
 )
 @pp_option()
 @click.option(
     "--vpp",
     metavar="V[,V...]",
-    callback=_ints("--vpp"),
+    type=IntList("1,2,4"),
+    default=(),
     help="Chunks per stage to try. Default: every value a split can serve.",
 )
 @click.option(
@@ -269,7 +262,8 @@ def _ints(flag: str) -> Callable[[click.Context, click.Parameter, str | None], t
     metavar="loop,v",
     type=ChoiceList(PLACEMENTS),
     default=(),
-    help="Placements to try (default both; V runs ZB-V with vpp 2).",
+    help="Placements to try (default both; v runs the V-shaped schedules zbvpp, zbv and "
+    "dualpipev, at vpp 2).",
 )
 @click.option(
     "--split",

@@ -72,7 +72,7 @@ class SampleOutcome:
 
     def to_json(self) -> dict[str, Any]:
         """The object `vppctl sample --json` prints."""
-        return document("sample", written_json(self.output, self.bytes_written, ()))
+        return document("sample", written_json(self.output, self.bytes_written, self.warnings))
 
 
 def written_json(output: str, bytes_written: int, warnings: Sequence[str]) -> dict[str, Any]:

@@ -119,8 +119,9 @@ def comparison_pair(results: Sequence[SimResult]) -> tuple[SimResult, SimResult]
     return baseline, candidate
 
 
-def simulation_warnings(results: Sequence[SimResult]) -> list[str]:
-    return list(dict.fromkeys(w for r in results for w in r.warnings))
+def simulation_warnings(results: Sequence[SimResult]) -> tuple[str, ...]:
+    """The simulator's warnings of every result, each once, in order."""
+    return tuple(dict.fromkeys(w for r in results for w in r.warnings))
 
 
 def _step_json(step: Step) -> dict[str, Any]:
@@ -246,7 +247,7 @@ def simulation_json(
         }
     written = () if outcome is None else outcome.written
     data["written"] = [{"path": path, "bytes": size} for path, size in written]
-    data["warnings"] = simulation_warnings(runs) if outcome is None else list(outcome.warnings)
+    data["warnings"] = list(simulation_warnings(runs) if outcome is None else outcome.warnings)
     return document("simulate", data)
 
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import ClassVar
 
-from vppctl import validate
+from vppctl import progress, validate
 from vppctl.choices import (
     COST_KINDS,
     MAX_DEGREE,
@@ -274,19 +274,23 @@ def search_plans(program: Program, source: str, opts: PlanSearchOptions) -> Plan
     pipelines: dict[tuple[Schedule, int, Placement, int], Timed | str] = {}
     found: list[Candidate] = []
     over: list[Candidate] = []
-    for plan, split in _plans(base, opts, refused):
+    plans = _plans(base, opts, refused)
+    total = sum(len(_schedules(plan, opts)) for plan, _ in plans) * len(opts.micro_batches)
+    progress.phase("searching", total)
+    for plan, split in plans:
         seg_costs = costs.segments(plan)
         seg_memory = memory.segments(plan)
         command = () if program.is_pir else convert_command(source, plan, split, opts)
         for schedule in _schedules(plan, opts):
             for m in opts.micro_batches:
                 timed = _pipeline(pipelines, schedule, plan, m, refused)
-                if timed is None:
-                    continue
-                candidate = _candidate(
-                    plan, split, schedule, m, timed, seg_costs, seg_memory, command, opts
-                )
-                (over if any(s.over_limit for s in candidate.memory) else found).append(candidate)
+                if timed is not None:
+                    candidate = _candidate(
+                        plan, split, schedule, m, timed, seg_costs, seg_memory, command, opts
+                    )
+                    over_limit = any(s.over_limit for s in candidate.memory)
+                    (over if over_limit else found).append(candidate)
+                progress.step(1)  # a candidate timed, or refused
     found.sort(key=_rank)
     over.sort(key=_rank)
     result = PlanResult(

@@ -56,7 +56,7 @@ from vppctl.program.roles import (
     is_loss_grad,
     kind,
 )
-from vppctl.program.save import check_size, write_program
+from vppctl.program.save import check_size, write_program, write_serialized
 from vppctl.program.scan import (
     EMPTY_NAMES,
     EMPTY_VAR,
@@ -130,4 +130,5 @@ __all__ = [
     "write_all",
     "write_plan",
     "write_program",
+    "write_serialized",
 ]

@@ -46,7 +46,7 @@ except ImportError:  # not on this platform: leftovers are judged by age alone
     fcntl = None  # type: ignore[assignment]
 
 # The bytes, or a function giving them in pieces (called again if writing must start over).
-Data = bytes | bytearray | memoryview | Callable[[], Iterable[bytes]]
+Data = bytes | bytearray | memoryview | Callable[[], Iterable[bytes | memoryview]]
 
 # Where locks cannot tell whether a writer is alive, a hidden temporary file of ours is
 # left alone while it may still be written: removed once its writer is gone and it is this

@@ -102,6 +102,18 @@ class Output:
             "is now a new file (as with sed -i)"
         ]
 
+    def same_file(self, other: Output) -> bool:
+        """Whether `other` replaces the same regular file by another path: the same final
+        path (`o.svg`, `../here/o.svg`, a link to it), or the same existing file (a hard
+        link), as `check_not_input` compares an output with an input."""
+        if self.kind != "file" or other.kind != "file":
+            return False
+        assert self.target is not None and other.target is not None
+        if os.path.realpath(self.target) == os.path.realpath(other.target):
+            return True
+        identity = _identity(self)
+        return identity is not None and identity == _identity(other)
+
     @property
     def is_stdout(self) -> bool:
         """True when the bytes go to stdout (so the report should go to stderr)."""

@@ -11,6 +11,7 @@ program's size plus 200 MB, docs/io.md: Bounds) and what limits it (`ulimit -v`)
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
@@ -28,20 +29,29 @@ BASE_BYTES = 200 << 20
 _UPB_OUT_OF_MEMORY = "alloc failed"  # upb's "Arena alloc failed"
 
 
-def memory_guarded(command: Callable[_P, _R]) -> Callable[_P, _R]:
-    """`command` with running out of memory turned into OutOfMemoryError (exit 5). Its
-    first argument, when a path, names the input the message sizes the need from."""
+def memory_guarded(command: Callable[_P, _R], source: str | None = None) -> Callable[_P, _R]:
+    """`command` with running out of memory turned into OutOfMemoryError (exit 5). `source`
+    is the name of its parameter that, when a path, names the program read: the message
+    sizes the need from it (None: the command reads no program, as `sample` writes one)."""
+
+    def read_from(args: tuple[object, ...], kwargs: dict[str, object]) -> object:
+        if source is None:
+            return None
+        try:
+            return inspect.signature(command).bind_partial(*args, **kwargs).arguments.get(source)
+        except TypeError:  # called with arguments that do not fit: nothing to size
+            return None
 
     @functools.wraps(command)
     def guarded(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         try:
             return command(*args, **kwargs)
         except MemoryError:
-            raise out_of_memory(args[0] if args else None) from None
+            raise out_of_memory(read_from(args, kwargs)) from None
         except VppctlError as e:
             if isinstance(e, OutOfMemoryError) or not ran_out_of_memory(e):
                 raise
-            raise out_of_memory(args[0] if args else None) from None
+            raise out_of_memory(read_from(args, kwargs)) from None
 
     return guarded
 

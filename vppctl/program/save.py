@@ -144,7 +144,21 @@ def write_program(
     return size, output.warnings()
 
 
-def _reported(pieces: Iterator[bytes]) -> Iterator[bytes]:
+def write_serialized(data: bytes, output: Output) -> tuple[int, list[str]]:
+    """A binary program already serialized in protobuf's canonical form (`vppctl sample`'s
+    bytes), written as it is, the writing phase reported as `write_program` reports it;
+    returns (bytes written, warnings). The caller has checked its size (`check_size`)."""
+    progress.phase("writing", len(data))
+    view = memoryview(data)
+    output.write(lambda: _reported(view[i : i + _PIECE] for i in range(0, len(view), _PIECE)))
+    return len(data), output.warnings()
+
+
+# The piece of already serialized bytes written between two reports of progress.
+_PIECE = 16 << 20
+
+
+def _reported(pieces: Iterator[bytes | memoryview]) -> Iterator[bytes | memoryview]:
     """`pieces`, telling the progress observer the bytes written so far."""
     done = 0
     for piece in pieces:

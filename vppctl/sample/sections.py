@@ -9,6 +9,7 @@ written unit by unit (`stamp.write_units`).
 
 from __future__ import annotations
 
+from vppctl import progress
 from vppctl.gcpause import paused_gc
 from vppctl.program import BACKWARD, FORWARD, LOSS, OPTIMIZE
 from vppctl.sample.encode import Writer
@@ -220,6 +221,7 @@ def _optimizer(w: Writer, grads: dict[str, str], check: bool) -> None:
 
 def build_sample(opts: SampleOptions) -> bytes:
     """The serialized GPT-like program described by `opts` (deterministic)."""
+    progress.phase("building")
     return _build(opts)
 
 

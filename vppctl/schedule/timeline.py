@@ -38,6 +38,7 @@ from xml.sax.saxutils import escape
 from rich.console import Console
 from rich.text import Text
 
+from vppctl.choices import MIN_SVG_WIDTH
 from vppctl.escape import printable
 from vppctl.plan import Placement, virtual_stages
 from vppctl.schedule.simulation import SimResult, Step
@@ -253,7 +254,6 @@ MIN_PLOT = 400  # px of time axis at least, whatever the width asked
 # The default picture width: a page (or a screen) wide. pp 8, vpp 4, m 32 then keeps
 # boxes of about 6 px for its shortest steps, each hoverable, the longer ones labelled.
 DEFAULT_WIDTH = 1800
-MIN_WIDTH, MAX_WIDTH = 640, 100_000  # what --width accepts
 LABEL_WIDTH = 64
 RIGHT_MARGIN = 24
 ROW_HEIGHT, BOX_HEIGHT, STRIP = 24, 21, 3
@@ -493,7 +493,7 @@ def to_svg(
         parts += panel
         top += height + PANEL_GAP
     drawn = max(LABEL_WIDTH + float(span) * ppu + RIGHT_MARGIN, legend_width + 8)
-    svg_width = math.ceil(min(drawn, max(width, MIN_WIDTH)))
+    svg_width = math.ceil(min(drawn, max(width, MIN_SVG_WIDTH)))
     height = math.ceil(top)
     title = heading + (f"; {caption}" if caption else "")
     head = (
