@@ -13,7 +13,7 @@ import pytest
 
 from vppctl.choices import SCHEDULES
 from vppctl.cli import cli
-from vppctl.planner.search import megatron_layout
+from vppctl.planner.search import PlanSearchOptions, megatron_layout, search_plans
 from vppctl.program.load import parse_program
 from vppctl.sample import SampleOptions, build_sample
 from vppctl.schedule.orders import legal_group_sizes
@@ -202,6 +202,16 @@ def test_bad_options_are_usage_errors(runner, src: Path, args: list[str], words:
 def test_nothing_to_simulate_is_exit_4_with_the_reasons(runner, src: Path) -> None:
     result = runner.invoke(cli, ["plan", str(src), "-m", "2"])
     assert result.exit_code == 4 and "m 2 < pp 4" in result.stderr
+
+
+def test_a_refusal_is_counted_by_the_rule_that_refused_it(tmp_path: Path) -> None:
+    # zbvpp at m == pp runs on Paddle, but the simulator runs its greedy for at most 64
+    # stages: at pp 65 that bound, not the micro-batch rule, is the reason.
+    program = parse_program(build_sample(SampleOptions(layers=130, pp=65, hidden=64, vocab=1000)))
+    opts = PlanSearchOptions(micro_batches=(65,), vpp=(2,), schedules=("zbvpp", "zbv"))
+    result = search_plans(program, "p.pb", opts)
+    assert [c.schedule for c in result.candidates] == ["zbv"]
+    assert result.refused == (("zbvpp at pp 65: simulated for at most 64 stages", 1),)
 
 
 def test_restricting_the_search(runner, src: Path) -> None:

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from vppctl.errors import ProgramFileError, UsageError
 from vppctl.plan import place
+from vppctl.schedule import OVER_MAX_UNITS, Pipeline, Refused
 from vppctl.schedule.orders import (
     MERGED,
     SCHEDULES,
@@ -487,6 +488,36 @@ def test_a_micro_batch_count_the_runtime_refuses_is_a_usage_error(
     with pytest.raises(UsageError, match=message) as caught:
         simulate(pp, vpp, m, schedule)  # type: ignore[arg-type]
     assert caught.value.exit_code == 2
+
+
+_ROUNDS = "not a multiple of torch's rounds max(1, m // pp)"
+
+
+@pytest.mark.parametrize(
+    ("schedule", "pp", "vpp", "m", "reason"),
+    [
+        ("vpp", 4, 2, 3, "vpp at m 3 < pp"),
+        ("zbh1", 4, 1, 3, "zbh1 at m 3 < pp"),
+        ("eager1f1b", 4, 1, 6, "eager1f1b at m 6 < 2pp - 1"),
+        ("dualpipev", 4, 2, 7, "dualpipev at m 7 < 2pp"),
+        ("zb1p", 4, 1, 9, f"zb1p at m 9: {_ROUNDS}"),
+        ("interleaved-zb", 4, 2, 9, f"interleaved-zb at m 9: {_ROUNDS}"),
+        ("interleaved", 4, 2, 3, "interleaved at m 3 < pp"),
+        ("interleaved", 4, 2, 6, "interleaved at m 6: the default group size pp 4 is not legal"),
+        ("zbvpp", 4, 2, 8, "zbvpp at m 8: Paddle runs it at m == pp only"),
+        ("zbvpp", 65, 2, 65, "zbvpp at pp 65: simulated for at most 64 stages"),
+        ("vpp", 4, 3, 5, "vpp at m 5: Paddle's job list deadlocks (short last group)"),
+        ("1f1b", 4, 1, 40_000, OVER_MAX_UNITS),
+    ],
+)
+def test_each_refusal_carries_the_short_reason_plan_counts_it_by(
+    schedule: str, pp: int, vpp: int, m: int, reason: str
+) -> None:
+    # The message names the fix for a person; `plan` counts what it leaves out by the
+    # reason, said where the rule is (never read back from the message).
+    with pytest.raises(Refused) as caught:
+        Pipeline.of(schedule, pp, vpp, m)  # type: ignore[arg-type]
+    assert caught.value.exit_code == 2 and caught.value.reason == reason
 
 
 def test_interleaved_zb_takes_torchs_rounds_as_its_group_size() -> None:

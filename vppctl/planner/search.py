@@ -74,7 +74,7 @@ from vppctl.planner.pir import (
     seg_method_for,
 )
 from vppctl.program import Program, read_plan
-from vppctl.schedule import MAX_UNITS, MERGED, V_SHAPED, Pipeline, Schedule
+from vppctl.schedule import MAX_UNITS, MERGED, OVER_MAX_UNITS, V_SHAPED, Pipeline, Refused, Schedule
 
 # The most (micro-batch, chunk) units one search may time, summed over its candidates:
 # the 126-layer sample at pp 8 with m 16, 32 and 64 needs about 220,000; this bounds a
@@ -413,36 +413,15 @@ def _pipeline(
 
 
 def _build(schedule: Schedule, plan: Plan, m: int) -> Timed | str:
-    """The pipeline and group size, or the reason a runtime (or the simulator) refuses."""
-    why = ""
-    if m >= plan.pp and plan.pp * plan.vpp * m <= MAX_UNITS:
-        try:
-            return Pipeline.of(schedule, plan.pp, plan.vpp, m, placement=plan.placement)
-        except VppctlError as e:
-            why = str(e)
-    return _refusal(schedule, plan.pp, plan.vpp, m, why)
-
-
-def _refusal(schedule: Schedule, pp: int, vpp: int, m: int, why: str) -> str:
-    """The reason counted for a refused (schedule, m); the same for every split and vpp
-    it repeats on, so that the notes stay short."""
-    if m < pp:
-        return f"m {m} < pp {pp}"
-    if pp * vpp * m > MAX_UNITS:
-        return f"pp x vpp x m over the simulator's limit of {MAX_UNITS:,}"
-    if schedule == "interleaved":
-        return f"interleaved at m {m}: the default group size pp {pp} is not legal"
-    if schedule == "eager1f1b":
-        return f"eager1f1b at m {m} < 2pp - 1"
-    if schedule == "dualpipev":
-        return f"dualpipev at m {m} < 2pp"
-    if schedule == "zbvpp":
-        return f"zbvpp at m {m}: Paddle runs it at m == pp only"
-    if "deadlocks" in why:
-        return f"vpp at m {m}: Paddle's job list deadlocks (short last group)"
-    if "rounds" in why:
-        return f"{schedule} at m {m}: not a multiple of torch's rounds max(1, m // pp)"
-    return f"{schedule} at m {m}: refused"
+    """The pipeline and group size, or the reason it is left out: plan's own rule (a
+    pipeline never filled), or the reason the runtime's rule (or the simulator's bound)
+    gives, the same for every split and vpp it repeats on, so that the notes stay short."""
+    if m < plan.pp:
+        return f"m {m} < pp {plan.pp}"
+    try:
+        return Pipeline.of(schedule, plan.pp, plan.vpp, m, placement=plan.placement)
+    except Refused as e:
+        return e.reason
 
 
 def _candidate(
@@ -516,9 +495,8 @@ def _nothing_fits(
             f"{best.placement}, split {best.split}, {best.schedule}, m {best.micro_batches}); "
             "raise the limit, lower --micro-batch-size, or plan a program with more stages"
         )
-    size = f"pp x vpp x m over the simulator's limit of {MAX_UNITS:,}"
-    others = {r for r in refused if r != size and not r.startswith("split ")}
-    if size in refused and not others:  # only sizes too large to simulate: a usage error
+    others = {r for r in refused if r != OVER_MAX_UNITS and not r.startswith("split ")}
+    if OVER_MAX_UNITS in refused and not others:  # only sizes too large to simulate: a usage error
         return UsageError(
             f"every candidate is over the simulator's limit of {MAX_UNITS:,} units "
             "(pp*vpp*m): lower --micro-batches (the bubble depends on m relative to pp) "

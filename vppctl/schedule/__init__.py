@@ -4,10 +4,12 @@ The pure side of vppctl: it needs no program, only stage and chunk counts and a
 cost per virtual stage, and imports nothing but `vppctl.plan` and
 `vppctl.errors` (an import-linter contract keeps it so). `orders` says in which
 order each stage runs its actions, `arguments` checks a simulation's inputs,
-`execute` places the actions in time (`actions`, `interleaving` and `vshape` hold
-the orders' vocabulary and the interleaving and V-shaped families), `results` holds what comes out,
-`simulation` is the one call (`simulate`), `timeline` draws it (terminal, SVG, Chrome trace)
-and `torchcsv` reads and writes torch.distributed.pipelining's schedule CSV.
+`refusal` is the error of counts a runtime refuses (with the short reason `plan`
+counts them by), `execute` places the actions in time (`actions`, `interleaving`
+and `vshape` hold the orders' vocabulary and the interleaving and V-shaped
+families), `results` holds what comes out, `simulation` is the one call
+(`simulate`), `timeline` draws it (terminal, SVG, Chrome trace) and `torchcsv`
+reads and writes torch.distributed.pipelining's schedule CSV.
 What a program's segments cost, and its memory, is `vppctl.planner`'s. Names
 load on first use: the command line reads the schedule names without loading
 the simulator.
@@ -21,8 +23,10 @@ from vppctl._lazy import face
 
 _NAMES = {
     "MAX_UNITS": "arguments",
+    "OVER_MAX_UNITS": "arguments",
     "check_size": "arguments",
     "parse_unit_costs": "arguments",
+    "Refused": "refusal",
     "Pipeline": "execute",
     "held_peak": "execute",
     "GROUPED": "orders",
@@ -58,6 +62,7 @@ __all__ = [
     "GROUPED",
     "MAX_UNITS",
     "MERGED",
+    "OVER_MAX_UNITS",
     "SCHEDULES",
     "SCHEDULE_NAMES",
     "SPLIT",
@@ -65,6 +70,7 @@ __all__ = [
     "DeadlockError",
     "Op",
     "Pipeline",
+    "Refused",
     "Schedule",
     "SimResult",
     "SimulationError",
@@ -90,7 +96,7 @@ __all__ = [
 __getattr__, __dir__ = face(__name__, _NAMES, globals())
 
 if TYPE_CHECKING:
-    from vppctl.schedule.arguments import MAX_UNITS, check_size, parse_unit_costs
+    from vppctl.schedule.arguments import MAX_UNITS, OVER_MAX_UNITS, check_size, parse_unit_costs
     from vppctl.schedule.execute import Pipeline, held_peak
     from vppctl.schedule.orders import (
         GROUPED,
@@ -104,6 +110,7 @@ if TYPE_CHECKING:
         legal_group_sizes,
         stage_orders,
     )
+    from vppctl.schedule.refusal import Refused
     from vppctl.schedule.results import DeadlockError, SimResult, SimulationError, Step
     from vppctl.schedule.simulation import compare, simulate, simulate_orders
     from vppctl.schedule.timeline import (

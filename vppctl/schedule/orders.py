@@ -46,7 +46,6 @@ from collections.abc import Sequence
 
 from vppctl.choices import SCHEDULES as SCHEDULES
 from vppctl.choices import Schedule as Schedule
-from vppctl.errors import UsageError
 from vppctl.plan import Placement, virtual_stages
 from vppctl.schedule.actions import Kind as Kind
 from vppctl.schedule.actions import Op as Op
@@ -61,6 +60,7 @@ from vppctl.schedule.interleaving import (
 from vppctl.schedule.interleaving import interleaved_warmup as interleaved_warmup
 from vppctl.schedule.interleaving import legal_group_sizes as legal_group_sizes
 from vppctl.schedule.interleaving import schedule_table as schedule_table
+from vppctl.schedule.refusal import Refused
 from vppctl.schedule.vshape import dualpipev, zbv
 from vppctl.schedule.zbvpp import zbvpp_orders
 
@@ -137,20 +137,22 @@ def _passes(micro_batches: int) -> tuple[list[Op], list[Op]]:
 def check_eager(pp: int, micro_batches: int) -> None:
     """Paddle's Eager1F1B asserts ``2 (pp - s) - 1 <= m`` on every stage ``s``."""
     if micro_batches < 2 * pp - 1:
-        raise UsageError(
+        raise Refused(
             f"eager1f1b needs at least 2*pp - 1 = {2 * pp - 1} micro-batches (Paddle's "
             f"Eager1F1B refuses fewer), got {micro_batches}: pass --micro-batches >= "
-            f"{2 * pp - 1} or use --schedule 1f1b"
+            f"{2 * pp - 1} or use --schedule 1f1b",
+            reason=f"eager1f1b at m {micro_batches} < 2pp - 1",
         )
 
 
 def check_paddle_zbh1(pp: int, micro_batches: int) -> None:
     """Paddle's ZBH1 asserts ``pp <= m``."""
     if micro_batches < pp:
-        raise UsageError(
+        raise Refused(
             f"zbh1 (Paddle's ZBH1) needs at least pp = {pp} micro-batches (Paddle asserts "
             f"pp_degree <= accumulate_steps), got {micro_batches}: pass --micro-batches >= "
-            f"{pp} or use --schedule zb1p"
+            f"{pp} or use --schedule zb1p",
+            reason=f"zbh1 at m {micro_batches} < pp",
         )
 
 
@@ -204,7 +206,7 @@ def stage_orders(
 
     ``vpp`` must already be 1 for the merged schedules (:data:`MERGED`) and 2 for the
     V-shaped ones; ``interleaved`` with ``vpp == 1`` is plain 1F1B. Group sizes and the
-    micro-batch counts a runtime refuses are checked (UsageError).
+    micro-batch counts a runtime refuses are checked (:class:`Refused`, exit 2).
     """
     if schedule in MERGED and vpp != 1:
         raise ValueError(f"{schedule} orders run one merged chunk, got vpp {vpp}")
