@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from vppctl.errors import ProgramFileError, UsageError
 from vppctl.plan import place
-from vppctl.schedule import OVER_MAX_UNITS, Pipeline, Refused
+from vppctl.schedule import OVER_MAX_UNITS, Pipeline, ScheduleRefused
 from vppctl.schedule.orders import (
     MERGED,
     SCHEDULES,
@@ -515,7 +515,7 @@ def test_each_refusal_carries_the_short_reason_plan_counts_it_by(
 ) -> None:
     # The message names the fix for a person; `plan` counts what it leaves out by the
     # reason, said where the rule is (never read back from the message).
-    with pytest.raises(Refused) as caught:
+    with pytest.raises(ScheduleRefused) as caught:
         Pipeline.of(schedule, pp, vpp, m)  # type: ignore[arg-type]
     assert caught.value.exit_code == 2 and caught.value.reason == reason
 

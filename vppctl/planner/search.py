@@ -74,7 +74,15 @@ from vppctl.planner.pir import (
     seg_method_for,
 )
 from vppctl.program import Program, read_plan
-from vppctl.schedule import MAX_UNITS, MERGED, OVER_MAX_UNITS, V_SHAPED, Pipeline, Refused, Schedule
+from vppctl.schedule import (
+    MAX_UNITS,
+    MERGED,
+    OVER_MAX_UNITS,
+    V_SHAPED,
+    Pipeline,
+    Schedule,
+    ScheduleRefused,
+)
 
 # The most (micro-batch, chunk) units one search may time, summed over its candidates:
 # the 126-layer sample at pp 8 with m 16, 32 and 64 needs about 220,000; this bounds a
@@ -420,7 +428,7 @@ def _build(schedule: Schedule, plan: Plan, m: int) -> Timed | str:
         return f"m {m} < pp {plan.pp}"
     try:
         return Pipeline.of(schedule, plan.pp, plan.vpp, m, placement=plan.placement)
-    except Refused as e:
+    except ScheduleRefused as e:
         return e.reason
 
 

@@ -26,7 +26,7 @@ _NAMES = {
     "OVER_MAX_UNITS": "arguments",
     "check_size": "arguments",
     "parse_unit_costs": "arguments",
-    "Refused": "refusal",
+    "ScheduleRefused": "refusal",
     "Pipeline": "execute",
     "held_peak": "execute",
     "GROUPED": "orders",
@@ -70,8 +70,8 @@ __all__ = [
     "DeadlockError",
     "Op",
     "Pipeline",
-    "Refused",
     "Schedule",
+    "ScheduleRefused",
     "SimResult",
     "SimulationError",
     "Step",
@@ -110,7 +110,7 @@ if TYPE_CHECKING:
         legal_group_sizes,
         stage_orders,
     )
-    from vppctl.schedule.refusal import Refused
+    from vppctl.schedule.refusal import ScheduleRefused
     from vppctl.schedule.results import DeadlockError, SimResult, SimulationError, Step
     from vppctl.schedule.simulation import compare, simulate, simulate_orders
     from vppctl.schedule.timeline import (

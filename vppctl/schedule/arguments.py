@@ -20,7 +20,7 @@ from vppctl.schedule.orders import (
     Schedule,
     natural_placement,
 )
-from vppctl.schedule.refusal import Refused
+from vppctl.schedule.refusal import ScheduleRefused
 from vppctl.schedule.results import SimulationError
 
 # A whole backward costs about twice the forward: one matmul for the input gradient
@@ -182,7 +182,7 @@ def micro_batch_warnings(pp: int, vpp: int, micro_batches: int, schedule: Schedu
 # limit holds a simulation near a few seconds and a few hundred MB. Real jobs stay
 # far below it (pp 32 x vpp 4 x m 512 is 65,536).
 MAX_UNITS = 1 << 17
-# The reason a search counts such candidates by (`Refused.reason`).
+# The reason a search counts such candidates by (`ScheduleRefused.reason`).
 OVER_MAX_UNITS = f"pp x vpp x m over the simulator's limit of {MAX_UNITS:,}"
 
 
@@ -190,7 +190,7 @@ def check_size(pp: int, vpp: int, micro_batches: int) -> None:
     """Refuse (exit 2) a simulation larger than :data:`MAX_UNITS` units."""
     units = pp * vpp * micro_batches
     if units > MAX_UNITS:
-        raise Refused(
+        raise ScheduleRefused(
             f"pp {pp} x vpp {vpp} x {micro_batches} micro-batches = {units:,} units to "
             f"simulate, more than the simulator's limit of {MAX_UNITS:,} (pp*vpp*m); "
             "lower --micro-batches (the bubble depends on m relative to pp, so a smaller m "

@@ -22,7 +22,7 @@ from vppctl.schedule.orders import (
     check_group,
     stage_orders,
 )
-from vppctl.schedule.refusal import Refused
+from vppctl.schedule.refusal import ScheduleRefused
 from vppctl.schedule.results import DeadlockError, SimResult, Step
 
 # ---------------------------------------------------------------------------
@@ -368,7 +368,7 @@ class Pipeline:
         return pipe, group
 
     def refuse_deadlock(self, message: str, *, reason: str) -> None:
-        """Raise :class:`Refused` with ``message`` (``{stage}``, ``{waits}`` and
+        """Raise :class:`ScheduleRefused` with ``message`` (``{stage}``, ``{waits}`` and
         ``{producer}`` filled in) and ``reason`` when the orders deadlock, whatever the
         costs: a runtime that runs them hangs, so the option set is the problem, not the
         simulation."""
@@ -376,7 +376,7 @@ class Pipeline:
         try:
             raise_if_stuck(self, _makespan(self.stages, durations))
         except DeadlockError as e:
-            raise Refused(
+            raise ScheduleRefused(
                 message.format(stage=e.stage, waits=e.waits_for, producer=e.waits_on_stage),
                 reason=reason,
             ) from None

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Literal
 
 from vppctl.schedule.actions import Op, warmup_then_steady
-from vppctl.schedule.refusal import Refused
+from vppctl.schedule.refusal import ScheduleRefused
 
 # ---------------------------------------------------------------------------
 # The group table and Megatron's group size
@@ -66,14 +66,14 @@ def check_group_size(pp: int, micro_batches: int, group_size: int | None) -> int
     if n in legal:
         return n
     if not legal:
-        raise Refused(
+        raise ScheduleRefused(
             f"interleaved needs at least pp = {pp} micro-batches, got {micro_batches}: "
             f"pass --micro-batches >= {pp}",
             reason=f"interleaved at m {micro_batches} < pp",
         )
     which = "the default --group-size pp" if group_size is None else "--group-size"
     size = f"the default group size pp {pp}" if group_size is None else f"group size {n}"
-    raise Refused(
+    raise ScheduleRefused(
         f"{which} = {n} is not legal for pp {pp} and {micro_batches} micro-batches "
         "(Megatron-Core needs pp <= N <= m and m % N == 0 or >= pp); legal --group-size "
         f"values: {', '.join(map(str, legal))}",
@@ -119,7 +119,7 @@ def interleaved(
 def check_paddle_vpp(pp: int, micro_batches: int) -> None:
     """Paddle's VPP asserts ``accumulate_steps >= pp``."""
     if micro_batches < pp:
-        raise Refused(
+        raise ScheduleRefused(
             f"vpp (Paddle's VPP) needs at least pp = {pp} micro-batches (Paddle asserts "
             f"accumulate_steps >= pp_degree), got {micro_batches}: pass --micro-batches >= {pp}",
             reason=f"vpp at m {micro_batches} < pp",
@@ -172,7 +172,7 @@ def check_zero_bubble_group(pp: int, micro_batches: int, group_size: int | None,
     if group_size is None:
         rounds = torch_rounds(pp, micro_batches)
         if micro_batches % rounds:
-            raise Refused(
+            raise ScheduleRefused(
                 f"{name} (torch's ScheduleInterleavedZeroBubble) needs m to be a multiple of "
                 f"its rounds max(1, m // pp) = {rounds}, got m {micro_batches}: pass another "
                 "--micro-batches" + (" or --group-size" if name == "interleaved-zb" else ""),
@@ -182,7 +182,7 @@ def check_zero_bubble_group(pp: int, micro_batches: int, group_size: int | None,
         return torch_group_size(pp, micro_batches)
     legal = zero_bubble_group_sizes(pp, micro_batches)
     if group_size not in legal:
-        raise Refused(
+        raise ScheduleRefused(
             f"--group-size = {group_size} is not legal for {name} with pp {pp} and "
             f"{micro_batches} micro-batches (torch's microbatches_per_round divides m and "
             f"is at least min(pp, m)); legal --group-size values: {', '.join(map(str, legal))}",

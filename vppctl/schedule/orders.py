@@ -60,7 +60,7 @@ from vppctl.schedule.interleaving import (
 from vppctl.schedule.interleaving import interleaved_warmup as interleaved_warmup
 from vppctl.schedule.interleaving import legal_group_sizes as legal_group_sizes
 from vppctl.schedule.interleaving import schedule_table as schedule_table
-from vppctl.schedule.refusal import Refused
+from vppctl.schedule.refusal import ScheduleRefused
 from vppctl.schedule.vshape import dualpipev, zbv
 from vppctl.schedule.zbvpp import zbvpp_orders
 
@@ -137,7 +137,7 @@ def _passes(micro_batches: int) -> tuple[list[Op], list[Op]]:
 def check_eager(pp: int, micro_batches: int) -> None:
     """Paddle's Eager1F1B asserts ``2 (pp - s) - 1 <= m`` on every stage ``s``."""
     if micro_batches < 2 * pp - 1:
-        raise Refused(
+        raise ScheduleRefused(
             f"eager1f1b needs at least 2*pp - 1 = {2 * pp - 1} micro-batches (Paddle's "
             f"Eager1F1B refuses fewer), got {micro_batches}: pass --micro-batches >= "
             f"{2 * pp - 1} or use --schedule 1f1b",
@@ -148,7 +148,7 @@ def check_eager(pp: int, micro_batches: int) -> None:
 def check_paddle_zbh1(pp: int, micro_batches: int) -> None:
     """Paddle's ZBH1 asserts ``pp <= m``."""
     if micro_batches < pp:
-        raise Refused(
+        raise ScheduleRefused(
             f"zbh1 (Paddle's ZBH1) needs at least pp = {pp} micro-batches (Paddle asserts "
             f"pp_degree <= accumulate_steps), got {micro_batches}: pass --micro-batches >= "
             f"{pp} or use --schedule zb1p",
@@ -206,7 +206,7 @@ def stage_orders(
 
     ``vpp`` must already be 1 for the merged schedules (:data:`MERGED`) and 2 for the
     V-shaped ones; ``interleaved`` with ``vpp == 1`` is plain 1F1B. Group sizes and the
-    micro-batch counts a runtime refuses are checked (:class:`Refused`, exit 2).
+    micro-batch counts a runtime refuses are checked (:class:`ScheduleRefused`, exit 2).
     """
     if schedule in MERGED and vpp != 1:
         raise ValueError(f"{schedule} orders run one merged chunk, got vpp {vpp}")

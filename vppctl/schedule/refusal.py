@@ -10,11 +10,12 @@ from __future__ import annotations
 from vppctl.errors import UsageError
 
 
-class Refused(UsageError):
-    """Counts a runtime (or the simulator's bound) refuses for a schedule (exit 2).
+class ScheduleRefused(UsageError):
+    """A schedule asked to run counts its runtime refuses (as Paddle, Megatron-Core or
+    torch would), or more than the simulator's bound (exit 2); the message names the fix.
 
-    ``reason`` is a few words naming the rule, the same wherever the counts repeat (it
-    holds no vpp or split), so that a search can count what it left out by it."""
+    `reason` is a few words naming the rule, the same wherever the counts repeat (it
+    holds no vpp or split), so that `plan` counts what it leaves out by it."""
 
     def __init__(self, message: str, *, reason: str) -> None:
         super().__init__(message)
