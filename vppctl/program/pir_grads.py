@@ -14,8 +14,8 @@ the PIR reader recovers them from the data flow, in program order:
 - its results are the gradients of that op's operands, and the gradients it reads, of
   that op's results: matched in order, each to the next one of the same dims (a grad op
   leaves out the operands that get no gradient, as `embedding_grad` leaves the ids);
-- a backward `pd_op.add_n` whose operands are all gradients of one value adds up its
-  parts: its result is that value's gradient;
+- a backward `pd_op.add_n` (or `pd_op.add_n_`) whose operands are all gradients of one
+  value adds up its parts: its result is that value's gradient;
 - a backward op that carries a layer's struct name is a recompute copy (Paddle's PIR
   recompute pass copies a layer's forward ops into the backward, struct names kept): it
   copies the forward op of its type and struct name that reads the same values (or their
@@ -36,9 +36,8 @@ from array import array
 from collections.abc import Sequence
 
 from vppctl.program.pir_tables import NO_OP, NO_VALUE, PirTables
-from vppctl.program.roles import BACKWARD, FORWARD_ROLES
+from vppctl.program.roles import BACKWARD, FORWARD_ROLES, GRAD_SUM_TYPES
 
-GRAD_SUMS = frozenset({"pd_op.add_n", "pd_op.add_n_"})  # PIR's sum of gradient parts
 NO_LINK = -1
 
 
@@ -124,7 +123,7 @@ class _Links:
         t, flow = self.t, self.flow
         ins, outs = flow.inputs(op), flow.outputs(op)
         kind = t.op_type[op]
-        if kind in GRAD_SUMS:
+        if kind in GRAD_SUM_TYPES:
             self._sum(ins, outs)
             return
         if t.op_struct[op] and forward_type(kind) == kind:
