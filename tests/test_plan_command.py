@@ -7,12 +7,14 @@ import json
 import re
 import shlex
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from vppctl.choices import SCHEDULES
 from vppctl.cli import cli
+from vppctl.planner.memory import MemoryOptions
 from vppctl.planner.search import PlanSearchOptions, megatron_layout, search_plans
 from vppctl.program.load import parse_program
 from vppctl.sample import SampleOptions, build_sample
@@ -157,6 +159,16 @@ def test_the_memory_limit_leaves_out_and_refuses(runner, src: Path) -> None:
     from vppctl.planner.memory import iec
 
     assert f"the smallest peak is {iec(peaks[0])}" in result.stderr
+
+
+def test_the_count_over_the_memory_limit_is_the_candidates_left_out(src: Path) -> None:
+    program = parse_program(src.read_bytes())
+    free = search_plans(program, "p.pb", PlanSearchOptions(micro_batches=(8,)))
+    limit = sorted(c.worst.peak_bytes for c in free.candidates)[len(free.candidates) // 2]
+    memory = MemoryOptions(limit=limit)
+    limited = search_plans(program, "p.pb", PlanSearchOptions(micro_batches=(8,), memory=memory))
+    assert limited.over_limit == len(limited.over) > 0
+    assert replace(limited, over=limited.over[:1]).over_limit == 1  # one fact, never two
 
 
 def test_the_table_fits_80_columns_with_a_command_per_candidate(runner, src: Path) -> None:

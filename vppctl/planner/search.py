@@ -241,11 +241,15 @@ class PlanResult:
     n_layers: int
     layer_class: str
     measure: str  # "flops", or "ops" when the program has no matmul shapes
-    over_limit: int  # candidates left out by the memory limit
     refused: tuple[tuple[str, int], ...]  # (reason, how many) of what was left out
     warnings: tuple[str, ...]
     over: tuple[Candidate, ...] = ()  # the candidates over the memory limit, best first
     pir: PirInput | None = None  # a PIR program: what Paddle's completion reads from it
+
+    @property
+    def over_limit(self) -> int:
+        """How many candidates the memory limit left out."""
+        return len(self.over)
 
     @property
     def conversions(self) -> tuple[Conversion, ...]:
@@ -303,7 +307,6 @@ def search_plans(program: Program, source: str, opts: PlanSearchOptions) -> Plan
         n_layers=n,
         layer_class=base.plan.layer_class,
         measure=costs.measure,
-        over_limit=len(over),
         refused=tuple(sorted(refused.items())),
         warnings=(*base.plan.warnings, *memory.warnings),
         over=tuple(over),
