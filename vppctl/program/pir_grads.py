@@ -84,14 +84,13 @@ class Flow:
         return self.readers[self.reader_off[v] : self.reader_off[v + 1]]
 
 
-def link_gradients(t: PirTables) -> tuple[list[str], array[int], Flow]:
-    """(each value's name, each op's forward op or NO_LINK, the flow) of a read program."""
-    flow = Flow(t)
-    links = _Links(t, flow)
+def link_gradients(t: PirTables) -> tuple[list[str], array[int]]:
+    """(each value's name, each op's forward op or NO_LINK) of a read program."""
+    links = _Links(t, Flow(t))
     for op in range(t.n_ops):
         if t.op_role[op] & BACKWARD:
             links.visit(op)
-    return _names(t, links.grad_of, links.sum_of, links.copy_of), links.forward_of, flow
+    return _names(t, links.grad_of, links.sum_of, links.copy_of), links.forward_of
 
 
 def forward_type(kind: str) -> str:

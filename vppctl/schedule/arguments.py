@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from vppctl.errors import UsageError
-from vppctl.plan import Placement, place
+from vppctl.plan import Placement
 from vppctl.schedule.orders import (
     SCHEDULES,
     V_SHAPED,
@@ -147,16 +147,6 @@ def parse_unit_costs(text: str) -> tuple[Fraction, Fraction, Fraction]:
             f"weight gradient), not all zero, e.g. 1,1,1; got {text!r}"
         )
     return values[0], values[1], values[2]
-
-
-def merge_chunks(
-    costs: Sequence[Fraction], pp: int, vpp: int, placement: Placement
-) -> tuple[Fraction, ...]:
-    """Per-stage totals: a stage's chunks run back to back when they are not interleaved."""
-    totals = [Fraction(0)] * pp
-    for k, cost in enumerate(costs[: pp * vpp]):
-        totals[place(k, pp, placement)[0]] += cost
-    return tuple(totals)
 
 
 # ---------------------------------------------------------------------------
