@@ -148,7 +148,7 @@ def test_a_seeded_fault_in_paddles_completion_is_found(case: str, edit: str, rul
 
 @pytest.mark.parametrize("case", CASES)
 def test_vppctls_plan_is_paddles_pir_completion_op_by_op(case: str) -> None:
-    """The plan Paddle's completion makes (`pir_strategy`: split keep, loop placement)
+    """The plan Paddle's completion makes (the PIR strategy: split keep, loop placement)
     puts every layer op where Paddle's complete_chunk_id puts it, every grad op of one where
     Paddle's backward puts it (its forward op's chunk), and every recompute copy where
     Paddle's recompute pass puts it."""
