@@ -226,6 +226,20 @@ def test_a_refusal_is_counted_by_the_rule_that_refused_it(tmp_path: Path) -> Non
     assert result.refused == (("zbvpp at pp 65: simulated for at most 64 stages", 1),)
 
 
+def test_a_schedule_asked_at_a_vpp_it_never_runs_names_each_familys_plans(runner, src) -> None:
+    result = runner.invoke(cli, ["plan", str(src), "-m", "8", "--vpp", "1", "--schedule", "zbv"])
+    assert result.exit_code == 4
+    said = result.stderr.split("asked for (", 1)[1].split(")", 1)[0]
+    families = dict(part.split(": ") for part in said.split("; "))
+    assert families == {
+        "zbvpp, zbv, dualpipev": "V with vpp 2",
+        "vpp, interleaved, interleaved-zb": "loop with vpp > 1",
+        "fthenb, 1f1b, eager1f1b, zbh1, zb1p": "vpp 1",
+    }
+    named = [s for family in families for s in family.split(", ")]
+    assert sorted(named) == sorted(SCHEDULES)  # every schedule, once
+
+
 def test_restricting_the_search(runner, src: Path) -> None:
     args = [str(src), "-m", "8", "--vpp", "2", "--schedule", "interleaved", "--split", "balanced"]
     candidates = plan_json(runner, args)["candidates"]

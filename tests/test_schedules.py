@@ -20,6 +20,7 @@ from vppctl.errors import ProgramFileError, UsageError
 from vppctl.plan import place
 from vppctl.schedule import OVER_MAX_UNITS, Pipeline, ScheduleRefused
 from vppctl.schedule.orders import (
+    LOOPED,
     MERGED,
     SCHEDULES,
     SPLIT,
@@ -488,6 +489,13 @@ def test_a_micro_batch_count_the_runtime_refuses_is_a_usage_error(
     with pytest.raises(UsageError, match=message) as caught:
         simulate(pp, vpp, m, schedule)  # type: ignore[arg-type]
     assert caught.value.exit_code == 2
+
+
+def test_every_schedule_is_of_one_family() -> None:
+    """Merged (one chunk per stage), loop-placed interleaving, or V-shaped: the families
+    the simulator's placement checks and `plan`'s search go by."""
+    assert set(SCHEDULES) == MERGED | LOOPED | V_SHAPED
+    assert not MERGED & LOOPED and not MERGED & V_SHAPED and not LOOPED & V_SHAPED
 
 
 _ROUNDS = "not a multiple of torch's rounds max(1, m // pp)"

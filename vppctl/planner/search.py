@@ -75,6 +75,7 @@ from vppctl.planner.pir import (
 )
 from vppctl.program import Program, read_plan
 from vppctl.schedule import (
+    LOOPED,
     MAX_UNITS,
     MERGED,
     OVER_MAX_UNITS,
@@ -388,12 +389,18 @@ def _plans(
 
 
 def _runs(schedule: Schedule, vpp: int, placement: Placement) -> bool:
-    """Which (vpp, placement) each schedule's candidates use (module docstring)."""
+    """Which (vpp, placement) each family's candidates use (module docstring; `_FAMILIES`
+    says it to a person): interleaving with vpp 1 would be plain PP again."""
     if schedule in MERGED:
         return vpp == 1 and placement == "loop"
     if schedule in V_SHAPED:
         return vpp == 2 and placement == "v"
-    return vpp > 1 and placement == "loop"  # interleaved, vpp, interleaved-zb
+    assert schedule in LOOPED  # the three families are every schedule
+    return vpp > 1 and placement == "loop"
+
+
+# Each family, and the plans `_runs` gives its candidates, as `plan` says them.
+_FAMILIES = ((V_SHAPED, "V with vpp 2"), (LOOPED, "loop with vpp > 1"), (MERGED, "vpp 1"))
 
 
 def _schedules(plan: Plan, opts: PlanSearchOptions) -> list[Schedule]:
@@ -472,10 +479,10 @@ def _candidate(
     )
 
 
-_NONE_ASKED = (
-    "no schedule runs the vpp and placements asked for (zbvpp, zbv, dualpipev: V with vpp 2; "
-    "interleaved, vpp, interleaved-zb: loop with vpp > 1; fthenb, 1f1b, eager1f1b, zbh1, "
-    "zb1p: vpp 1)"
+_NONE_ASKED = "no schedule runs the vpp and placements asked for ({})".format(
+    "; ".join(
+        f"{', '.join(s for s in SCHEDULES if s in family)}: {said}" for family, said in _FAMILIES
+    )
 )
 _SPLIT_ORDER = {s: i for i, s in enumerate(SEARCHED_SPLITS)}
 _SCHEDULE_ORDER = {s: i for i, s in enumerate(SCHEDULES)}

@@ -30,6 +30,7 @@ _NAMES = {
     "Pipeline": "execute",
     "held_peak": "execute",
     "GROUPED": "orders",
+    "LOOPED": "orders",
     "MERGED": "orders",
     "SCHEDULES": "orders",
     "SCHEDULE_NAMES": "orders",
@@ -60,6 +61,7 @@ _NAMES = {
 __all__ = [
     "DEFAULT_WIDTH",
     "GROUPED",
+    "LOOPED",
     "MAX_UNITS",
     "MERGED",
     "OVER_MAX_UNITS",
@@ -100,6 +102,7 @@ if TYPE_CHECKING:
     from vppctl.schedule.execute import Pipeline, held_peak
     from vppctl.schedule.orders import (
         GROUPED,
+        LOOPED,
         MERGED,
         SCHEDULE_NAMES,
         SCHEDULES,

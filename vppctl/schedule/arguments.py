@@ -15,6 +15,7 @@ from fractions import Fraction
 from vppctl.errors import UsageError
 from vppctl.plan import Placement
 from vppctl.schedule.orders import (
+    LOOPED,
     SCHEDULES,
     V_SHAPED,
     Schedule,
@@ -46,10 +47,6 @@ def check_counts(pp: int, vpp: int, micro_batches: int, schedule: str) -> None:
     if schedule not in SCHEDULES:
         choices = ", ".join(SCHEDULES)
         raise fail(f"unknown schedule {schedule!r}: choose one of {choices}")
-
-
-# The interleaving schedules of a loop-placed plan.
-LOOPED = frozenset({"interleaved", "vpp", "interleaved-zb"})
 
 
 def check_placement(schedule: Schedule, vpp: int, placement: Placement | None) -> Placement:

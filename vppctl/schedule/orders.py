@@ -81,6 +81,8 @@ SCHEDULE_NAMES: dict[str, str] = {  # the name people read, in tables and pictur
 MERGED: frozenset[str] = frozenset({"fthenb", "1f1b", "eager1f1b", "zbh1", "zb1p"})
 # Schedules of two chunks per stage in V placement.
 V_SHAPED: frozenset[str] = frozenset({"zbvpp", "zbv", "dualpipev"})
+# Schedules that interleave a loop-placed plan's chunks (the rest: MERGED and V_SHAPED).
+LOOPED: frozenset[str] = frozenset({"interleaved", "vpp", "interleaved-zb"})
 # Schedules whose backward is split into I and W (all or some of it).
 SPLIT: frozenset[str] = frozenset({"zbh1", "zbvpp", "zb1p", "interleaved-zb", "zbv", "dualpipev"})
 # Schedules that take a micro-batch group size (--group-size).
