@@ -363,3 +363,19 @@ def test_the_table_names_the_best_candidate_paddle_runs(runner: CliRunner, tmp_p
     assert "Paddle (PIR) runs none of these candidates: it runs fthenb, 1f1b, vpp" in out
     data = json.loads(runner.invoke(cli, [*args, "--schedule", "zbv", "--json"]).stdout)
     assert data["pir"]["best"] is None
+
+
+def test_the_schedules_paddle_runs_on_pir_are_said_in_one_spelling(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """By the names `--schedule` takes, in the row whose split Paddle takes and in the note
+    under the table alike (Paddle's launch settings say its schedule_modes, FThenB...)."""
+    path = tmp_path / "gpt_pp4.json"
+    path.write_bytes(reference("gpt_pp4_v2", "plain"))
+    args = ["plan", str(path), "-m", "4", "--vpp", "2", "--split", "keep"]
+    out = runner.invoke(cli, [*args, "--schedule", "interleaved-zb"]).stdout.replace("\n", " ")
+    assert (
+        "none of its schedules simulated runs on Paddle's PIR pipeline (it runs fthenb, 1f1b, vpp)"
+        in out
+    )
+    assert "Paddle (PIR) runs none of these candidates: it runs fthenb, 1f1b, vpp" in out
