@@ -498,6 +498,26 @@ def test_every_schedule_is_of_one_family() -> None:
     assert not MERGED & LOOPED and not MERGED & V_SHAPED and not LOOPED & V_SHAPED
 
 
+@pytest.mark.parametrize(
+    ("schedule", "vpp", "checker"),
+    [
+        ("interleaved", 2, "check_group_size"),
+        ("interleaved-zb", 2, "check_zero_bubble_group"),
+        ("zb1p", 1, "check_zero_bubble_group"),
+    ],
+)
+def test_a_pipelines_group_size_is_checked_once(
+    monkeypatch: pytest.MonkeyPatch, schedule: str, vpp: int, checker: str
+) -> None:
+    from vppctl.schedule import orders
+
+    calls = []
+    check = getattr(orders, checker)
+    monkeypatch.setattr(orders, checker, lambda *a: calls.append(a) or check(*a))
+    _, group = Pipeline.of(schedule, 4, vpp, 8)  # type: ignore[arg-type]
+    assert group == 4 and len(calls) == 1
+
+
 _ROUNDS = "not a multiple of torch's rounds max(1, m // pp)"
 
 

@@ -20,7 +20,7 @@ from vppctl.schedule.orders import (
     Op,
     Schedule,
     check_group,
-    stage_orders,
+    checked_orders,
 )
 from vppctl.schedule.refusal import ScheduleRefused
 from vppctl.schedule.results import DeadlockError, SimResult, Step
@@ -355,7 +355,7 @@ class Pipeline:
         chosen = check_placement(schedule, vpp, placement)
         run_vpp = 1 if schedule in MERGED else vpp
         group = check_group(schedule, pp, run_vpp, micro_batches, group_size)
-        orders = stage_orders(schedule, pp, run_vpp, micro_batches, group)
+        orders = checked_orders(schedule, pp, run_vpp, micro_batches, group)
         pipe = cls(orders, run_vpp, chosen, plan_vpp=vpp)
         if schedule == "vpp" and micro_batches % pp:
             pipe.refuse_deadlock(

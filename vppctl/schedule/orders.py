@@ -210,12 +210,19 @@ def stage_orders(
     V-shaped ones; ``interleaved`` with ``vpp == 1`` is plain 1F1B. Group sizes and the
     micro-batch counts a runtime refuses are checked (:class:`ScheduleRefused`, exit 2).
     """
+    group = check_group(schedule, pp, vpp, micro_batches, group_size)
+    return checked_orders(schedule, pp, vpp, micro_batches, group)
+
+
+def checked_orders(
+    schedule: Schedule, pp: int, vpp: int, micro_batches: int, group: int | None
+) -> tuple[tuple[Op, ...], ...]:
+    """:func:`stage_orders` with the group size already checked (`check_group`'s result),
+    for a caller that needs the group size too: the check runs once."""
     if schedule in MERGED and vpp != 1:
         raise ValueError(f"{schedule} orders run one merged chunk, got vpp {vpp}")
     if schedule in V_SHAPED and vpp != 2:
         raise ValueError(f"{schedule} orders need vpp 2, got {vpp}")
-    if schedule == "zb1p":
-        check_group(schedule, pp, vpp, micro_batches, None)
     if schedule in MERGED or (schedule == "interleaved" and vpp == 1):
         return _merged("1f1b" if schedule == "interleaved" else schedule, pp, micro_batches)
     if schedule == "zbv":
@@ -226,8 +233,7 @@ def stage_orders(
         return zbvpp_orders(pp, micro_batches)
     if schedule == "vpp":
         return paddle_vpp(pp, vpp, micro_batches)
-    n = check_group(schedule, pp, vpp, micro_batches, group_size)
-    assert n is not None  # the grouped schedules have one
+    assert group is not None  # the grouped schedules have one
     if schedule == "interleaved-zb":
-        return interleaved_zero_bubble(pp, vpp, micro_batches, n)
-    return interleaved(pp, vpp, micro_batches, n)
+        return interleaved_zero_bubble(pp, vpp, micro_batches, group)
+    return interleaved(pp, vpp, micro_batches, group)
