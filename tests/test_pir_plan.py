@@ -365,6 +365,28 @@ def test_the_table_names_the_best_candidate_paddle_runs(runner: CliRunner, tmp_p
     assert data["pir"]["best"] is None
 
 
+def test_a_results_conversions_and_best_on_pir_are_found_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The table, the JSON and the notes each read them: derived on first use, then kept."""
+    from vppctl.planner import search
+
+    opts = search.PlanSearchOptions(micro_batches=(8,), vpp=(2,), schedules=("zbv", "vpp"))
+    result = search.search_plans(program("gpt_keep_pp2_v2", "plain"), "p.json", opts)
+    grouped, asked = [], []
+    group, runs = search.group_conversions, search.Candidate.runs_on_pir
+    monkeypatch.setattr(search, "group_conversions", lambda c: grouped.append(1) or group(c))
+    monkeypatch.setattr(
+        search.Candidate, "runs_on_pir", lambda self, pir: asked.append(1) or runs(self, pir)
+    )
+    conversions = result.conversions
+    for _ in range(3):
+        assert result.conversions is conversions and len(conversions) > 1
+        best = result.best_on_pir
+        assert best is not None and result.candidates[best].schedule == "vpp"
+    assert len(grouped) == 1 and 1 <= len(asked) <= len(result.candidates)
+
+
 def test_the_schedules_paddle_runs_on_pir_are_said_in_one_spelling(
     runner: CliRunner, tmp_path: Path
 ) -> None:

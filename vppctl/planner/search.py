@@ -39,6 +39,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import cached_property
 from typing import ClassVar
 
 from vppctl import validate
@@ -252,12 +253,14 @@ class PlanResult:
         """How many candidates the memory limit left out."""
         return len(self.over)
 
-    @property
+    # Derived from the candidates once, on first use: the table, the JSON and the notes
+    # each read them.
+    @cached_property
     def conversions(self) -> tuple[Conversion, ...]:
         """One entry per distinct conversion, best first."""
         return group_conversions(self.candidates)
 
-    @property
+    @cached_property
     def best_on_pir(self) -> int | None:
         """A PIR program's best candidate that Paddle's PIR pipeline runs (its index in
         `candidates`), if any; None for a legacy program."""
