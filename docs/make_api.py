@@ -115,6 +115,7 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "OutOfMemoryError",
             "SimulationError",
             "DeadlockError",
+            "ScheduleRefused",
             "NoConversionFits",
         ),
     ),

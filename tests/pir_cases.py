@@ -23,6 +23,8 @@ from vppctl.convert import ConvertOptions, Planned, plan_program
 from vppctl.engine import build_index
 from vppctl.engine.backward import recompute_copies
 from vppctl.plan import PlanOptions
+from vppctl.planner.launch import LaunchCandidate
+from vppctl.planner.pir import PirInput, held_layers
 from vppctl.program import Program, parse_program
 
 REFERENCE = Path(__file__).resolve().parent / "pir_reference"
@@ -74,6 +76,25 @@ class Parity:
 def planned(plain: Program, vpp: int, split: str = "keep") -> Planned:
     options = ConvertOptions(plan=PlanOptions(vpp=vpp, split=split))  # type: ignore[arg-type]
     return plan_program(plain, options)
+
+
+def launched(p: Planned, schedule: str, m: int) -> tuple[LaunchCandidate, PirInput]:
+    """The candidate `plan` times for plan `p` run with `schedule` over `m` (`interleaved`
+    at Megatron's default group size, pp), and what Paddle's completion reads from the
+    program (`vpp_seg_method` the layer class): the inputs of the PIR strategy `plan`
+    gives (`candidate_strategy`) and prints (`pir_paddle_settings`)."""
+    plan = p.plan
+    candidate = LaunchCandidate(
+        schedule=schedule,  # type: ignore[arg-type]
+        pp=plan.pp,
+        vpp=plan.vpp,
+        placement=plan.placement,
+        micro_batches=m,
+        group_size=plan.pp if schedule == "interleaved" else None,
+        layers_per_segment=tuple(len(s.layers) for s in plan.segments),
+        layer_class=plan.layer_class,
+    )
+    return candidate, PirInput(held_layers(p.facts.stages, plan.pp), plan.layer_class)
 
 
 def parity(plain: Program, paddle_vpp: Program, vpp: int = 2, split: str = "keep") -> Parity:

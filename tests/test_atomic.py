@@ -634,3 +634,21 @@ def test_stale_temporary_files_of_ours_are_removed_by_the_next_write(
     assert all(p.exists() for p in kept)
     assert (tmp_path / f".out.pb.{dead}.0123abd5.tmp").is_dir()
     assert (tmp_path / "out.pb").read_bytes() == b"new"
+
+
+def test_outputs_written_together_clean_their_directory_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Several outputs into one directory (simulate's pictures): its leftovers are looked for
+    once, not once per output, and still removed."""
+    from vppctl.program.files import write_all
+
+    monkeypatch.setattr(atomic, "_RUN_STARTED", time.time())
+    stale = _leftover(tmp_path, f".a.svg.{_dead_pid()}.0123abcd.tmp", 60.0)
+    scans: list[Path] = []
+    clean = atomic.remove_stale
+    monkeypatch.setattr(atomic, "remove_stale", lambda d: scans.append(d) or clean(d))
+    names = ("a.svg", "b.json", "c.csv")
+    write_all([(resolve_output(tmp_path / n, binary=False), n.encode()) for n in names])
+    assert scans == [tmp_path] and not stale.exists()
+    assert [(tmp_path / n).read_bytes() for n in names] == [n.encode() for n in names]

@@ -723,6 +723,16 @@ def test_out_of_memory_is_sized_from_the_input_passed_by_keyword(
     assert f"for {src} ({src.stat().st_size / 1024:.1f} KB;" in str(caught.value)
 
 
+def test_the_out_of_memory_message_says_sizes_as_the_reports_do(tmp_path: Path) -> None:
+    from vppctl.program.limits import out_of_memory
+    from vppctl.report import human_bytes
+
+    small = tmp_path / "small.pb"
+    small.write_bytes(bytes(100))
+    assert f"for {small} (100 B; its bound is 3x" in str(out_of_memory(small))
+    assert human_bytes(100) == "100 B"  # as `inspect` says the file's size
+
+
 def test_memory_error_outside_a_command_is_exit_5_too(
     runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

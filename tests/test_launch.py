@@ -18,7 +18,7 @@ from vppctl.planner.launch import LaunchCandidate, launch_settings
 from vppctl.sample import SampleOptions, build_sample
 from vppctl.schedule.interleaving import legal_group_sizes
 from vppctl.schedule.orders import order_names, stage_orders
-from vppctl.schedule.runtimes import paddle_legacy_refusal
+from vppctl.schedule.runtimes import PADDLE_MODES, PADDLE_SCHEDULE_MODES, paddle_legacy_refusal
 
 
 @pytest.fixture(scope="module")
@@ -152,6 +152,25 @@ def test_the_paddle_version_matrix_for_legacy_programs() -> None:
 
 
 # -- Paddle itself ---------------------------------------------------------------
+
+
+@pytest.mark.paddle
+def test_paddles_schedule_modes_are_its_registered_pipeline_schedulers() -> None:
+    """One list: a schedule_mode for each of vppctl's schedules that is Paddle's order,
+    and those are every pipeline scheduler pass Paddle 3.3.1 registers."""
+    import paddle.distributed.passes.pipeline_scheduler_pass  # noqa: F401  (registers them)
+    from paddle.distributed.passes.pass_base import PassBase
+
+    import vppctl.paddle
+
+    prefix = "pipeline_scheduler_"
+    registered = {
+        n.removeprefix(prefix) for n in PassBase._REGISTERED_PASSES if n.startswith(prefix)
+    }
+    assert registered == set(PADDLE_SCHEDULE_MODES)
+    assert tuple(PADDLE_MODES.values()) == vppctl.paddle.PADDLE_SCHEDULE_MODES
+    for mode in PADDLE_SCHEDULE_MODES:  # 3.0.0's legacy scheduler runs each
+        assert paddle_legacy_refusal("3.0.0", mode) is None
 
 
 @pytest.mark.paddle

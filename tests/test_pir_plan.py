@@ -19,10 +19,11 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from pir_cases import CASES, PARITY, PP, parity, planned, program, reference
+from pir_cases import CASES, PARITY, PP, launched, parity, planned, program, reference
 from pir_programs import CASES as BUILDS
 
 from vppctl.cli import cli
+from vppctl.convert import Planned
 from vppctl.plan import PlanOptions
 from vppctl.planner import (
     PIR_MODES,
@@ -30,9 +31,14 @@ from vppctl.planner import (
     PirMismatch,
     PirStrategy,
     pir_split,
-    pir_strategy,
 )
-from vppctl.planner.pir import dealt_layers, paddle_layer, seg_method_for
+from vppctl.planner.pir import (
+    candidate_strategy,
+    dealt_layers,
+    paddle_layer,
+    pir_paddle_settings,
+    seg_method_for,
+)
 from vppctl.schedule.runtimes import PADDLE_MODES
 
 PIPELINE = "strategy.pipeline."
@@ -222,39 +228,66 @@ def test_a_legacy_programs_plan_has_no_pir_part(runner: CliRunner) -> None:
     assert all(c["argv"][:2] == ["vppctl", "convert"] for c in data["candidates"])
 
 
-# -- pir_strategy: the strategy of one plan ----------------------------------------------------
+# -- the PIR strategy of one candidate, as plan gives it and prints it -------------------------
+
+
+def strategy(p: Planned, schedule: str, m: int) -> PirStrategy | PirMismatch:
+    """Whether Paddle's PIR pipeline runs the candidate (`Candidate.runs_on_pir`)."""
+    return candidate_strategy(*launched(p, schedule, m))
+
+
+def printed(p: Planned, schedule: str, m: int) -> tuple[bool, dict[str, Any], str]:
+    """Paddle's launch settings `plan` prints for the candidate: runs, fields, note."""
+    shown = pir_paddle_settings(*launched(p, schedule, m))
+    return shown.runs, {k.removeprefix(PIPELINE): v for k, v in shown.settings}, shown.note
 
 
 def test_the_pir_strategy_of_a_plan_paddle_takes() -> None:
     p = planned(program("gpt_keep_pp2_v2", "plain"), 2, "keep")
-    got = pir_strategy(p.plan, p.facts.stages, "vpp", 8)
+    got = strategy(p, "vpp", 8)
     assert isinstance(got, PirStrategy)
-    assert got.settings() == {
+    assert (got.stage_layers, got.segment_layers, got.moves_layers) == ((7, 5), (4, 3, 3, 2), False)
+    runs, fields, note = printed(p, "vpp", 8)
+    assert runs and fields == {
+        "enable": True,
+        "schedule_mode": "VPP",
         "pp_degree": 2,
         "vpp_degree": 2,
-        "schedule_mode": "VPP",
-        "accumulate_steps": 8,
         "vpp_seg_method": "DecoderLayer",
+        "accumulate_steps": 8,
+        "micro_batch_size": 1,
     }
-    assert (got.stage_layers, got.segment_layers, got.moves_layers) == ((7, 5), (4, 3, 3, 2), False)
+    assert note == (
+        "a PIR program: the stage meshes hold 7, 5 layers, as the program's do; "
+        "vpp_degree 2 deals them 4+3 | 3+2"
+    )
 
 
 def test_a_uniform_plan_needs_the_layers_moved_between_stages() -> None:
     p = planned(program("gpt_keep_pp2_v2", "plain"), 2, "uniform")
-    got = pir_strategy(p.plan, p.facts.stages, "vpp", 4)
+    got = strategy(p, "vpp", 4)
     assert isinstance(got, PirStrategy)
     assert (got.stage_layers, got.segment_layers, got.moves_layers) == ((6, 6), (3, 3, 3, 3), True)
+    runs, _, note = printed(p, "vpp", 4)
+    assert (
+        runs
+        and "the model must put 6, 6 layers on the stage meshes, not the program's 7, 5" in note
+    )
 
 
 def test_megatrons_interleaved_runs_as_vpp_where_the_orders_are_one() -> None:
     """At pp 2: Paddle's VPP is Megatron's interleaved 1F1B (groups of pp) when pp divides
     m and m > pp; elsewhere Paddle has no such schedule."""
     p = planned(program("gpt_keep_pp2_v2", "plain"), 2, "keep")
-    same = pir_strategy(p.plan, p.facts.stages, "interleaved", 8)
+    same = strategy(p, "interleaved", 8)
     assert isinstance(same, PirStrategy) and same.schedule_mode == "VPP"
+    runs, fields, note = printed(p, "interleaved", 8)
+    assert runs and fields["schedule_mode"] == "VPP"
+    assert note.startswith("the same order as Megatron's interleaved 1F1B here; a PIR program")
     for m in (2, 5):
-        other = pir_strategy(p.plan, p.facts.stages, "interleaved", m)
+        other = strategy(p, "interleaved", m)
         assert isinstance(other, PirMismatch) and "no interleaved schedule" in other.reason
+        assert printed(p, "interleaved", m) == (False, {}, other.reason)
 
 
 @pytest.mark.parametrize(
@@ -278,17 +311,19 @@ def test_why_paddles_pir_pipeline_cannot_run_a_plan(
     sizes = (2, 4, 3, 3) if split == "explicit" else ()  # stage 0: 2 + 3, Paddle deals 3 + 2
     opts = PlanOptions(vpp=2, split=split, placement=placement, layers_per_chunk=sizes)  # type: ignore[arg-type]
     p = plan_program(program("gpt_keep_pp2_v2", "plain"), ConvertOptions(plan=opts))
-    got = pir_strategy(p.plan, p.facts.stages, schedule, m)  # type: ignore[arg-type]
+    got = strategy(p, schedule, m)
     assert isinstance(got, PirMismatch) and reason in got.reason, got
+    assert printed(p, schedule, m) == (False, {}, got.reason)  # the reason, as plan prints it
 
 
 def test_a_plain_pp_plan_runs_1f1b_without_vpp() -> None:
     p = planned(program("gpt_pp4_v2", "plain"), 1, "uniform")
-    got = pir_strategy(p.plan, p.facts.stages, "1f1b", 8)
-    assert isinstance(got, PirStrategy)
-    assert "vpp_seg_method" not in got.settings() and got.schedule_mode == "1F1B"
+    got = strategy(p, "1f1b", 8)
+    assert isinstance(got, PirStrategy) and got.schedule_mode == "1F1B"
     assert got.segment_layers == got.stage_layers == (2, 2, 2, 2) and not got.moves_layers
-    one = pir_strategy(p.plan, p.facts.stages, "vpp", 8)
+    runs, fields, _ = printed(p, "1f1b", 8)
+    assert runs and (fields["vpp_degree"], fields["vpp_seg_method"]) == (1, "")  # Paddle's default
+    one = strategy(p, "vpp", 8)
     assert isinstance(one, PirMismatch) and "needs vpp_degree > 1" in one.reason
 
 
@@ -328,3 +363,41 @@ def test_the_table_names_the_best_candidate_paddle_runs(runner: CliRunner, tmp_p
     assert "Paddle (PIR) runs none of these candidates: it runs fthenb, 1f1b, vpp" in out
     data = json.loads(runner.invoke(cli, [*args, "--schedule", "zbv", "--json"]).stdout)
     assert data["pir"]["best"] is None
+
+
+def test_a_results_conversions_and_best_on_pir_are_found_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The table, the JSON and the notes each read them: derived on first use, then kept."""
+    from vppctl.planner import search
+
+    opts = search.PlanSearchOptions(micro_batches=(8,), vpp=(2,), schedules=("zbv", "vpp"))
+    result = search.search_plans(program("gpt_keep_pp2_v2", "plain"), "p.json", opts)
+    grouped, asked = [], []
+    group, runs = search.group_conversions, search.Candidate.runs_on_pir
+    monkeypatch.setattr(search, "group_conversions", lambda c: grouped.append(1) or group(c))
+    monkeypatch.setattr(
+        search.Candidate, "runs_on_pir", lambda self, pir: asked.append(1) or runs(self, pir)
+    )
+    conversions = result.conversions
+    for _ in range(3):
+        assert result.conversions is conversions and len(conversions) > 1
+        best = result.best_on_pir
+        assert best is not None and result.candidates[best].schedule == "vpp"
+    assert len(grouped) == 1 and 1 <= len(asked) <= len(result.candidates)
+
+
+def test_the_schedules_paddle_runs_on_pir_are_said_in_one_spelling(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """By the names `--schedule` takes, in the row whose split Paddle takes and in the note
+    under the table alike (Paddle's launch settings say its schedule_modes, FThenB...)."""
+    path = tmp_path / "gpt_pp4.json"
+    path.write_bytes(reference("gpt_pp4_v2", "plain"))
+    args = ["plan", str(path), "-m", "4", "--vpp", "2", "--split", "keep"]
+    out = runner.invoke(cli, [*args, "--schedule", "interleaved-zb"]).stdout.replace("\n", " ")
+    assert (
+        "none of its schedules simulated runs on Paddle's PIR pipeline (it runs fthenb, 1f1b, vpp)"
+        in out
+    )
+    assert "Paddle (PIR) runs none of these candidates: it runs fthenb, 1f1b, vpp" in out

@@ -75,6 +75,18 @@ def test_paddles_completion_keeps_every_rule_but_one_sum(case: str) -> None:
     assert "chunk 0 but its nearest earlier producer" in v.message and "chunk 1" in v.message
 
 
+def test_the_in_place_sum_of_gradient_parts_is_judged_as_a_sum() -> None:
+    """Paddle's PIR backward may add gradient parts up with the in-place `pd_op.add_n_`
+    (ir_backward.py places it as it places `pd_op.add_n`): the same completion with every
+    add_n made in place breaks V009 at the same sum, and nothing else."""
+    doc = reference("gpt_pp2_v2", "paddlevpp").decode()
+    assert doc.count('"1.add_n"') == 8
+    in_place = doc.replace('"1.add_n"', '"1.add_n_"').encode()
+    report = verify_program(parse_program(in_place, source="in_place.json"))
+    (v,) = report.violations
+    assert (v.rule, v.cause.value, v.type) == ("V009", "sum_misplaced", "pd_op.add_n_")
+
+
 def test_verify_cli_notes_the_rules_that_apply_in_part(runner: CliRunner, tmp_path: Path) -> None:
     path = json_file(tmp_path, "gpt_pp2_v2", "paddlevpp")
     r = runner.invoke(cli, ["verify", str(path)])
@@ -136,7 +148,7 @@ def test_a_seeded_fault_in_paddles_completion_is_found(case: str, edit: str, rul
 
 @pytest.mark.parametrize("case", CASES)
 def test_vppctls_plan_is_paddles_pir_completion_op_by_op(case: str) -> None:
-    """The plan Paddle's completion makes (`pir_strategy`: split keep, loop placement)
+    """The plan Paddle's completion makes (the PIR strategy: split keep, loop placement)
     puts every layer op where Paddle's complete_chunk_id puts it, every grad op of one where
     Paddle's backward puts it (its forward op's chunk), and every recompute copy where
     Paddle's recompute pass puts it."""

@@ -7,13 +7,15 @@ import json
 import re
 import shlex
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from vppctl.choices import SCHEDULES
 from vppctl.cli import cli
-from vppctl.planner.search import megatron_layout
+from vppctl.planner.memory import MemoryOptions
+from vppctl.planner.search import PlanSearchOptions, megatron_layout, search_plans
 from vppctl.program.load import parse_program
 from vppctl.sample import SampleOptions, build_sample
 from vppctl.schedule.orders import legal_group_sizes
@@ -159,6 +161,16 @@ def test_the_memory_limit_leaves_out_and_refuses(runner, src: Path) -> None:
     assert f"the smallest peak is {iec(peaks[0])}" in result.stderr
 
 
+def test_the_count_over_the_memory_limit_is_the_candidates_left_out(src: Path) -> None:
+    program = parse_program(src.read_bytes())
+    free = search_plans(program, "p.pb", PlanSearchOptions(micro_batches=(8,)))
+    limit = sorted(c.worst.peak_bytes for c in free.candidates)[len(free.candidates) // 2]
+    memory = MemoryOptions(limit=limit)
+    limited = search_plans(program, "p.pb", PlanSearchOptions(micro_batches=(8,), memory=memory))
+    assert limited.over_limit == len(limited.over) > 0
+    assert replace(limited, over=limited.over[:1]).over_limit == 1  # one fact, never two
+
+
 def test_the_table_fits_80_columns_with_a_command_per_candidate(runner, src: Path) -> None:
     result = runner.invoke(
         cli, ["plan", str(src), "-m", "8,16", "--top", "5"], env={"COLUMNS": "80"}
@@ -210,6 +222,30 @@ def test_the_placement_help_names_every_v_shaped_schedule(runner) -> None:
 def test_nothing_to_simulate_is_exit_4_with_the_reasons(runner, src: Path) -> None:
     result = runner.invoke(cli, ["plan", str(src), "-m", "2"])
     assert result.exit_code == 4 and "m 2 < pp 4" in result.stderr
+
+
+def test_a_refusal_is_counted_by_the_rule_that_refused_it(tmp_path: Path) -> None:
+    # zbvpp at m == pp runs on Paddle, but the simulator runs its greedy for at most 64
+    # stages: at pp 65 that bound, not the micro-batch rule, is the reason.
+    program = parse_program(build_sample(SampleOptions(layers=130, pp=65, hidden=64, vocab=1000)))
+    opts = PlanSearchOptions(micro_batches=(65,), vpp=(2,), schedules=("zbvpp", "zbv"))
+    result = search_plans(program, "p.pb", opts)
+    assert [c.schedule for c in result.candidates] == ["zbv"]
+    assert result.refused == (("zbvpp at pp 65: simulated for at most 64 stages", 1),)
+
+
+def test_a_schedule_asked_at_a_vpp_it_never_runs_names_each_familys_plans(runner, src) -> None:
+    result = runner.invoke(cli, ["plan", str(src), "-m", "8", "--vpp", "1", "--schedule", "zbv"])
+    assert result.exit_code == 4
+    said = result.stderr.split("asked for (", 1)[1].split(")", 1)[0]
+    families = dict(part.split(": ") for part in said.split("; "))
+    assert families == {
+        "zbvpp, zbv, dualpipev": "V with vpp 2",
+        "vpp, interleaved, interleaved-zb": "loop with vpp > 1",
+        "fthenb, 1f1b, eager1f1b, zbh1, zb1p": "vpp 1",
+    }
+    named = [s for family in families for s in family.split(", ")]
+    assert sorted(named) == sorted(SCHEDULES)  # every schedule, once
 
 
 def test_restricting_the_search(runner, src: Path) -> None:

@@ -18,7 +18,9 @@ from hypothesis import strategies as st
 
 from vppctl.errors import ProgramFileError, UsageError
 from vppctl.plan import place
+from vppctl.schedule import OVER_MAX_UNITS, Pipeline, ScheduleRefused
 from vppctl.schedule.orders import (
+    LOOPED,
     MERGED,
     SCHEDULES,
     SPLIT,
@@ -487,6 +489,63 @@ def test_a_micro_batch_count_the_runtime_refuses_is_a_usage_error(
     with pytest.raises(UsageError, match=message) as caught:
         simulate(pp, vpp, m, schedule)  # type: ignore[arg-type]
     assert caught.value.exit_code == 2
+
+
+def test_every_schedule_is_of_one_family() -> None:
+    """Merged (one chunk per stage), loop-placed interleaving, or V-shaped: the families
+    the simulator's placement checks and `plan`'s search go by."""
+    assert set(SCHEDULES) == MERGED | LOOPED | V_SHAPED
+    assert not MERGED & LOOPED and not MERGED & V_SHAPED and not LOOPED & V_SHAPED
+
+
+@pytest.mark.parametrize(
+    ("schedule", "vpp", "checker"),
+    [
+        ("interleaved", 2, "check_group_size"),
+        ("interleaved-zb", 2, "check_zero_bubble_group"),
+        ("zb1p", 1, "check_zero_bubble_group"),
+    ],
+)
+def test_a_pipelines_group_size_is_checked_once(
+    monkeypatch: pytest.MonkeyPatch, schedule: str, vpp: int, checker: str
+) -> None:
+    from vppctl.schedule import orders
+
+    calls = []
+    check = getattr(orders, checker)
+    monkeypatch.setattr(orders, checker, lambda *a: calls.append(a) or check(*a))
+    _, group = Pipeline.of(schedule, 4, vpp, 8)  # type: ignore[arg-type]
+    assert group == 4 and len(calls) == 1
+
+
+_ROUNDS = "not a multiple of torch's rounds max(1, m // pp)"
+
+
+@pytest.mark.parametrize(
+    ("schedule", "pp", "vpp", "m", "reason"),
+    [
+        ("vpp", 4, 2, 3, "vpp at m 3 < pp"),
+        ("zbh1", 4, 1, 3, "zbh1 at m 3 < pp"),
+        ("eager1f1b", 4, 1, 6, "eager1f1b at m 6 < 2pp - 1"),
+        ("dualpipev", 4, 2, 7, "dualpipev at m 7 < 2pp"),
+        ("zb1p", 4, 1, 9, f"zb1p at m 9: {_ROUNDS}"),
+        ("interleaved-zb", 4, 2, 9, f"interleaved-zb at m 9: {_ROUNDS}"),
+        ("interleaved", 4, 2, 3, "interleaved at m 3 < pp"),
+        ("interleaved", 4, 2, 6, "interleaved at m 6: the default group size pp 4 is not legal"),
+        ("zbvpp", 4, 2, 8, "zbvpp at m 8: Paddle runs it at m == pp only"),
+        ("zbvpp", 65, 2, 65, "zbvpp at pp 65: simulated for at most 64 stages"),
+        ("vpp", 4, 3, 5, "vpp at m 5: Paddle's job list deadlocks (short last group)"),
+        ("1f1b", 4, 1, 40_000, OVER_MAX_UNITS),
+    ],
+)
+def test_each_refusal_carries_the_short_reason_plan_counts_it_by(
+    schedule: str, pp: int, vpp: int, m: int, reason: str
+) -> None:
+    # The message names the fix for a person; `plan` counts what it leaves out by the
+    # reason, said where the rule is (never read back from the message).
+    with pytest.raises(ScheduleRefused) as caught:
+        Pipeline.of(schedule, pp, vpp, m)  # type: ignore[arg-type]
+    assert caught.value.exit_code == 2 and caught.value.reason == reason
 
 
 def test_interleaved_zb_takes_torchs_rounds_as_its_group_size() -> None:

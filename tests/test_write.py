@@ -1,7 +1,8 @@
-"""Writing new placements into serialized variables (rewrite.rewrite_vars).
+"""Writing new placements into serialized variables and ops (vppctl.program.rewrite).
 
 A variable's bytes after its name field are rewritten once per distinct value; the
-result must be byte for byte what rewriting the whole variable gives.
+result must be byte for byte what rewriting the whole variable gives. An op or variable
+in another encoding than protobuf's gets the values protobuf reads, edited.
 """
 
 from __future__ import annotations
@@ -108,6 +109,69 @@ def test_an_unchanged_value_keeps_its_encoding_and_counts_as_no_change() -> None
     assert rewrite.rewrite_vars(block, [(0, current, None)]) == 0
     assert block.vars == [old]
     assert rewrite.rewrite_vars(block, [(0, MESH, None)]) == 1
+
+
+# -- ops in an unusual encoding: edited as the full message ----------------------------------
+
+
+def _tensor_attr_split() -> tuple[bytes, int]:
+    """A small program whose op K's first input tensor dist attr comes in two occurrences,
+    which protobuf merges: its dims mapping in the first, the rest in the second (the write
+    view, which keeps a tensor dist attr as bytes, would keep only the second). Its other
+    fields are as protobuf writes them."""
+    from programs import layered
+
+    from vppctl.program.load import parse_program
+
+    p = layered([0, 0, 1, 1], backward=True, optimizer=True)
+    ops = p.msg.blocks[0].ops
+    k = next(i for i, o in enumerate(ops) if o.dist_attr.input_dist_attrs)
+    op = pb.OpDesc()
+    op.CopyFrom(ops[k])
+    entry = op.dist_attr.input_dist_attrs[0]
+    entry.tensor_dist_attr.dims_mapping[:] = [0, -1]
+    rest = pb.TensorDistAttr()
+    rest.CopyFrom(entry.tensor_dist_attr)
+    rest.ClearField("dims_mapping")
+    parts = (pb.TensorDistAttr(dims_mapping=[0, -1]), rest)
+    split_entry = pb.TensorDistAttrMappingEntry(name=entry.name).SerializeToString() + b"".join(
+        b"\x12" + varint(t.ByteSize()) + t.SerializeToString() for t in parts
+    )  # field 2, length-delimited, twice
+    others = pb.OperatorDistAttr()
+    others.CopyFrom(op.dist_attr)
+    del others.input_dist_attrs[0]
+    dist = b"\x0a" + varint(len(split_entry)) + split_entry + others.SerializeToString()
+    op.ClearField("dist_attr")
+    odd = op.SerializeToString() + b"\xd2\x3e" + varint(len(dist)) + dist  # field 1002 last
+    assert pb.OpDesc.FromString(odd).dist_attr.input_dist_attrs[
+        0
+    ].tensor_dist_attr.dims_mapping == [0, -1]
+    program = parse_program(p.bytes())
+    program.blocks[0].ops[k] = odd
+    return program.to_bytes(), k
+
+
+def test_an_op_whose_tensor_dist_attr_is_split_keeps_what_protobuf_reads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Nothing else is unusual about it, so the scan reads it with its neighbours (its fast
+    path): only the rewrite's own check (the view gives other bytes back) finds it, and edits
+    it as the full message. A gate on what the scan saw would lose the dims mapping."""
+    from vppctl.program import scan
+    from vppctl.program.load import parse_program
+
+    data, k = _tensor_attr_split()
+    one_by_one: list[int] = []
+    alone = scan._OpScan.one
+    monkeypatch.setattr(scan._OpScan, "one", lambda s, b, i: one_by_one.append(i) or alone(s, b, i))
+    block = parse_program(data).blocks[0]
+    scan.scan_ops(block, 0, lambda name, default: default)
+    assert one_by_one == []  # read by the fast path
+    assert rewrite.rewrite_ops(block, [(k, MESH, 1)]) == 1
+    dist = pb.OpDesc.FromString(block.ops[k]).dist_attr
+    assert dist.chunk_id == 1 and pb.ProcessMesh.FromString(MESH) == dist.process_mesh
+    tensor = dist.input_dist_attrs[0].tensor_dist_attr
+    assert tensor.dims_mapping == [0, -1] and tensor.process_mesh == dist.process_mesh
 
 
 # -- large ops: edited by their fields (rewrite._OpEditor.spliced, scan._without_attrs) -------

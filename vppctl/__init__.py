@@ -77,6 +77,7 @@ _API = {
     "OutOfMemoryError": "errors",
     "SimulationError": "schedule",
     "DeadlockError": "schedule",
+    "ScheduleRefused": "schedule",
     "NoConversionFits": "outcomes",
 }
 
@@ -105,6 +106,7 @@ __all__ = [
     "ProgramFileError",
     "SampleOptions",
     "SampleOutcome",
+    "ScheduleRefused",
     "Segment",
     "SelfCheckError",
     "SimulateOptions",
@@ -180,7 +182,7 @@ if TYPE_CHECKING:  # the names, re-exported, for type checkers (`X`: PEP 484)
         write_program,
     )
     from vppctl.sample import SampleOptions
-    from vppctl.schedule import DeadlockError, SimulationError
+    from vppctl.schedule import DeadlockError, ScheduleRefused, SimulationError
     from vppctl.summary import InspectOptions, Summary
     from vppctl.verify import (
         RULES,

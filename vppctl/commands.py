@@ -123,10 +123,6 @@ def program_output(
     return resolve_output(spec, binary=not is_text_name(spec), inputs=inputs, fix=fix)
 
 
-def _refuse_input_as_output(src: Path, out: Path, fix: str) -> None:
-    resolve_output(out, binary=False, inputs=(src,), fix=fix)
-
-
 # -- convert ---------------------------------------------------------------------
 
 

@@ -58,7 +58,7 @@ from google.protobuf.message import DecodeError
 # vppctl.paddle is itself a protobuf-facing adapter: it turns Paddle objects into
 # vppctl's program messages and back.
 from vppctl.program._proto import program_pb2 as pb
-from vppctl.schedule.runtimes import paddle_legacy_refusal
+from vppctl.schedule.runtimes import PADDLE_SCHEDULE_MODES, paddle_legacy_refusal
 
 __all__ = [
     "PADDLE_SCHEDULE_MODES",
@@ -71,9 +71,6 @@ __all__ = [
     "check_legacy_schedule",
     "export_program",
 ]
-
-# Paddle's strategy.pipeline.schedule_mode values (its pipeline_scheduler_* passes).
-PADDLE_SCHEDULE_MODES = ("FThenB", "1F1B", "Eager1F1B", "VPP", "ZBH1", "ZBVPP")
 
 
 class PaddleBridgeError(Exception):

@@ -20,10 +20,21 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from pir_cases import CASES, LAYERS, PARITY, PP, RECOMPUTED, parity, planned, reference
+from pir_cases import (
+    CASES,
+    LAYERS,
+    PARITY,
+    PP,
+    RECOMPUTED,
+    launched,
+    parity,
+    planned,
+    reference,
+)
 
 from vppctl.cli import cli
-from vppctl.planner import PirStrategy, pir_strategy
+from vppctl.planner import PirStrategy
+from vppctl.planner.pir import candidate_strategy
 from vppctl.program import parse_program, read_program
 from vppctl.summary import summarize
 from vppctl.verify import verify_program
@@ -120,7 +131,7 @@ def test_inspect_plan_verify_read_the_in_memory_export(build: Path, case: str) -
     report = verify_program(paddle_vpp)
     assert [v.rule for v in report.violations] == ["V009"]
     p = planned(parse_program((build / f"{case}_plain.export.json").read_bytes()), 2, "keep")
-    assert isinstance(pir_strategy(p.plan, p.facts.stages, "vpp", 8), PirStrategy)
+    assert isinstance(candidate_strategy(*launched(p, "vpp", 8)), PirStrategy)
 
 
 @pytest.mark.parametrize("case", _params(CASES))

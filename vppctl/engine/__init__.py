@@ -14,7 +14,7 @@ program against the facts and the rules, never against the engine's own
 decisions, and an import-linter contract keeps it so.
 """
 
-from vppctl.engine.backward import GRAD_SUMS, NOP, ForwardOps
+from vppctl.engine.backward import NOP, ForwardOps
 from vppctl.engine.cost import LayerCosts, layer_costs, param_elements
 from vppctl.engine.detect import resolve_layers
 from vppctl.engine.flow import (
@@ -35,7 +35,6 @@ from vppctl.engine.layers import (
 )
 
 __all__ = [
-    "GRAD_SUMS",
     "NOP",
     "NO_LAYER",
     "ForwardOps",

@@ -18,7 +18,7 @@ from itertools import compress
 from operator import ne, or_
 
 from vppctl import progress
-from vppctl.engine.backward import GRAD_SUMS, NOP, ForwardOps
+from vppctl.engine.backward import NOP, ForwardOps
 from vppctl.engine.index import ProgramIndex, loss_op
 from vppctl.engine.layers import NO_LAYER, LayerSet
 from vppctl.errors import ConversionError
@@ -27,6 +27,7 @@ from vppctl.plan import Plan
 from vppctl.program import (
     BACKWARD,
     FORWARD_ROLES,
+    GRAD_SUMS,
     LOSS_GRAD,
     NO_CHUNK_NAME,
     OPTIMIZE,

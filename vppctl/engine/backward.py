@@ -27,8 +27,6 @@ from vppctl.engine.index import ProgramIndex, loss_op
 from vppctl.program import EMPTY_VAR, NO_VAR, SCOPE_VAR, is_backward, is_loss_grad
 
 NOP = b"nop"
-# The ops that add up a variable's gradient parts (PIR: `pd_op.add_n`, `vppctl.program.pir`).
-GRAD_SUMS = (b"sum", b"grad_add", b"pd_op.add_n")
 _SENTINELS = (NO_VAR, EMPTY_VAR, SCOPE_VAR)  # argument ids naming no variable
 _SUBPROG = re.compile(rb"^(.*)\.subprog_(\d+)$", re.S)
 _GRAD = b"@GRAD"

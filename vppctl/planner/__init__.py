@@ -40,7 +40,6 @@ _NAMES = {
     "PirStrategy": "pir",
     "pir_launch_settings": "pir",
     "pir_split": "pir",
-    "pir_strategy": "pir",
     "LaunchCandidate": "launch",
     "Settings": "launch",
     "launch_settings": "launch",
@@ -84,7 +83,6 @@ __all__ = [
     "parse_size",
     "pir_launch_settings",
     "pir_split",
-    "pir_strategy",
     "resolve_plan",
     "search_plans",
     "shell",
@@ -124,7 +122,6 @@ if TYPE_CHECKING:
         PirStrategy,
         pir_launch_settings,
         pir_split,
-        pir_strategy,
     )
     from vppctl.planner.search import (
         Candidate,

@@ -39,7 +39,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from vppctl.choices import Placement, Schedule
-from vppctl.plan import Plan, place
+from vppctl.plan import place
 from vppctl.planner.launch import (
     LaunchCandidate,
     Settings,
@@ -100,7 +100,8 @@ class PirSplit:
 @dataclass(frozen=True)
 class PirStrategy:
     """`paddle.distributed.Strategy().pipeline` settings (and the model's layer placement)
-    that make Paddle's PIR completion and scheduler run the plan."""
+    that make Paddle's PIR completion and scheduler run the plan. Said to a person as the
+    launch settings (`pir_paddle_settings`), the one rendering `plan` prints."""
 
     pp_degree: int
     vpp_degree: int
@@ -110,18 +111,6 @@ class PirStrategy:
     stage_layers: tuple[int, ...]  # layers the model puts on each stage's mesh
     segment_layers: tuple[int, ...]  # layers per segment, in virtual-stage order (what it gives)
     moves_layers: bool  # stage_layers differ from the program's: re-place layers in the model
-
-    def settings(self) -> dict[str, int | str]:
-        """The strategy's fields as `strategy.pipeline.<name> = value` would set them."""
-        out: dict[str, int | str] = {
-            "pp_degree": self.pp_degree,
-            "vpp_degree": self.vpp_degree,
-            "schedule_mode": self.schedule_mode,
-            "accumulate_steps": self.accumulate_steps,
-        }
-        if self.vpp_degree > 1:
-            out["vpp_seg_method"] = self.vpp_seg_method
-        return out
 
 
 @dataclass(frozen=True)
@@ -264,32 +253,6 @@ def pir_launch_settings(c: LaunchCandidate, pir: PirInput) -> tuple[Settings, Se
     latter two do not read the program: they run the same split and schedule of the same
     model, whatever IR Paddle traced it into."""
     return pir_paddle_settings(c, pir), megatron_settings(c), torch_settings(c)
-
-
-def pir_strategy(
-    plan: Plan,
-    layer_stages: Sequence[int],
-    schedule: Schedule,
-    micro_batches: int,
-    vpp_seg_method: str | None = None,
-) -> PirStrategy | PirMismatch:
-    """The PIR strategy for `plan` run with `schedule` over `micro_batches` (see the module
-    docstring); `layer_stages` is each layer's stage in the input program. `interleaved`
-    is taken at Megatron's default group size, pp; `vpp_seg_method` defaults to the
-    plan's layer class."""
-    sizes = tuple(len(s.layers) for s in plan.segments)
-    c = LaunchCandidate(
-        schedule=schedule,
-        pp=plan.pp,
-        vpp=plan.vpp,
-        placement=plan.placement,
-        micro_batches=micro_batches,
-        group_size=plan.pp if schedule == "interleaved" else None,
-        layers_per_segment=sizes,
-        layer_class=plan.layer_class,
-    )
-    pir = PirInput(held_layers(layer_stages, plan.pp), vpp_seg_method or plan.layer_class)
-    return candidate_strategy(c, pir)
 
 
 def held_layers(layer_stages: Sequence[int], pp: int) -> tuple[int, ...]:

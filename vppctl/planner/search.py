@@ -39,6 +39,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import cached_property
 from typing import ClassVar
 
 from vppctl import progress, validate
@@ -74,7 +75,16 @@ from vppctl.planner.pir import (
     seg_method_for,
 )
 from vppctl.program import Program, read_plan
-from vppctl.schedule import MAX_UNITS, MERGED, V_SHAPED, Pipeline, Schedule
+from vppctl.schedule import (
+    LOOPED,
+    MAX_UNITS,
+    MERGED,
+    OVER_MAX_UNITS,
+    V_SHAPED,
+    Pipeline,
+    Schedule,
+    ScheduleRefused,
+)
 
 # The most (micro-batch, chunk) units one search may time, summed over its candidates:
 # the 126-layer sample at pp 8 with m 16, 32 and 64 needs about 220,000; this bounds a
@@ -233,18 +243,24 @@ class PlanResult:
     n_layers: int
     layer_class: str
     measure: str  # "flops", or "ops" when the program has no matmul shapes
-    over_limit: int  # candidates left out by the memory limit
     refused: tuple[tuple[str, int], ...]  # (reason, how many) of what was left out
     warnings: tuple[str, ...]
     over: tuple[Candidate, ...] = ()  # the candidates over the memory limit, best first
     pir: PirInput | None = None  # a PIR program: what Paddle's completion reads from it
 
     @property
+    def over_limit(self) -> int:
+        """How many candidates the memory limit left out."""
+        return len(self.over)
+
+    # Derived from the candidates once, on first use: the table, the JSON and the notes
+    # each read them.
+    @cached_property
     def conversions(self) -> tuple[Conversion, ...]:
         """One entry per distinct conversion, best first."""
         return group_conversions(self.candidates)
 
-    @property
+    @cached_property
     def best_on_pir(self) -> int | None:
         """A PIR program's best candidate that Paddle's PIR pipeline runs (its index in
         `candidates`), if any; None for a legacy program."""
@@ -299,7 +315,6 @@ def search_plans(program: Program, source: str, opts: PlanSearchOptions) -> Plan
         n_layers=n,
         layer_class=base.plan.layer_class,
         measure=costs.measure,
-        over_limit=len(over),
         refused=tuple(sorted(refused.items())),
         warnings=(*base.plan.warnings, *memory.warnings),
         over=tuple(over),
@@ -381,12 +396,18 @@ def _plans(
 
 
 def _runs(schedule: Schedule, vpp: int, placement: Placement) -> bool:
-    """Which (vpp, placement) each schedule's candidates use (module docstring)."""
+    """Which (vpp, placement) each family's candidates use (module docstring; `_FAMILIES`
+    says it to a person): interleaving with vpp 1 would be plain PP again."""
     if schedule in MERGED:
         return vpp == 1 and placement == "loop"
     if schedule in V_SHAPED:
         return vpp == 2 and placement == "v"
-    return vpp > 1 and placement == "loop"  # interleaved, vpp, interleaved-zb
+    assert schedule in LOOPED  # the three families are every schedule
+    return vpp > 1 and placement == "loop"
+
+
+# Each family, and the plans `_runs` gives its candidates, as `plan` says them.
+_FAMILIES = ((V_SHAPED, "V with vpp 2"), (LOOPED, "loop with vpp > 1"), (MERGED, "vpp 1"))
 
 
 def _schedules(plan: Plan, opts: PlanSearchOptions) -> list[Schedule]:
@@ -417,36 +438,15 @@ def _pipeline(
 
 
 def _build(schedule: Schedule, plan: Plan, m: int) -> Timed | str:
-    """The pipeline and group size, or the reason a runtime (or the simulator) refuses."""
-    why = ""
-    if m >= plan.pp and plan.pp * plan.vpp * m <= MAX_UNITS:
-        try:
-            return Pipeline.of(schedule, plan.pp, plan.vpp, m, placement=plan.placement)
-        except VppctlError as e:
-            why = str(e)
-    return _refusal(schedule, plan.pp, plan.vpp, m, why)
-
-
-def _refusal(schedule: Schedule, pp: int, vpp: int, m: int, why: str) -> str:
-    """The reason counted for a refused (schedule, m); the same for every split and vpp
-    it repeats on, so that the notes stay short."""
-    if m < pp:
-        return f"m {m} < pp {pp}"
-    if pp * vpp * m > MAX_UNITS:
-        return f"pp x vpp x m over the simulator's limit of {MAX_UNITS:,}"
-    if schedule == "interleaved":
-        return f"interleaved at m {m}: the default group size pp {pp} is not legal"
-    if schedule == "eager1f1b":
-        return f"eager1f1b at m {m} < 2pp - 1"
-    if schedule == "dualpipev":
-        return f"dualpipev at m {m} < 2pp"
-    if schedule == "zbvpp":
-        return f"zbvpp at m {m}: Paddle runs it at m == pp only"
-    if "deadlocks" in why:
-        return f"vpp at m {m}: Paddle's job list deadlocks (short last group)"
-    if "rounds" in why:
-        return f"{schedule} at m {m}: not a multiple of torch's rounds max(1, m // pp)"
-    return f"{schedule} at m {m}: refused"
+    """The pipeline and group size, or the reason it is left out: plan's own rule (a
+    pipeline never filled), or the reason the runtime's rule (or the simulator's bound)
+    gives, the same for every split and vpp it repeats on, so that the notes stay short."""
+    if m < plan.pp:
+        return f"m {m} < pp {plan.pp}"
+    try:
+        return Pipeline.of(schedule, plan.pp, plan.vpp, m, placement=plan.placement)
+    except ScheduleRefused as e:
+        return e.reason
 
 
 def _candidate(
@@ -486,10 +486,10 @@ def _candidate(
     )
 
 
-_NONE_ASKED = (
-    "no schedule runs the vpp and placements asked for (zbvpp, zbv, dualpipev: V with vpp 2; "
-    "interleaved, vpp, interleaved-zb: loop with vpp > 1; fthenb, 1f1b, eager1f1b, zbh1, "
-    "zb1p: vpp 1)"
+_NONE_ASKED = "no schedule runs the vpp and placements asked for ({})".format(
+    "; ".join(
+        f"{', '.join(s for s in SCHEDULES if s in family)}: {said}" for family, said in _FAMILIES
+    )
 )
 _SPLIT_ORDER = {s: i for i, s in enumerate(SEARCHED_SPLITS)}
 _SCHEDULE_ORDER = {s: i for i, s in enumerate(SCHEDULES)}
@@ -520,9 +520,8 @@ def _nothing_fits(
             f"{best.placement}, split {best.split}, {best.schedule}, m {best.micro_batches}); "
             "raise the limit, lower --micro-batch-size, or plan a program with more stages"
         )
-    size = f"pp x vpp x m over the simulator's limit of {MAX_UNITS:,}"
-    others = {r for r in refused if r != size and not r.startswith("split ")}
-    if size in refused and not others:  # only sizes too large to simulate: a usage error
+    others = {r for r in refused if r != OVER_MAX_UNITS and not r.startswith("split ")}
+    if OVER_MAX_UNITS in refused and not others:  # only sizes too large to simulate: a usage error
         return UsageError(
             f"every candidate is over the simulator's limit of {MAX_UNITS:,} units "
             "(pp*vpp*m): lower --micro-batches (the bubble depends on m relative to pp) "

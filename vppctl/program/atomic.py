@@ -63,17 +63,19 @@ def replace_file(path: Path, data: Data) -> None:
         stage(path, data).commit()
 
 
-def stage(path: Path, data: Data) -> Staged:
+def stage(path: Path, data: Data, *, clean: bool = True) -> Staged:
     """`data` written and synced for the regular (or missing) file `path`, not yet given its
     name: `commit()` gives it (atomically), `discard()` drops it. Several outputs are
-    written all or nothing by staging each, then committing all (vppctl.program.files).
-    Call it inside `terminating_cleanly()`. OSError on failure, nothing left behind."""
+    written all or nothing by staging each, then committing all (vppctl.program.files),
+    whose caller cleans each directory once (`remove_stale`) and stages with `clean`
+    False. Call it inside `terminating_cleanly()`. OSError on failure, nothing left behind."""
     directory = path.parent
     _naming.pop(path.absolute(), None)  # an earlier write's file is not this one's
     old = _lstat(path)
     mode = stat.S_IMODE(old.st_mode) & 0o777 if old else 0o666 & ~_umask()
     owner = (old.st_uid, old.st_gid) if old else None
-    remove_stale(directory)
+    if clean:
+        remove_stale(directory)
     staged = Staged(path, data, mode, owner, exists=old is not None)
     staged.xattrs = _xattrs(path) if old is not None else []
     device = os.stat(directory).st_dev

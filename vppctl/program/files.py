@@ -171,13 +171,17 @@ def write_all(writes: Sequence[tuple[Output, Data]]) -> None:
                     fds[output.shown] = _open_device(output)
                 opened.callback(os.close, fds[output.shown])
         staged: list[tuple[Output, atomic.Staged]] = []
+        files = [(output, data) for output, data in writes if output.kind == "file"]
+        # Each directory's leftovers are removed once, not once per output written into it.
+        targets = [output.target for output, _ in files if output.target is not None]
+        for directory in dict.fromkeys(target.parent for target in targets):
+            atomic.remove_stale(directory)
         try:
-            for output, data in writes:
-                if output.kind == "file":
-                    assert output.target is not None
-                    _note(output)  # its state is whether it got its name (atomic)
-                    with output._errors():
-                        staged.append((output, atomic.stage(output.target, data)))
+            for output, data in files:
+                assert output.target is not None
+                _note(output)  # its state is whether it got its name (atomic)
+                with output._errors():
+                    staged.append((output, atomic.stage(output.target, data, clean=False)))
             for output, data in writes:
                 if output.kind != "file":
                     _write_stream(output, data, fds.get(output.shown))

@@ -19,6 +19,7 @@ from typing import ParamSpec, TypeVar
 from google.protobuf.message import DecodeError
 
 from vppctl.errors import OUT_OF_MEMORY, OutOfMemoryError, VppctlError
+from vppctl.units import human_bytes
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -87,14 +88,16 @@ def out_of_memory(spec: object) -> OutOfMemoryError:
     if size is not None:
         shown = "stdin" if name == "-" else name
         need = (
-            f": vppctl may need up to {_human(PER_FILE_BYTE * size + BASE_BYTES)} for {shown} "
-            f"({_human(size)}; its bound is {PER_FILE_BYTE}x the program plus "
-            f"{_human(BASE_BYTES)})"
+            f": vppctl may need up to {human_bytes(PER_FILE_BYTE * size + BASE_BYTES)} for {shown} "
+            f"({human_bytes(size)}; its bound is {PER_FILE_BYTE}x the program plus "
+            f"{human_bytes(BASE_BYTES)})"
         )
     limit = _address_space_limit()
     if not need and not limit:
         return OutOfMemoryError(OUT_OF_MEMORY)
-    limited = f", and the address space is limited to {_human(limit)} (ulimit -v)" if limit else ""
+    limited = ""
+    if limit:
+        limited = f", and the address space is limited to {human_bytes(limit)} (ulimit -v)"
     return OutOfMemoryError(
         f"out of memory{need}{limited}; raise the limit or run it where there is more memory"
     )
@@ -118,10 +121,3 @@ def _address_space_limit() -> int | None:
         return None
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
     return None if soft == resource.RLIM_INFINITY else soft
-
-
-def _human(n: int) -> str:
-    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} bytes"

@@ -117,7 +117,7 @@ def parse_pir(data: bytes | bytearray, *, source: str, max_blocks: int) -> Encod
     except RecursionError:
         raise _refused(source, "its JSON is nested too deeply") from None
     del text, reader
-    names, forward_of, _ = link_gradients(tables)
+    names, forward_of = link_gradients(tables)
     return encode_program(tables, names, forward_of, version=version)
 
 

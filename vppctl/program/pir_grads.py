@@ -14,8 +14,8 @@ the PIR reader recovers them from the data flow, in program order:
 - its results are the gradients of that op's operands, and the gradients it reads, of
   that op's results: matched in order, each to the next one of the same dims (a grad op
   leaves out the operands that get no gradient, as `embedding_grad` leaves the ids);
-- a backward `pd_op.add_n` whose operands are all gradients of one value adds up its
-  parts: its result is that value's gradient;
+- a backward `pd_op.add_n` (or `pd_op.add_n_`) whose operands are all gradients of one
+  value adds up its parts: its result is that value's gradient;
 - a backward op that carries a layer's struct name is a recompute copy (Paddle's PIR
   recompute pass copies a layer's forward ops into the backward, struct names kept): it
   copies the forward op of its type and struct name that reads the same values (or their
@@ -36,9 +36,8 @@ from array import array
 from collections.abc import Sequence
 
 from vppctl.program.pir_tables import NO_OP, NO_VALUE, PirTables
-from vppctl.program.roles import BACKWARD, FORWARD_ROLES
+from vppctl.program.roles import BACKWARD, FORWARD_ROLES, GRAD_SUM_TYPES
 
-GRAD_SUMS = frozenset({"pd_op.add_n", "pd_op.add_n_"})  # PIR's sum of gradient parts
 NO_LINK = -1
 
 
@@ -85,14 +84,13 @@ class Flow:
         return self.readers[self.reader_off[v] : self.reader_off[v + 1]]
 
 
-def link_gradients(t: PirTables) -> tuple[list[str], array[int], Flow]:
-    """(each value's name, each op's forward op or NO_LINK, the flow) of a read program."""
-    flow = Flow(t)
-    links = _Links(t, flow)
+def link_gradients(t: PirTables) -> tuple[list[str], array[int]]:
+    """(each value's name, each op's forward op or NO_LINK) of a read program."""
+    links = _Links(t, Flow(t))
     for op in range(t.n_ops):
         if t.op_role[op] & BACKWARD:
             links.visit(op)
-    return _names(t, links.grad_of, links.sum_of, links.copy_of), links.forward_of, flow
+    return _names(t, links.grad_of, links.sum_of, links.copy_of), links.forward_of
 
 
 def forward_type(kind: str) -> str:
@@ -124,7 +122,7 @@ class _Links:
         t, flow = self.t, self.flow
         ins, outs = flow.inputs(op), flow.outputs(op)
         kind = t.op_type[op]
-        if kind in GRAD_SUMS:
+        if kind in GRAD_SUM_TYPES:
             self._sum(ins, outs)
             return
         if t.op_struct[op] and forward_type(kind) == kind:

@@ -23,7 +23,7 @@ from vppctl.program._proto import program_pb2 as pb
 from vppctl.program._proto import view_pb2 as view
 from vppctl.program.load import Block, corrupt_op, corrupt_var
 from vppctl.program.reads import CALLSTACK_NAME, is_callstack
-from vppctl.program.wire import field_spans, varint
+from vppctl.program.wire import BIG_OP, field_spans, varint
 
 
 def encode_mesh(mesh: Mesh) -> bytes:
@@ -155,8 +155,8 @@ class _OpEditor:
         return b"".join(parts)
 
 
-# A large op is edited by its spans (`_OpEditor.spliced`); OpDesc.dist_attr is field 1002.
-BIG_OP = 1 << 20
+# A large op (wire.BIG_OP) is edited by its spans (`_OpEditor.spliced`); OpDesc.dist_attr
+# is field 1002.
 _DIST_ATTR = 1002
 _DIST_TAG = varint(_DIST_ATTR << 3 | 2)
 

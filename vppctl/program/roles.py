@@ -3,7 +3,8 @@
 Paddle's `OpRole` is a bit set: 0 forward, 1 backward, 2 optimize, 256 loss
 (256 is the loss op, 257 = loss | backward the loss-grad op). Other bits (RPC,
 dist, LRSched) mark ops of other passes. An op's *kind* is one of "forward",
-"backward", "optimizer" and "other".
+"backward", "optimizer" and "other". One role no bit says is named by op type: the
+backward ops that add up a variable's gradient parts (`GRAD_SUMS`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,12 @@ OPTIMIZE = 2
 LOSS = 256
 LOSS_GRAD = LOSS | BACKWARD
 FORWARD_ROLES = frozenset({FORWARD, LOSS})  # for `role in FORWARD_ROLES` in hot loops
+
+# The op types that add up a variable's gradient parts: legacy Paddle's `sum` and
+# `grad_add`, PIR's `pd_op.add_n` and its in-place form `pd_op.add_n_` (Paddle's PIR
+# backward places both as sums, ir_backward.py). Each is a sum only in the backward.
+GRAD_SUM_TYPES = frozenset({"sum", "grad_add", "pd_op.add_n", "pd_op.add_n_"})
+GRAD_SUMS = frozenset(t.encode() for t in GRAD_SUM_TYPES)  # as the op columns hold types
 
 OpKind = Literal["forward", "backward", "optimizer", "other"]
 KINDS: tuple[OpKind, ...] = get_args(OpKind)

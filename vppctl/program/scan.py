@@ -40,7 +40,7 @@ from vppctl.program._proto import program_pb2 as pb
 from vppctl.program._proto import view_pb2 as view
 from vppctl.program.load import Block, corrupt_op, corrupt_var
 from vppctl.program.roles import BACKWARD, FORWARD_ROLES, OPTIMIZE
-from vppctl.program.wire import field_spans, varint_at
+from vppctl.program.wire import BIG_OP, field_spans, varint_at
 
 NO_VAR = -1  # an argument naming no declared variable
 EMPTY_VAR = -2  # "" or Paddle's @EMPTY@: no variable, by design
@@ -412,7 +412,6 @@ class _OpScan:
         return cols
 
 
-BIG_OP = 1 << 20  # an op this large is scanned without copying its attrs (a huge one)
 _ATTRS = 4  # OpDesc.attrs
 
 

@@ -18,6 +18,9 @@ from vppctl.program._proto import view_pb2 as view
 # Tags of BlockDesc.vars (3) and BlockDesc.ops (4), length-delimited, and of ProgramDesc.blocks.
 VAR_TAG, OP_TAG, BLOCK_TAG = b"\x1a", b"\x22", b"\x0a"
 _PIECE_ITEMS = 1 << 13  # ops or vars joined per piece when saving
+# An op this large (a huge attr) is read and edited by its fields (`field_spans`), never
+# parsed whole: the scan leaves its attrs out, the rewrite splices its dist attr in place.
+BIG_OP = 1 << 20
 
 
 def varint(n: int) -> bytes:

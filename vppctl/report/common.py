@@ -14,6 +14,7 @@ from rich.text import Text
 
 from vppctl.escape import printable
 from vppctl.shapes import BUBBLE_DEFINITION as BUBBLE_DEFINITION
+from vppctl.units import human_bytes as human_bytes
 
 
 def printed(text: str, style: str | None = None) -> Text:
@@ -35,13 +36,6 @@ def human(n: float) -> str:
         if abs(n) >= size:
             return f"{n / size:.1f}{unit}"
     return f"{n:g}"
-
-
-def human_bytes(n: int) -> str:
-    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
 
 
 _NUMBERED = re.compile(r"(.*)_(\d+)")

@@ -308,13 +308,19 @@ def pir_row_text(conversion: Conversion, pir: PirInput, best: Candidate) -> str:
     text = f"Paddle (PIR) takes it: {split.placement_text(pir.stage_layers)}"
     runs = conversion.best_on_pir(pir)
     if runs is None:
-        from vppctl.planner import PIR_MODES
-
         return (
             f"{text}; none of its schedules simulated runs on Paddle's PIR pipeline "
-            f"({', '.join(PIR_MODES)})"
+            f"(it runs {pir_schedules()})"
         )
     return f"{text}; Paddle runs it best as {candidate_text(runs, best)}"
+
+
+def pir_schedules() -> str:
+    """`fthenb, 1f1b, vpp`: the schedules Paddle's PIR pipeline runs, by the names
+    `--schedule` takes (Paddle's schedule_modes are said only in its settings)."""
+    from vppctl.planner import PIR_SCHEDULE_MODES
+
+    return ", ".join(PIR_SCHEDULE_MODES)
 
 
 def candidate_text(c: Candidate, best: Candidate) -> str:
@@ -394,12 +400,9 @@ def pir_best_lines(o: PlanOutcome, launched: Sequence[Conversion]) -> list[str]:
         return []
     i = r.best_on_pir
     if i is None:
-        from vppctl.planner import PIR_SCHEDULE_MODES
-
         return [
-            "Paddle (PIR) runs none of these candidates: it runs "
-            f"{', '.join(PIR_SCHEDULE_MODES)}, loop-placed, on splits its completion makes "
-            "(--split keep does)"
+            f"Paddle (PIR) runs none of these candidates: it runs {pir_schedules()}, "
+            "loop-placed, on splits its completion makes (--split keep does)"
         ]
     c = r.candidates[i]
     shown = next((k for k, v in enumerate(launched, start=1) if v.best is c), None)

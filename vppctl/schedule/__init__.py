@@ -4,10 +4,12 @@ The pure side of vppctl: it needs no program, only stage and chunk counts and a
 cost per virtual stage, and imports nothing but `vppctl.plan` and
 `vppctl.errors` (an import-linter contract keeps it so). `orders` says in which
 order each stage runs its actions, `arguments` checks a simulation's inputs,
-`execute` places the actions in time (`actions`, `interleaving` and `vshape` hold
-the orders' vocabulary and the interleaving and V-shaped families), `results` holds what comes out,
-`simulation` is the one call (`simulate`), `timeline` draws it (terminal, SVG, Chrome trace)
-and `torchcsv` reads and writes torch.distributed.pipelining's schedule CSV.
+`refusal` is the error of counts a runtime refuses (with the short reason `plan`
+counts them by), `execute` places the actions in time (`actions`, `interleaving`
+and `vshape` hold the orders' vocabulary and the interleaving and V-shaped
+families), `results` holds what comes out, `simulation` is the one call
+(`simulate`), `timeline` draws it (terminal, SVG, Chrome trace) and `torchcsv`
+reads and writes torch.distributed.pipelining's schedule CSV.
 What a program's segments cost, and its memory, is `vppctl.planner`'s. Names
 load on first use: the command line reads the schedule names without loading
 the simulator.
@@ -21,11 +23,14 @@ from vppctl._lazy import face
 
 _NAMES = {
     "MAX_UNITS": "arguments",
+    "OVER_MAX_UNITS": "arguments",
     "check_size": "arguments",
     "parse_unit_costs": "arguments",
+    "ScheduleRefused": "refusal",
     "Pipeline": "execute",
     "held_peak": "execute",
     "GROUPED": "orders",
+    "LOOPED": "orders",
     "MERGED": "orders",
     "SCHEDULES": "orders",
     "SCHEDULE_NAMES": "orders",
@@ -56,8 +61,10 @@ _NAMES = {
 __all__ = [
     "DEFAULT_WIDTH",
     "GROUPED",
+    "LOOPED",
     "MAX_UNITS",
     "MERGED",
+    "OVER_MAX_UNITS",
     "SCHEDULES",
     "SCHEDULE_NAMES",
     "SPLIT",
@@ -66,6 +73,7 @@ __all__ = [
     "Op",
     "Pipeline",
     "Schedule",
+    "ScheduleRefused",
     "SimResult",
     "SimulationError",
     "Step",
@@ -90,10 +98,11 @@ __all__ = [
 __getattr__, __dir__ = face(__name__, _NAMES, globals())
 
 if TYPE_CHECKING:
-    from vppctl.schedule.arguments import MAX_UNITS, check_size, parse_unit_costs
+    from vppctl.schedule.arguments import MAX_UNITS, OVER_MAX_UNITS, check_size, parse_unit_costs
     from vppctl.schedule.execute import Pipeline, held_peak
     from vppctl.schedule.orders import (
         GROUPED,
+        LOOPED,
         MERGED,
         SCHEDULE_NAMES,
         SCHEDULES,
@@ -104,6 +113,7 @@ if TYPE_CHECKING:
         legal_group_sizes,
         stage_orders,
     )
+    from vppctl.schedule.refusal import ScheduleRefused
     from vppctl.schedule.results import DeadlockError, SimResult, SimulationError, Step
     from vppctl.schedule.simulation import compare, simulate, simulate_orders
     from vppctl.schedule.timeline import (

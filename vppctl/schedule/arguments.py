@@ -13,13 +13,15 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from vppctl.errors import UsageError
-from vppctl.plan import Placement, place
+from vppctl.plan import Placement
 from vppctl.schedule.orders import (
+    LOOPED,
     SCHEDULES,
     V_SHAPED,
     Schedule,
     natural_placement,
 )
+from vppctl.schedule.refusal import ScheduleRefused
 from vppctl.schedule.results import SimulationError
 
 # A whole backward costs about twice the forward: one matmul for the input gradient
@@ -45,10 +47,6 @@ def check_counts(pp: int, vpp: int, micro_batches: int, schedule: str) -> None:
     if schedule not in SCHEDULES:
         choices = ", ".join(SCHEDULES)
         raise fail(f"unknown schedule {schedule!r}: choose one of {choices}")
-
-
-# The interleaving schedules of a loop-placed plan.
-LOOPED = frozenset({"interleaved", "vpp", "interleaved-zb"})
 
 
 def check_placement(schedule: Schedule, vpp: int, placement: Placement | None) -> Placement:
@@ -148,16 +146,6 @@ def parse_unit_costs(text: str) -> tuple[Fraction, Fraction, Fraction]:
     return values[0], values[1], values[2]
 
 
-def merge_chunks(
-    costs: Sequence[Fraction], pp: int, vpp: int, placement: Placement
-) -> tuple[Fraction, ...]:
-    """Per-stage totals: a stage's chunks run back to back when they are not interleaved."""
-    totals = [Fraction(0)] * pp
-    for k, cost in enumerate(costs[: pp * vpp]):
-        totals[place(k, pp, placement)[0]] += cost
-    return tuple(totals)
-
-
 # ---------------------------------------------------------------------------
 # Warnings about the micro-batch count
 
@@ -181,15 +169,18 @@ def micro_batch_warnings(pp: int, vpp: int, micro_batches: int, schedule: Schedu
 # limit holds a simulation near a few seconds and a few hundred MB. Real jobs stay
 # far below it (pp 32 x vpp 4 x m 512 is 65,536).
 MAX_UNITS = 1 << 17
+# The reason a search counts such candidates by (`ScheduleRefused.reason`).
+OVER_MAX_UNITS = f"pp x vpp x m over the simulator's limit of {MAX_UNITS:,}"
 
 
 def check_size(pp: int, vpp: int, micro_batches: int) -> None:
     """Refuse (exit 2) a simulation larger than :data:`MAX_UNITS` units."""
     units = pp * vpp * micro_batches
     if units > MAX_UNITS:
-        raise UsageError(
+        raise ScheduleRefused(
             f"pp {pp} x vpp {vpp} x {micro_batches} micro-batches = {units:,} units to "
             f"simulate, more than the simulator's limit of {MAX_UNITS:,} (pp*vpp*m); "
             "lower --micro-batches (the bubble depends on m relative to pp, so a smaller m "
-            "with the same ratio shows the same shape) or --pp/--vpp"
+            "with the same ratio shows the same shape) or --pp/--vpp",
+            reason=OVER_MAX_UNITS,
         )

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-from vppctl.errors import UsageError
 from vppctl.plan import Placement, place, virtual_stages
 from vppctl.schedule.arguments import Costs, check_counts, check_placement, check_size, fail
 from vppctl.schedule.orders import (
@@ -21,8 +20,9 @@ from vppctl.schedule.orders import (
     Op,
     Schedule,
     check_group,
-    stage_orders,
+    checked_orders,
 )
+from vppctl.schedule.refusal import ScheduleRefused
 from vppctl.schedule.results import DeadlockError, SimResult, Step
 
 # ---------------------------------------------------------------------------
@@ -355,27 +355,30 @@ class Pipeline:
         chosen = check_placement(schedule, vpp, placement)
         run_vpp = 1 if schedule in MERGED else vpp
         group = check_group(schedule, pp, run_vpp, micro_batches, group_size)
-        orders = stage_orders(schedule, pp, run_vpp, micro_batches, group)
+        orders = checked_orders(schedule, pp, run_vpp, micro_batches, group)
         pipe = cls(orders, run_vpp, chosen, plan_vpp=vpp)
         if schedule == "vpp" and micro_batches % pp:
             pipe.refuse_deadlock(
                 f"Paddle's VPP job list deadlocks at pp {pp}, vpp {vpp}, m {micro_batches} "
                 f"(its short last group of {micro_batches % pp} micro-batches): stage "
                 "{stage} waits for {waits} on stage {producer}, which waits for it; pass "
-                f"--micro-batches a multiple of pp {pp}"
+                f"--micro-batches a multiple of pp {pp}",
+                reason=f"vpp at m {micro_batches}: Paddle's job list deadlocks (short last group)",
             )
         return pipe, group
 
-    def refuse_deadlock(self, message: str) -> None:
-        """Raise UsageError with ``message`` (``{stage}``, ``{waits}`` and ``{producer}``
-        filled in) when the orders deadlock, whatever the costs: a runtime that runs
-        them hangs, so the option set is the problem, not the simulation."""
+    def refuse_deadlock(self, message: str, *, reason: str) -> None:
+        """Raise :class:`ScheduleRefused` with ``message`` (``{stage}``, ``{waits}`` and
+        ``{producer}`` filled in) and ``reason`` when the orders deadlock, whatever the
+        costs: a runtime that runs them hangs, so the option set is the problem, not the
+        simulation."""
         durations = [[1] * len(cols.kinds) for cols in self.stages]
         try:
             raise_if_stuck(self, _makespan(self.stages, durations))
         except DeadlockError as e:
-            raise UsageError(
-                message.format(stage=e.stage, waits=e.waits_for, producer=e.waits_on_stage)
+            raise ScheduleRefused(
+                message.format(stage=e.stage, waits=e.waits_for, producer=e.waits_on_stage),
+                reason=reason,
             ) from None
 
     def merged(self, costs: Sequence[int]) -> tuple[int, ...]:

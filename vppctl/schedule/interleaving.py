@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from vppctl.errors import UsageError
 from vppctl.schedule.actions import Op, warmup_then_steady
+from vppctl.schedule.refusal import ScheduleRefused
 
 # ---------------------------------------------------------------------------
 # The group table and Megatron's group size
@@ -66,15 +66,18 @@ def check_group_size(pp: int, micro_batches: int, group_size: int | None) -> int
     if n in legal:
         return n
     if not legal:
-        raise UsageError(
+        raise ScheduleRefused(
             f"interleaved needs at least pp = {pp} micro-batches, got {micro_batches}: "
-            f"pass --micro-batches >= {pp}"
+            f"pass --micro-batches >= {pp}",
+            reason=f"interleaved at m {micro_batches} < pp",
         )
     which = "the default --group-size pp" if group_size is None else "--group-size"
-    raise UsageError(
+    size = f"the default group size pp {pp}" if group_size is None else f"group size {n}"
+    raise ScheduleRefused(
         f"{which} = {n} is not legal for pp {pp} and {micro_batches} micro-batches "
         "(Megatron-Core needs pp <= N <= m and m % N == 0 or >= pp); legal --group-size "
-        f"values: {', '.join(map(str, legal))}"
+        f"values: {', '.join(map(str, legal))}",
+        reason=f"interleaved at m {micro_batches}: {size} is not legal",
     )
 
 
@@ -116,9 +119,10 @@ def interleaved(
 def check_paddle_vpp(pp: int, micro_batches: int) -> None:
     """Paddle's VPP asserts ``accumulate_steps >= pp``."""
     if micro_batches < pp:
-        raise UsageError(
+        raise ScheduleRefused(
             f"vpp (Paddle's VPP) needs at least pp = {pp} micro-batches (Paddle asserts "
-            f"accumulate_steps >= pp_degree), got {micro_batches}: pass --micro-batches >= {pp}"
+            f"accumulate_steps >= pp_degree), got {micro_batches}: pass --micro-batches >= {pp}",
+            reason=f"vpp at m {micro_batches} < pp",
         )
 
 
@@ -168,18 +172,21 @@ def check_zero_bubble_group(pp: int, micro_batches: int, group_size: int | None,
     if group_size is None:
         rounds = torch_rounds(pp, micro_batches)
         if micro_batches % rounds:
-            raise UsageError(
+            raise ScheduleRefused(
                 f"{name} (torch's ScheduleInterleavedZeroBubble) needs m to be a multiple of "
                 f"its rounds max(1, m // pp) = {rounds}, got m {micro_batches}: pass another "
-                "--micro-batches" + (" or --group-size" if name == "interleaved-zb" else "")
+                "--micro-batches" + (" or --group-size" if name == "interleaved-zb" else ""),
+                reason=f"{name} at m {micro_batches}: not a multiple of torch's rounds "
+                "max(1, m // pp)",
             )
         return torch_group_size(pp, micro_batches)
     legal = zero_bubble_group_sizes(pp, micro_batches)
     if group_size not in legal:
-        raise UsageError(
+        raise ScheduleRefused(
             f"--group-size = {group_size} is not legal for {name} with pp {pp} and "
             f"{micro_batches} micro-batches (torch's microbatches_per_round divides m and "
-            f"is at least min(pp, m)); legal --group-size values: {', '.join(map(str, legal))}"
+            f"is at least min(pp, m)); legal --group-size values: {', '.join(map(str, legal))}",
+            reason=f"{name} at m {micro_batches}: group size {group_size} is not legal",
         )
     return group_size
 

@@ -46,7 +46,6 @@ from collections.abc import Sequence
 
 from vppctl.choices import SCHEDULES as SCHEDULES
 from vppctl.choices import Schedule as Schedule
-from vppctl.errors import UsageError
 from vppctl.plan import Placement, virtual_stages
 from vppctl.schedule.actions import Kind as Kind
 from vppctl.schedule.actions import Op as Op
@@ -61,6 +60,7 @@ from vppctl.schedule.interleaving import (
 from vppctl.schedule.interleaving import interleaved_warmup as interleaved_warmup
 from vppctl.schedule.interleaving import legal_group_sizes as legal_group_sizes
 from vppctl.schedule.interleaving import schedule_table as schedule_table
+from vppctl.schedule.refusal import ScheduleRefused
 from vppctl.schedule.vshape import dualpipev, zbv
 from vppctl.schedule.zbvpp import zbvpp_orders
 
@@ -81,6 +81,8 @@ SCHEDULE_NAMES: dict[str, str] = {  # the name people read, in tables and pictur
 MERGED: frozenset[str] = frozenset({"fthenb", "1f1b", "eager1f1b", "zbh1", "zb1p"})
 # Schedules of two chunks per stage in V placement.
 V_SHAPED: frozenset[str] = frozenset({"zbvpp", "zbv", "dualpipev"})
+# Schedules that interleave a loop-placed plan's chunks (the rest: MERGED and V_SHAPED).
+LOOPED: frozenset[str] = frozenset({"interleaved", "vpp", "interleaved-zb"})
 # Schedules whose backward is split into I and W (all or some of it).
 SPLIT: frozenset[str] = frozenset({"zbh1", "zbvpp", "zb1p", "interleaved-zb", "zbv", "dualpipev"})
 # Schedules that take a micro-batch group size (--group-size).
@@ -137,20 +139,22 @@ def _passes(micro_batches: int) -> tuple[list[Op], list[Op]]:
 def check_eager(pp: int, micro_batches: int) -> None:
     """Paddle's Eager1F1B asserts ``2 (pp - s) - 1 <= m`` on every stage ``s``."""
     if micro_batches < 2 * pp - 1:
-        raise UsageError(
+        raise ScheduleRefused(
             f"eager1f1b needs at least 2*pp - 1 = {2 * pp - 1} micro-batches (Paddle's "
             f"Eager1F1B refuses fewer), got {micro_batches}: pass --micro-batches >= "
-            f"{2 * pp - 1} or use --schedule 1f1b"
+            f"{2 * pp - 1} or use --schedule 1f1b",
+            reason=f"eager1f1b at m {micro_batches} < 2pp - 1",
         )
 
 
 def check_paddle_zbh1(pp: int, micro_batches: int) -> None:
     """Paddle's ZBH1 asserts ``pp <= m``."""
     if micro_batches < pp:
-        raise UsageError(
+        raise ScheduleRefused(
             f"zbh1 (Paddle's ZBH1) needs at least pp = {pp} micro-batches (Paddle asserts "
             f"pp_degree <= accumulate_steps), got {micro_batches}: pass --micro-batches >= "
-            f"{pp} or use --schedule zb1p"
+            f"{pp} or use --schedule zb1p",
+            reason=f"zbh1 at m {micro_batches} < pp",
         )
 
 
@@ -204,14 +208,21 @@ def stage_orders(
 
     ``vpp`` must already be 1 for the merged schedules (:data:`MERGED`) and 2 for the
     V-shaped ones; ``interleaved`` with ``vpp == 1`` is plain 1F1B. Group sizes and the
-    micro-batch counts a runtime refuses are checked (UsageError).
+    micro-batch counts a runtime refuses are checked (:class:`ScheduleRefused`, exit 2).
     """
+    group = check_group(schedule, pp, vpp, micro_batches, group_size)
+    return checked_orders(schedule, pp, vpp, micro_batches, group)
+
+
+def checked_orders(
+    schedule: Schedule, pp: int, vpp: int, micro_batches: int, group: int | None
+) -> tuple[tuple[Op, ...], ...]:
+    """:func:`stage_orders` with the group size already checked (`check_group`'s result),
+    for a caller that needs the group size too: the check runs once."""
     if schedule in MERGED and vpp != 1:
         raise ValueError(f"{schedule} orders run one merged chunk, got vpp {vpp}")
     if schedule in V_SHAPED and vpp != 2:
         raise ValueError(f"{schedule} orders need vpp 2, got {vpp}")
-    if schedule == "zb1p":
-        check_group(schedule, pp, vpp, micro_batches, None)
     if schedule in MERGED or (schedule == "interleaved" and vpp == 1):
         return _merged("1f1b" if schedule == "interleaved" else schedule, pp, micro_batches)
     if schedule == "zbv":
@@ -222,8 +233,7 @@ def stage_orders(
         return zbvpp_orders(pp, micro_batches)
     if schedule == "vpp":
         return paddle_vpp(pp, vpp, micro_batches)
-    n = check_group(schedule, pp, vpp, micro_batches, group_size)
-    assert n is not None  # the grouped schedules have one
+    assert group is not None  # the grouped schedules have one
     if schedule == "interleaved-zb":
-        return interleaved_zero_bubble(pp, vpp, micro_batches, n)
-    return interleaved(pp, vpp, micro_batches, n)
+        return interleaved_zero_bubble(pp, vpp, micro_batches, group)
+    return interleaved(pp, vpp, micro_batches, group)

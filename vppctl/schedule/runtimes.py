@@ -22,6 +22,8 @@ PADDLE_MODES: dict[Schedule, str] = {
     "zbh1": "ZBH1",
     "zbvpp": "ZBVPP",
 }
+# Every schedule_mode Paddle has (its pipeline_scheduler_* passes): one per Paddle order.
+PADDLE_SCHEDULE_MODES: tuple[str, ...] = tuple(PADDLE_MODES.values())
 # torch.distributed.pipelining's class of each schedule that is torch's order.
 TORCH_CLASSES: dict[Schedule, str] = {
     "fthenb": "ScheduleGPipe",
@@ -42,7 +44,7 @@ MEGATRON_SCHEDULES: frozenset[Schedule] = frozenset({"1f1b", "interleaved"})
 # support for old IR", "only support PIR now"), as from 3.1.0 on; 2.6.2 has no VPP
 # completion or scheduler (its other schedules are not checked here).
 PADDLE_LEGACY_VPP = "3.0.0"  # the one release whose legacy-IR VPP scheduler works
-_LEGACY_MODES_3_0 = frozenset({"FThenB", "1F1B", "Eager1F1B", "VPP", "ZBH1", "ZBVPP"})
+_LEGACY_MODES_3_0 = frozenset(PADDLE_SCHEDULE_MODES)  # every one
 _INTERLEAVED_MODES = frozenset({"VPP", "ZBVPP"})
 
 

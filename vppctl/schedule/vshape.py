@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections import deque
 
-from vppctl.errors import UsageError
 from vppctl.schedule.actions import Kind, Op
+from vppctl.schedule.refusal import ScheduleRefused
 
 # ---------------------------------------------------------------------------
 # ZB-V
@@ -87,10 +87,11 @@ def zbv(pp: int, micro_batches: int) -> tuple[tuple[Op, ...], ...]:
 def check_dualpipev(pp: int, micro_batches: int) -> None:
     """torch's ``ScheduleDualPipeV`` needs at least as many micro-batches as stages, 2pp."""
     if micro_batches < 2 * pp:
-        raise UsageError(
+        raise ScheduleRefused(
             f"dualpipev needs at least 2*pp = {2 * pp} micro-batches (torch's "
             f"ScheduleDualPipeV refuses fewer than its {2 * pp} stages), got {micro_batches}: "
-            f"pass --micro-batches >= {2 * pp} or use --schedule zbv"
+            f"pass --micro-batches >= {2 * pp} or use --schedule zbv",
+            reason=f"dualpipev at m {micro_batches} < 2pp",
         )
 
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from vppctl.errors import UsageError
 from vppctl.schedule.actions import Op
+from vppctl.schedule.refusal import ScheduleRefused
 
 F, B, W = "F", "I", "W"  # Paddle's forward, backward_b, backward_w as vppctl's kinds
 
@@ -56,15 +56,17 @@ MAX_ZBVPP_STAGES = 64
 def check_zbvpp(pp: int, micro_batches: int) -> None:
     """Paddle asserts ``m % pp == 0`` and ``m <= pp``: one micro-batch per stage."""
     if pp > MAX_ZBVPP_STAGES:
-        raise UsageError(
+        raise ScheduleRefused(
             f"zbvpp's greedy is simulated for at most {MAX_ZBVPP_STAGES} stages, got pp {pp}: "
-            "its work grows faster than pp squared; use --schedule zbv"
+            "its work grows faster than pp squared; use --schedule zbv",
+            reason=f"zbvpp at pp {pp}: simulated for at most {MAX_ZBVPP_STAGES} stages",
         )
     if micro_batches != pp:
-        raise UsageError(
+        raise ScheduleRefused(
             f"zbvpp (Paddle's ZBVPP) runs exactly pp = {pp} micro-batches (Paddle asserts "
             f"accumulate_steps % pp == 0 and <= pp), got {micro_batches}: pass "
-            f"--micro-batches {pp} or use --schedule zbv"
+            f"--micro-batches {pp} or use --schedule zbv",
+            reason=f"zbvpp at m {micro_batches}: Paddle runs it at m == pp only",
         )
 
 

@@ -12,7 +12,6 @@ from itertools import compress
 
 from vppctl import progress
 from vppctl.engine import (
-    GRAD_SUMS,
     ForwardOps,
     GradientFlow,
     ProgramIndex,
@@ -24,6 +23,7 @@ from vppctl.mesh import NO_MESH, mesh_text, wide_meshes
 from vppctl.program import (
     BACKWARD,
     FORWARD_ROLES,
+    GRAD_SUMS,
     LOSS_GRAD,
     NO_CHUNK_NAME,
     NO_VAR,
