@@ -1,5 +1,6 @@
-"""The house's floor plan: modules stay small, every package shows its face, and every
-list of names a user picks from is one `Literal` type's values everywhere.
+"""The house's floor plan: modules stay small, every package shows its face and is
+entered through it, and every list of names a user picks from is one `Literal` type's
+values everywhere.
 
 The layering itself (which package may import which, protobuf only under program/,
 no import cycle) is import-linter's contracts in pyproject.toml, run by .ci/run.
@@ -7,6 +8,7 @@ no import cycle) is import-linter's contracts in pyproject.toml, run by .ci/run.
 
 from __future__ import annotations
 
+import ast
 import importlib
 from pathlib import Path
 
@@ -44,6 +46,47 @@ def test_every_package_face_lists_names_it_has(name: str) -> None:
     assert list(public) == sorted(set(public), key=list(public).index), "a name twice"
     for attr in public:
         assert getattr(package, attr) is not None, f"{name}.{attr}"
+
+
+# The modules another package may import by name, past the package's face, and why.
+BEHIND_FACES = {
+    # the engine's decisions stay out of its face, so that the verifier (which imports the
+    # face) cannot judge a program by them; the pipeline in one call is their one caller
+    "vppctl.engine.apply": {"vppctl/convert.py"},
+    # the generated protobuf modules, for the builders of programs (pyproject's contracts)
+    "vppctl.program._proto": {
+        "vppctl/paddle.py",
+        "vppctl/sample/encode.py",
+        "vppctl/sample/model.py",
+    },
+}
+
+
+def _imported(tree: ast.AST) -> list[str]:
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module)
+        elif isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+    return names
+
+
+def test_other_packages_import_a_package_s_names_from_its_face() -> None:
+    """`from vppctl.schedule import PADDLE_MODES`, never `from vppctl.schedule.runtimes
+    import ...` outside schedule/: a package's modules can move without its users."""
+    packages = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+    past: list[str] = []
+    for path in _modules():
+        where = path.relative_to(PACKAGE.parent)
+        own = where.parts[1] if len(where.parts) > 2 else None
+        for module in _imported(ast.parse(path.read_text())):
+            parts = module.split(".")
+            if parts[0] != "vppctl" or len(parts) < 3 or parts[1] not in packages:
+                continue
+            if parts[1] != own and str(where) not in BEHIND_FACES.get(module, ()):
+                past.append(f"{where} imports {module}")
+    assert not past, "import these from the package's face:\n" + "\n".join(past)
 
 
 def _choices(command: click.Command, option: str) -> tuple[str, ...]:

@@ -43,9 +43,9 @@ from vppctl.choices import (
 from vppctl.convert import ConvertOptions, Planned, converted
 from vppctl.engine import check_seg_method, regex_budget
 from vppctl.errors import UsageError, VppctlError
-from vppctl.outcomes.program import Bubble, ConvertOutcome, DumpOutcome, SampleOutcome
+from vppctl.outcomes import Bubble, ConvertOutcome, DumpOutcome, SampleOutcome
 from vppctl.plan import PlanOptions
-from vppctl.planner.memory import MemoryOptions
+from vppctl.planner import MemoryOptions
 from vppctl.program import (
     STDIO,
     Output,
@@ -61,12 +61,12 @@ from vppctl.program import (
     write_serialized,
 )
 from vppctl.progress import Observer, observing
-from vppctl.sample.model import SampleOptions
+from vppctl.sample import SampleOptions
 from vppctl.summary import InspectOptions, Summary, summarize
 from vppctl.verify import VerifyOptions, VerifyReport, verify_program
 
 if TYPE_CHECKING:  # the schedule side and the planner load on use
-    from vppctl.outcomes.schedule import PlanOutcome, SimulateOutcome
+    from vppctl.outcomes import PlanOutcome, SimulateOutcome
     from vppctl.planner import PlanSearchOptions, StageMemory
     from vppctl.schedule import SimResult
 
@@ -414,7 +414,7 @@ def simulate_run(
     segments' forward FLOPs, and `outcome.memory` holds each stage's bytes. Without it,
     every chunk costs `options.costs`. `options.schedule` None compares 1F1B with the
     plan's interleaving schedule."""
-    from vppctl.outcomes.schedule import SimulateOutcome, simulation_warnings
+    from vppctl.outcomes import SimulateOutcome, simulation_warnings
 
     pictures = Pictures() if pictures is None else pictures
     _options("simulate_run", pictures, Pictures)
@@ -524,7 +524,7 @@ def _simulate_program(
 ) -> SimulateOutcome:
     """A program simulated with the plan `convert` would make (or made), its FLOP costs
     and its bytes per stage."""
-    from vppctl.outcomes.schedule import SimulatedPlan, SimulateOutcome, simulation_warnings
+    from vppctl.outcomes import SimulatedPlan, SimulateOutcome, simulation_warnings
     from vppctl.planner import CostModel, MemoryModel, resolve_plan, stage_memory
     from vppctl.schedule import held_peak
 
@@ -644,7 +644,7 @@ def plan_run(
     says what Paddle's PIR completion reads, and each candidate's Paddle launch settings
     are its PIR strategy). Raises NoConversionFits (a ConversionError, exit 4) when none
     fits, naming the smallest peak found; its `outcome` is what was searched."""
-    from vppctl.outcomes.schedule import NoConversionFits, PlanOutcome
+    from vppctl.outcomes import NoConversionFits, PlanOutcome
     from vppctl.planner import NoPlanFits, PlanSearchOptions, search_plans
 
     _options("plan_run", options, PlanSearchOptions)

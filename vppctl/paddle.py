@@ -58,7 +58,7 @@ from google.protobuf.message import DecodeError
 # vppctl.paddle is itself a protobuf-facing adapter: it turns Paddle objects into
 # vppctl's program messages and back.
 from vppctl.program._proto import program_pb2 as pb
-from vppctl.schedule.runtimes import PADDLE_SCHEDULE_MODES, paddle_legacy_refusal
+from vppctl.schedule import PADDLE_SCHEDULE_MODES, paddle_legacy_refusal
 
 __all__ = [
     "PADDLE_SCHEDULE_MODES",

@@ -216,7 +216,7 @@ def _interrupted(since: float) -> str:
     when vppctl has not even loaded its writing code)."""
     if "vppctl.program.files" not in sys.modules:
         return "interrupted; nothing was written"
-    from vppctl.program.files import interrupted
+    from vppctl.program import interrupted
 
     return interrupted(since)
 

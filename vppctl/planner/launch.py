@@ -29,14 +29,15 @@ from dataclasses import dataclass
 from typing import Literal
 
 from vppctl.choices import Placement, Schedule
-from vppctl.schedule.interleaving import torch_group_size, torch_rounds
-from vppctl.schedule.runtimes import (
+from vppctl.schedule import (
     MEGATRON_SCHEDULES,
     PADDLE_LEGACY_VPP,
     PADDLE_MODES,
+    PADDLE_RUNTIMES,
     TORCH_CLASSES,
+    torch_group_size,
+    torch_rounds,
 )
-from vppctl.schedule.zbvpp import PADDLE_RUNTIMES
 
 Runtime = Literal["paddle", "megatron", "torch"]
 # program_runtimes as Paddle's Strategy holds them (the greedy zbvpp simulated).

@@ -48,7 +48,7 @@ from vppctl.planner.launch import (
     paddle_mode,
     torch_settings,
 )
-from vppctl.schedule.runtimes import PADDLE_MODES
+from vppctl.schedule import PADDLE_MODES
 
 # The schedule_modes Paddle 3.3.1 runs on a PIR program (the module docstring).
 PIR_MODES: tuple[str, ...] = ("FThenB", "1F1B", "VPP")

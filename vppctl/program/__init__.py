@@ -14,7 +14,7 @@ are imported nowhere else but the builders (`vppctl.sample`, `vppctl.paddle`).
 Other packages import these names from here, never a module of this package.
 """
 
-from vppctl.program.files import STDIO, Output, resolve_output, write_all
+from vppctl.program.files import STDIO, Output, interrupted, resolve_output, write_all
 from vppctl.program.limits import memory_guarded
 from vppctl.program.load import (
     MAX_PROGRAM_BYTES,
@@ -107,6 +107,7 @@ __all__ = [
     "check_size",
     "decode_mesh",
     "encode_mesh",
+    "interrupted",
     "is_backward",
     "is_forward",
     "is_loss_grad",

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from vppctl.choices import ProgramLayout
 from vppctl.convert import ConvertResult
-from vppctl.outcomes.program import Bubble, ConvertOutcome
+from vppctl.outcomes import Bubble, ConvertOutcome
 from vppctl.plan import Plan
 from vppctl.planner import worst_stage
 from vppctl.program import PirOrigin

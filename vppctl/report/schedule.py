@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
-from vppctl.outcomes.schedule import (
+from vppctl.outcomes import (
     PlanOutcome,
     SimulatedPlan,
     SimulateOutcome,

@@ -55,6 +55,15 @@ _NAMES = {
     "stage_units": "timeline",
     "to_chrome_trace": "timeline",
     "to_svg": "timeline",
+    "MEGATRON_SCHEDULES": "runtimes",
+    "PADDLE_LEGACY_VPP": "runtimes",
+    "PADDLE_MODES": "runtimes",
+    "PADDLE_SCHEDULE_MODES": "runtimes",
+    "TORCH_CLASSES": "runtimes",
+    "paddle_legacy_refusal": "runtimes",
+    "torch_group_size": "interleaving",
+    "torch_rounds": "interleaving",
+    "PADDLE_RUNTIMES": "zbvpp",
     "parse_csv": "torchcsv",
     "to_csv": "torchcsv",
 }
@@ -63,11 +72,17 @@ __all__ = [
     "GROUPED",
     "LOOPED",
     "MAX_UNITS",
+    "MEGATRON_SCHEDULES",
     "MERGED",
     "OVER_MAX_UNITS",
+    "PADDLE_LEGACY_VPP",
+    "PADDLE_MODES",
+    "PADDLE_RUNTIMES",
+    "PADDLE_SCHEDULE_MODES",
     "SCHEDULES",
     "SCHEDULE_NAMES",
     "SPLIT",
+    "TORCH_CLASSES",
     "V_SHAPED",
     "DeadlockError",
     "Op",
@@ -82,6 +97,7 @@ __all__ = [
     "held_peak",
     "legal_group_sizes",
     "number",
+    "paddle_legacy_refusal",
     "parse_csv",
     "parse_unit_costs",
     "percent",
@@ -94,12 +110,15 @@ __all__ = [
     "to_chrome_trace",
     "to_csv",
     "to_svg",
+    "torch_group_size",
+    "torch_rounds",
 ]
 __getattr__, __dir__ = face(__name__, _NAMES, globals())
 
 if TYPE_CHECKING:
     from vppctl.schedule.arguments import MAX_UNITS, OVER_MAX_UNITS, check_size, parse_unit_costs
     from vppctl.schedule.execute import Pipeline, held_peak
+    from vppctl.schedule.interleaving import torch_group_size, torch_rounds
     from vppctl.schedule.orders import (
         GROUPED,
         LOOPED,
@@ -115,6 +134,14 @@ if TYPE_CHECKING:
     )
     from vppctl.schedule.refusal import ScheduleRefused
     from vppctl.schedule.results import DeadlockError, SimResult, SimulationError, Step
+    from vppctl.schedule.runtimes import (
+        MEGATRON_SCHEDULES,
+        PADDLE_LEGACY_VPP,
+        PADDLE_MODES,
+        PADDLE_SCHEDULE_MODES,
+        TORCH_CLASSES,
+        paddle_legacy_refusal,
+    )
     from vppctl.schedule.simulation import compare, simulate, simulate_orders
     from vppctl.schedule.timeline import (
         DEFAULT_WIDTH,
@@ -127,3 +154,4 @@ if TYPE_CHECKING:
         to_svg,
     )
     from vppctl.schedule.torchcsv import parse_csv, to_csv
+    from vppctl.schedule.zbvpp import PADDLE_RUNTIMES
