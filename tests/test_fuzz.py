@@ -773,7 +773,7 @@ class Round:
         self.seed = seed
         self.make = make or mutant
         self.work = tmp / "work"
-        self.work.mkdir()
+        self.work.mkdir(parents=True)
         self.saved = Path(os.environ.get("VPPCTL_FUZZ_SAVE") or tmp)
         self.saved.mkdir(parents=True, exist_ok=True)
         self.runner = CliRunner()
