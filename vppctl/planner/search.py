@@ -290,14 +290,13 @@ def search_plans(program: Program, source: str, opts: PlanSearchOptions) -> Plan
     pipelines: dict[tuple[Schedule, int, Placement, int], Timed | str] = {}
     found: list[Candidate] = []
     over: list[Candidate] = []
-    plans = _plans(base, opts, refused)
-    total = sum(len(_schedules(plan, opts)) for plan, _ in plans) * len(opts.micro_batches)
-    progress.phase("searching", total)
-    for plan, split in plans:
+    plans = [(plan, split, _schedules(plan, opts)) for plan, split in _plans(base, opts, refused)]
+    progress.phase("searching", sum(len(s) for *_, s in plans) * len(opts.micro_batches))
+    for plan, split, schedules in plans:
         seg_costs = costs.segments(plan)
         seg_memory = memory.segments(plan)
         command = () if program.is_pir else convert_command(source, plan, split, opts)
-        for schedule in _schedules(plan, opts):
+        for schedule in schedules:
             for m in opts.micro_batches:
                 timed = _pipeline(pipelines, schedule, plan, m, refused)
                 if timed is not None:

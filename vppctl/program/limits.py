@@ -35,11 +35,14 @@ def memory_guarded(command: Callable[_P, _R], source: str | None = None) -> Call
     is the name of its parameter that, when a path, names the program read: the message
     sizes the need from it (None: the command reads no program, as `sample` writes one)."""
 
+    # Read once, when the command is wrapped: not while memory has just run out.
+    signature = None if source is None else inspect.signature(command)
+
     def read_from(args: tuple[object, ...], kwargs: dict[str, object]) -> object:
-        if source is None:
+        if signature is None or source is None:
             return None
         try:
-            return inspect.signature(command).bind_partial(*args, **kwargs).arguments.get(source)
+            return signature.bind_partial(*args, **kwargs).arguments.get(source)
         except TypeError:  # called with arguments that do not fit: nothing to size
             return None
 
