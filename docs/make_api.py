@@ -5,7 +5,7 @@ field with its type, default, command-line flag and the comment beside it.
     python docs/make_api.py            # rewrite docs/api.md
     python docs/make_api.py --check    # exit 1 if docs/api.md is not what this writes
 
-tests/test_api_reference.py runs the check in CI, so the reference cannot drift from
+tests/contract/test_api_reference.py runs the check in CI, so the reference cannot drift from
 the docstrings. Nothing here but the standard library (inspect, ast): no dependency.
 """
 

@@ -5,7 +5,7 @@ the verify rules (docs/verify.md), how the rules apply to a PIR program
     python docs/make_tables.py            # rewrite the tables in place
     python docs/make_tables.py --check    # exit 1 if a table is not what this writes
 
-tests/test_docs.py runs the check, so a rule or an exit code cannot change without
+tests/contract/test_docs.py runs the check, so a rule or an exit code cannot change without
 its table. Everything else in those pages is prose, kept true by the docs test.
 """
 

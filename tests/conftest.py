@@ -1,5 +1,6 @@
-"""Shared fixtures: sample programs (built once per session) and a CLI runner; the policy
-for the opt-in long runs and for a missing Paddle or mypy.
+"""Shared fixtures: sample programs (built once per session) and a terminal for CliRunner;
+the policy for the opt-in long runs and for a missing Paddle or mypy (the CLI itself is
+run by `invoke`, tests/support/commandline.py).
 
 Tests marked `paddle` need the real PaddlePaddle (`pip install 'vppctl[paddle]'`), tests
 marked `dev` need mypy (the dev extra). Without them they are skipped, the reason naming
@@ -11,19 +12,15 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 SLOW = os.environ.get("VPPCTL_SLOW") == "1"
 
 # Progress lines appear for phases that take over a second, which depends on the machine's
 # load: off for the suite (child processes inherit it), so that a test that asserts what
-# stderr holds cannot flake; tests/test_progress.py turns it on where it is the subject.
+# stderr holds cannot flake; tests/cli/test_progress.py turns it on where it is the subject.
 os.environ["VPPCTL_PROGRESS"] = "off"
 HAVE_PADDLE = importlib.util.find_spec("paddle") is not None
 REQUIRE_PADDLE = os.environ.get("VPPCTL_REQUIRE_PADDLE") == "1"
@@ -56,11 +53,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(no_paddle)
         if "dev" in item.keywords and not HAVE_MYPY:
             item.add_marker(no_mypy)
-
-
-@pytest.fixture
-def runner() -> CliRunner:
-    return CliRunner()
 
 
 @pytest.fixture

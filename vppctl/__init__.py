@@ -81,8 +81,8 @@ _API = {
     "NoConversionFits": "outcomes",
 }
 
-# A list a type checker reads (it cannot read one built from _API); tests/test_api.py checks
-# that the two name the same.
+# A list a type checker reads (it cannot read one built from _API);
+# tests/contract/test_api.py checks that the two name the same.
 __all__ = [
     "RULES",
     "Bubble",

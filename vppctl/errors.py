@@ -3,7 +3,7 @@
 Library code raises these; the CLI turns them into one `Error: ...` line on
 stderr and the class's exit code, in one place (`vppctl.cli`).
 
-Exit codes (the README's table; tests/test_docs.py checks it lists these):
+Exit codes (the README's table; tests/contract/test_docs.py checks it lists these):
 
     0   success
     1   verification found problems (`vppctl verify`)

@@ -29,7 +29,7 @@ from pathlib import Path
 import bench_convert as bench
 
 HERE = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(HERE / "tests"))
+sys.path.insert(0, str(HERE / "tests" / "support"))
 
 from iohelpers import run_in_pty, terminal_env  # noqa: E402
 

@@ -7,7 +7,7 @@ Run by hand from the repository root (pytest does not collect it):
     diff before.txt after.txt                                          # empty: identical
 
 It runs the CLI (`python -m vppctl`, with the checkout on PYTHONPATH) over the shipped
-samples, the Paddle exports in tests/paddle_reference and, with --bench, the benchmark's
+samples, the Paddle exports in tests/data/paddle_reference and, with --bench, the benchmark's
 10k- and 100k-op samples (cached in bench-out/), with the options each command takes,
 and prints one line per run: the command, its exit code and the SHA-256 of its stdout,
 its stderr and every file it wrote. A refactoring that changes no behaviour leaves the
@@ -29,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "samples"
-PADDLE = ROOT / "tests" / "paddle_reference"
+PADDLE = ROOT / "tests" / "data" / "paddle_reference"
 
 
 def programs(work: Path, bench: bool) -> Iterator[tuple[str, Path]]:

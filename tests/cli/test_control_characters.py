@@ -15,10 +15,10 @@ import re
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
+from commandline import invoke
 from programs import layered
 
-from vppctl.cli import cli
 from vppctl.escape import printable
 from vppctl.program._proto import program_pb2 as pb
 
@@ -40,18 +40,12 @@ def evil(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     plain = tmp / "evil.pb"
     plain.write_bytes(p.bytes())
     converted = tmp / "evil.vpp.pb"
-    run(["convert", plain, "--vpp", "2", "-o", converted])
+    invoke("convert", plain, "--vpp", "2", "-o", converted)
     msg = pb.ProgramDesc.FromString(converted.read_bytes())
     msg.blocks[0].ops[1].dist_attr.chunk_id = 1  # layer 0 split over two chunks: V004
     broken = tmp / "broken.pb"
     broken.write_bytes(msg.SerializeToString())
     return {"plain": plain, "converted": converted, "broken": broken, "dir": tmp}
-
-
-def run(args: list[object], exit_code: int = 0) -> Result:
-    result = CliRunner().invoke(cli, [str(a) for a in args])
-    assert result.exit_code == exit_code, result.output
-    return result
 
 
 def no_raw_controls(result: Result) -> str:
@@ -68,31 +62,31 @@ def test_printable_shows_each_control_character_as_an_escape() -> None:
 
 
 def test_inspect(evil: dict[str, Path]) -> None:
-    text = no_raw_controls(run(["inspect", evil["plain"]]))
+    text = no_raw_controls(invoke(*["inspect", evil["plain"]]))
     assert f"layers: {SHOWN_LAYER} x 4 (detected)" in text
-    names = json.loads(run(["inspect", evil["plain"], "--json"]).stdout)["layers"]["names"]
+    names = json.loads(invoke(*["inspect", evil["plain"], "--json"]).stdout)["layers"]["names"]
     assert names[0] == LAYER  # JSON: the exact name
 
 
 def test_convert(evil: dict[str, Path]) -> None:
     out = evil["dir"] / "again.pb"
-    text = no_raw_controls(run(["convert", evil["plain"], "--vpp", "2", "-o", out]))
+    text = no_raw_controls(invoke(*["convert", evil["plain"], "--vpp", "2", "-o", out]))
     assert f"{SHOWN_LAYER}_1 " in text
 
 
 def test_convert_error_message(evil: dict[str, Path]) -> None:
     args = ["convert", evil["plain"], "--vpp", "2", "--seg-method", "Linear"]
-    result = run(args, exit_code=4)
+    result = invoke(*args, exit_code=4)
     text = no_raw_controls(result)
     assert f"({SHOWN_TYPE})" in text and text.startswith("Error: ")
     # The library builds such messages with the same escaping: the JSON's is the line's.
-    data = json.loads(run([*args, "--json"], exit_code=4).stdout)
+    data = json.loads(invoke(*args, "--json", exit_code=4).stdout)
     assert result.stderr == f"Error: {data['error']['message']}\n"
 
 
 @pytest.mark.parametrize("form", ["full", "concise", "github", "junit"])
 def test_verify(evil: dict[str, Path], form: str) -> None:
-    result = run(["verify", evil["broken"], "--output-format", form], exit_code=1)
+    result = invoke(*["verify", evil["broken"], "--output-format", form], exit_code=1)
     text = no_raw_controls(result)
     assert SHOWN_TYPE in text or SHOWN_LAYER in text
     if form == "junit":
@@ -102,21 +96,21 @@ def test_verify(evil: dict[str, Path], form: str) -> None:
 
 
 def test_verify_of_a_valid_program(evil: dict[str, Path]) -> None:
-    assert f"4 layers ({SHOWN_LAYER})" in no_raw_controls(run(["verify", evil["converted"]]))
+    assert f"4 layers ({SHOWN_LAYER})" in no_raw_controls(invoke(*["verify", evil["converted"]]))
 
 
 def test_plan(evil: dict[str, Path]) -> None:
-    text = no_raw_controls(run(["plan", evil["plain"], "-m", "4"]))
+    text = no_raw_controls(invoke(*["plan", evil["plain"], "-m", "4"]))
     assert f"4 layers ({SHOWN_LAYER}) on pp 2" in text
 
 
 def test_simulate(evil: dict[str, Path]) -> None:
-    no_raw_controls(run(["simulate", evil["converted"], "-m", "4"]))
+    no_raw_controls(invoke(*["simulate", evil["converted"], "-m", "4"]))
     args = ["simulate", evil["plain"], "--vpp", "2", "-m", "4", "--seg-method", "Linear"]
-    assert SHOWN_TYPE in no_raw_controls(run(args, exit_code=4))
+    assert SHOWN_TYPE in no_raw_controls(invoke(*args, exit_code=4))
 
 
 def test_dump(evil: dict[str, Path]) -> None:
     # protobuf text format escapes what a string holds: \033 for ESC
-    text = no_raw_controls(run(["dump", evil["plain"]]))
+    text = no_raw_controls(invoke(*["dump", evil["plain"]]))
     assert 'type: "matmul\\033[2J_v2"' in text

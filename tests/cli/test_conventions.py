@@ -2,6 +2,9 @@
 same on every command, each command's --help listing only the exit codes it can return,
 shell completion of every choice (the comma lists of `plan` too), and a program's format
 told by its content whatever its name.
+
+The tests here also cover vppctl/_version.py and vppctl/cli/options.py, which have no test
+file of their own.
 """
 
 from __future__ import annotations
@@ -13,20 +16,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import paths
 import pytest
-from click.testing import CliRunner, Result
+from commandline import invoke
 
 from vppctl import __version__
 from vppctl.cli import cli
 
-SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "gpt-8l-pp4.pb"
+SAMPLE = paths.SAMPLE
 TEXT_SAMPLE = SAMPLE.with_name("tiny-2l-pp2.pbtxt")
-
-
-def invoke(*args: object, exit_code: int = 0, **kwargs: object) -> Result:
-    result = CliRunner().invoke(cli, [str(a) for a in args], **kwargs)  # type: ignore[arg-type]
-    assert result.exit_code == exit_code, result.output
-    return result
 
 
 # -- choices in any case -------------------------------------------------------------------

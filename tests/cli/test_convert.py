@@ -2,6 +2,8 @@
 
 Every test asserts the exit code, stdout and stderr separately; refusals also check
 that no file was written and the input is untouched.
+
+The tests here also cover vppctl/cli/program.py, which has no test file of its own.
 """
 
 from __future__ import annotations
@@ -10,24 +12,16 @@ import json
 import re
 from pathlib import Path
 
+import paths
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
+from commandline import invoke
+from failures import write
 from programs import Prog, layered
 from rulekit import layer_op, move_op, op_where, placements, put_on
 
-from vppctl.cli import cli
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.program.roles import is_forward
-
-
-def write(tmp_path: Path, data: bytes, name: str = "prog.pb") -> Path:
-    path = tmp_path / name
-    path.write_bytes(data)
-    return path
-
-
-def run(runner: CliRunner, *args: str, env: dict[str, str] | None = None) -> Result:
-    return runner.invoke(cli, ["convert", *args], env=env)
 
 
 def files(tmp_path: Path) -> set[str]:
@@ -37,12 +31,9 @@ def files(tmp_path: Path) -> set[str]:
 # -- output file -------------------------------------------------------------------
 
 
-def test_default_output_puts_vpp_before_the_extension(
-    runner: CliRunner, tmp_path: Path, sample_bytes: dict
-) -> None:
+def test_default_output_puts_vpp_before_the_extension(tmp_path: Path, sample_bytes: dict) -> None:
     src = write(tmp_path, sample_bytes[(8, 4)])
-    r = run(runner, str(src), "--vpp", "2", "--seg-method", "DecoderLayer")
-    assert r.exit_code == 0, r.output
+    r = invoke("convert", str(src), "--vpp", "2", "--seg-method", "DecoderLayer")
     assert files(tmp_path) == {"prog.pb", "prog.vpp.pb"}
     assert src.read_bytes() == sample_bytes[(8, 4)]  # the input is never modified
     out = pb.ProgramDesc.FromString((tmp_path / "prog.vpp.pb").read_bytes())
@@ -50,49 +41,60 @@ def test_default_output_puts_vpp_before_the_extension(
     assert re.fullmatch(r"wrote \S*prog\.vpp\.pb \(\d+\.\d KB\)\n", r.stderr)
 
 
-def test_default_output_of_a_text_program_is_text(runner: CliRunner, tmp_path: Path) -> None:
+def test_default_output_of_a_text_program_is_text(tmp_path: Path) -> None:
     from google.protobuf import text_format
 
     text = text_format.MessageToString(pb.ProgramDesc.FromString(layered([0, 0, 1, 1]).bytes()))
     src = tmp_path / "prog.pbtxt"
     src.write_text(text)
-    r = run(runner, str(src), "--vpp", "2", "--seg-method", "DecoderLayer", "--quiet")
-    assert r.exit_code == 0, r.output
+    invoke("convert", str(src), "--vpp", "2", "--seg-method", "DecoderLayer", "--quiet")
     assert files(tmp_path) == {"prog.pbtxt", "prog.vpp.pbtxt"}
     out = text_format.Parse((tmp_path / "prog.vpp.pbtxt").read_text(), pb.ProgramDesc())
     assert out.pipeline_plan.mode == "auto"
 
 
-def test_explicit_output(runner: CliRunner, tmp_path: Path) -> None:
+def test_explicit_output(tmp_path: Path) -> None:
     src = write(tmp_path, layered([0, 0, 1, 1]).bytes())
-    r = run(
-        runner, str(src), "--vpp", "2", "--seg-method", "DecoderLayer", "-o", str(tmp_path / "x.pb")
+    invoke(
+        "convert",
+        str(src),
+        "--vpp",
+        "2",
+        "--seg-method",
+        "DecoderLayer",
+        "-o",
+        str(tmp_path / "x.pb"),
     )
-    assert r.exit_code == 0, r.output
     assert files(tmp_path) == {"prog.pb", "x.pb"}
 
 
 @pytest.mark.parametrize("spelling", ["same", "dotted"])
-def test_output_equal_to_input_is_refused_without_in_place(
-    runner: CliRunner, tmp_path: Path, spelling: str
-) -> None:
+def test_output_equal_to_input_is_refused_without_in_place(tmp_path: Path, spelling: str) -> None:
     data = layered([0, 0, 1, 1]).bytes()
     src = write(tmp_path, data)
     (tmp_path / "sub").mkdir()
     out = src if spelling == "same" else tmp_path / "sub" / ".." / "prog.pb"
-    r = run(runner, str(src), "--vpp", "2", "--seg-method", "DecoderLayer", "-o", str(out))
-    assert r.exit_code == 2  # a usage error (the README's exit codes)
+    r = invoke(
+        "convert",
+        str(src),
+        "--vpp",
+        "2",
+        "--seg-method",
+        "DecoderLayer",
+        "-o",
+        str(out),
+        exit_code=2,
+    )
     assert r.stdout == ""
     assert "--in-place" in r.stderr
     assert src.read_bytes() == data
     assert files(tmp_path) == {"prog.pb", "sub"}
 
 
-def test_in_place_overwrites_the_input(runner: CliRunner, tmp_path: Path) -> None:
+def test_in_place_overwrites_the_input(tmp_path: Path) -> None:
     data = layered([0, 0, 1, 1]).bytes()
     src = write(tmp_path, data)
-    r = run(runner, str(src), "--vpp", "2", "--seg-method", "DecoderLayer", "--in-place")
-    assert r.exit_code == 0, r.output
+    invoke("convert", str(src), "--vpp", "2", "--seg-method", "DecoderLayer", "--in-place")
     assert files(tmp_path) == {"prog.pb"}
     out = pb.ProgramDesc.FromString(src.read_bytes())
     assert out.pipeline_plan.vpp == 2
@@ -102,24 +104,20 @@ def test_in_place_overwrites_the_input(runner: CliRunner, tmp_path: Path) -> Non
 # -- --pp --------------------------------------------------------------------------
 
 
-def test_pp_mismatch_exits_4_naming_both_numbers(
-    runner: CliRunner, tmp_path: Path, sample_bytes: dict
-) -> None:
+def test_pp_mismatch_exits_4_naming_both_numbers(tmp_path: Path, sample_bytes: dict) -> None:
     src = write(tmp_path, sample_bytes[(8, 4)])
-    r = run(runner, str(src), "--pp", "2", "--vpp", "2", "--seg-method", "DecoderLayer")
-    assert r.exit_code == 4
+    r = invoke(
+        "convert", str(src), "--pp", "2", "--vpp", "2", "--seg-method", "DecoderLayer", exit_code=4
+    )
     assert r.stdout == ""
     assert re.search(r"\b2\b", r.stderr) and re.search(r"\b4\b", r.stderr), r.stderr
     assert "--pp" in r.stderr
     assert files(tmp_path) == {"prog.pb"}
 
 
-def test_pp_matching_the_program_is_accepted(
-    runner: CliRunner, tmp_path: Path, sample_bytes: dict
-) -> None:
+def test_pp_matching_the_program_is_accepted(tmp_path: Path, sample_bytes: dict) -> None:
     src = write(tmp_path, sample_bytes[(8, 4)])
-    r = run(runner, str(src), "--pp", "4", "--vpp", "2", "--seg-method", "DecoderLayer")
-    assert r.exit_code == 0, r.output
+    r = invoke("convert", str(src), "--pp", "4", "--vpp", "2", "--seg-method", "DecoderLayer")
     assert r.stderr.startswith("wrote ") and r.stderr.count("\n") == 1
 
 
@@ -133,12 +131,9 @@ def _one_json_object(stdout: str) -> dict:
     return obj
 
 
-def test_json_is_one_object_with_the_documented_keys(
-    runner: CliRunner, tmp_path: Path, sample_bytes: dict
-) -> None:
+def test_json_is_one_object_with_the_documented_keys(tmp_path: Path, sample_bytes: dict) -> None:
     src = write(tmp_path, sample_bytes[(8, 4)])
-    r = run(runner, str(src), "--vpp", "2", "--seg-method", "DecoderLayer", "--json")
-    assert r.exit_code == 0, r.output
+    r = invoke("convert", str(src), "--vpp", "2", "--seg-method", "DecoderLayer", "--json")
     assert r.stderr.startswith("wrote ") and r.stderr.count("\n") == 1  # nothing else
     data = _one_json_object(r.stdout)
     for key in ("pp", "vpp", "placement", "mode", "layers", "output", "warnings", "segments"):
@@ -168,33 +163,28 @@ def _with_stray() -> Prog:
     return p
 
 
-def test_json_warnings_go_to_stderr_and_into_the_object(runner: CliRunner, tmp_path: Path) -> None:
+def test_json_warnings_go_to_stderr_and_into_the_object(tmp_path: Path) -> None:
     src = write(tmp_path, _with_stray().bytes())
-    r = run(runner, str(src), "--vpp", "2", "--seg-method", "DecoderLayer", "--json")
-    assert r.exit_code == 0, r.output
+    r = invoke("convert", str(src), "--vpp", "2", "--seg-method", "DecoderLayer", "--json")
     data = _one_json_object(r.stdout)
     assert len(data["warnings"]) == 1
     assert "assign" in data["warnings"][0]
     assert "warning" in r.stderr.lower() and "assign" in r.stderr
 
 
-def test_warnings_go_to_stderr_with_the_table(runner: CliRunner, tmp_path: Path) -> None:
+def test_warnings_go_to_stderr_with_the_table(tmp_path: Path) -> None:
     src = write(tmp_path, _with_stray().bytes())
-    r = run(runner, str(src), "--vpp", "2", "--seg-method", "DecoderLayer")
-    assert r.exit_code == 0, r.output
+    r = invoke("convert", str(src), "--vpp", "2", "--seg-method", "DecoderLayer")
     warnings = [line.strip() for line in r.stderr.splitlines() if line.strip()]
     assert warnings and "warning" in warnings[0].lower() and "assign" in r.stderr
     assert not any(w in r.stdout for w in warnings)
 
 
-def test_quiet_prints_nothing_on_stderr_and_writes_the_output(
-    runner: CliRunner, tmp_path: Path
-) -> None:
+def test_quiet_prints_nothing_on_stderr_and_writes_the_output(tmp_path: Path) -> None:
     # -q means the same on every command: no progress, warnings or `wrote` line; the
     # result (the table) still goes to stdout.
     src = write(tmp_path, _with_stray().bytes())
-    r = run(runner, str(src), "--vpp", "2", "--seg-method", "DecoderLayer", "--quiet")
-    assert r.exit_code == 0, r.output
+    r = invoke("convert", str(src), "--vpp", "2", "--seg-method", "DecoderLayer", "--quiet")
     assert r.stderr == ""
     assert r.stdout.startswith("pp 2 x vpp 2, auto mode:")
     assert files(tmp_path) == {"prog.pb", "prog.vpp.pb"}
@@ -261,14 +251,13 @@ REFUSALS = {
 
 @pytest.mark.parametrize("case", sorted(REFUSALS))
 def test_refusal_exits_4_names_problem_and_fix_and_writes_nothing(
-    runner: CliRunner, tmp_path: Path, case: str
+    tmp_path: Path, case: str
 ) -> None:
     prog, extra, problem, fix = REFUSALS[case]
     data = prog.bytes()
     src = write(tmp_path, data)
     args = ["--vpp", "2", "--seg-method", "DecoderLayer", *extra]
-    r = run(runner, str(src), *args)
-    assert r.exit_code == 4, r.output
+    r = invoke("convert", str(src), *args, exit_code=4)
     assert r.stdout == ""
     message = r.stderr.strip()
     assert "\n" not in message, "one line"
@@ -281,18 +270,26 @@ def test_refusal_exits_4_names_problem_and_fix_and_writes_nothing(
     assert src.read_bytes() == data
 
 
-def test_refusal_with_json_prints_the_error_as_json(runner: CliRunner, tmp_path: Path) -> None:
+def test_refusal_with_json_prints_the_error_as_json(tmp_path: Path) -> None:
     src = write(tmp_path, layered([0, 0, 0, 1, 1, 1]).bytes())
-    r = run(runner, str(src), "--vpp", "2", "--seg-method", "DecoderLayer", "--json")
-    assert r.exit_code == 4
+    r = invoke(
+        "convert", str(src), "--vpp", "2", "--seg-method", "DecoderLayer", "--json", exit_code=4
+    )
     error = json.loads(r.stdout)["error"]
     assert error["exit_code"] == 4 and error["kind"] == "convert"
     assert r.stderr == f"Error: {error['message']}\n"
 
 
-def test_missing_input_exits_3(runner: CliRunner, tmp_path: Path) -> None:
-    r = run(runner, str(tmp_path / "nope.pb"), "--vpp", "2", "--seg-method", "DecoderLayer")
-    assert r.exit_code == 3
+def test_missing_input_exits_3(tmp_path: Path) -> None:
+    r = invoke(
+        "convert",
+        str(tmp_path / "nope.pb"),
+        "--vpp",
+        "2",
+        "--seg-method",
+        "DecoderLayer",
+        exit_code=3,
+    )
     assert r.stdout == ""
     assert "nope.pb" in r.stderr
     assert files(tmp_path) == set()
@@ -316,56 +313,52 @@ def _changes(before: bytes, after: bytes) -> tuple[int, int]:
     return ops, vars_
 
 
-def _convert_sample(runner: CliRunner, tmp_path: Path, data: bytes) -> tuple[Result, int, int]:
+def _convert_sample(tmp_path: Path, data: bytes) -> tuple[Result, int, int]:
     """Convert with the table; returns the result and the ops and vars that changed."""
     src = write(tmp_path, data)
-    r = run(runner, str(src), "--vpp", "2", "--seg-method", "DecoderLayer")
-    assert r.exit_code == 0, r.output
+    r = invoke("convert", str(src), "--vpp", "2", "--seg-method", "DecoderLayer")
     ops, vars_ = _changes(data, (tmp_path / "prog.vpp.pb").read_bytes())
     assert ops > 0 and vars_ > 0
     return r, ops, vars_
 
 
-def test_table_title_says_pp_vpp_and_mode(
-    runner: CliRunner, tmp_path: Path, sample_bytes: dict
-) -> None:
-    r, _, _ = _convert_sample(runner, tmp_path, sample_bytes[(8, 4)])
+def test_table_title_says_pp_vpp_and_mode(tmp_path: Path, sample_bytes: dict) -> None:
+    r, _, _ = _convert_sample(tmp_path, sample_bytes[(8, 4)])
     title = next(line for line in r.stdout.splitlines() if line.strip())
     assert re.search(r"pp\D{0,3}4\b", title) and re.search(r"vpp\D{0,3}2\b", title), title
     assert "auto" in title
 
 
-def test_table_title_says_how_many_ops_and_vars_changed(
-    runner: CliRunner, tmp_path: Path, sample_bytes: dict
-) -> None:
+def test_table_title_says_how_many_ops_and_vars_changed(tmp_path: Path, sample_bytes: dict) -> None:
     # "A title line says pp, V, mode, and how many ops and variables changed."
-    r, ops, vars_ = _convert_sample(runner, tmp_path, sample_bytes[(8, 4)])
+    r, ops, vars_ = _convert_sample(tmp_path, sample_bytes[(8, 4)])
     title = next(line for line in r.stdout.splitlines() if line.strip())
     assert re.search(rf"\b{ops}\b", title) and re.search(rf"\b{vars_}\b", title), title
 
 
 def test_table_output_counts_the_ops_and_vars_that_changed(
-    runner: CliRunner, tmp_path: Path, sample_bytes: dict
+    tmp_path: Path, sample_bytes: dict
 ) -> None:
-    r, ops, vars_ = _convert_sample(runner, tmp_path, sample_bytes[(8, 4)])
+    r, ops, vars_ = _convert_sample(tmp_path, sample_bytes[(8, 4)])
     line = next((x for x in r.stdout.splitlines() if re.search(rf"\b{ops}\b", x)), "")
     assert "op" in line and re.search(rf"\b{vars_}\b", line), r.stdout
 
 
 def test_table_has_one_row_per_segment_in_virtual_stage_order(
-    runner: CliRunner, tmp_path: Path, sample_bytes: dict
+    tmp_path: Path, sample_bytes: dict
 ) -> None:
     src = write(tmp_path, sample_bytes[(8, 4)])
-    r = run(runner, str(src), "--vpp", "2", "--seg-method", "DecoderLayer")
+    r = invoke("convert", str(src), "--vpp", "2", "--seg-method", "DecoderLayer")
     rows = [line.split() for line in r.stdout.splitlines() if re.match(r"\s*\d+\s+\d+\s+\d", line)]
     assert [row[:3] for row in rows] == [[str(k), str(k % 4), str(k // 4)] for k in range(8)]
     assert [row[4] for row in rows] == ["DecoderLayer"] + [f"DecoderLayer_{k}" for k in range(1, 8)]
 
 
-def test_table_shows_layers_compactly(runner: CliRunner, tmp_path: Path) -> None:
+def test_table_shows_layers_compactly(tmp_path: Path) -> None:
     src = write(tmp_path, layered([0] * 8 + [1] * 8).bytes())
-    r = run(runner, str(src), "--vpp", "2", "--seg-method", "DecoderLayer", env={"COLUMNS": "80"})
-    assert r.exit_code == 0, r.output
+    r = invoke(
+        "convert", str(src), "--vpp", "2", "--seg-method", "DecoderLayer", env={"COLUMNS": "80"}
+    )
     assert "DecoderLayer_4…7 (4)" in r.stdout
 
 
@@ -383,11 +376,10 @@ def test_table_shows_layers_compactly(runner: CliRunner, tmp_path: Path) -> None
     ],
 )
 def test_table_fits_an_80_column_terminal(
-    runner: CliRunner, tmp_path: Path, sample_bytes: dict, prog: object, seg: str, terminal: None
+    tmp_path: Path, sample_bytes: dict, prog: object, seg: str, terminal: None
 ) -> None:
     src = write(tmp_path, prog(sample_bytes))  # type: ignore[operator]
-    r = run(runner, str(src), "--vpp", "2", "--seg-method", seg)
-    assert r.exit_code == 0, r.output
+    r = invoke("convert", str(src), "--vpp", "2", "--seg-method", seg)
     lines = r.stdout.splitlines()
     assert len(lines) > 8
     assert [line for line in lines if len(line) > 80] == []
@@ -400,14 +392,10 @@ def _roles(prog: pb.ProgramDesc) -> list[int]:
     return [next((a.i for a in o.attrs if a.name == "op_role"), 0) for o in prog.blocks[0].ops]
 
 
-def test_sample_8_layers_pp4_converted_with_vpp2_is_paddles_example(
-    runner: CliRunner, tmp_path: Path
-) -> None:
+def test_sample_8_layers_pp4_converted_with_vpp2_is_paddles_example(tmp_path: Path) -> None:
     src, out = tmp_path / "prog.pb", tmp_path / "prog.vpp.pb"
-    made = runner.invoke(cli, ["sample", "--layers", "8", "--pp", "4", "-o", str(src)])
-    assert made.exit_code == 0, made.output
-    r = run(runner, str(src), "--vpp", "2", "--seg-method", "DecoderLayer")
-    assert r.exit_code == 0, r.output
+    invoke("sample", "--layers", "8", "--pp", "4", "-o", str(src))
+    invoke("convert", str(src), "--vpp", "2", "--seg-method", "DecoderLayer")
     prog = pb.ProgramDesc.FromString(out.read_bytes())
     ops, roles = prog.blocks[0].ops, _roles(prog)
     forward = [i for i, role in enumerate(roles) if is_forward(role)]
@@ -435,7 +423,7 @@ def test_sample_8_layers_pp4_converted_with_vpp2_is_paddles_example(
 
 
 def test_sample_without_ids_converts_like_the_sample_with_ids(
-    runner: CliRunner, tmp_path: Path, sample_bytes: dict
+    tmp_path: Path, sample_bytes: dict
 ) -> None:
     data = sample_bytes[(8, 4)]
     stripped = pb.ProgramDesc.FromString(data)
@@ -445,8 +433,7 @@ def test_sample_without_ids_converts_like_the_sample_with_ids(
     a = write(tmp_path, data, "a.pb")
     b = write(tmp_path, stripped.SerializeToString(), "b.pb")
     for src in (a, b):
-        r = run(runner, str(src), "--vpp", "2", "--seg-method", "DecoderLayer", "--quiet")
-        assert r.exit_code == 0, r.output
+        r = invoke("convert", str(src), "--vpp", "2", "--seg-method", "DecoderLayer", "--quiet")
         assert r.stderr == ""  # no unmapped backward ops to report
     pa = placements(pb.ProgramDesc.FromString((tmp_path / "a.vpp.pb").read_bytes()))
     pb_ = placements(pb.ProgramDesc.FromString((tmp_path / "b.vpp.pb").read_bytes()))
@@ -468,9 +455,8 @@ def test_micro_batches_simulates_the_plan_it_converted_with_without_planning_aga
         return index(program)  # type: ignore[arg-type]
 
     monkeypatch.setattr(pipeline, "build_index", counting)
-    src = Path(__file__).parents[1] / "samples" / "gpt-8l-pp4.pb"
+    src = paths.SAMPLE
     out = tmp_path / "out.pb"
-    r = CliRunner().invoke(cli, ["convert", str(src), "--vpp", "2", "-m", "8", "-o", str(out)])
-    assert r.exit_code == 0, r.output
+    r = invoke("convert", str(src), "--vpp", "2", "-m", "8", "-o", str(out))
     assert "bubble at m=8" in r.stdout
     assert len(calls) == 1

@@ -2,6 +2,8 @@
 
 Real processes (`python -m vppctl`), real pipes, devices made with mknod and FIFOs made
 with mkfifo in a temporary directory. CI runs these as root, as containers usually do.
+
+The tests here also cover vppctl/__main__.py, which has no test file of its own.
 """
 
 from __future__ import annotations
@@ -14,13 +16,14 @@ import sys
 import threading
 from pathlib import Path
 
+import paths
 import pytest
 
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.sample import SampleOptions, build_sample
 
 SAMPLE = build_sample(SampleOptions(layers=8, pp=4, hidden=64, vocab=1000))
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = paths.ROOT
 
 
 def vppctl(

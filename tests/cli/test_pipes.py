@@ -14,20 +14,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import paths
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
+from commandline import invoke
 from iohelpers import run_in_pty, terminal_env
 
-from vppctl.cli import cli
-
-SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "gpt-8l-pp4.pb"
+SAMPLE = paths.SAMPLE
 ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
-
-
-def invoke(*args: object) -> Result:
-    result = CliRunner().invoke(cli, [str(a) for a in args])
-    assert result.exit_code == 0, result.output
-    return result
 
 
 SPLIT = ("--vpp", "2", "--split", "balanced", "--cost", "flops")

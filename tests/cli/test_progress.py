@@ -1,6 +1,8 @@
 """Signs of life (issue 22): long work shows its phases. At a terminal a rich progress bar
 (transient) names the phase; in a log (stderr not a terminal) a plain line per phase that
 took over LOG_AFTER seconds; nothing with -q. The library only reports, to an observer.
+
+The tests here also cover vppctl/progress.py, which has no test file of its own.
 """
 
 from __future__ import annotations
@@ -9,18 +11,18 @@ import re
 import sys
 from pathlib import Path
 
+import paths
 import pytest
-from click.testing import CliRunner
+from commandline import invoke
 from iohelpers import run_in_pty, terminal_env
 
 from vppctl import progress
-from vppctl.cli import cli
 from vppctl.cli import progress as cli_progress
 from vppctl.commands import convert_file
 from vppctl.convert import ConvertOptions
 from vppctl.plan import PlanOptions
 
-SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "gpt-8l-pp4.pb"
+SAMPLE = paths.SAMPLE
 PHASES = ["reading", "indexing", "planning", "applying", "verifying", "writing"]
 
 
@@ -87,8 +89,7 @@ def test_plan_reports_its_search_candidate_by_candidate() -> None:
 
 def test_a_log_shows_a_long_search_going_on(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cli_progress, "LOG_EVERY", 0.0)  # every step is "ten seconds later"
-    result = CliRunner().invoke(cli, ["plan", str(SAMPLE), "-m", "4,8"])
-    assert result.exit_code == 0, result.output
+    result = invoke("plan", str(SAMPLE), "-m", "4,8")
     going = re.findall(r"^searching: (\d+)% of (\d+) candidates, \d+\.\d s$", result.stderr, re.M)
     assert going and going[-1][0] == "100"
 
@@ -111,8 +112,7 @@ def test_sample_reports_building_then_writing(tmp_path: Path, name: str) -> None
 def test_a_log_gets_the_phases_of_sample(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cli_progress, "LOG_AFTER", 0.0)
     args = ["sample", "--layers", "4", "--pp", "2", "-o", str(tmp_path / "s.pb")]
-    result = CliRunner().invoke(cli, args)
-    assert result.exit_code == 0, result.output
+    result = invoke(*args)
     lines = result.stderr.splitlines()
     assert re.fullmatch(r"building: \d+\.\d s", lines[0])
     assert re.fullmatch(r"writing: \d+\.\d s \(\d+\.\d KB\)", lines[1])
@@ -138,8 +138,7 @@ def test_a_log_gets_one_line_per_phase_over_the_threshold(
 ) -> None:
     monkeypatch.setattr(cli_progress, "LOG_AFTER", 0.0)  # every phase is "long" here
     args = ["convert", str(SAMPLE), "--vpp", "2", "-o", str(tmp_path / "o.pb")]
-    result = CliRunner().invoke(cli, args)
-    assert result.exit_code == 0, result.output
+    result = invoke(*args)
     lines = result.stderr.splitlines()
     said = [line.split(":")[0] for line in lines if re.fullmatch(r"[a-z]+: \d+\.\d s.*", line)]
     assert said == PHASES
@@ -151,7 +150,7 @@ def test_a_log_gets_one_line_per_phase_over_the_threshold(
 
 def test_small_runs_stay_quiet_in_a_log(tmp_path: Path) -> None:
     args = ["convert", str(SAMPLE), "--vpp", "2", "-o", str(tmp_path / "o.pb")]
-    result = CliRunner().invoke(cli, args)
+    result = invoke(*args)
     assert result.stderr.splitlines() == [
         line for line in result.stderr.splitlines() if line.startswith("wrote ")
     ]
@@ -164,8 +163,8 @@ def test_quiet_silences_the_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         ["verify", str(SAMPLE), "-q"],
         ["inspect", str(SAMPLE), "-q"],
     ):
-        result = CliRunner().invoke(cli, args)
-        assert result.exit_code == 0 and result.stderr == "", args
+        result = invoke(*args)
+        assert result.stderr == "", args
 
 
 def test_the_environment_can_turn_progress_off(
@@ -174,8 +173,8 @@ def test_the_environment_can_turn_progress_off(
     monkeypatch.setattr(cli_progress, "LOG_AFTER", 0.0)
     monkeypatch.setenv("VPPCTL_PROGRESS", "off")
     args = ["convert", str(SAMPLE), "--vpp", "2", "-o", str(tmp_path / "o.pb")]
-    result = CliRunner().invoke(cli, args)
-    assert result.exit_code == 0 and result.stderr.startswith("wrote ")
+    result = invoke(*args)
+    assert result.stderr.startswith("wrote ")
 
 
 def test_a_long_phase_says_how_far_it_got_in_a_log(monkeypatch: pytest.MonkeyPatch) -> None:

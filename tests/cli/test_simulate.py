@@ -4,6 +4,9 @@ One bubble: convert's line, simulate's table and both JSONs give the same idle s
 of the step for the same program and options. A converted program is simulated as
 it was converted (no --vpp, its placement, its split). Schedules, group sizes, unit
 costs, torch CSV and the size limit are reachable from the command line.
+
+The tests here also cover vppctl/planner/costs.py and vppctl/report/schedule.py, which have
+no test file of their own.
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ from pathlib import Path
 
 import click
 import pytest
+from commandline import invoke
 
-from vppctl.cli import cli
 from vppctl.sample import SampleOptions, build_sample
 from vppctl.schedule.orders import MERGED, SCHEDULES, V_SHAPED
 from vppctl.schedule.simulation import simulate
@@ -31,22 +34,20 @@ def sample(tmp_path: Path, layers: int = 8, pp: int = 4, name: str = "p.pb") -> 
     return src
 
 
-def run_json(runner, args: list[str], exit_code: int = 0) -> dict:  # type: ignore[type-arg]
-    result = runner.invoke(cli, [*args, "--json"])
-    assert result.exit_code == exit_code, result.output
+def run_json(args: list[str], exit_code: int = 0) -> dict:  # type: ignore[type-arg]
+    result = invoke(*args, "--json", exit_code=exit_code)
     return json.loads(result.stdout)  # type: ignore[no-any-return]
 
 
-def test_unit_cost_simulation_prints_both_schedules(runner) -> None:
-    result = runner.invoke(cli, ["simulate", "--pp", "8", "--vpp", "2", "-m", "32"])
-    assert result.exit_code == 0, result.output
+def test_unit_cost_simulation_prints_both_schedules() -> None:
+    result = invoke("simulate", "--pp", "8", "--vpp", "2", "-m", "32")
     assert "1F1B" in result.stdout and "interleaved" in result.stdout
     assert "idle share of the step" in result.stdout
     assert result.stderr == ""
 
 
-def test_json_has_the_closed_form_bubbles(runner) -> None:
-    data = run_json(runner, ["simulate", "--pp", "8", "--vpp", "4", "-m", "32"])
+def test_json_has_the_closed_form_bubbles() -> None:
+    data = run_json(["simulate", "--pp", "8", "--vpp", "4", "-m", "32"])
     text = json.dumps(data)
     # (p-1)/m = 7/32 for 1F1B and (p-1)/(v*m) = 7/128 for interleaved, relative to ideal.
     assert "7/32" in text and "7/128" in text
@@ -55,11 +56,10 @@ def test_json_has_the_closed_form_bubbles(runner) -> None:
     assert data["bubble_definition"].startswith("idle time of all stages over pp x makespan")
 
 
-def test_svg_and_trace_files(runner, tmp_path: Path) -> None:
+def test_svg_and_trace_files(tmp_path: Path) -> None:
     svg, trace = tmp_path / "t.svg", tmp_path / "t.json"
     args = ["simulate", "--pp", "4", "--vpp", "2", "-m", "8", "--svg", str(svg)]
-    result = runner.invoke(cli, [*args, "--trace", str(trace)])
-    assert result.exit_code == 0, result.output
+    invoke(*args, "--trace", str(trace))
     # Both schedules: 1F1B over merged chunks (4 x 8 x 2 steps) and interleaved (x 2 chunks).
     cells = [
         e for e in ET.parse(svg).iter() if e.tag.endswith("}g") and "step" in e.get("class", "")
@@ -69,31 +69,30 @@ def test_svg_and_trace_files(runner, tmp_path: Path) -> None:
     assert len(events) == 4 * 8 * 2 + 4 * 2 * 8 * 2
 
 
-def test_costs_from_a_program(runner, tmp_path: Path) -> None:
+def test_costs_from_a_program(tmp_path: Path) -> None:
     src = sample(tmp_path)
-    data = run_json(runner, ["simulate", str(src), "--vpp", "2", "-m", "8"])
+    data = run_json(["simulate", str(src), "--vpp", "2", "-m", "8"])
     assert data["plan"]["costs"]["measure"] == "flops"
     assert data["plan"]["layers_per_segment"] == [1] * 8
-    mismatch = runner.invoke(cli, ["simulate", str(src), "--pp", "2", "--vpp", "2", "-m", "8"])
-    assert mismatch.exit_code == 4 and "--pp 2" in mismatch.stderr
+    mismatch = invoke("simulate", str(src), "--pp", "2", "--vpp", "2", "-m", "8", exit_code=4)
+    assert "--pp 2" in mismatch.stderr
 
 
-def test_simulate_needs_pp_and_vpp_without_a_program(runner) -> None:
-    result = runner.invoke(cli, ["simulate", "--vpp", "2", "-m", "8"])
-    assert result.exit_code == 2 and "--pp is required" in result.stderr
-    result = runner.invoke(cli, ["simulate", "--pp", "2", "-m", "8"])
-    assert result.exit_code == 2 and "--vpp is required" in result.stderr
+def test_simulate_needs_pp_and_vpp_without_a_program() -> None:
+    result = invoke("simulate", "--vpp", "2", "-m", "8", exit_code=2)
+    assert "--pp is required" in result.stderr
+    result = invoke("simulate", "--pp", "2", "-m", "8", exit_code=2)
+    assert "--vpp is required" in result.stderr
 
 
-def test_plan_and_memory_options_need_a_program(runner) -> None:
+def test_plan_and_memory_options_need_a_program() -> None:
     for extra in (["--split", "balanced"], ["--memory-limit", "1GiB"], ["--seg-method", "x"]):
-        result = runner.invoke(cli, ["simulate", "--pp", "2", "--vpp", "2", "-m", "4", *extra])
-        assert result.exit_code == 2 and "pass the program" in result.stderr, extra
+        result = invoke("simulate", "--pp", "2", "--vpp", "2", "-m", "4", *extra, exit_code=2)
+        assert "pass the program" in result.stderr, extra
 
 
-def test_an_unconverted_program_needs_vpp(runner, tmp_path: Path) -> None:
-    result = runner.invoke(cli, ["simulate", str(sample(tmp_path)), "-m", "8"])
-    assert result.exit_code == 2
+def test_an_unconverted_program_needs_vpp(tmp_path: Path) -> None:
+    result = invoke("simulate", str(sample(tmp_path)), "-m", "8", exit_code=2)
     assert "--vpp is required" in result.stderr and "no recorded plan" in result.stderr
 
 
@@ -105,26 +104,23 @@ def percents(line: str) -> list[str]:
 
 
 @pytest.mark.parametrize("placement", ["loop", "v"])
-def test_convert_and_simulate_give_the_same_bubble(runner, tmp_path: Path, placement) -> None:
+def test_convert_and_simulate_give_the_same_bubble(tmp_path: Path, placement) -> None:
     src, out = sample(tmp_path), tmp_path / "o.pb"
     args = ["convert", str(src), "--vpp", "2", "--placement", placement, "-m", "8"]
-    converted = runner.invoke(cli, [*args, "-o", str(out)], env={"COLUMNS": "80"})
-    assert converted.exit_code == 0, converted.output
+    converted = invoke(*args, "-o", str(out), env={"COLUMNS": "80"})
     line = next(x for x in converted.stdout.splitlines() if x.startswith("bubble at m=8"))
     assert "(FLOP costs)" in line and line.endswith("of the step")
     shown = percents(line)
     assert len(shown) == 2
     # simulate of the converted program and of the input with the same options
-    from_output = run_json(runner, ["simulate", str(out), "-m", "8"])
-    from_input = run_json(
-        runner, ["simulate", str(src), "--vpp", "2", "--placement", placement, "-m", "8"]
-    )
+    from_output = run_json(["simulate", str(out), "-m", "8"])
+    from_input = run_json(["simulate", str(src), "--vpp", "2", "--placement", placement, "-m", "8"])
     for data in (from_output, from_input):
         assert [f"{r['bubble']:.1%}" for r in data["results"]] == shown
-    table = runner.invoke(cli, ["simulate", str(out), "-m", "8"]).stdout
+    table = invoke("simulate", str(out), "-m", "8").stdout
     row = next(x for x in table.splitlines() if x.startswith("bubble (idle share of the step)"))
     assert percents(row) == shown
-    convert_json = run_json(runner, [*args, "-o", str(tmp_path / "o2.pb")])["bubble"]
+    convert_json = run_json([*args, "-o", str(tmp_path / "o2.pb")])["bubble"]
     second = "interleaved" if placement == "loop" else "zbv"
     assert set(convert_json) == {"definition", "micro_batches", "costs", "schedules"}
     assert list(convert_json["schedules"]) == ["1f1b", second]
@@ -133,7 +129,7 @@ def test_convert_and_simulate_give_the_same_bubble(runner, tmp_path: Path, place
     ]
     assert convert_json["definition"] == from_output["bubble_definition"]
     # and the same bytes per stage (micro-batch size 1)
-    memory = run_json(runner, [*args, "-o", str(tmp_path / "o3.pb")])["memory"]
+    memory = run_json([*args, "-o", str(tmp_path / "o3.pb")])["memory"]
     for schedule, result in zip(("1f1b", second), from_output["results"]):
         assert [s["peak_bytes"] for s in memory["per_schedule"][schedule]] == [
             s["peak_bytes"] for s in result["per_stage"]
@@ -141,29 +137,25 @@ def test_convert_and_simulate_give_the_same_bubble(runner, tmp_path: Path, place
 
 
 def test_convert_with_a_micro_batch_count_interleaving_refuses_still_converts(
-    runner, tmp_path: Path
+    tmp_path: Path,
 ) -> None:
     src, out = sample(tmp_path), tmp_path / "o.pb"
     # m = 6 at pp 4: Megatron's default group size 4 leaves a last group of 2 < pp.
-    result = runner.invoke(cli, ["convert", str(src), "--vpp", "2", "-m", "6", "-o", str(out)])
-    assert result.exit_code == 0, result.output
+    result = invoke("convert", str(src), "--vpp", "2", "-m", "6", "-o", str(out))
     assert out.stat().st_size > 0
     line = next(x for x in result.stdout.splitlines() if x.startswith("bubble at m=6"))
     assert "1F1B" in line and "interleaved" not in line
     assert "no interleaved bubble at --micro-batches 6" in result.stderr
     assert "legal --group-size values: 6" in result.stderr
     assert "the conversion is unaffected" in result.stderr
-    data = run_json(runner, ["convert", str(src), "--vpp", "2", "-m", "6", "-o", str(out)])
+    data = run_json(["convert", str(src), "--vpp", "2", "-m", "6", "-o", str(out)])
     assert set(data["bubble"]) == {"definition", "micro_batches", "costs", "schedules"}
     assert list(data["bubble"]["schedules"]) == ["1f1b"]
 
 
-def test_fewer_micro_batches_than_stages_warn_in_convert(runner, tmp_path: Path) -> None:
+def test_fewer_micro_batches_than_stages_warn_in_convert(tmp_path: Path) -> None:
     src = sample(tmp_path)
-    result = runner.invoke(
-        cli, ["convert", str(src), "--vpp", "2", "-m", "2", "-o", str(tmp_path / "o.pb")]
-    )
-    assert result.exit_code == 0, result.output
+    result = invoke("convert", str(src), "--vpp", "2", "-m", "2", "-o", str(tmp_path / "o.pb"))
     assert "micro-batches (2) < pp (4)" in result.stderr
     assert "no interleaved bubble" in result.stderr
 
@@ -171,27 +163,25 @@ def test_fewer_micro_batches_than_stages_warn_in_convert(runner, tmp_path: Path)
 # -- a converted program is simulated as converted ---------------------------------
 
 
-def test_a_converted_program_needs_no_vpp_and_prints_its_plan(runner, tmp_path: Path) -> None:
+def test_a_converted_program_needs_no_vpp_and_prints_its_plan(tmp_path: Path) -> None:
     src, out = sample(tmp_path, layers=10), tmp_path / "o.pb"
     convert = ["convert", str(src), "--vpp", "2", "--split", "balanced", "-o", str(out)]
-    assert runner.invoke(cli, convert).exit_code == 0
-    result = runner.invoke(cli, ["simulate", str(out), "-m", "8"])
-    assert result.exit_code == 0, result.output
+    invoke(*convert)
+    result = invoke("simulate", str(out), "-m", "8")
     first = result.stdout.splitlines()[0]
     assert first.startswith("plan: pp 4 x vpp 2, loop placement, as converted (layers ")
-    data = run_json(runner, ["simulate", str(out), "-m", "8"])
+    data = run_json(["simulate", str(out), "-m", "8"])
     assert data["plan"]["recorded"] is True and data["plan"]["split"] == "balanced"
     assert sum(data["plan"]["layers_per_segment"]) == 10
-    conflict = runner.invoke(cli, ["simulate", str(out), "-m", "8", "--vpp", "4"])
-    assert conflict.exit_code == 2
+    conflict = invoke("simulate", str(out), "-m", "8", "--vpp", "4", exit_code=2)
     assert "simulated as converted" in conflict.stderr and "drop --vpp 4" in conflict.stderr
 
 
-def test_a_v_placed_program_runs_the_v_order(runner, tmp_path: Path) -> None:
+def test_a_v_placed_program_runs_the_v_order(tmp_path: Path) -> None:
     src, out = sample(tmp_path), tmp_path / "o.pb"
     args = ["convert", str(src), "--vpp", "2", "--placement", "v", "-o", str(out)]
-    assert runner.invoke(cli, args).exit_code == 0
-    data = run_json(runner, ["simulate", str(out), "-m", "8"])
+    invoke(*args)
+    data = run_json(["simulate", str(out), "-m", "8"])
     assert [r["schedule"] for r in data["results"]] == ["1f1b", "zbv"]
     zbv = data["results"][1]
     assert zbv["placement"] == "v"
@@ -199,19 +189,17 @@ def test_a_v_placed_program_runs_the_v_order(runner, tmp_path: Path) -> None:
     stage0 = {a[: a.index(next(c for c in a if c.isalpha()))] for a in zbv["per_stage"][0]["order"]}
     stage3 = {a[: a.index(next(c for c in a if c.isalpha()))] for a in zbv["per_stage"][3]["order"]}
     assert stage0 == {"0", "7"} and stage3 == {"3", "4"}
-    interleaved = runner.invoke(cli, ["simulate", str(out), "-m", "8", "--schedule", "interleaved"])
-    assert interleaved.exit_code == 2 and "V-placed" in interleaved.stderr
+    interleaved = invoke("simulate", str(out), "-m", "8", "--schedule", "interleaved", exit_code=2)
+    assert "V-placed" in interleaved.stderr
 
 
-def test_uniform_impossible_falls_back_to_balanced_with_a_warning(runner, tmp_path: Path) -> None:
+def test_uniform_impossible_falls_back_to_balanced_with_a_warning(tmp_path: Path) -> None:
     src = sample(tmp_path, layers=10)
-    result = runner.invoke(cli, ["simulate", str(src), "--vpp", "2", "-m", "8"])
-    assert result.exit_code == 0, result.output
+    result = invoke("simulate", str(src), "--vpp", "2", "-m", "8")
     assert "10 layers do not divide" in result.stderr and "--split balanced" in result.stderr
     assert "split balanced (layers " in result.stdout.splitlines()[0]
     assert "warning" not in result.stdout
     explicit = run_json(
-        runner,
         ["simulate", str(src), "--vpp", "2", "-m", "8", "--layers-per-chunk", "1,1,1,1,1,1,2,2"],
     )
     assert explicit["plan"]["layers_per_segment"] == [1, 1, 1, 1, 1, 1, 2, 2]
@@ -222,12 +210,12 @@ def test_uniform_impossible_falls_back_to_balanced_with_a_warning(runner, tmp_pa
 
 
 @pytest.mark.parametrize("schedule", SCHEDULES)
-def test_every_schedule_runs_from_the_command_line(runner, schedule: str) -> None:
+def test_every_schedule_runs_from_the_command_line(schedule: str) -> None:
     extra = ["--placement", "v"] if schedule in V_SHAPED else []
     vpp = "1" if schedule in MERGED else "2"
     m = "4" if schedule == "zbvpp" else "8"  # Paddle runs ZBVPP at m == pp only
     data = run_json(
-        runner, ["simulate", "--pp", "4", "--vpp", vpp, "-m", m, "--schedule", schedule, *extra]
+        ["simulate", "--pp", "4", "--vpp", vpp, "-m", m, "--schedule", schedule, *extra]
     )
     (result,) = data["results"]
     assert result["schedule"] == schedule
@@ -242,46 +230,44 @@ def test_every_schedule_runs_from_the_command_line(runner, schedule: str) -> Non
     assert kinds <= {"F", "B", "I", "W"}
 
 
-def test_group_size_is_checked_and_recorded(runner) -> None:
+def test_group_size_is_checked_and_recorded() -> None:
     args = ["simulate", "--pp", "4", "--vpp", "2", "-m", "10", "--schedule", "interleaved"]
-    data = run_json(runner, [*args, "--group-size", "5"])
+    data = run_json([*args, "--group-size", "5"])
     assert data["results"][0]["group_size"] == 5
-    bad = runner.invoke(cli, [*args, "--group-size", "4"])
-    assert bad.exit_code == 2 and "legal --group-size values: 5, 6, 10" in bad.stderr
-    wrong = runner.invoke(
-        cli,
-        [
-            "simulate",
-            "--pp",
-            "4",
-            "--vpp",
-            "1",
-            "-m",
-            "8",
-            "--schedule",
-            "1f1b",
-            "--group-size",
-            "4",
-        ],
+    bad = invoke(*args, "--group-size", "4", exit_code=2)
+    assert "legal --group-size values: 5, 6, 10" in bad.stderr
+    wrong = invoke(
+        "simulate",
+        "--pp",
+        "4",
+        "--vpp",
+        "1",
+        "-m",
+        "8",
+        "--schedule",
+        "1f1b",
+        "--group-size",
+        "4",
+        exit_code=2,
     )
-    assert wrong.exit_code == 2 and "drop --group-size" in wrong.stderr
+    assert "drop --group-size" in wrong.stderr
 
 
-def test_unit_costs_reproduce_the_published_makespans(runner) -> None:
+def test_unit_costs_reproduce_the_published_makespans() -> None:
     base = ["simulate", "--pp", "4", "--vpp", "1", "-m", "8", "--costs", "1,1,1"]
-    one_f_one_b = run_json(runner, [*base, "--schedule", "1f1b"])["results"][0]
-    zb1p = run_json(runner, [*base, "--schedule", "zb1p"])["results"][0]
+    one_f_one_b = run_json([*base, "--schedule", "1f1b"])["results"][0]
+    zb1p = run_json([*base, "--schedule", "zb1p"])["results"][0]
     assert one_f_one_b["makespan"] == 33 and zb1p["makespan"] == 27
     assert [s["idle"] for s in one_f_one_b["per_stage"]] == [9] * 4
     assert [s["idle"] for s in zb1p["per_stage"]] == [3] * 4
-    bad = runner.invoke(cli, [*base, "--costs", "1,x,1"])
-    assert bad.exit_code == 2 and "--costs takes three" in bad.stderr
+    bad = invoke(*base, "--costs", "1,x,1", exit_code=2)
+    assert "--costs takes three" in bad.stderr
 
 
-def test_csv_is_torch_notation_and_parses_back(runner, tmp_path: Path) -> None:
+def test_csv_is_torch_notation_and_parses_back(tmp_path: Path) -> None:
     path = tmp_path / "s.csv"
     args = ["simulate", "--pp", "4", "--vpp", "2", "-m", "8", "--schedule", "zbv"]
-    data = run_json(runner, [*args, "--csv", str(path)])
+    data = run_json([*args, "--csv", str(path)])
     rows = parse_csv(path.read_text())
     orders = [list(s["order"]) for s in data["results"][0]["per_stage"]]
     assert [[f"{v}{k}{m}" for v, k, m in row] for row in rows] == orders
@@ -290,12 +276,12 @@ def test_csv_is_torch_notation_and_parses_back(runner, tmp_path: Path) -> None:
     assert data["written"] == [{"path": str(path), "bytes": path.stat().st_size}]
 
 
-def test_outputs_never_overwrite_the_input_or_each_other(runner, tmp_path: Path) -> None:
+def test_outputs_never_overwrite_the_input_or_each_other(tmp_path: Path) -> None:
     src = sample(tmp_path)
     before = src.read_bytes()
     for flag in ("--csv", "--svg", "--trace"):
-        result = runner.invoke(cli, ["simulate", str(src), "--vpp", "2", "-m", "8", flag, str(src)])
-        assert result.exit_code == 2 and "is the input" in result.stderr
+        result = invoke("simulate", str(src), "--vpp", "2", "-m", "8", flag, str(src), exit_code=2)
+        assert "is the input" in result.stderr
     same = tmp_path / "x"
     args = [
         "simulate",
@@ -310,14 +296,14 @@ def test_outputs_never_overwrite_the_input_or_each_other(runner, tmp_path: Path)
         "--csv",
         str(same),
     ]
-    result = runner.invoke(cli, args)
-    assert result.exit_code == 2 and "name the same file" in result.stderr
+    result = invoke(*args, exit_code=2)
+    assert "name the same file" in result.stderr
     assert src.read_bytes() == before and not same.exists()
 
 
 @pytest.mark.parametrize("how", ["absolute", "relative", "symbolic link", "hard link"])
 def test_two_pictures_by_different_paths_to_one_file_are_refused(
-    runner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
 ) -> None:
     here = tmp_path / "here"
     here.mkdir()
@@ -335,30 +321,28 @@ def test_two_pictures_by_different_paths_to_one_file_are_refused(
         os.link("o.svg", "hard.svg")
     base = ["simulate", "--pp", "2", "--vpp", "2", "-m", "4", "--svg", "o.svg"]
     for flag in ("--trace", "--csv"):
-        result = runner.invoke(cli, [*base, flag, other])
-        assert result.exit_code == 2, (flag, result.stderr)
+        result = invoke(*base, flag, other, exit_code=2)
         assert f"--svg and {flag} name the same file" in result.stderr
         assert (here / "o.svg").read_text() == "kept"  # nothing written
 
 
-def test_an_absurd_simulation_is_refused_at_once(runner) -> None:
+def test_an_absurd_simulation_is_refused_at_once() -> None:
     began = time.perf_counter()
     args = ["simulate", "--pp", "4096", "--vpp", "4096", "-m", "65536"]
-    result = runner.invoke(cli, args)
+    result = invoke(*args, exit_code=None)
     assert time.perf_counter() - began < 5
     assert result.exit_code == 2
     assert "more than the simulator's limit of 131,072" in result.stderr
     assert "lower --micro-batches" in result.stderr
 
 
-def test_memory_per_stage_is_in_the_table_and_the_json(runner, tmp_path: Path, terminal) -> None:
+def test_memory_per_stage_is_in_the_table_and_the_json(tmp_path: Path, terminal) -> None:
     src = sample(tmp_path)
     base = ["simulate", str(src), "--vpp", "2", "-m", "8", "--micro-batch-size", "2"]
-    table = runner.invoke(cli, base)
-    assert table.exit_code == 0, table.output
+    table = invoke(*base)
     assert "memory per stage (micro-batch size 2)" in table.stdout
     assert all(len(line) <= 80 for line in table.stdout.splitlines()[:40])
-    data = run_json(runner, base)
+    data = run_json(base)
     stage = data["results"][1]["per_stage"][0]
     for key in ("params_bytes", "grads_bytes", "optimizer_bytes", "peak_activation_bytes"):
         assert stage[key] > 0, key
@@ -375,25 +359,24 @@ def test_memory_per_stage_is_in_the_table_and_the_json(runner, tmp_path: Path, t
     assert stage["peak_activation_bytes"] <= sum(c["activation_bytes"] for c in stage["chunks"])
 
 
-def test_memory_limit_flags_the_stages_over_it(runner, tmp_path: Path) -> None:
+def test_memory_limit_flags_the_stages_over_it(tmp_path: Path) -> None:
     src = sample(tmp_path)
     base = ["simulate", str(src), "--vpp", "2", "-m", "8", "--schedule", "interleaved"]
-    peaks = [s["peak_bytes"] for s in run_json(runner, base)["results"][0]["per_stage"]]
+    peaks = [s["peak_bytes"] for s in run_json(base)["results"][0]["per_stage"]]
     limit = sorted(peaks)[1]  # between the lowest and the highest peak
-    data = run_json(runner, [*base, "--memory-limit", str(limit)], exit_code=1)
+    data = run_json([*base, "--memory-limit", str(limit)], exit_code=1)
     flags = [s["over_limit"] for s in data["results"][0]["per_stage"]]
     assert flags == [p > limit for p in peaks] and any(flags) and not all(flags)
     assert data["over_memory_limit"] is True
-    table = runner.invoke(cli, [*base, "--memory-limit", str(limit)])
-    assert table.exit_code == 1  # a gate a CI job can fail on
+    table = invoke(*base, "--memory-limit", str(limit), exit_code=1)
     assert "over the limit: stage" in table.stdout
     over = [str(stage) for stage, flag in enumerate(flags) if flag]
     noun = "stage" if len(over) == 1 else "stages"
     assert "over --memory-limit" in table.stderr and f"{noun} {', '.join(over)}" in table.stderr
-    fits = run_json(runner, [*base, "--memory-limit", str(max(peaks))])
+    fits = run_json([*base, "--memory-limit", str(max(peaks))])
     assert fits["over_memory_limit"] is False
-    bad = runner.invoke(cli, [*base, "--memory-limit", "lots"])
-    assert bad.exit_code == 2 and "is not a size" in bad.stderr
+    bad = invoke(*base, "--memory-limit", "lots", exit_code=2)
+    assert "is not a size" in bad.stderr
 
 
 @pytest.mark.parametrize(
@@ -406,12 +389,12 @@ def test_memory_limit_flags_the_stages_over_it(runner, tmp_path: Path) -> None:
     ],
 )
 def test_simulate_plans_as_convert_does_with_the_same_options(
-    runner, tmp_path: Path, options: list[str]
+    tmp_path: Path, options: list[str]
 ) -> None:
     src, out = sample(tmp_path, layers=10), tmp_path / "o.pb"
-    converted = run_json(runner, ["convert", str(src), "--vpp", "2", *options, "-o", str(out)])
-    simulated = run_json(runner, ["simulate", str(src), "--vpp", "2", "-m", "8", *options])
-    as_converted = run_json(runner, ["simulate", str(out), "-m", "8"])
+    converted = run_json(["convert", str(src), "--vpp", "2", *options, "-o", str(out)])
+    simulated = run_json(["simulate", str(src), "--vpp", "2", "-m", "8", *options])
+    as_converted = run_json(["simulate", str(out), "-m", "8"])
     counts = [len(s["layers"]) for s in converted["segments"]]
     assert simulated["plan"]["layers_per_segment"] == counts
     assert as_converted["plan"]["layers_per_segment"] == counts
@@ -453,19 +436,18 @@ def _untouched(olds: dict[Path, tuple[bytes, int]]) -> bool:
     return all((p.read_bytes(), p.stat().st_mtime_ns) == old for p, old in olds.items())
 
 
-def test_an_output_that_cannot_be_written_replaces_no_other(runner, tmp_path: Path) -> None:
+def test_an_output_that_cannot_be_written_replaces_no_other(tmp_path: Path) -> None:
     """Was: `simulate --svg OLD --csv /dev/full` exit 3 after replacing OLD."""
     olds = _earlier(tmp_path, "old.svg", "old.json")
     args = ["--svg", str(tmp_path / "old.svg"), "--trace", str(tmp_path / "old.json")]
-    result = runner.invoke(cli, [*PICTURES, *args, "--csv", "/dev/full"])
-    assert result.exit_code == 3, result.output
+    result = invoke(*PICTURES, *args, "--csv", "/dev/full", exit_code=3)
     assert "no space left on device" in result.stderr
     assert _untouched(olds)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["old.json", "old.svg"]
 
 
 def test_a_file_that_cannot_be_renamed_into_place_replaces_no_other(
-    runner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Files are given their names last, in the order of the options, once every output
     was written: the first rename failing leaves the second file unrenamed too. (A rename
@@ -483,15 +465,14 @@ def test_a_file_that_cannot_be_renamed_into_place_replaces_no_other(
 
     monkeypatch.setattr(atomic.Staged, "commit", refuse_the_svg)
     args = ["--svg", str(tmp_path / "a.svg"), "--csv", str(tmp_path / "b.csv")]
-    result = runner.invoke(cli, [*PICTURES, *args])
-    assert result.exit_code == 3, result.output
+    result = invoke(*PICTURES, *args, exit_code=3)
     assert result.stderr.startswith(f"Error: cannot write {tmp_path / 'a.svg'}: input/output")
     assert _untouched(olds)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.svg", "b.csv"]
 
 
 def test_a_fifo_nobody_reads_is_refused_before_any_output_is_written(
-    runner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from vppctl.program import files
 
@@ -500,17 +481,15 @@ def test_a_fifo_nobody_reads_is_refused_before_any_output_is_written(
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
     args = ["--svg", str(tmp_path / "old.svg"), "--csv", str(fifo)]
-    result = runner.invoke(cli, [*PICTURES, *args])
-    assert result.exit_code == 3, result.output
+    result = invoke(*PICTURES, *args, exit_code=3)
     assert "no process opened it for reading" in result.stderr
     assert _untouched(olds)
 
 
-def test_every_output_is_written_when_all_can_be(runner, tmp_path: Path) -> None:
+def test_every_output_is_written_when_all_can_be(tmp_path: Path) -> None:
     olds = _earlier(tmp_path, "old.svg", "old.csv")
     args = ["--svg", str(tmp_path / "old.svg"), "--csv", str(tmp_path / "old.csv")]
-    result = runner.invoke(cli, [*PICTURES, *args, "--trace", os.devnull])
-    assert result.exit_code == 0, result.output
+    invoke(*PICTURES, *args, "--trace", os.devnull)
     assert not any(p.read_bytes() == OLD_PICTURE for p in olds)
     assert (tmp_path / "old.svg").read_bytes().startswith(b"<svg")
 
@@ -518,9 +497,7 @@ def test_every_output_is_written_when_all_can_be(runner, tmp_path: Path) -> None
 @pytest.mark.parametrize(
     ("given", "canonical"), [("VPP", "vpp"), ("ZBH1", "zbh1"), ("FThenB", "fthenb")]
 )
-def test_schedule_takes_paddles_schedule_mode_names_in_any_case(
-    runner, given: str, canonical: str
-) -> None:
+def test_schedule_takes_paddles_schedule_mode_names_in_any_case(given: str, canonical: str) -> None:
     vpp = "2" if canonical == "vpp" else "1"
-    data = run_json(runner, ["simulate", "--pp", "4", "--vpp", vpp, "-m", "8", "--schedule", given])
+    data = run_json(["simulate", "--pp", "4", "--vpp", vpp, "-m", "8", "--schedule", given])
     assert data["results"][0]["schedule"] == canonical

@@ -22,21 +22,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
+from commandline import invoke
 from iohelpers import child
 from programs import layered
 
-from vppctl.cli import cli
 from vppctl.program._proto import program_pb2 as pb
 
 PROGRAM = layered([0, 0, 1, 1], backward=True, optimizer=True).bytes()
 SEG = ("--seg-method", "DecoderLayer")
-
-
-def invoke(*args: object, exit_code: int = 0) -> Result:
-    result = CliRunner().invoke(cli, [str(a) for a in args])
-    assert result.exit_code == exit_code, result.output
-    return result
 
 
 @pytest.fixture

@@ -4,6 +4,9 @@ Rendering tests with `Console(file=io.StringIO(), width=80, color_system=None)`,
 the 126-layer sample at pp 8 (`vppctl sample --layers 126 --pp 8`) with
 `--cost flops --split balanced --vpp 2`, where the layer ranges used to wrap every
 row in two, and on the compact range form itself.
+
+The tests here also cover vppctl/report/common.py and vppctl/report/program.py, which have
+no test file of their own.
 """
 
 from __future__ import annotations

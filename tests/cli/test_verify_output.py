@@ -4,6 +4,8 @@ full|concise|json|github|junit` and `--statistics` on a program with seeded viol
 The seeded program is the 8-layer sample converted to vpp 2 with two transpose2_grad
 ops moved to the other chunk of their stage: each breaks V008 (a grad op away from its
 forward op) and V011 (the gradient it writes first stays where it was).
+
+The tests here also cover vppctl/verify/outcome.py, which has no test file of its own.
 """
 
 from __future__ import annotations
@@ -13,20 +15,19 @@ import re
 from pathlib import Path
 from xml.etree import ElementTree
 
+import paths
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
+from commandline import invoke
 
-from vppctl.cli import cli
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.verify import PIR_RULES, RULES
 
-SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "gpt-8l-pp4.pb"
+SAMPLE = paths.SAMPLE
 
 
 def verify(*args: object, exit_code: int = 1) -> Result:
-    result = CliRunner().invoke(cli, ["verify", *map(str, args)])
-    assert result.exit_code == exit_code, result.output
-    return result
+    return invoke("verify", *args, exit_code=exit_code)
 
 
 @pytest.fixture(scope="module")
@@ -34,10 +35,7 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[tuple[i
     """(the program, [(grad op index, its forward op's id)] of the two ops moved)."""
     tmp = tmp_path_factory.mktemp("verify")
     good = tmp / "good.pb"
-    assert (
-        CliRunner().invoke(cli, ["convert", str(SAMPLE), "--vpp", "2", "-o", str(good)]).exit_code
-        == 0
-    )
+    invoke("convert", str(SAMPLE), "--vpp", "2", "-o", str(good))
     msg = pb.ProgramDesc.FromString(good.read_bytes())
     moved = []
     for i, op in enumerate(msg.blocks[0].ops):

@@ -1,7 +1,11 @@
 """Outcomes serialise like the command line: for every command, `outcome.to_json()` of the
 library call equals the object `--json` prints for the same input and options (the
 command line calls `to_json()`: one builder per shape), and it goes through `json.dumps`
-as it is (no Fraction, no tuple keys)."""
+as it is (no Fraction, no tuple keys).
+
+The tests here also cover vppctl/outcomes/program.py and vppctl/outcomes/schedule.py, which
+have no test file of their own.
+"""
 
 from __future__ import annotations
 
@@ -9,18 +13,17 @@ import json
 from pathlib import Path
 from typing import Any
 
+import paths
 import pytest
-from click.testing import CliRunner
+from commandline import invoke
 
 import vppctl
-from vppctl.cli import cli
 
-SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "gpt-8l-pp4.pb"
+SAMPLE = paths.SAMPLE
 
 
 def cli_json(*args: object, exit_code: int = 0) -> dict[str, Any]:
-    result = CliRunner().invoke(cli, [str(a) for a in args])
-    assert result.exit_code == exit_code, result.output
+    result = invoke(*args, exit_code=exit_code)
     data = json.loads(result.stdout)
     assert isinstance(data, dict)
     return data

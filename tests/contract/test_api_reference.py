@@ -11,11 +11,12 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import paths
 import pytest
 
 import vppctl
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = paths.ROOT
 
 
 def make_api() -> ModuleType:

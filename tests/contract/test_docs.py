@@ -23,8 +23,9 @@ from collections.abc import Iterator
 from contextlib import redirect_stdout
 from pathlib import Path
 
+import paths
 import pytest
-from click.testing import CliRunner
+from commandline import invoke
 from docblocks import (
     PAGES,
     ROOT,
@@ -34,6 +35,7 @@ from docblocks import (
     console_steps,
     fences,
     in_process_args,
+    paddle_script,
     shows,
 )
 
@@ -41,7 +43,7 @@ from vppctl import errors
 from vppctl.cli import cli
 
 README = (ROOT / "README.md").read_text()
-PIR = ROOT / "tests" / "pir_reference"
+PIR = paths.PIR_REFERENCE
 RUNS = ("console", "sh", "python", "pycon", "yaml")
 
 
@@ -111,7 +113,7 @@ def _bash(command: str, cwd: Path, *, strict: bool) -> tuple[int, str]:
 
 
 def _vppctl(args: list[str]) -> tuple[int, str]:
-    result = CliRunner().invoke(cli, args, prog_name="vppctl")
+    result = invoke(*args, exit_code=None)
     return result.exit_code, result.output
 
 
@@ -338,7 +340,7 @@ def test_every_command_takes_json_and_shows_examples_as_the_readme_says() -> Non
     assert "Every command's `--help` shows examples and the exit codes" in said
     for command in cli.commands:
         assert "--json" in _options(command), command
-        help_text = CliRunner().invoke(cli, [command, "--help"], prog_name="vppctl").stdout
+        help_text = invoke(command, "--help").stdout
         assert f"\n  vppctl {command} " in help_text and "Exit codes: 0 success" in help_text
 
 
@@ -415,21 +417,6 @@ def test_license_file_is_the_apache_license_pyproject_names() -> None:
 
 # -- the Paddle script of docs/paddle.md -------------------------------------------------
 
-# `model_loss` for the script: the small GPT of the bridge tests.
-MODEL_LOSS = """
-import importlib.util, sys
-def model_loss(ids, labels, meshes):
-    path = {conftest!r}
-    spec = importlib.util.spec_from_file_location("bridge_conftest", path)
-    bridge = importlib.util.module_from_spec(spec)
-    sys.modules["bridge_conftest"] = bridge
-    spec.loader.exec_module(bridge)
-    classes = bridge._model_classes()
-    logits = classes["GPTModel"](32, 8, 8, meshes)(ids)
-    with meshes[-1]:
-        return classes["Criterion"]()(logits, labels)
-"""
-
 # What docs/paddle.md says of the result, measured after the script has run.
 _FACTS = """
 import json
@@ -453,14 +440,6 @@ except NotImplementedError as e:
     facts["scheduler"] = str(e)
 print("FACTS " + json.dumps(facts))
 """
-
-
-def paddle_script() -> str:
-    """docs/paddle.md's training script, with the bridge tests' small GPT as `model_loss`
-    (tests/paddle_legacy/job_plan_300.py runs it on Paddle 3.0.0)."""
-    block = next(f for f in fences("docs/paddle.md") if f.directive == ("run with", "model_loss"))
-    conftest = ROOT / "tests" / "paddle_bridge" / "conftest.py"
-    return MODEL_LOSS.format(conftest=str(conftest)) + block.body
 
 
 def run_paddle_script(fence: Fence, work: Path) -> None:

@@ -17,15 +17,16 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import paths
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
+from commandline import invoke
 
 from vppctl import __version__, commands
-from vppctl.cli import cli
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.shapes import ERROR_SCHEMA, SCHEMAS
 
-SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "gpt-8l-pp4.pb"
+SAMPLE = paths.SAMPLE
 
 
 def schema(name: str) -> dict[str, Any]:
@@ -38,12 +39,6 @@ def check(name: str, data: dict[str, Any]) -> dict[str, Any]:
     jsonschema.Draft202012Validator(schema(name)).validate(data)
     assert data["vppctl_version"] == __version__
     return data
-
-
-def invoke(*args: object, exit_code: int = 0, **kwargs: Any) -> Result:
-    result = CliRunner().invoke(cli, [str(a) for a in args], **kwargs)
-    assert result.exit_code == exit_code, (result.exit_code, result.output)
-    return result
 
 
 def one_object(result: Result) -> dict[str, Any]:

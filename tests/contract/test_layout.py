@@ -1,6 +1,6 @@
 """The house's floor plan: modules stay small, every package shows its face and is
-entered through it, and every list of names a user picks from is one `Literal` type's
-values everywhere.
+entered through it, every list of names a user picks from is one `Literal` type's
+values everywhere, and tests/ mirrors vppctl/ (each module's tests found by their path).
 
 The layering itself (which package may import which, protobuf only under program/,
 no import cycle) is import-linter's contracts in pyproject.toml, run by .ci/run.
@@ -13,17 +13,17 @@ import importlib
 from pathlib import Path
 
 import click
+import paths
 import pytest
-from click.testing import CliRunner
+from commandline import invoke
 
 from vppctl import choices
-from vppctl.cli import cli
 from vppctl.cli.program import convert, sample, verify
 from vppctl.cli.schedule import plan, simulate
 from vppctl.planner import PlanSearchOptions
 from vppctl.verify import segments
 
-PACKAGE = Path(__file__).resolve().parents[1] / "vppctl"
+PACKAGE = paths.PACKAGE
 MAX_LINES = 800
 FACES = ["vppctl", *(f"vppctl.{p.parent.name}" for p in sorted(PACKAGE.glob("*/__init__.py")))]
 
@@ -118,12 +118,9 @@ def test_the_cli_offers_each_choice_type_s_names() -> None:
 def test_plan_s_lists_take_exactly_the_searched_names(option: str, names: tuple[str, ...]) -> None:
     """plan's comma-separated options accept each name (then fail on the missing program,
     exit 3) and refuse any other, listing the names."""
-    runner = CliRunner()
     for name in names:
-        r = runner.invoke(cli, ["plan", "missing.pb", "-m", "8", option, name])
-        assert r.exit_code == 3, r.output
-    r = runner.invoke(cli, ["plan", "missing.pb", "-m", "8", option, "bogus"])
-    assert r.exit_code == 2
+        r = invoke("plan", "missing.pb", "-m", "8", option, name, exit_code=3)
+    r = invoke("plan", "missing.pb", "-m", "8", option, "bogus", exit_code=2)
     assert f"'bogus' is not one of {', '.join(names)}" in r.stderr
 
 
@@ -141,3 +138,167 @@ def test_the_planner_searches_every_placement_and_every_split_but_explicit() -> 
     assert search.placements == choices.PLACEMENTS
     assert search.splits == choices.SEARCHED_SPLITS == ("uniform", "keep", "balanced")
     assert search.schedules == choices.SCHEDULES
+
+
+# -- the tests' house ------------------------------------------------------------------------
+
+TESTS = paths.TESTS
+# Test files live in these family folders, named for what they test; everything else in
+# support/ (helpers, on pytest's pythonpath), data/ (fixtures) or benchmarks/.
+FAMILIES = ("program", "convert", "verify", "schedule", "planner", "sample", "cli", "contract")
+FAMILIES += ("paddle",)
+HOMES = ("support", "data", "benchmarks")
+# The family folder of each package's tests (the engine's are convert/'s: they test the
+# conversion's rules); a module outside the packages has its tests in `TOP_LEVEL`'s folder.
+PACKAGE_TESTS = {
+    "program": "program",
+    "engine": "convert",
+    "verify": "verify",
+    "schedule": "schedule",
+    "planner": "planner",
+    "sample": "sample",
+    "cli": "cli",
+    "report": "cli",
+    "outcomes": "contract",
+}
+TOP_LEVEL = {"convert": "convert", "plan": "convert", "mesh": "convert", "paddle": "paddle"}
+
+# A module whose tests are not in a file of its own name (tests/<family>/test_<module>.py)
+# is covered by the file named here, which names the module in its text (its path or its
+# dotted name), so that `grep -rl vppctl/x/y.py tests` finds its tests. Package faces
+# (`__init__.py`) are the face tests' (above).
+COVERED_BY = {
+    "vppctl/__main__.py": "cli/test_io.py",
+    "vppctl/_lazy.py": "contract/test_api.py",
+    "vppctl/_version.py": "cli/test_conventions.py",
+    "vppctl/choices.py": "contract/test_layout.py",
+    "vppctl/cli/base.py": "cli/test_errors.py",
+    "vppctl/cli/options.py": "cli/test_conventions.py",
+    "vppctl/cli/program.py": "cli/test_convert.py",
+    "vppctl/cli/schedule.py": "cli/test_simulate.py",
+    "vppctl/commands.py": "contract/test_api.py",
+    "vppctl/engine/index.py": "program/test_scan.py",
+    "vppctl/errors.py": "cli/test_errors.py",
+    "vppctl/escape.py": "cli/test_control_characters.py",
+    "vppctl/gcpause.py": "contract/test_scaling.py",
+    "vppctl/outcomes/program.py": "contract/test_api_json.py",
+    "vppctl/outcomes/schedule.py": "contract/test_api_json.py",
+    "vppctl/paddle.py": "paddle/test_bridge.py",
+    "vppctl/planner/costs.py": "cli/test_simulate.py",
+    "vppctl/program/_proto/__init__.py": "program/test_format.py",
+    "vppctl/program/limits.py": "cli/test_errors.py",
+    "vppctl/program/load.py": "program/test_files.py",
+    "vppctl/program/pir_encode.py": "program/test_pir.py",
+    "vppctl/program/pir_grads.py": "program/test_pir.py",
+    "vppctl/program/pir_tables.py": "program/test_pir.py",
+    "vppctl/program/reads.py": "program/test_scan.py",
+    "vppctl/program/record.py": "convert/test_convert.py",
+    "vppctl/program/roles.py": "convert/test_convert.py",
+    "vppctl/program/save.py": "program/test_files.py",
+    "vppctl/program/wire.py": "program/test_encodings.py",
+    "vppctl/progress.py": "cli/test_progress.py",
+    "vppctl/report/common.py": "cli/test_tables.py",
+    "vppctl/report/program.py": "cli/test_tables.py",
+    "vppctl/report/schedule.py": "cli/test_simulate.py",
+    "vppctl/report/verify.py": "cli/test_verify_output.py",
+    "vppctl/sample/encode.py": "sample/test_stamp.py",
+    "vppctl/sample/model.py": "sample/test_sample.py",
+    "vppctl/sample/sections.py": "sample/test_stamp.py",
+    "vppctl/sample/size.py": "sample/test_sample.py",
+    "vppctl/schedule/actions.py": "schedule/test_orders.py",
+    "vppctl/schedule/arguments.py": "schedule/test_simulation.py",
+    "vppctl/schedule/interleaving.py": "schedule/test_orders.py",
+    "vppctl/schedule/refusal.py": "schedule/test_orders.py",
+    "vppctl/schedule/results.py": "schedule/test_simulation.py",
+    "vppctl/schedule/runtimes.py": "schedule/test_orders.py",
+    "vppctl/schedule/torchcsv.py": "schedule/test_orders.py",
+    "vppctl/schedule/vshape.py": "schedule/test_orders.py",
+    "vppctl/schedule/zbvpp.py": "schedule/test_goldens.py",
+    "vppctl/shapes.py": "contract/test_json.py",
+    "vppctl/summary.py": "cli/test_inspect_dump.py",
+    "vppctl/units.py": "cli/test_errors.py",
+    "vppctl/validate.py": "contract/test_api.py",
+    "vppctl/verify/checker.py": "verify/test_checks.py",
+    "vppctl/verify/expectation.py": "verify/test_verify.py",
+    "vppctl/verify/outcome.py": "cli/test_verify_output.py",
+    "vppctl/verify/refusals.py": "convert/test_precheck.py",
+    "vppctl/verify/rules.py": "verify/test_checks.py",
+    "vppctl/verify/segments.py": "verify/test_checks.py",
+}
+
+
+def _tests_files() -> list[Path]:
+    return sorted(p for p in TESTS.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+
+
+def test_every_test_file_sits_in_a_family_folder() -> None:
+    """tests/<family>/test_*.py; helpers in support/, fixtures in data/, benchmarks apart;
+    the one conftest.py of the suite, and one of a family's own."""
+    misplaced = []
+    for path in _tests_files():
+        rel = path.relative_to(TESTS)
+        top = rel.parts[0]
+        if rel.name.startswith("test_") and rel.suffix == ".py":
+            ok = len(rel.parts) == 2 and top in FAMILIES
+        elif rel.name == "conftest.py":
+            ok = len(rel.parts) == 1 or (len(rel.parts) == 2 and top in FAMILIES)
+        else:  # helpers, fixtures, benchmarks (and the fixtures' READMEs): in their homes
+            ok = len(rel.parts) > 1 and top in HOMES
+        if not ok:
+            misplaced.append(str(rel))
+    assert not misplaced, "move these into a family folder, support/, data/ or benchmarks/:\n" + (
+        "\n".join(misplaced)
+    )
+
+
+def test_tests_import_their_helpers_by_name() -> None:
+    """Helpers are found on pytest's pythonpath (pyproject: tests/support), never through a
+    path a test file adds; and a test file imports no other test file (a shared helper
+    belongs in support/)."""
+    offenders = []
+    for path in _tests_files():
+        rel = path.relative_to(TESTS)
+        if path.suffix != ".py" or rel.parts[0] in HOMES:
+            continue
+        tree = ast.parse(path.read_text())
+        if any(_is_path_insert(node) for node in ast.walk(tree)):
+            offenders.append(f"{rel}: sys.path.insert")
+        offenders += [f"{rel}: imports {m}" for m in _imported(tree) if m.startswith("test_")]
+    assert not offenders, "\n".join(offenders)
+
+
+def _is_path_insert(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and ast.unparse(node.func) == "sys.path.insert"
+
+
+def _test_family(module: Path) -> str:
+    rel = module.relative_to(PACKAGE)
+    if len(rel.parts) == 1:
+        return TOP_LEVEL.get(module.stem, "contract")
+    return PACKAGE_TESTS[rel.parts[0]]
+
+
+def test_every_module_has_a_test_file_or_a_named_one() -> None:
+    """`vppctl/engine/flow.py` -> tests/convert/test_flow.py, or the file COVERED_BY names,
+    which must name the module; an entry for a module with a file of its own is stale."""
+    problems = []
+    modules = {str(p.relative_to(PACKAGE.parent)): p for p in _modules()}
+    for rel, module in sorted(modules.items()):
+        if module.name == "__init__.py" and rel not in COVERED_BY:
+            continue
+        own = TESTS / _test_family(module) / f"test_{module.stem}.py"
+        cover = COVERED_BY.get(rel)
+        if own.exists():
+            if cover:
+                problems.append(f"{rel} has {own.relative_to(TESTS)}: drop its COVERED_BY entry")
+        elif cover is None:
+            problems.append(f"{rel}: no {own.relative_to(TESTS)} and no COVERED_BY entry")
+        else:
+            text = (TESTS / cover).read_text() if (TESTS / cover).exists() else ""
+            dotted = rel.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+            if rel not in text and dotted not in text:
+                problems.append(f"{rel}: {cover} does not name it ({rel} or {dotted})")
+    problems += [
+        f"COVERED_BY names {rel}, which is no module" for rel in COVERED_BY.keys() - modules.keys()
+    ]
+    assert not problems, "\n".join(problems)

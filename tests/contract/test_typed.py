@@ -19,12 +19,13 @@ import sysconfig
 import zipfile
 from pathlib import Path
 
+import paths
 import pytest
 
 import vppctl
 
-ROOT = Path(__file__).resolve().parent.parent
-TYPED = Path(__file__).resolve().parent / "typed"
+ROOT = paths.ROOT
+TYPED = paths.TYPED
 
 
 @pytest.fixture(scope="module")

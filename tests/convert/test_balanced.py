@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import itertools
 import json
-from pathlib import Path
 
+import paths
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -27,7 +27,7 @@ from vppctl.plan import (
     stage_loads,
 )
 
-S126 = json.loads((Path(__file__).parent / "data" / "s126-flops-costs.json").read_text())
+S126 = json.loads((paths.DATA / "s126-flops-costs.json").read_text())
 
 
 def objective(

@@ -14,19 +14,28 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import paths
 import pytest
-from click.testing import CliRunner
+from commandline import invoke
+from programs import layered
+from rulekit import (
+    convert_bytes,
+    small,
+)
 
-from vppctl.cli import cli
-from vppctl.engine.layers import few
+from vppctl.engine.detect import candidates, detect_layers
+from vppctl.engine.index import build_index
+from vppctl.engine.layers import few, find_layers
+from vppctl.errors import ConversionError
 from vppctl.program._proto import program_pb2 as pb
+from vppctl.program.load import parse_program
 
-SAMPLE = Path(__file__).parent.parent / "samples" / "gpt-8l-pp4.pb"
+SAMPLE = paths.SAMPLE
 
 
 def _convert(src: Path, tmp_path: Path, *args: str):  # type: ignore[no-untyped-def]
     out = tmp_path / "out.pb"
-    result = CliRunner().invoke(cli, ["convert", str(src), "--vpp", "2", "-o", str(out), *args])
+    result = invoke("convert", str(src), "--vpp", "2", "-o", str(out), *args, exit_code=None)
     assert not out.exists() or result.exit_code == 0
     return result
 
@@ -50,8 +59,7 @@ def test_a_regex_matching_a_sublayer_is_named_in_the_contiguity_error(tmp_path: 
 
 def test_detected_layers_keep_their_own_message(tmp_path: Path) -> None:
     """Detection names its candidate itself; no regex the user wrote to explain."""
-    result = CliRunner().invoke(cli, ["convert", str(SAMPLE), "--vpp", "3", "-o", "x.pb"])
-    assert result.exit_code == 4
+    result = invoke("convert", str(SAMPLE), "--vpp", "3", "-o", "x.pb", exit_code=4)
     assert "8 layers do not divide" in result.stderr
     assert "matches" not in result.stderr
 
@@ -98,17 +106,15 @@ def test_convert_refuses_a_program_without_struct_names(
 
 
 def test_simulate_refuses_a_program_without_struct_names(no_struct_names: Path) -> None:
-    result = CliRunner().invoke(cli, ["simulate", str(no_struct_names), "--vpp", "2", "-m", "8"])
-    assert result.exit_code == 4
+    result = invoke("simulate", str(no_struct_names), "--vpp", "2", "-m", "8", exit_code=4)
     assert "export_program" in result.stderr
 
 
 def test_inspect_and_verify_say_why_no_layers_are_found(no_struct_names: Path) -> None:
-    runner = CliRunner()
-    summary = json.loads(runner.invoke(cli, ["inspect", str(no_struct_names), "--json"]).stdout)
+    summary = json.loads(invoke("inspect", str(no_struct_names), "--json").stdout)
     assert summary["layers"]["count"] == 0
     assert "export_program" in summary["layers"]["note"]
-    report = json.loads(runner.invoke(cli, ["verify", str(no_struct_names), "--json"]).stdout)
+    report = json.loads(invoke("verify", str(no_struct_names), "--json", exit_code=1).stdout)
     assert [v["rule"] for v in report["violations"]] == ["V005"]
     assert "export_program" in report["violations"][0]["message"]
 
@@ -125,3 +131,59 @@ def test_struct_names_of_slash_only_are_struct_names(tmp_path: Path) -> None:
     result = _convert(path, tmp_path)
     assert result.exit_code == 4
     assert "found no repeated layer" in result.stderr
+
+
+# -- detection -----------------------------------------------------------------
+
+
+SAMPLES = sorted(paths.SAMPLES.glob("*.pb*"))
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name)
+def test_detection_finds_decoder_layer_on_every_sample_like_the_regex(path: Path) -> None:
+    program = parse_program(path.read_bytes(), text=path.suffix == ".pbtxt")
+    index = build_index(program)
+    detected = detect_layers(index)
+    explicit = find_layers(index, "DecoderLayer")
+    assert detected.layer_class == "DecoderLayer" and detected.detected
+    assert [layer.name for layer in detected.layers] == [layer.name for layer in explicit.layers]
+    assert [(x.first, x.last) for x in detected.layers] == [
+        (x.first, x.last) for x in explicit.layers
+    ]
+
+
+def test_detected_and_explicit_conversions_are_byte_identical_but_for_the_plan() -> None:
+    data = small(8, 4)
+    a, ra = convert_bytes(data, vpp=2)
+    b, rb = convert_bytes(data, vpp=2, seg_method="DecoderLayer")
+    pa, pb_ = pb.ProgramDesc.FromString(a), pb.ProgramDesc.FromString(b)
+    pa.ClearField("pipeline_plan")
+    pb_.ClearField("pipeline_plan")
+    assert pa.SerializeToString() == pb_.SerializeToString()
+    assert ra.plan.detected and not rb.plan.detected  # type: ignore[attr-defined]
+
+
+def test_detection_prints_what_it_found(tmp_path: Path) -> None:
+    src = tmp_path / "p.pb"
+    src.write_bytes(small(8, 4))
+    result = invoke("convert", str(src), "--vpp", "2")
+    assert "layers: DecoderLayer x 8 (detected)" in result.stdout
+
+
+def test_ambiguous_detection_is_refused_listing_candidates() -> None:
+    # Two layer classes alternate and cover the same number of ops.
+    p = layered([0, 0, 1, 1], layer="Attn")
+    for k, op in enumerate(p.msg.blocks[0].ops):
+        if "/Attn" in op.struct_name and k % 2 == 0:
+            op.struct_name = op.struct_name.replace("Attn", "Mlp")
+    index = build_index(p.program())
+    found = candidates(index)
+    assert len(found) >= 2 and found[0].ops == found[1].ops
+    with pytest.raises(ConversionError, match="ambiguous.*--seg-method"):
+        detect_layers(index)
+
+
+def test_no_repeated_layer_is_refused_with_the_fix() -> None:
+    p = layered([0], ops_per_layer=1)  # one layer, one Linear: nothing repeats
+    with pytest.raises(ConversionError, match="no repeated layer.*--seg-method"):
+        detect_layers(build_index(p.program()))

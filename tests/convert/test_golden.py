@@ -1,8 +1,8 @@
-"""Golden files: whole-sample conversions through the CLI, compared exactly with tests/golden/.
+"""Golden files: whole-sample conversions through the CLI, compared exactly with tests/data/golden/.
 
 Refresh the expected files after a deliberate change, then review the diff by hand:
 
-    VPPCTL_UPDATE_GOLDEN=1 /tmp/venv/bin/python -m pytest tests/test_golden.py
+    VPPCTL_UPDATE_GOLDEN=1 /tmp/venv/bin/python -m pytest tests/convert/test_golden.py
 
 Each golden file holds the two commands that made it, the `--json` report (the keys
 docs/conversion.md documents) and a compact listing of the converted program: the
@@ -20,15 +20,15 @@ import os
 import re
 from pathlib import Path
 
+import paths
 import pytest
-from click.testing import CliRunner
+from commandline import invoke
 from rulekit import listing
 
-from vppctl.cli import cli
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.program.roles import is_forward
 
-GOLDEN = Path(__file__).parent / "golden"
+GOLDEN = paths.GOLDEN
 UPDATE = os.environ.get("VPPCTL_UPDATE_GOLDEN") == "1"
 
 SAMPLE = ["--layers", "8", "--pp", "4", "--hidden", "64", "--vocab", "1000"]
@@ -47,12 +47,9 @@ CASES = {
 
 def render(name: str, tmp_path: Path) -> str:
     sample_args, convert_args = CASES[name]
-    runner = CliRunner()
     src, out = tmp_path / "in.pb", tmp_path / "out.pb"
-    made = runner.invoke(cli, ["sample", *sample_args, "-o", str(src)])
-    assert made.exit_code == 0, made.output
-    done = runner.invoke(cli, ["convert", str(src), *convert_args, "-o", str(out), "--json"])
-    assert done.exit_code == 0, done.output
+    invoke("sample", *sample_args, "-o", str(src))
+    done = invoke("convert", str(src), *convert_args, "-o", str(out), "--json")
     report = _documented(json.loads(done.stdout))
     return "\n".join(
         [
@@ -92,7 +89,8 @@ def test_golden(name: str, tmp_path: Path) -> None:
         pytest.fail(
             f"{path.name} differs ({len(diff)} lines; lengths {len(want)} vs {len(got)}):\n"
             + "\n".join(diff[:10])
-            + "\nIf the change is intended: VPPCTL_UPDATE_GOLDEN=1 pytest tests/test_golden.py"
+            + "\nIf the change is intended: "
+            + "VPPCTL_UPDATE_GOLDEN=1 pytest tests/convert/test_golden.py"
         )
 
 
@@ -171,10 +169,9 @@ def test_gpt8_pp4_vpp2_placement_v_is_the_v_shape() -> None:
 
 
 def test_golden_conversion_of_the_interleaved_sample_keeps_every_mesh(tmp_path: Path) -> None:
-    runner = CliRunner()
     src = tmp_path / "in.pb"
     sample_args, _ = CASES["gpt8_pp4_interleaved_vpp2"]
-    assert runner.invoke(cli, ["sample", *sample_args, "-o", str(src)]).exit_code == 0
+    invoke("sample", *sample_args, "-o", str(src))
     before = pb.ProgramDesc.FromString(src.read_bytes())
     after_lines = [
         line

@@ -4,7 +4,7 @@
 The recompute pass's backward copies of forward ops and its dependency `nop`s, the
 DataLoader's reader queue that no block declares, meshes an earlier program left, the AMP
 pass's casts, `dist.reshard`'s assigns, backward ops with no `forward_op_id`, and a
-`forward_op_id` the data flow contradicts. tests/test_paddle_reference.py checks the same on
+`forward_op_id` the data flow contradicts. tests/paddle/test_reference.py checks the same on
 programs Paddle 3.3.1 built, against Paddle's own answers.
 """
 

@@ -1,97 +1,40 @@
-"""Beyond Paddle: layer detection, V placement, keep / balanced / explicit splits, cost measures."""
+"""The plan (vppctl/plan.py): rules 4 and 5 of docs/conversion.md (auto or manual mode, the
+segments), and beyond Paddle: V placement, keep / balanced / explicit splits. The running
+example is tests/support/rulekit.py's.
+"""
 
 from __future__ import annotations
 
 import itertools
 import json
+import re
 from pathlib import Path
 
+import paths
 import pytest
+from commandline import invoke
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from programs import layered
+from rulekit import (
+    S0,
+    S1,
+    convert,
+    convert_bytes,
+    layer_op,
+    refusal,
+    running,
+    shows_stages,
+    small,
+)
 
-from vppctl.cli import cli
-from vppctl.convert import ConvertOptions, convert_program
-from vppctl.engine.detect import candidates, detect_layers
-from vppctl.engine.index import build_index
-from vppctl.engine.layers import find_layers
 from vppctl.errors import ConversionError
-from vppctl.plan import PlanOptions, balanced_sizes, keep_sizes, place, segment_costs
+from vppctl.plan import balanced_sizes, keep_sizes, place, segment_costs
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.program.load import parse_program
-from vppctl.sample import SampleOptions, build_sample
 from vppctl.verify.expectation import verify_program
 
-SAMPLES = sorted((Path(__file__).resolve().parent.parent / "samples").glob("*.pb*"))
-
-
-def small(layers: int, pp: int, **kw: object) -> bytes:
-    return build_sample(SampleOptions(layers=layers, pp=pp, hidden=64, vocab=1000, **kw))  # type: ignore[arg-type]
-
-
-def convert(data: bytes, **plan: object) -> tuple[bytes, object]:
-    program = parse_program(data)
-    seg = plan.pop("seg_method", None)
-    result = convert_program(
-        program,
-        ConvertOptions(plan=PlanOptions(**plan), seg_method=seg),  # type: ignore[arg-type]
-    )
-    return program.to_bytes(), result
-
-
-# -- detection -----------------------------------------------------------------
-
-
-@pytest.mark.parametrize("path", SAMPLES, ids=lambda p: p.name)
-def test_detection_finds_decoder_layer_on_every_sample_like_the_regex(path: Path) -> None:
-    program = parse_program(path.read_bytes(), text=path.suffix == ".pbtxt")
-    index = build_index(program)
-    detected = detect_layers(index)
-    explicit = find_layers(index, "DecoderLayer")
-    assert detected.layer_class == "DecoderLayer" and detected.detected
-    assert [layer.name for layer in detected.layers] == [layer.name for layer in explicit.layers]
-    assert [(x.first, x.last) for x in detected.layers] == [
-        (x.first, x.last) for x in explicit.layers
-    ]
-
-
-def test_detected_and_explicit_conversions_are_byte_identical_but_for_the_plan() -> None:
-    data = small(8, 4)
-    a, ra = convert(data, vpp=2)
-    b, rb = convert(data, vpp=2, seg_method="DecoderLayer")
-    pa, pb_ = pb.ProgramDesc.FromString(a), pb.ProgramDesc.FromString(b)
-    pa.ClearField("pipeline_plan")
-    pb_.ClearField("pipeline_plan")
-    assert pa.SerializeToString() == pb_.SerializeToString()
-    assert ra.plan.detected and not rb.plan.detected  # type: ignore[attr-defined]
-
-
-def test_detection_prints_what_it_found(runner, tmp_path: Path) -> None:
-    src = tmp_path / "p.pb"
-    src.write_bytes(small(8, 4))
-    result = runner.invoke(cli, ["convert", str(src), "--vpp", "2"])
-    assert result.exit_code == 0, result.output
-    assert "layers: DecoderLayer x 8 (detected)" in result.stdout
-
-
-def test_ambiguous_detection_is_refused_listing_candidates() -> None:
-    # Two layer classes alternate and cover the same number of ops.
-    p = layered([0, 0, 1, 1], layer="Attn")
-    for k, op in enumerate(p.msg.blocks[0].ops):
-        if "/Attn" in op.struct_name and k % 2 == 0:
-            op.struct_name = op.struct_name.replace("Attn", "Mlp")
-    index = build_index(p.program())
-    found = candidates(index)
-    assert len(found) >= 2 and found[0].ops == found[1].ops
-    with pytest.raises(ConversionError, match="ambiguous.*--seg-method"):
-        detect_layers(index)
-
-
-def test_no_repeated_layer_is_refused_with_the_fix() -> None:
-    p = layered([0], ops_per_layer=1)  # one layer, one Linear: nothing repeats
-    with pytest.raises(ConversionError, match="no repeated layer.*--seg-method"):
-        detect_layers(build_index(p.program()))
+SAMPLES = sorted(paths.SAMPLES.glob("*.pb*"))
 
 
 # -- placement -----------------------------------------------------------------
@@ -104,7 +47,7 @@ def test_v_placement_runs_down_then_back_up() -> None:
 
 
 def test_v_placement_on_the_sample_moves_head_and_loss_to_stage_0() -> None:
-    out, result = convert(small(8, 4), vpp=2, placement="v")
+    out, result = convert_bytes(small(8, 4), vpp=2, placement="v")
     stages = [s.stage for s in result.plan.segments]  # type: ignore[attr-defined]
     assert stages == [0, 1, 2, 3, 3, 2, 1, 0]
     prog = pb.ProgramDesc.FromString(out)
@@ -119,7 +62,7 @@ def test_v_placement_on_the_sample_moves_head_and_loss_to_stage_0() -> None:
 
 
 def test_v_placement_with_odd_vpp_keeps_the_head_on_the_last_stage() -> None:
-    out, result = convert(small(12, 4), vpp=3, placement="v")
+    out, result = convert_bytes(small(12, 4), vpp=3, placement="v")
     assert result.plan.segments[-1].stage == 3  # type: ignore[attr-defined]
     assert verify_program(parse_program(out)).violations == ()
 
@@ -161,8 +104,8 @@ def test_balanced_split_is_the_min_max_optimum(costs, parts, pre, post) -> None:
 def test_flagship_layer_counts_convert_with_balanced_split(layers: int, pp: int) -> None:
     data = small(layers, pp)
     with pytest.raises(ConversionError, match="do not divide"):
-        convert(data, vpp=2)
-    out, result = convert(data, vpp=2, split="balanced")
+        convert_bytes(data, vpp=2)
+    out, result = convert_bytes(data, vpp=2, split="balanced")
     segs = result.plan.segments  # type: ignore[attr-defined]
     names = [n for s in segs for n in s.layers]
     assert len(segs) == pp * 2 and all(s.layers for s in segs)
@@ -171,14 +114,13 @@ def test_flagship_layer_counts_convert_with_balanced_split(layers: int, pp: int)
     assert verify_program(parse_program(out)).violations == ()
 
 
-def test_balanced_split_prints_cost_and_imbalance(runner, tmp_path: Path) -> None:
+def test_balanced_split_prints_cost_and_imbalance(tmp_path: Path) -> None:
     src = tmp_path / "p.pb"
     src.write_bytes(small(61, 4))
     args = ["convert", str(src), "--vpp", "2", "--split", "balanced", "--cost", "flops"]
-    result = runner.invoke(cli, args)
-    assert result.exit_code == 0, result.output
+    result = invoke(*args)
     assert "Flops" in result.stdout and "imbalance:" in result.stdout
-    data = json.loads(runner.invoke(cli, [*args, "--json", "--in-place"]).stdout)
+    data = json.loads(invoke(*args, "--json", "--in-place").stdout)
     assert data["split"] == "balanced" and data["cost"] == "flops" and data["imbalance"] >= 1
     assert all("cost" in s for s in data["segments"])
 
@@ -186,7 +128,7 @@ def test_balanced_split_prints_cost_and_imbalance(runner, tmp_path: Path) -> Non
 def test_keep_split_reproduces_the_input_stage_counts() -> None:
     data = small(61, 4)
     before = [i * 4 // 61 for i in range(61)]
-    out, result = convert(data, vpp=2, split="keep")
+    out, result = convert_bytes(data, vpp=2, split="keep")
     per_stage = [0] * 4
     for seg in result.plan.segments:  # type: ignore[attr-defined]
         per_stage[seg.stage] += len(seg.layers)
@@ -206,44 +148,97 @@ def test_keep_split_needs_vpp_layers_per_stage() -> None:
         keep_sizes([0, 0, 0, 1, 1], 2, 3, "loop")
 
 
-def test_layers_per_chunk_sets_explicit_counts(runner, tmp_path: Path) -> None:
+def test_layers_per_chunk_sets_explicit_counts(tmp_path: Path) -> None:
     src = tmp_path / "p.pb"
     src.write_bytes(small(10, 4))
     args = ["convert", str(src), "--vpp", "2", "--layers-per-chunk", "1,1,1,1,1,1,2,2", "--json"]
-    result = runner.invoke(cli, args)
-    assert result.exit_code == 0, result.output
+    result = invoke(*args)
     counts = [len(s["layers"]) for s in json.loads(result.stdout)["segments"]]
     assert counts == [1, 1, 1, 1, 1, 1, 2, 2]
-    bad = runner.invoke(cli, [*args[:-2], "1,1,1,1,1,1,1,1"])
-    assert bad.exit_code == 4 and "add up to 8" in bad.stderr
-    wrong_len = runner.invoke(cli, [*args[:-2], "5,5"])
-    assert wrong_len.exit_code == 2 and "gives 2 counts" in wrong_len.stderr
+    bad = invoke(*args[:-2], "1,1,1,1,1,1,1,1", exit_code=4)
+    assert "add up to 8" in bad.stderr
+    wrong_len = invoke(*args[:-2], "5,5", exit_code=2)
+    assert "gives 2 counts" in wrong_len.stderr
 
 
-# -- cost measures ---------------------------------------------------------------
+# ---------------------------------------------------------------------------------
+# Rule 4: auto or manual
 
 
-def test_cost_measures_rank_the_head_heavier_than_a_decoder_layer() -> None:
-    data = small(8, 4)
-    for cost in ("params", "ops", "flops"):
-        _, result = convert(data, vpp=2, cost=cost)
-        segs = result.plan.segments  # type: ignore[attr-defined]
-        assert segs[-1].cost > segs[3].cost > 0, cost
-        assert segs[1].cost == segs[2].cost, cost
+def test_rule4_non_decreasing_stages_are_auto_mode_and_layers_move() -> None:
+    c = convert(running(), vpp=2)
+    assert c.plan.mode == "auto"
+    assert [c.where(layer_op(k)) for k in range(4)] == [(S0, 0), (S1, 0), (S0, 1), (S1, 1)]
 
 
-def test_convert_reports_stage_loads_and_the_stage_imbalance(runner, tmp_path: Path) -> None:
-    src = tmp_path / "p.pb"
-    src.write_bytes(small(61, 4))
-    args = ["convert", str(src), "--vpp", "2", "--split", "balanced", "--cost", "flops"]
-    result = runner.invoke(cli, [*args, "-o", str(tmp_path / "o.pb")], env={"COLUMNS": "80"})
-    assert result.exit_code == 0, result.output
-    line = next(x for x in result.stdout.splitlines() if x.startswith("stage imbalance: "))
-    data = json.loads(runner.invoke(cli, [*args, "--json", "-o", str(tmp_path / "j.pb")]).stdout)
-    costs = [s["cost"] for s in data["segments"]]
-    loads = [costs[k] + costs[k + 4] for k in range(4)]  # loop: stage s holds s and s + 4
-    assert data["stage_loads"] == loads
-    assert data["stage_imbalance"] == round(max(loads) / (sum(loads) / 4), 4)
-    assert (
-        line == f"stage imbalance: {max(loads) / (sum(loads) / 4):.2f} (busiest/mean stage flops)"
-    )
+def test_rule4_interleaved_layout_is_manual_mode_meshes_kept_chunks_written() -> None:
+    # Paddle's layout [0,1,2,3,0,1,2,3] -> meshes kept, chunk ids 0,0,0,0,1,1,1,1.
+    p = layered([0, 1, 2, 3, 0, 1, 2, 3], backward=True, optimizer=True)
+    c = convert(p, vpp=2)
+    assert c.plan.mode == "manual"
+    for i, (a, b) in enumerate(zip(c.before.blocks[0].ops, c.after.blocks[0].ops)):
+        assert a.dist_attr.process_mesh == b.dist_attr.process_mesh, f"op {i} moved"
+        assert a.dist_attr.input_dist_attrs == b.dist_attr.input_dist_attrs
+    assert [c.where(layer_op(k))[1] for k in range(8)] == [0, 0, 0, 0, 1, 1, 1, 1]
+    assert [c.where(layer_op(k))[0] for k in range(8)] == [(k % 4,) for k in range(8)]
+
+
+def test_rule4_manual_layout_must_be_the_one_the_segments_give() -> None:
+    p = layered([0, 1, 0, 1, 0, 1, 0, 1])
+    assert convert(p, vpp=4).plan.mode == "manual"  # one layer per segment: matches
+    msg = refusal(p, vpp=2)  # two layers per segment would be 0,0,1,1,0,0,1,1
+    assert "manual" in msg or "interleaved" in msg
+    assert shows_stages(msg, [0, 1, 0, 1, 0, 1, 0, 1]), msg
+
+
+def test_rule4_manual_layout_mismatch_is_refused_printing_the_stage_sequence() -> None:
+    msg = refusal(layered([1, 0, 1, 0]), vpp=2)
+    assert shows_stages(msg, [1, 0, 1, 0]), msg
+    assert "--vpp" in msg or "plain-PP" in msg
+
+
+# ---------------------------------------------------------------------------------
+# Rule 5: segments
+
+
+def _mentions_in_order(msg: str, values: list[int]) -> bool:
+    pattern = r"\D{1,8}".join(rf"\b{v}\b" for v in values)
+    return re.search(pattern, msg) is not None
+
+
+def test_rule5_layers_must_divide_into_pp_times_vpp_listing_working_vpp() -> None:
+    msg = refusal(layered([0, 0, 0, 1, 1, 1]), vpp=2)  # 6 layers, pp 2: V 1 or 3 work
+    assert "6" in msg
+    assert _mentions_in_order(msg, [1, 3]), msg
+    assert not _mentions_in_order(msg, [1, 2, 3]), msg
+
+
+def test_rule5_refusal_lists_every_working_vpp() -> None:
+    msg = refusal(layered([0] * 6 + [1] * 6), vpp=4)  # 12 layers, pp 2: V 1, 2, 3, 6
+    assert _mentions_in_order(msg, [1, 2, 3, 6]), msg
+
+
+def test_rule5_fewer_layers_than_segments_is_refused_listing_working_vpp() -> None:
+    # 4 layers, pp 2, V 4: 4 does not divide by 8; V 1 and 2 would work.
+    msg = refusal(layered([0, 0, 1, 1]), vpp=4)
+    assert _mentions_in_order(msg, [1, 2]), msg
+
+
+def test_rule5_segment_k_holds_a_contiguous_run_on_stage_k_mod_pp_chunk_k_div_pp() -> None:
+    # 12 layers, pp 2, V 3: six segments of two layers.
+    c = convert(layered([0] * 6 + [1] * 6), vpp=3)
+    segs = c.plan.segments
+    assert [s.virtual_stage for s in segs] == list(range(6))
+    assert [(s.stage, s.chunk) for s in segs] == [(k % 2, k // 2) for k in range(6)]
+    names = ["DecoderLayer"] + [f"DecoderLayer_{i}" for i in range(1, 12)]
+    assert [list(s.layers) for s in segs] == [names[2 * k : 2 * k + 2] for k in range(6)]
+    for i in range(12):
+        k = i // 2
+        assert c.where(layer_op(i)) == ((k % 2,), k // 2)
+        assert c.where(layer_op(i, 1)) == ((k % 2,), k // 2)
+
+
+def test_rule5_paddle_example_16_layers_pp4_vpp4() -> None:
+    # 16 layers, pp 4, V 4 -> layer i on stage i % 4, chunk i // 4.
+    c = convert(layered([i // 4 for i in range(16)]), vpp=4)
+    assert [c.where(layer_op(i)) for i in range(16)] == [((i % 4,), i // 4) for i in range(16)]

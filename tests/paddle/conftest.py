@@ -295,9 +295,18 @@ def build_gpt(
 
 
 @pytest.fixture(scope="session")
-def progs_dir() -> Path:
+def keep_export() -> Callable[[str, bytes], None]:
+    """`keep` for a test: an export written to ``PROGS_DIR``, for refreshing references."""
+    return keep
+
+
+def keep(name: str, data: bytes) -> None:
+    """Write one export to ``PROGS_DIR`` whole (test workers running side by side may
+    write the same file: each renames a complete copy into place)."""
     PROGS_DIR.mkdir(parents=True, exist_ok=True)
-    return PROGS_DIR
+    temporary = PROGS_DIR / f".{name}.{os.getpid()}.tmp"
+    temporary.write_bytes(data)
+    os.replace(temporary, PROGS_DIR / name)
 
 
 @pytest.fixture
@@ -347,10 +356,9 @@ def paddle_reference() -> Callable[[int, int, bool], Reference]:
                 export_program(plain.main, plain.dist_context),
                 export_program(paddle_vpp.main, paddle_vpp.dist_context),
             )
-            PROGS_DIR.mkdir(parents=True, exist_ok=True)
             tag = f"pp{pp}_v{vpp}_{'clip' if clip else 'noclip'}"
-            (PROGS_DIR / f"{tag}_plain.pb").write_bytes(ref.plain)
-            (PROGS_DIR / f"{tag}_paddlevpp.pb").write_bytes(ref.paddle_vpp)
+            keep(f"{tag}_plain.pb", ref.plain)
+            keep(f"{tag}_paddlevpp.pb", ref.paddle_vpp)
             cache[key] = ref
         return cache[key]
 
@@ -358,7 +366,7 @@ def paddle_reference() -> Callable[[int, int, bool], Reference]:
 
 
 # ----------------------------------------------------------------------------
-# Real training programs (issue 11): tests/paddle_bridge/real_programs.py
+# Real training programs (issue 11): tests/support/real_programs.py
 
 
 @dataclass
@@ -434,9 +442,8 @@ def real_case() -> Callable[[str], RealCase]:
                 export_program(paddle_vpp.main, paddle_vpp.dist_context),
                 plain,
             )
-            PROGS_DIR.mkdir(parents=True, exist_ok=True)
-            (PROGS_DIR / f"{name}_plain.pb").write_bytes(found.plain)
-            (PROGS_DIR / f"{name}_paddlevpp.pb").write_bytes(found.paddle_vpp)
+            keep(f"{name}_plain.pb", found.plain)
+            keep(f"{name}_paddlevpp.pb", found.paddle_vpp)
             cache[name] = found
         return cache[name]
 

@@ -29,7 +29,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+import paths
 import pytest
+from commandline import invoke
 
 pytest.importorskip(
     "paddle",
@@ -45,7 +47,7 @@ from vppctl.program._proto import program_pb2 as pb
 
 pytestmark = pytest.mark.paddle
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = paths.ROOT
 OP_ROLE_OPTIMIZE = 0x0002  # paddle OpRole.Optimize
 OP_ROLE_BACKWARD = 0x0001
 CONFIGS = [(pp, v, clip) for pp in (2, 4) for v in (2, 4) for clip in (False, True)]
@@ -132,20 +134,15 @@ def test_inspect_shows_the_layers_of_an_export_without_dist_context(
 ) -> None:
     import json
 
-    from click.testing import CliRunner
-
-    from vppctl.cli import cli
-
     built = gpt_builder(2, 4, complete=False)
     path = tmp_path / "export.pb"
     path.write_bytes(bridge.export_program(built.main))
-    result = CliRunner().invoke(cli, ["inspect", str(path), "--json"])
-    assert result.exit_code == 0, result.output
+    result = invoke("inspect", str(path), "--json")
     summary = json.loads(result.stdout)
     assert summary["layers"]["class"] == "DecoderLayer"
     assert summary["layers"]["count"] == 4
     assert summary["layout"] == "unannotated"
-    table = CliRunner().invoke(cli, ["inspect", str(path)])
+    table = invoke("inspect", str(path))
     assert "layers: DecoderLayer x 4 (detected)" in table.stdout
 
 
@@ -221,14 +218,16 @@ def test_paddle_vpp_reference(
     "config", [(2, 2, False), (2, 4, False), (4, 2, False), (2, 2, True)], ids=_config_id
 )
 def test_paddle_zbvpp_reference(
-    config: tuple[int, int, bool], gpt_builder: Callable[..., Any], progs_dir: Path
+    config: tuple[int, int, bool],
+    gpt_builder: Callable[..., Any],
+    keep_export: Callable[[str, bytes], None],
 ) -> None:
     """Paddle's V shape (schedule_mode="ZBVPP"), pinned and saved as *_paddlezbvpp.pb."""
     pp, vpp, clip = config
     n = 8
     built = gpt_builder(pp, n, vpp=vpp, clip=clip, schedule_mode="ZBVPP")
     data = bridge.export_program(built.main, built.dist_context)
-    (progs_dir / f"{_config_id(config)}_paddlezbvpp.pb").write_bytes(data)
+    keep_export(f"{_config_id(config)}_paddlezbvpp.pb", data)
 
     program = _parse(data)
     ops = program.blocks[0].ops

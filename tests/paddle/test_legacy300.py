@@ -3,15 +3,13 @@ vppctl converted: it splits it into its chunk programs and builds its VPP job pl
 
 Opt-in (Paddle 3.0.0 is no test extra): set VPPCTL_PADDLE300 to the Python of a venv
 holding paddlepaddle==3.0.0, click, rich and pytest (see
-tests/paddle_legacy/job_plan_300.py, which also runs by hand).
+tests/support/job_plan_300.py, which also runs by hand).
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -21,9 +19,8 @@ PYTHON = os.environ.get("VPPCTL_PADDLE300")
 pytestmark = pytest.mark.skipif(
     not PYTHON,
     reason="opt-in: set VPPCTL_PADDLE300 to a Python with paddlepaddle==3.0.0 "
-    "(tests/paddle_legacy/job_plan_300.py says how)",
+    "(tests/support/job_plan_300.py says how)",
 )
-sys.path.insert(0, str(Path(__file__).parent / "paddle_legacy"))
 
 # What Paddle's scheduler adds to the chunk programs it splits: stream syncs.
 PADDLE_SYNC_OPS = {"c_sync_calc_stream", "c_sync_comm_stream"}

@@ -2,11 +2,11 @@
 in-memory export (`vppctl.paddle.export_program` on the `paddle.pir.Program`), through
 inspect, simulate, plan and verify, and vppctl's plan against Paddle's PIR completion.
 
-`tests/pir_programs.py` builds them in a child process in PIR mode (this test package
+`tests/support/pir_programs.py` builds them in a child process in PIR mode (this test package
 forces the legacy IR in-process). One kind runs always (GPT, pp 2); all six kinds
 (GPT pp 2 and 4, GPT 7 + 5 layers a stage, Llama TP 2, Llama AMP pp 4, Llama with
 recompute) with
-VPPCTL_SLOW=1. Each build must equal the checked-in program (tests/pir_reference/): the
+VPPCTL_SLOW=1. Each build must equal the checked-in program (tests/data/pir_reference/): the
 fixture tests there then say the same of what Paddle builds today.
 """
 
@@ -18,8 +18,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import paths
 import pytest
-from click.testing import CliRunner
+from commandline import invoke
 from pir_cases import (
     CASES,
     LAYERS,
@@ -32,7 +33,6 @@ from pir_cases import (
     reference,
 )
 
-from vppctl.cli import cli
 from vppctl.planner import PirStrategy
 from vppctl.planner.pir import candidate_strategy
 from vppctl.program import parse_program, read_program
@@ -42,7 +42,7 @@ from vppctl.verify import verify_program
 pytestmark = pytest.mark.paddle
 
 ALWAYS = ("gpt_pp2_v2",)
-BUILDER = Path(__file__).resolve().parents[1] / "pir_programs.py"
+BUILDER = paths.SUPPORT / "pir_programs.py"
 _BUILT: dict[tuple[str, ...], tuple[Path, dict[str, object]]] = {}
 
 
@@ -98,26 +98,21 @@ def test_the_in_memory_export_is_read_as_the_file(build: Path, case: str) -> Non
 
 
 @pytest.mark.parametrize("case", _params(CASES))
-def test_inspect_simulate_plan_verify_read_the_file(
-    build: Path, case: str, runner: CliRunner
-) -> None:
+def test_inspect_simulate_plan_verify_read_the_file(build: Path, case: str) -> None:
     plain, paddle_vpp = build / f"{case}_plain.json", build / f"{case}_paddlevpp.json"
-    r = runner.invoke(cli, ["inspect", str(paddle_vpp), "--json"])
-    assert r.exit_code == 0, r.stderr
+    r = invoke("inspect", str(paddle_vpp), "--json")
     out = json.loads(r.stdout)
     assert (out["layout"], out["chunks"], out["layers"]["count"]) == (
         "interleaved",
         [0, 1],
         LAYERS[case],
     )
-    r = runner.invoke(cli, ["verify", str(paddle_vpp), "--json"])
-    assert r.exit_code == 1 and [v["rule"] for v in json.loads(r.stdout)["violations"]] == ["V009"]
+    r = invoke("verify", str(paddle_vpp), "--json", exit_code=1)
+    assert [v["rule"] for v in json.loads(r.stdout)["violations"]] == ["V009"]
     sim = ["simulate", str(paddle_vpp), "--vpp", "2", "--split", "keep", "-m", "8", "--json"]
-    r = runner.invoke(cli, sim)
-    assert r.exit_code == 0, r.stderr
+    r = invoke(*sim)
     assert json.loads(r.stdout)["plan"]["pp"] == PP[case]
-    r = runner.invoke(cli, ["plan", str(plain), "-m", "8", "--schedule", "vpp", "--json"])
-    assert r.exit_code == 0, r.stderr
+    r = invoke("plan", str(plain), "-m", "8", "--schedule", "vpp", "--json")
     candidates = json.loads(r.stdout)["candidates"]
     assert any(c["launch"]["paddle"]["runs"] for c in candidates)
 

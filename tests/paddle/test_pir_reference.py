@@ -1,11 +1,11 @@
-"""PIR programs Paddle 3.3.1 built (tests/pir_reference/): inspect, simulate and verify read
+"""PIR programs Paddle 3.3.1 built (tests/data/pir_reference/): inspect, simulate and verify read
 them, vppctl's plan equals Paddle's own PIR VPP completion op by op, and the verifier's
 rules hold on Paddle's completion but for the one place Paddle breaks one (V009). What
-`plan` says of them (Paddle's PIR strategy) is tests/test_pir_plan.py's.
+`plan` says of them (Paddle's PIR strategy) is tests/planner/test_pir.py's.
 
 Six kinds of job, each as the plain-PP input and as Paddle's VPP completion (vpp 2):
 GPT at pp 2 and pp 4, GPT with 7 + 5 layers per stage, Llama with TP 2, Llama with AMP
-(bfloat16 O1) at pp 4, Llama with every layer recomputed. tests/paddle_bridge/
+(bfloat16 O1) at pp 4, Llama with every layer recomputed. tests/paddle/
 test_pir_live.py builds them again with Paddle.
 """
 
@@ -15,10 +15,9 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from commandline import invoke
 from pir_cases import CASES, LAYERS, PARITY, PP, RECOMPUTED, parity, program, reference
 
-from vppctl.cli import cli
 from vppctl.program import Program, op_slots, parse_program
 from vppctl.summary import summarize
 from vppctl.verify import PIR_RULES, verify_program
@@ -48,13 +47,12 @@ def test_inspect_finds_the_stages_layers_and_chunks(case: str) -> None:
         assert s.unplaced_ops == 0
 
 
-def test_inspect_cli_says_where_the_program_came_from(runner: CliRunner, tmp_path: Path) -> None:
+def test_inspect_cli_says_where_the_program_came_from(tmp_path: Path) -> None:
     path = json_file(tmp_path, "gpt_pp2_v2", "paddlevpp")
-    r = runner.invoke(cli, ["inspect", str(path)])
-    assert r.exit_code == 0, r.stderr
+    r = invoke("inspect", str(path))
     assert "read from PIR (Paddle 3.x JSON, version 4)" in r.stdout
     assert "6 dist_op.reshard" in r.stdout.replace("\n", " ")
-    r = runner.invoke(cli, ["inspect", str(path), "--json"])
+    r = invoke("inspect", str(path), "--json")
     folded = json.loads(r.stdout)["pir"]["folded"]
     assert folded["builtin.parameter"] == 52 and folded["dist_op.reshard"] == 6
 
@@ -87,23 +85,20 @@ def test_the_in_place_sum_of_gradient_parts_is_judged_as_a_sum() -> None:
     assert (v.rule, v.cause.value, v.type) == ("V009", "sum_misplaced", "pd_op.add_n_")
 
 
-def test_verify_cli_notes_the_rules_that_apply_in_part(runner: CliRunner, tmp_path: Path) -> None:
+def test_verify_cli_notes_the_rules_that_apply_in_part(tmp_path: Path) -> None:
     path = json_file(tmp_path, "gpt_pp2_v2", "paddlevpp")
-    r = runner.invoke(cli, ["verify", str(path)])
-    assert r.exit_code == 1
+    r = invoke("verify", str(path), exit_code=1)
     assert "read from PIR: V001, V011, V017, V018 apply in part" in r.stdout.replace("\n", " ")
-    r = runner.invoke(cli, ["verify", str(path), "--json"])
+    r = invoke("verify", str(path), "--json", exit_code=1)
     assert json.loads(r.stdout)["pir"] is True
-    r = runner.invoke(cli, ["verify", "--rules"])
+    r = invoke("verify", "--rules")
     assert all(rule in r.stdout for rule in PIR_RULES)
 
 
-def test_verify_of_a_plain_pir_program_points_to_paddles_completion(
-    runner: CliRunner, tmp_path: Path
-) -> None:
+def test_verify_of_a_plain_pir_program_points_to_paddles_completion(tmp_path: Path) -> None:
     """vppctl converts no PIR program: the note names Paddle's completion, not convert."""
     path = json_file(tmp_path, "gpt_pp2_v2", "plain")
-    r = runner.invoke(cli, ["verify", str(path), "--vpp", "2"])
+    r = invoke("verify", str(path), "--vpp", "2", exit_code=1)
     said = r.stdout.replace("\n", " ")
     assert "needs Paddle's PIR completion (vpp_degree > 1) first" in said, said
     assert "vppctl convert" not in said
@@ -186,13 +181,10 @@ def test_every_update_reads_its_parameters_gradient_by_name(case: str) -> None:
         assert slots["in1"] == [slots["Param"][0] + b"@GRAD"], slots
 
 
-def test_simulate_runs_paddles_completion_as_it_is_placed(
-    runner: CliRunner, tmp_path: Path
-) -> None:
+def test_simulate_runs_paddles_completion_as_it_is_placed(tmp_path: Path) -> None:
     path = json_file(tmp_path, "gpt_keep_pp2_v2", "paddlevpp")
     args = ["simulate", str(path), "--vpp", "2", "--split", "keep", "-m", "8", "--json"]
-    r = runner.invoke(cli, args)
-    assert r.exit_code == 0, r.stderr
+    r = invoke(*args)
     out = json.loads(r.stdout)
     assert out["plan"]["layers_per_segment"] == [4, 3, 3, 2]  # as Paddle dealt them
     for stage in out["results"][0]["per_stage"]:

@@ -1,13 +1,13 @@
 """vppctl's conversion of programs exported from real Paddle equals Paddle's own answer.
 
-The inputs and Paddle's answers are checked in (tests/paddle_reference/, see its README),
-so this runs without Paddle; tests/paddle_bridge/ repeats the round trip against live
+The inputs and Paddle's answers are checked in (tests/data/paddle_reference/, see its README),
+so this runs without Paddle; tests/paddle/ repeats the round trip against live
 Paddle. Optimizer ops and the variables only they use are compared by mesh: Paddle leaves
 their chunk id at 0, vppctl gives them their parameter's chunk. Blocks no op reaches (the
 recompute pass's scratch block) and the recompute pass's dependency nops that only the
-plain build has are not compared (see tests/paddle_compare.py).
+plain build has are not compared (see tests/support/paddle_compare.py).
 
-The real training programs (`llama_*`, built by tests/paddle_bridge/real_programs.py):
+The real training programs (`llama_*`, built by tests/support/real_programs.py):
 recompute on some or all layers, the DataLoader reader, AMP O1/O2, TP x PP, tied
 embeddings, leftover meshes, reshard between layers. A case still waiting for a fix is
 marked ``xfail(strict=True)``: the marker flips to XPASS when the fix lands.
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import lzma
 import re
-from pathlib import Path
 from typing import Any
 
+import paths
 import pytest
 from paddle_compare import compare_annotations, compare_programs, report
 
@@ -30,14 +30,14 @@ from vppctl.program.load import parse_program
 from vppctl.verify import VerifyOptions
 from vppctl.verify.expectation import verify_program
 
-REFERENCE = Path(__file__).resolve().parent / "paddle_reference"
+REFERENCE = paths.PADDLE_REFERENCE
 CASES = sorted(
     {p.name.split("_plain.pb")[0] for p in REFERENCE.glob("*_plain.pb*")},
 )
 LLAMA = [c for c in CASES if c.startswith("llama_")]
 RECOMPUTE = [c for c in LLAMA if c.startswith(("llama_rc_", "llama_rcall_"))]
 
-#: Conversions that wait for a fix (see tests/paddle_bridge/test_real_programs.py): none.
+#: Conversions that wait for a fix (see tests/paddle/test_real_programs.py): none.
 PENDING: dict[str, str] = {}
 
 

@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 
 import pytest
+from commandline import invoke
 
-from vppctl.cli import cli
 from vppctl.planner.launch import LaunchCandidate, launch_settings
 from vppctl.sample import SampleOptions, build_sample
 from vppctl.schedule.interleaving import legal_group_sizes
@@ -30,10 +30,8 @@ def src(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def planned(src: Path) -> dict:  # type: ignore[type-arg]
-    from click.testing import CliRunner
 
-    result = CliRunner().invoke(cli, ["plan", str(src), "-m", "4,8,16", "--json"])
-    assert result.exit_code == 0, result.output
+    result = invoke("plan", str(src), "-m", "4,8,16", "--json")
     return json.loads(result.stdout)  # type: ignore[no-any-return]
 
 
@@ -56,9 +54,8 @@ def candidate(schedule: str, vpp: int = 2, m: int = 8, **kw: object) -> LaunchCa
 # -- plan: one row per conversion -------------------------------------------------
 
 
-def test_plan_prints_one_row_per_distinct_conversion(runner, src: Path) -> None:
-    result = runner.invoke(cli, ["plan", str(src), "-m", "8,16"])
-    assert result.exit_code == 0, result.output
+def test_plan_prints_one_row_per_distinct_conversion(src: Path) -> None:
+    result = invoke("plan", str(src), "-m", "8,16")
     commands = [line.strip() for line in result.stdout.splitlines() if "vppctl convert" in line]
     assert commands and len(commands) == len(set(commands))
     simulated = [line for line in result.stdout.splitlines() if "simulated:" in line]
@@ -79,9 +76,8 @@ def test_conversions_in_json_list_what_each_was_simulated_under(planned: dict) -
     assert bests == sorted(bests)  # ranked by their best candidate
 
 
-def test_the_table_shows_the_launch_settings_of_the_top_conversions(runner, src: Path) -> None:
-    result = runner.invoke(cli, ["plan", str(src), "-m", "8", "--vpp", "2", "--schedule", "vpp"])
-    assert result.exit_code == 0, result.output
+def test_the_table_shows_the_launch_settings_of_the_top_conversions(src: Path) -> None:
+    result = invoke("plan", str(src), "-m", "8", "--vpp", "2", "--schedule", "vpp")
     out = result.stdout
     assert "to launch #1 (vpp, m 8):" in out
     assert "strategy.pipeline: enable=True, schedule_mode='VPP', pp_degree=4, vpp_degree=2" in out

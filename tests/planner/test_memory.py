@@ -15,10 +15,11 @@ import math
 from collections import defaultdict
 from pathlib import Path
 
+import paths
 import pytest
+from commandline import invoke
 from programs import Prog
 
-from vppctl.cli import cli
 from vppctl.commands import SimulateOptions, convert_file, simulate_run
 from vppctl.convert import ConvertOptions
 from vppctl.plan import PlanOptions
@@ -27,7 +28,7 @@ from vppctl.program._proto import program_pb2 as pb
 from vppctl.program.roles import BACKWARD, FORWARD, LOSS, LOSS_GRAD, OPTIMIZE
 from vppctl.sample import SampleOptions, build_sample
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = paths.ROOT
 
 # Bytes per element, from Paddle's VarType (independent of vppctl.program.scan).
 DTYPE_BYTES = {
@@ -254,12 +255,11 @@ def test_later_unknown_dims_without_seq_len_count_as_one_with_a_warning(tmp_path
     assert any("pass --seq-len" in w for w in outcome.warnings)
 
 
-def test_the_memory_table_fits_80_columns_and_names_the_assumptions(runner, tmp_path) -> None:
+def test_the_memory_table_fits_80_columns_and_names_the_assumptions(tmp_path) -> None:
     src = tmp_path / "p.pb"
     src.write_bytes(build_sample(SampleOptions(layers=8, pp=4, hidden=64, vocab=1000)))
     args = ["simulate", str(src), "--vpp", "2", "-m", "8", "--micro-batch-size", "4"]
-    result = runner.invoke(cli, [*args, "--seq-len", "128"], env={"COLUMNS": "80"})
-    assert result.exit_code == 0, result.output
+    result = invoke(*args, "--seq-len", "128", env={"COLUMNS": "80"})
     text = result.stdout
     assert "memory per stage (micro-batch size 4, seq len 128):" in text
     table = text.split("memory per stage")[1].splitlines()[1:8]

@@ -6,7 +6,7 @@ split (and where the model must put its layers), and every candidate's Paddle la
 settings are the PIR strategy that runs it, or why Paddle cannot. The facts are checked
 against the reference: the schedule_modes Paddle 3.3.1 runs on a PIR program are read
 from its passes, the strategy round-trips into a real `paddle.distributed.Strategy`, and
-on the checked-in programs (tests/pir_reference/) the strategy `plan` gives is the one
+on the checked-in programs (tests/data/pir_reference/) the strategy `plan` gives is the one
 Paddle's own completion was built with, and its plan is that completion, op by op.
 """
 
@@ -17,12 +17,12 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import paths
 import pytest
-from click.testing import CliRunner
+from commandline import invoke
 from pir_cases import CASES, PARITY, PP, launched, parity, planned, program, reference
 from pir_programs import CASES as BUILDS
 
-from vppctl.cli import cli
 from vppctl.convert import Planned
 from vppctl.plan import PlanOptions
 from vppctl.planner import (
@@ -54,7 +54,7 @@ def plan_json(case: str, *args: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / f"{case}_plain.json"
         path.write_bytes(reference(case, "plain"))
-        r = CliRunner().invoke(cli, ["plan", str(path), "-m", "8", "--vpp", "2", *args, "--json"])
+        r = invoke("plan", str(path), "-m", "8", "--vpp", "2", *args, "--json", exit_code=None)
     assert r.exit_code == 0, r.output
     return json.loads(r.stdout)  # type: ignore[no-any-return]
 
@@ -65,7 +65,7 @@ def pipeline_fields(launch: dict[str, Any]) -> dict[str, Any]:
 
 def as_built(case: str, data: dict[str, Any]) -> dict[str, Any]:
     """The candidate of `plan`'s JSON whose strategy is the one Paddle's completion in
-    tests/pir_reference/ was built with: VPP at vpp 2, the layers where the model puts
+    tests/data/pir_reference/ was built with: VPP at vpp 2, the layers where the model puts
     them (no move)."""
     split = {(v["vpp"], v["placement"], v["split"]): v["paddle_pir"] for v in data["conversions"]}
     found = []
@@ -120,7 +120,7 @@ def test_paddle_runs_fthenb_1f1b_and_vpp_on_a_pir_program_only() -> None:
 @pytest.mark.parametrize("case", CASES)
 def test_plans_strategy_is_paddles_completion_op_by_op(case: str) -> None:
     """The strategy `plan` gives for the program as it is placed (VPP, vpp 2, no layer
-    moved) is the one Paddle's completion in tests/pir_reference/ was built with, and the
+    moved) is the one Paddle's completion in tests/data/pir_reference/ was built with, and the
     candidate's plan is that completion: every layer op, grad op and recompute copy on the
     stage and chunk Paddle gave it."""
     data = plan_json(case)
@@ -139,7 +139,7 @@ def test_plans_strategy_is_paddles_completion_op_by_op(case: str) -> None:
     assert (
         data["pir"]["vpp_seg_method"]
         == {"gpt": "DecoderLayer", "llama": "LlamaDecoderLayer"}[BUILDS[case].model]
-    )  # the layer class, as tests/pir_programs.py set it
+    )  # the layer class, as tests/support/pir_programs.py set it
     assert c["command"] is None and c["argv"] is None
     p = planned(program(case, "plain"), 2, c["split"])
     assert [len(s.layers) for s in p.plan.segments] == c["layers_per_segment"]
@@ -151,7 +151,7 @@ def test_plans_strategy_is_paddles_completion_op_by_op(case: str) -> None:
 @pytest.mark.parametrize("case", CASES)
 def test_plans_strategy_round_trips_into_the_strategy_paddle_was_built_with(case: str) -> None:
     """Set on a real `paddle.distributed.Strategy`, the settings read back as given, and the
-    fields Paddle's completion reads equal those of the strategy tests/pir_programs.py built
+    fields Paddle's completion reads equal those of the strategy tests/support/pir_programs.py built
     the checked-in completion with."""
     import paddle
     from pir_programs import _strategy
@@ -181,16 +181,14 @@ def test_every_candidate_of_a_pir_program_says_how_paddle_runs_it_or_why_not() -
     assert not any(c["launch"]["paddle"]["runs"] for c in data["candidates"][:best])
 
 
-def test_a_split_paddles_completion_cannot_make_is_said_in_json_and_table(
-    runner: CliRunner, tmp_path: Path
-) -> None:
+def test_a_split_paddles_completion_cannot_make_is_said_in_json_and_table(tmp_path: Path) -> None:
     """gpt_keep: 7 + 5 layers. V placement, and a balanced split that is not dealt as Paddle
     deals a stage's layers, are refused with the reason; uniform (6 + 6) is taken, with the
     layers to move."""
     path = tmp_path / "gpt_keep.json"
     path.write_bytes(reference("gpt_keep_pp2_v2", "plain"))
     args = ["plan", str(path), "-m", "8", "--vpp", "2,4"]
-    data = json.loads(runner.invoke(cli, [*args, "--json"]).stdout)
+    data = json.loads(invoke(*args, "--json").stdout)
     by = {(v["vpp"], v["placement"], v["split"]): v["paddle_pir"] for v in data["conversions"]}
     assert by[2, "loop", "keep"] == {
         "takes": True,
@@ -204,8 +202,7 @@ def test_a_split_paddles_completion_cannot_make_is_said_in_json_and_table(
     balanced = by[4, "loop", "balanced"]
     assert not balanced["takes"] and balanced["chunk_layers"][0] == [1, 2, 2, 1]
     assert "deals a stage's 6 layers as 2+2+1+1" in balanced["reason"]
-    r = runner.invoke(cli, [*args, "--top", "100"])
-    assert r.exit_code == 0, r.output
+    r = invoke(*args, "--top", "100")
     out = r.stdout
     assert "vppctl convert " not in out and "to convert:" not in out
     assert "a PIR program (Paddle 3.x), its stage meshes holding 7, 5 layers" in out
@@ -220,9 +217,9 @@ def test_a_split_paddles_completion_cannot_make_is_said_in_json_and_table(
     assert "best in Paddle (PIR): vpp " in out and "schedule_mode='VPP'" in out
 
 
-def test_a_legacy_programs_plan_has_no_pir_part(runner: CliRunner) -> None:
-    sample = Path(__file__).resolve().parent.parent / "samples" / "gpt-8l-pp4.pb"
-    r = runner.invoke(cli, ["plan", str(sample), "-m", "8", "--vpp", "2", "--json"])
+def test_a_legacy_programs_plan_has_no_pir_part() -> None:
+    sample = paths.SAMPLE
+    r = invoke("plan", str(sample), "-m", "8", "--vpp", "2", "--json")
     data = json.loads(r.stdout)
     assert data["pir"] is None and all(v["paddle_pir"] is None for v in data["conversions"])
     assert all(c["argv"][:2] == ["vppctl", "convert"] for c in data["candidates"])
@@ -352,16 +349,16 @@ def test_vpp_seg_method_is_the_layer_class_unless_paddle_would_read_it_otherwise
     assert seg_method_for("Decoder.Layer", regex, structs) == regex  # not a class name
 
 
-def test_the_table_names_the_best_candidate_paddle_runs(runner: CliRunner, tmp_path: Path) -> None:
+def test_the_table_names_the_best_candidate_paddle_runs(tmp_path: Path) -> None:
     path = tmp_path / "gpt_pp4.json"
     path.write_bytes(reference("gpt_pp4_v2", "plain"))
     args = ["plan", str(path), "-m", "4", "--vpp", "2"]
-    out = runner.invoke(cli, [*args, "--schedule", "vpp,zbh1"]).stdout
+    out = invoke(*args, "--schedule", "vpp,zbh1").stdout
     assert "best in Paddle (PIR): #1, launched above" in out
     assert "Paddle (PIR): strategy.pipeline: enable=True, schedule_mode='VPP'" in out
-    out = runner.invoke(cli, [*args, "--schedule", "zbv,interleaved-zb"]).stdout
+    out = invoke(*args, "--schedule", "zbv,interleaved-zb").stdout
     assert "Paddle (PIR) runs none of these candidates: it runs fthenb, 1f1b, vpp" in out
-    data = json.loads(runner.invoke(cli, [*args, "--schedule", "zbv", "--json"]).stdout)
+    data = json.loads(invoke(*args, "--schedule", "zbv", "--json").stdout)
     assert data["pir"]["best"] is None
 
 
@@ -387,15 +384,13 @@ def test_a_results_conversions_and_best_on_pir_are_found_once(
     assert len(grouped) == 1 and 1 <= len(asked) <= len(result.candidates)
 
 
-def test_the_schedules_paddle_runs_on_pir_are_said_in_one_spelling(
-    runner: CliRunner, tmp_path: Path
-) -> None:
+def test_the_schedules_paddle_runs_on_pir_are_said_in_one_spelling(tmp_path: Path) -> None:
     """By the names `--schedule` takes, in the row whose split Paddle takes and in the note
     under the table alike (Paddle's launch settings say its schedule_modes, FThenB...)."""
     path = tmp_path / "gpt_pp4.json"
     path.write_bytes(reference("gpt_pp4_v2", "plain"))
     args = ["plan", str(path), "-m", "4", "--vpp", "2", "--split", "keep"]
-    out = runner.invoke(cli, [*args, "--schedule", "interleaved-zb"]).stdout.replace("\n", " ")
+    out = invoke(*args, "--schedule", "interleaved-zb").stdout.replace("\n", " ")
     assert (
         "none of its schedules simulated runs on Paddle's PIR pipeline (it runs fthenb, 1f1b, vpp)"
         in out

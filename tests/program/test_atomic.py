@@ -43,11 +43,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from commandline import invoke
 from iohelpers import child, open_files_in
 from programs import layered
 
-from vppctl.cli import cli
 from vppctl.errors import ProgramFileError
 from vppctl.program import atomic
 from vppctl.program.files import resolve_output
@@ -107,13 +106,12 @@ def _failing_write(after: int) -> Callable[[int, object], int]:
 
 @pytest.mark.parametrize("path", PATHS)
 def test_write_failing_midway_leaves_the_earlier_output(
-    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str
 ) -> None:
     src, out, stamp = _setup(tmp_path)
     _force_path(monkeypatch, path)
     monkeypatch.setattr(atomic.os, "write", _failing_write(len(SRC) // 2))
-    r = runner.invoke(cli, ["convert", str(src), "--vpp", "2", "-o", str(out)])
-    assert r.exit_code == 3, r.output
+    r = invoke("convert", str(src), "--vpp", "2", "-o", str(out), exit_code=3)
     assert r.stderr.strip() == f"Error: cannot write {out}: no space left on device"
     _assert_intact(tmp_path, out, stamp)
 
@@ -191,12 +189,9 @@ def test_successful_write_replaces_and_keeps_the_mode(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.pb", "out.pb"]
 
 
-def test_failed_conversion_never_touches_an_earlier_output(
-    runner: CliRunner, tmp_path: Path
-) -> None:
+def test_failed_conversion_never_touches_an_earlier_output(tmp_path: Path) -> None:
     src, out, stamp = _setup(tmp_path)
-    r = runner.invoke(cli, ["convert", str(src), "--vpp", "3", "-o", str(out)])
-    assert r.exit_code == 4, r.output
+    invoke("convert", str(src), "--vpp", "3", "-o", str(out), exit_code=4)
     _assert_intact(tmp_path, out, stamp)
 
 

@@ -9,7 +9,7 @@ views and a few byte-level shortcuts (vppctl/program/), which must read the
 same values or parse.
 
 Here each shipped program (samples/ and every Paddle export in
-tests/paddle_reference/) is re-encoded (tests/reencode.py) and must give exactly
+tests/data/paddle_reference/) is re-encoded (tests/support/reencode.py) and must give exactly
 what its canonical encoding gives: the same `convert` exit code, report and
 output program (compared as parsed messages: ops that the conversion does not
 change keep the encoding they came in), the same `inspect` and `verify` reports.
@@ -18,13 +18,15 @@ and variables re-encoded, compared by `convert` (which reads what the other two
 read, and verifies its result; the samples are compared by all three); the long
 round re-encodes all of each program, Paddle's VPP answers too, many times:
 
-    VPPCTL_SLOW=1 python -m pytest tests/test_encodings.py -q -k long
-    VPPCTL_ENCODING_ROUNDS=50 python -m pytest tests/test_encodings.py -q -k long
+    VPPCTL_SLOW=1 python -m pytest tests/program/test_encodings.py -q -k long
+    VPPCTL_ENCODING_ROUNDS=50 python -m pytest tests/program/test_encodings.py -q -k long
 
 Then one test per value the fast paths read (`op_role`, `sub_block`,
 `struct_name`, `op_callstack`, the dist attrs, `forward_op_id`) written in an
 unusual encoding: attrs type-first, op fields ahead of the op's type, given
 twice, split.
+
+The tests here also cover vppctl/program/wire.py, which has no test file of its own.
 """
 
 from __future__ import annotations
@@ -39,18 +41,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import paths
 import pytest
-from click.testing import CliRunner
+from commandline import invoke
 from programs import layered
 from reencode import KINDS, fields, reencode, varint
 
-from vppctl.cli import cli
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.program.load import parse_program
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = paths.ROOT
 SAMPLES = ROOT / "samples"
-REFERENCE = ROOT / "tests" / "paddle_reference"
+REFERENCE = paths.PADDLE_REFERENCE
 SHIPPED = sorted(p.name for p in SAMPLES.iterdir() if p.suffix in (".pb", ".pbtxt")) + sorted(
     p.name for p in REFERENCE.iterdir() if p.name.endswith((".pb", ".pb.xz"))
 )
@@ -120,18 +122,17 @@ def _report(result: Any, drop: tuple[str, ...]) -> tuple[int, Any]:
 def outcome(
     work: Path, data: bytes, args: list[str], extra: tuple[str, ...] = ("inspect", "verify")
 ) -> Outcome:
-    runner = CliRunner()
     src, out = work / "in.pb", work / "out.pb"
     src.write_bytes(data)
     out.unlink(missing_ok=True)
-    converted = runner.invoke(cli, ["convert", str(src), "-o", str(out), "--json", *args])
+    converted = invoke("convert", str(src), "-o", str(out), "--json", *args, exit_code=None)
     program = pb.ProgramDesc.FromString(out.read_bytes()) if converted.exit_code == 0 else None
     seg = args[args.index("--seg-method") :][:2] if "--seg-method" in args else []
     inspected = verified = (0, None)
     if "inspect" in extra:
-        inspected = _report(runner.invoke(cli, ["inspect", str(src), "--json", *seg]), _FILE)
+        inspected = _report(invoke("inspect", str(src), "--json", *seg), _FILE)
     if "verify" in extra:
-        verified = _report(runner.invoke(cli, ["verify", str(src), "--json"]), _FILE)
+        verified = _report(invoke("verify", str(src), "--json"), _FILE)
     return Outcome(_report(converted, ("output", "bytes_written")), program, inspected, verified)
 
 
@@ -218,8 +219,7 @@ def test_a_reordered_program_is_read_from_stdin(tmp_path: Path) -> None:
     block = [f for f in fields(fs[0][2]) if f[0] != 1] + [f for f in fields(fs[0][2]) if f[0] == 1]
     variant = join([(1, 2, join(block)), *fs[1:]])  # idx last
     assert fields(fields(variant)[0][2])[0][0] != 1
-    result = CliRunner().invoke(cli, ["inspect", "-", "--json"], input=variant)
-    assert result.exit_code == 0, result.stderr
+    result = invoke("inspect", "-", "--json", input=variant)
     assert json.loads(result.stdout)["ops"]["total"] == len(
         pb.ProgramDesc.FromString(data).blocks[0].ops
     )
@@ -289,7 +289,7 @@ def small_sample(**kwargs: Any) -> bytes:
 
 
 def _roles(data: bytes) -> dict[str, int]:
-    result = CliRunner().invoke(cli, ["inspect", "-", "--json"], input=data)
+    result = invoke("inspect", "-", "--json", input=data)
     return json.loads(result.stdout)["ops"]
 
 
@@ -349,13 +349,11 @@ def test_op_callstack_written_type_first(tmp_path: Path) -> None:
     variant = edit_ops(data, attrs_type_first("op_callstack"))
     expected = assert_read_alike(tmp_path, data, variant, ["--vpp", "2"])
     assert expected.inspect[1]["ops_with_callstack"] > 0
-    runner = CliRunner()
     stripped = []
     for k, source in enumerate((data, variant)):
         src, out = tmp_path / f"s{k}.pb", tmp_path / f"s{k}.out.pb"
         src.write_bytes(source)
-        r = runner.invoke(cli, ["dump", str(src), "-o", str(out), "--strip-callstack"])
-        assert r.exit_code == 0, r.stderr
+        invoke("dump", str(src), "-o", str(out), "--strip-callstack")
         stripped.append(pb.ProgramDesc.FromString(out.read_bytes()))
     assert stripped[0] == stripped[1]
     assert not any(a.name == "op_callstack" for o in stripped[1].blocks[0].ops for a in o.attrs)

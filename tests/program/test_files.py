@@ -25,13 +25,12 @@ import time
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from commandline import invoke
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from iohelpers import FifoReader, FifoWriter, child, kind, mknod_char
 from programs import layered
 
-from vppctl.cli import cli
 from vppctl.errors import ConversionError, ProgramFileError, UsageError
 from vppctl.program import files, save
 from vppctl.program._proto import program_pb2 as pb
@@ -150,8 +149,7 @@ def test_the_command_warns_that_a_hard_link_keeps_the_old_bytes(
     verb, flag = command.split()
     args = [verb, str(src), *(["--vpp", "2"] if verb == "convert" else [])]
     args += [flag] if flag == "--in-place" else [flag, str(target)]
-    r = CliRunner().invoke(cli, args)
-    assert r.exit_code == 0, r.output
+    r = invoke(*args)
     assert f"warning: {target} had 1 other hard link: it keeps the old bytes" in r.stderr
     assert (tmp_path / "other").read_bytes() == (DATA if target == src else OLD)
 
@@ -171,8 +169,7 @@ def test_the_json_carries_the_warning_that_a_hard_link_keeps_the_old_bytes(
         "dump": ["dump", str(src)],
         "convert": ["convert", str(src), "--vpp", "2"],
     }[command]
-    r = CliRunner().invoke(cli, [*args, "-o", str(target), "--json"])
-    assert r.exit_code == 0, r.output
+    r = invoke(*args, "-o", str(target), "--json")
     warned = [w for w in json.loads(r.stdout)["warnings"] if "hard link" in w]
     assert warned == [
         f"{target} had 1 other hard link: it keeps the old bytes, and {target} is now a new "
@@ -230,8 +227,7 @@ def test_acls_and_xattrs_survive_replacing_the_file(tmp_path: Path, how: str) ->
         "2",
         *([how] if how == "--in-place" else [how, str(target)]),
     ]
-    r = CliRunner().invoke(cli, args)
-    assert r.exit_code == 0, r.output
+    invoke(*args)
     assert target.read_bytes() not in (DATA, OLD)  # replaced: the converted program
     assert os.getxattr(target, "system.posix_acl_access") == RESTRICTIVE
     assert os.getxattr(target, "user.vppctl.origin") == b"hand-made"
@@ -695,7 +691,10 @@ def test_endless_devices_are_refused_after_their_first_bytes(
         return real(fd, n)
 
     monkeypatch.setattr(files.os, "read", read)
-    with pytest.raises(ProgramFileError, match="not a program|UTF-8 without NUL"):
+    # /dev/urandom's first byte is `{` one time in 256: then it is sniffed as PIR's JSON
+    # and refused as not PIR's (the first run to draw it failed on the narrower match).
+    refusal = "not a program|UTF-8 without NUL|not a PIR program"
+    with pytest.raises(ProgramFileError, match=refusal):
         read_program(device, text=text)
     assert len(reads) <= 2  # a MiB or two, not 2 GiB
 
@@ -979,41 +978,36 @@ def test_serialize_takes_the_format_explicitly() -> None:
     ],
     ids=["convert", "dump", "sample", "simulate-svg", "simulate-trace"],
 )
-def test_cli_outputs_to_a_null_device_leave_it_a_device(
-    runner: CliRunner, tmp_path: Path, args: list[str]
-) -> None:
+def test_cli_outputs_to_a_null_device_leave_it_a_device(tmp_path: Path, args: list[str]) -> None:
     src = tmp_path / "in.pb"
     src.write_bytes(DATA)
     dev = mknod_char(tmp_path / "null", 1, 3)
-    r = runner.invoke(cli, [a.format(src=src, dev=dev) for a in args])
-    assert r.exit_code == 0, r.output
+    invoke(*[a.format(src=src, dev=dev) for a in args])
     assert kind(dev) == "char" and dev.stat().st_rdev == os.makedev(1, 3)
     assert names(tmp_path) == ["in.pb", "null"]
 
 
 @needs_root
-def test_cli_convert_to_a_full_device_is_exit_3(runner: CliRunner, tmp_path: Path) -> None:
+def test_cli_convert_to_a_full_device_is_exit_3(tmp_path: Path) -> None:
     src = tmp_path / "in.pb"
     src.write_bytes(DATA)
     dev = mknod_char(tmp_path / "full", 1, 7)
-    r = runner.invoke(cli, ["convert", str(src), "--vpp", "2", "-o", str(dev), "-q"])
-    assert r.exit_code == 3
+    r = invoke("convert", str(src), "--vpp", "2", "-o", str(dev), "-q", exit_code=3)
     assert r.stderr.strip() == f"Error: cannot write {dev}: no space left on device"
     assert kind(dev) == "char"
 
 
-def test_cli_convert_through_a_symlink_keeps_the_link(runner: CliRunner, tmp_path: Path) -> None:
+def test_cli_convert_through_a_symlink_keeps_the_link(tmp_path: Path) -> None:
     src = tmp_path / "in.pb"
     src.write_bytes(DATA)
     (tmp_path / "link.pb").symlink_to("real.pb")
-    r = runner.invoke(cli, ["convert", str(src), "--vpp", "2", "-o", str(tmp_path / "link.pb")])
-    assert r.exit_code == 0, r.output
+    invoke("convert", str(src), "--vpp", "2", "-o", str(tmp_path / "link.pb"))
     assert kind(tmp_path / "link.pb") == "link"
     assert read_program(tmp_path / "real.pb").to_bytes() != DATA  # the converted program
 
 
 @pytest.mark.parametrize("command", ["inspect", "verify", "dump"])
-def test_cli_reads_a_program_from_stdin(runner: CliRunner, command: str) -> None:
-    r = runner.invoke(cli, [command, "-"], input=DATA)
+def test_cli_reads_a_program_from_stdin(command: str) -> None:
+    r = invoke(command, "-", input=DATA, exit_code=None)
     assert r.exit_code in (0, 1), r.output  # verify: the plain-PP input has violations
     assert "Error" not in r.stderr

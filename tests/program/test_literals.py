@@ -2,7 +2,7 @@
 
 protobuf's tokenizer keeps ~600 bytes of state per escape of a literal; cutting every
 literal after a few thousand escapes bounds that, and text format joins adjacent literals,
-so the program read is the same. tests/test_bounds.py measures the memory.
+so the program read is the same. tests/contract/test_bounds.py measures the memory.
 """
 
 from __future__ import annotations

@@ -1,7 +1,10 @@
 """Reading PIR programs (Paddle 3.x JSON): what is read, how, and what is refused.
 
-The programs here are built in code (tests/pir_json.py) in the layout Paddle 3.3.1's
-`serialize_pir_program` writes; tests/test_pir_programs.py reads the ones Paddle built.
+The programs here are built in code (tests/support/pir_json.py) in the layout Paddle 3.3.1's
+`serialize_pir_program` writes; tests/paddle/test_pir_reference.py reads the ones Paddle built.
+
+The tests here also cover vppctl/program/pir_encode.py, vppctl/program/pir_grads.py and
+vppctl/program/pir_tables.py, which have no test file of their own.
 """
 
 from __future__ import annotations
@@ -11,10 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
+from commandline import invoke
 from pir_json import PirJson, training
 
-from vppctl.cli import cli
 from vppctl.engine import build_index
 from vppctl.errors import ConversionError, ProgramFileError
 from vppctl.program import op_arguments, op_slots, parse_program, read_program, write_program
@@ -145,10 +147,9 @@ def test_the_in_memory_bytes_read_as_the_file(tmp_path: Path) -> None:
     assert [b.vars for b in from_file.blocks] == [b.vars for b in from_bytes.blocks]
 
 
-def test_stdin_json_is_sniffed_by_content(runner: CliRunner) -> None:
+def test_stdin_json_is_sniffed_by_content() -> None:
     data = training([0, 0, 1, 1], [0, 0, 1, 1]).bytes()
-    r = runner.invoke(cli, ["inspect", "-", "--json"], input=data)
-    assert r.exit_code == 0, r.stderr
+    r = invoke("inspect", "-", "--json", input=data)
     out = json.loads(r.stdout)
     assert out["pir"]["version"] == 4 and out["layers"]["count"] == 4
 
@@ -156,23 +157,20 @@ def test_stdin_json_is_sniffed_by_content(runner: CliRunner) -> None:
 # -- what is refused -----------------------------------------------------------------------
 
 
-def test_convert_refuses_a_pir_program_and_writes_nothing(
-    runner: CliRunner, tmp_path: Path
-) -> None:
+def test_convert_refuses_a_pir_program_and_writes_nothing(tmp_path: Path) -> None:
     src, out = tmp_path / "prog.json", tmp_path / "out.pb"
     src.write_bytes(training([0, 0, 1, 1]).bytes())
-    r = runner.invoke(cli, ["convert", str(src), "--vpp", "2", "-o", str(out)])
-    assert r.exit_code == 4
+    r = invoke("convert", str(src), "--vpp", "2", "-o", str(out), exit_code=4)
     assert r.stderr.startswith("Error: cannot convert") and len(r.stderr.splitlines()) == 1
     assert "vppctl plan" in r.stderr and "PIR completion" in r.stderr
     assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["prog.json"]
 
 
-def test_a_program_read_from_pir_is_not_written(runner: CliRunner, tmp_path: Path) -> None:
+def test_a_program_read_from_pir_is_not_written(tmp_path: Path) -> None:
     src = tmp_path / "prog.json"
     src.write_bytes(training([0, 1]).bytes())
-    r = runner.invoke(cli, ["dump", str(src), "-o", str(tmp_path / "out.pbtxt")])
-    assert r.exit_code == 4 and "writes no PIR" in r.stderr
+    r = invoke("dump", str(src), "-o", str(tmp_path / "out.pbtxt"), exit_code=4)
+    assert "writes no PIR" in r.stderr
     with pytest.raises(ConversionError, match="writes no PIR"):
         write_program(read_program(src), tmp_path / "x.pb")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["prog.json"]
@@ -216,14 +214,11 @@ BAD: dict[str, tuple[bytes, str]] = {
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
-def test_a_file_that_is_no_pir_program_is_exit_3_with_one_line(
-    runner: CliRunner, tmp_path: Path, case: str
-) -> None:
+def test_a_file_that_is_no_pir_program_is_exit_3_with_one_line(tmp_path: Path, case: str) -> None:
     data, reason = BAD[case]
     path = tmp_path / "bad.json"
     path.write_bytes(data)
-    r = runner.invoke(cli, ["verify", str(path), "--json"])
-    assert r.exit_code == 3, (r.stderr, r.exception)
+    r = invoke("verify", str(path), "--json", exit_code=3)
     (line,) = r.stderr.splitlines()
     assert line.startswith(f"Error: cannot load {path}: not a ") and reason in line, line
     assert "Traceback" not in r.stderr
@@ -289,7 +284,7 @@ def test_the_mesh_part_of_a_rule_that_applies_in_part_still_fails(fault: str, ru
     assert rule in _verified(p)
 
 
-def test_a_stream_of_json_garbage_is_refused_after_its_first_piece(runner: CliRunner) -> None:
+def test_a_stream_of_json_garbage_is_refused_after_its_first_piece() -> None:
     import io
 
     class Stream(io.BytesIO):
@@ -299,6 +294,6 @@ def test_a_stream_of_json_garbage_is_refused_after_its_first_piece(runner: CliRu
             return data
 
     stream = Stream(b"{" + b"x" * (64 << 20))
-    r = runner.invoke(cli, ["inspect", "-"], input=stream)
-    assert r.exit_code == 3 and "does not begin with PIR's header" in r.stderr
+    r = invoke("inspect", "-", input=stream, exit_code=3)
+    assert "does not begin with PIR's header" in r.stderr
     assert stream.taken <= 4 << 20  # a piece or so, not the 64 MB

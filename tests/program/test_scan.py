@@ -4,16 +4,18 @@ scan_vars, the ScanMerge and ScanVarMerge views).
 Whatever the encoding, it must read exactly what parsing each op or variable alone
 through ScanOp or ScanVar reads: the same columns, or the same error naming the same
 corrupt op. Each test builds an odd encoding and compares the two readings.
+
+The tests here also cover vppctl/program/reads.py, which has no test file of its own.
 """
 
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
+import paths
 import pytest
+from fuzzing import mutant
 from programs import layered
-from test_fuzz import mutant
 
 from vppctl.engine.index import build_index
 from vppctl.errors import ProgramFileError
@@ -22,7 +24,7 @@ from vppctl.program._proto import program_pb2 as pb
 from vppctl.program.load import Program, parse_program, read_program
 from vppctl.program.roles import BACKWARD
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = paths.ROOT
 
 
 def _columns(program: Program) -> object:

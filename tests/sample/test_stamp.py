@@ -4,10 +4,13 @@ The generator stamps decoder layers from templates instead of encoding every op
 (see vppctl/sample/). DIGESTS were first recorded from the op-by-op encoder before
 stamping existed (protobuf 7.36, Python 3.11), so these tests fail on any byte of
 difference. If the sample format changes on purpose, refresh the table with
-`python tests/test_sample_speed.py` (it prints the digests of the current code,
+`python tests/sample/test_stamp.py` (it prints the digests of the current code,
 each built twice, stamped and with every stamped layer also encoded op by op,
 and refuses to print if the two differ). Last refresh: boundary gradients on
 their forward variable's mesh, and no separate world mesh at pp 1 (issue 15).
+
+The tests here also cover vppctl/sample/encode.py and vppctl/sample/sections.py, which have
+no test file of their own.
 """
 
 from __future__ import annotations

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import paths
 import pytest
-from click.testing import CliRunner
+from commandline import invoke
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vppctl.cli import cli
 from vppctl.convert import ConvertOptions, convert_program
 from vppctl.plan import PlanOptions
 from vppctl.program.load import parse_program
@@ -29,7 +29,7 @@ from vppctl.sample import SampleOptions, build_sample
 from vppctl.verify import VerifyOptions
 from vppctl.verify.expectation import verify_program
 
-SAMPLES = Path(__file__).parent.parent / "samples"
+SAMPLES = paths.SAMPLES
 LAYOUT_RULES = {"V005", "V006", "V007"}
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -104,8 +104,7 @@ def _shipped() -> list[str]:
 
 @pytest.mark.parametrize("name", _shipped())
 def test_every_shipped_sample_verifies(name: str) -> None:
-    result = CliRunner().invoke(cli, ["verify", str(SAMPLES / name)])
-    assert result.exit_code == 0, result.output
+    result = invoke("verify", str(SAMPLES / name))
     assert result.stdout.startswith("valid: ")
     assert "no pipeline plan recorded" in result.stdout
 
@@ -113,19 +112,11 @@ def test_every_shipped_sample_verifies(name: str) -> None:
 def test_verify_json_names_the_recorded_plan_or_null(tmp_path: Path) -> None:
     import json
 
-    runner = CliRunner()
-    plain = json.loads(
-        runner.invoke(cli, ["verify", str(SAMPLES / "gpt-8l-pp4.pb"), "--json"]).stdout
-    )
+    plain = json.loads(invoke("verify", str(SAMPLES / "gpt-8l-pp4.pb"), "--json").stdout)
     assert plain["plan"] is None and plain["valid"] is True
     out = tmp_path / "out.pb"
-    assert (
-        runner.invoke(
-            cli, ["convert", str(SAMPLES / "gpt-8l-pp4.pb"), "--vpp", "2", "-o", str(out)]
-        ).exit_code
-        == 0
-    )
-    done = json.loads(runner.invoke(cli, ["verify", str(out), "--json"]).stdout)
+    invoke("convert", str(SAMPLES / "gpt-8l-pp4.pb"), "--vpp", "2", "-o", str(out))
+    done = json.loads(invoke("verify", str(out), "--json").stdout)
     assert done["plan"]["pp"] == 4 and done["plan"]["vpp"] == 2
     assert done["plan"]["placement"] == "loop" and done["plan"]["mode"] == "auto"
 
@@ -149,14 +140,14 @@ def _sum_placements(data: bytes) -> list[tuple[tuple[int, ...], tuple[int, ...],
     "data",
     [
         pytest.param(
-            (Path(__file__).parent / "paddle_reference" / "pp4_v2_noclip_plain.pb").read_bytes(),
+            (paths.PADDLE_REFERENCE / "pp4_v2_noclip_plain.pb").read_bytes(),
             id="paddle-3.3.1",
         ),
         pytest.param(build_sample(SampleOptions(layers=8, pp=4, hidden=64)), id="sample"),
     ],
 )
 def test_sums_across_a_stage_boundary_are_placed_as_paddle_places_them(data: bytes) -> None:
-    """Paddle's own export (tests/paddle_reference) and the sample agree: a boundary
+    """Paddle's own export (tests/data/paddle_reference) and the sample agree: a boundary
     sum runs on the later stage, its output lives on the forward variable's mesh."""
     sums = _sum_placements(data)
     assert all(out == forward for _, out, forward in sums)

@@ -1,8 +1,8 @@
 """Every schedule vppctl names against its reference's own order, on the whole grid.
 
-tests/goldens/schedules.json holds the per-rank orders that torch 2.13's schedule
+tests/data/schedules.json holds the per-rank orders that torch 2.13's schedule
 classes, Megatron-Core's schedule helpers and Paddle 3.3.1's pipeline passes produce
-(written by tests/goldens/make_schedule_goldens.py, which records the versions; the
+(written by tests/support/make_schedule_goldens.py, which records the versions; the
 larger cases keep a digest of their orders). Paddle's part also runs live here, from
 Paddle's own job-list builders, since Paddle is a test extra.
 """
@@ -11,23 +11,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from collections import Counter
 from functools import cache
-from pathlib import Path
 from typing import Any
 
+import paths
 import pytest
 
 from vppctl.schedule.orders import GROUPED, SCHEDULES, natural_placement, order_names, stage_orders
 
-GOLDENS = Path(__file__).parent / "goldens"
-sys.path.insert(0, str(GOLDENS))
-
 
 @cache
 def goldens() -> dict[str, Any]:
-    return json.loads((GOLDENS / "schedules.json").read_text())  # type: ignore[no-any-return]
+    return json.loads(paths.SCHEDULE_GOLDENS.read_text())  # type: ignore[no-any-return]
 
 
 def ours(schedule: str, pp: int, vpp: int, m: int, group: int | None) -> list[str]:
@@ -163,7 +159,7 @@ def test_paddle_zbh1_keeps_the_first_weight_passes_for_the_end() -> None:
 
 
 def test_the_docs_counts_per_schedule_and_reference_are_the_goldens() -> None:
-    page = (Path(__file__).parents[1] / "docs" / "schedules.md").read_text()
+    page = (paths.DOCS / "schedules.md").read_text()
     table = page.split("| schedule | reference | cases |")[1].split("\n\n")[0]
     names = {"Paddle": "paddle", "torch": "torch", "Megatron-Core": "megatron"}
     said: dict[tuple[str, str], int] = {}

@@ -3,6 +3,10 @@
 Golden vectors come from the published sources named in each test; the torch CSV
 files in tests/data were written by torch 2.13's own schedule classes (see
 tests/data/README.md), so these tests check against torch without importing it.
+
+The tests here also cover vppctl/schedule/actions.py, vppctl/schedule/interleaving.py,
+vppctl/schedule/refusal.py, vppctl/schedule/runtimes.py and vppctl/schedule/vshape.py, which
+have no test file of their own.
 """
 
 from __future__ import annotations
@@ -10,8 +14,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from fractions import Fraction
 from itertools import pairwise
-from pathlib import Path
 
+import paths
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -40,7 +44,7 @@ from vppctl.schedule.simulation import (
 )
 from vppctl.schedule.torchcsv import parse_csv, to_csv, to_ops
 
-DATA = Path(__file__).parent / "data"
+DATA = paths.DATA
 
 
 def unit(p: int, v: int) -> dict[str, list[int]]:

@@ -2,6 +2,9 @@
 
 Notation as in Megatron's paper: p stages, v chunks per stage, m micro-batches.
 Unit costs are forward 1 and backward 2 per virtual stage (the default).
+
+The tests here also cover vppctl/schedule/arguments.py and vppctl/schedule/results.py, which
+have no test file of their own.
 """
 
 from __future__ import annotations

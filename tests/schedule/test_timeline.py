@@ -20,10 +20,9 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from commandline import invoke
 from rich.console import Console
 
-from vppctl.cli import cli
 from vppctl.report import render_simulation
 from vppctl.schedule import timeline
 from vppctl.schedule.simulation import SimResult, compare, simulate
@@ -295,8 +294,7 @@ def test_simulate_writes_every_schedule_to_the_svg_and_the_trace(tmp_path: Path)
         "--trace",
         str(trace),
     ]
-    result = CliRunner().invoke(cli, args, env={"COLUMNS": "60"})
-    assert result.exit_code == 0, result.output
+    result = invoke(*args, env={"COLUMNS": "60"})
     drawn = boxes(svg.read_text())
     assert {b.schedule for b in drawn} == {"1f1b", "interleaved"}
     assert len(drawn) == 4 * 8 * 2 + 4 * 2 * 8 * 2
@@ -309,16 +307,15 @@ def test_simulate_width_bounds_the_svg_and_the_caption_names_the_program(
     prog, svg = tmp_path / "p.pb", tmp_path / "t.svg"
     prog.write_bytes(sample_bytes[8, 4])
     args = ["simulate", str(prog), "--vpp", "2", "-m", "8", "--svg", str(svg), "--width", "900"]
-    result = CliRunner().invoke(cli, args)
-    assert result.exit_code == 0, result.output
+    invoke(*args)
     root = ET.fromstring(svg.read_text())
     assert int(root.get("width") or 0) <= 900
     caption = " ".join(t.text or "" for t in root.iter(f"{NS}text") if t.get("class") == "caption")
     assert f"{prog}, plan pp 4 x vpp 2, loop placement" in caption
     units = {t.text for t in root.iter(f"{NS}text") if t.get("class") == "unit"}
     assert units == {"time (1 = the mean stage's forward of one micro-batch)"}
-    narrow = CliRunner().invoke(cli, [*args[:-1], "100"])
-    assert narrow.exit_code == 2 and "--width" in narrow.stderr
+    narrow = invoke(*args[:-1], "100", exit_code=2)
+    assert "--width" in narrow.stderr
 
 
 def _zero_bubble_like() -> SimResult:

@@ -14,10 +14,12 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+import paths
+
+ROOT = paths.ROOT
 
 # The pages the docs test reads. docs/api.md is generated from the docstrings by
-# docs/make_api.py (its fences are signatures) and checked by tests/test_api_reference.py.
+# docs/make_api.py (its fences are signatures) and checked by tests/contract/test_api_reference.py.
 PAGES = (
     "README.md",
     "CONTRIBUTING.md",
@@ -145,3 +147,29 @@ def slug(heading: str) -> str:
 def anchors(page: Path) -> set[str]:
     text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
     return {slug(m) for m in re.findall(r"^#{1,6} (.*)$", text, re.M)}
+
+
+# -- the Paddle script of docs/paddle.md -------------------------------------------------
+
+# `model_loss` for the script: the small GPT of the bridge tests.
+MODEL_LOSS = """
+import importlib.util, sys
+def model_loss(ids, labels, meshes):
+    path = {conftest!r}
+    spec = importlib.util.spec_from_file_location("bridge_conftest", path)
+    bridge = importlib.util.module_from_spec(spec)
+    sys.modules["bridge_conftest"] = bridge
+    spec.loader.exec_module(bridge)
+    classes = bridge._model_classes()
+    logits = classes["GPTModel"](32, 8, 8, meshes)(ids)
+    with meshes[-1]:
+        return classes["Criterion"]()(logits, labels)
+"""
+
+
+def paddle_script() -> str:
+    """docs/paddle.md's training script, with the bridge tests' small GPT as `model_loss`
+    (tests/support/job_plan_300.py runs it on Paddle 3.0.0)."""
+    block = next(f for f in fences("docs/paddle.md") if f.directive == ("run with", "model_loss"))
+    conftest = paths.TESTS / "paddle" / "conftest.py"
+    return MODEL_LOSS.format(conftest=str(conftest)) + block.body

@@ -1,7 +1,7 @@
 """Small programs that once took unbounded time or memory: one generator per class.
 
-Used by tests/test_bounds.py (each with a time and memory budget) and by the fuzzer
-(tests/test_fuzz.py), so that the next input of a known class is found by CI:
+Used by tests/contract/test_bounds.py (each with a time and memory budget) and by the fuzzer
+(tests/contract/test_fuzz.py), so that the next input of a known class is found by CI:
 
     many_stage_meshes(n, chunk)    n one-rank stage meshes, one op per mesh, one op with a
                                    huge chunk id (a pp*vpp table was 8 GB at n=20,000)

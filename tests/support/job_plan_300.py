@@ -3,13 +3,13 @@
 Paddle 3.0.0 is the one release whose legacy-IR pipeline scheduler works (3.1.0 to
 3.3.1 raise for legacy programs), so this is where vppctl's legacy output is shown to
 be consumable. Paddle 3.0.0 is no test extra (the suite pins 3.3.1), so this runs in a
-separate venv, by hand or from tests/test_paddle_legacy.py when VPPCTL_PADDLE300 names
+separate venv, by hand or from tests/paddle/test_legacy300.py when VPPCTL_PADDLE300 names
 that venv's Python:
 
     python3 -m venv /tmp/paddle300
     /tmp/paddle300/bin/pip install paddlepaddle==3.0.0 click rich pytest
-    PYTHONPATH=. /tmp/paddle300/bin/python tests/paddle_legacy/job_plan_300.py
-    VPPCTL_PADDLE300=/tmp/paddle300/bin/python python -m pytest tests/test_paddle_legacy.py
+    PYTHONPATH=. /tmp/paddle300/bin/python tests/support/job_plan_300.py
+    VPPCTL_PADDLE300=/tmp/paddle300/bin/python python -m pytest tests/paddle/test_legacy300.py
 
 It runs docs/paddle.md's end-to-end training script (a small GPT in Paddle's legacy
 static mode, exported, `vppctl convert --vpp 2`, applied back, partitioned for rank
@@ -90,9 +90,8 @@ print("FACTS " + json.dumps({
 
 def readme_script() -> str:
     """docs/paddle.md's end-to-end Paddle script, with the bridge tests' small GPT as
-    `model_loss` (as tests/test_docs.py runs it on Paddle 3.3.1)."""
-    sys.path.insert(0, str(ROOT / "tests"))
-    from test_docs import paddle_script
+    `model_loss` (as tests/contract/test_docs.py runs it on Paddle 3.3.1)."""
+    from docblocks import paddle_script  # this script's own folder, tests/support/
 
     return paddle_script()
 

@@ -1,13 +1,13 @@
-"""Write tests/goldens/schedules.json: per-rank action orders from the references' own code.
+"""Write tests/data/schedules.json: per-rank action orders from the references' own code.
 
 Not collected by pytest (no ``test_`` prefix). It runs in two parts, each in the
 Python that has its reference installed, and each part rewrites only its own cases
 (the other part's are kept), so the JSON holds both:
 
     # torch 2.13 (CPU wheel) and megatron-core (--no-deps; numpy and packaging beside it)
-    /work/venvs/ref/bin/python tests/goldens/make_schedule_goldens.py --part torch
+    /work/venvs/ref/bin/python tests/support/make_schedule_goldens.py --part torch
     # Paddle 3.3.1, the test extra (pip install -e '.[test,paddle]')
-    python tests/goldens/make_schedule_goldens.py --part paddle
+    python tests/support/make_schedule_goldens.py --part paddle
 
 What each reference is asked, and how:
 
@@ -56,7 +56,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-OUT = Path(__file__).with_name("schedules.json")
+OUT = Path(__file__).resolve().parents[1] / "data" / "schedules.json"
 PPS = (2, 3, 4, 8)
 VPPS = (1, 2, 3, 4)
 FULL_UNITS = 32  # pp * vpp * m up to this: orders in full; above: their digest

@@ -1,7 +1,7 @@
 """Compare two exports of one program op by op: Paddle's VPP answer against vppctl's.
 
-Used by the tests against real Paddle (tests/paddle_bridge/) and by the tests against
-Paddle outputs checked in under tests/paddle_reference/ (which need no Paddle).
+Used by the tests against real Paddle (tests/paddle/) and by the tests against
+Paddle outputs checked in under tests/data/paddle_reference/ (which need no Paddle).
 
 What is compared, per matched op: the op's mesh and chunk id, and the mesh and dims
 mapping of every per-input/output tensor dist attr; per variable (by block and name): mesh,

@@ -1,4 +1,4 @@
-"""The PIR programs of tests/pir_reference/ (built by Paddle 3.3.1, see its README), and the
+"""The PIR programs of tests/data/pir_reference/ (built by Paddle 3.3.1, see its README), and the
 op-by-op comparison of vppctl's plan with Paddle's own PIR VPP completion.
 
 `parity(plain, paddle_vpp, ...)` plans Paddle's plain-PP program with vppctl and reads
@@ -17,7 +17,8 @@ import lzma
 from collections import Counter
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
+
+import paths
 
 from vppctl.convert import ConvertOptions, Planned, plan_program
 from vppctl.engine import build_index
@@ -27,7 +28,7 @@ from vppctl.planner.launch import LaunchCandidate
 from vppctl.planner.pir import PirInput, held_layers
 from vppctl.program import Program, parse_program
 
-REFERENCE = Path(__file__).resolve().parent / "pir_reference"
+REFERENCE = paths.PIR_REFERENCE
 CASES = (
     "gpt_pp2_v2",
     "gpt_pp4_v2",

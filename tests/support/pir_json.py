@@ -7,7 +7,7 @@
 stage changes, a mean loss, the backward Paddle's PIR backward makes (a `full_like` of
 the loss, `mean_grad`, `add_grad` and `matmul_grad` per layer, the two gradient parts of
 a layer's input added by `builtin.combine` + `pd_op.add_n`) and one `adamw_` per weight.
-Small enough for unit tests and the fuzzer; `tests/pir_reference/` holds real ones.
+Small enough for unit tests and the fuzzer; `tests/data/pir_reference/` holds real ones.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Run as a script (Paddle's PIR mode, the default of 3.3.1; not importable in the bridge
 tests' process, which forces the legacy IR):
 
-    python tests/pir_programs.py OUTDIR [CASE ...] [--export]
+    python tests/support/pir_programs.py OUTDIR [CASE ...] [--export]
 
 For each case it builds the model in dygraph with `paddle.distributed` meshes
 (`dist.shard_tensor` for the weights, `dist.reshard` between stages), makes the

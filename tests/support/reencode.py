@@ -14,7 +14,7 @@ protobuf's wire format lets one message be written many ways, and every parser
 `reencode(rng, data, descriptor, kinds)` walks a serialized message with its
 descriptor (program.proto's `ProgramDesc`) and applies the chosen kinds at random
 places at every depth; the result parses to a message equal to the input's. The
-fuzzer (tests/test_fuzz.py) and tests/test_encodings.py use it: whatever the
+fuzzer (tests/contract/test_fuzz.py) and tests/program/test_encodings.py use it: whatever the
 encoding, vppctl must read what protobuf reads.
 """
 

@@ -8,14 +8,30 @@
 Meshes are compared as tuples of process ids (the tests build one-dimensional
 meshes, so shape adds nothing). The read-back goes through the full
 `program_pb2.ProgramDesc`, independently of the engine's lazy views.
+
+The running example of the rule tests (tests/convert/, one file per module that holds a
+rule of docs/conversion.md) is `layered(stages)` (tests/support/programs.py): an
+embedding op (stage 0), two matmul ops per layer `DecoderLayer`, `DecoderLayer_1`, ...
+on the given stages, then the head and the loss (role 256) on the last layer's stage;
+optionally the loss-grad op, one grad op per forward op in reverse order, and one sgd op
+per parameter. With four layers on stages [0, 0, 1, 1], pp 2 and V 2 the segments are
+
+    segment 0: DecoderLayer   -> stage 0 chunk 0   (stays on stage 0)
+    segment 1: DecoderLayer_1 -> stage 1 chunk 0   (moves 0 -> 1)
+    segment 2: DecoderLayer_2 -> stage 0 chunk 1   (moves 1 -> 0)
+    segment 3: DecoderLayer_3 -> stage 1 chunk 1   (stays on stage 1)
+
+(`running()`, with its op indices `EMB`, `HEAD`, `LOSS`, `LOSS_GRAD_OP`). Meshes are
+written as their process ids: stage s of a `Prog` is mesh (s,).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import pytest
-from programs import Prog
+from programs import Prog, layered
 
 from vppctl.convert import ConvertOptions, ConvertResult, convert_program
 from vppctl.errors import ConversionError
@@ -23,6 +39,7 @@ from vppctl.plan import PlanOptions
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.program.load import parse_program
 from vppctl.program.roles import is_forward
+from vppctl.sample import SampleOptions, build_sample
 
 Where = tuple[tuple[int, ...], int | None]  # (process ids, chunk id or None)
 
@@ -124,6 +141,22 @@ def convert(
         after=pb.ProgramDesc.FromString(out),
         data=out,
     )
+
+
+def convert_bytes(data: bytes, **plan: object) -> tuple[bytes, ConvertResult]:
+    """Convert serialized program bytes in memory: (the converted bytes, the result)."""
+    program = parse_program(data)
+    seg = plan.pop("seg_method", None)
+    result = convert_program(
+        program,
+        ConvertOptions(plan=PlanOptions(**plan), seg_method=seg),  # type: ignore[arg-type]
+    )
+    return program.to_bytes(), result
+
+
+def small(layers: int, pp: int, **kw: object) -> bytes:
+    """A small `vppctl sample` program (hidden 64, vocabulary 1000), serialized."""
+    return build_sample(SampleOptions(layers=layers, pp=pp, hidden=64, vocab=1000, **kw))  # type: ignore[arg-type]
 
 
 def refusal(src: Prog | bytes, vpp: int = 2, **kw: object) -> str:
@@ -246,3 +279,31 @@ def set_role(op: pb.OpDesc, value: int | None) -> None:
     op.attrs.extend(kept)
     if value is not None:
         op.attrs.add(name="op_role", type=pb.INT, i=value)
+
+
+# -- the running example of docs/conversion.md --------------------------------------------
+
+S0, S1, S2 = (0,), (1,), (2,)
+
+# Running example: op indices of layered([0, 0, 1, 1], backward=True).
+EMB, HEAD, LOSS = 0, 9, 10
+LOSS_GRAD_OP = 11
+
+
+def running(**kw: bool) -> Prog:
+    return layered([0, 0, 1, 1], **kw)
+
+
+def grad_of(p: Prog, forward_index: int) -> int:
+    """Index of the grad op whose forward_op_id names op `forward_index`."""
+    fid = p.msg.blocks[0].ops[forward_index].id
+    ops = p.msg.blocks[0].ops
+    return next(
+        i for i, o in enumerate(ops) if o.HasField("forward_op_id") and o.forward_op_id == fid
+    )
+
+
+def shows_stages(message: str, stages: list[int]) -> bool:
+    """Whether a message prints the stage sequence, in full or run-length (`1x2,0x2`)."""
+    expanded = re.sub(r"(\d+)x(\d+)", lambda m: ",".join([m[1]] * int(m[2])), message)
+    return ",".join(map(str, stages)) in expanded.replace(" ", "")

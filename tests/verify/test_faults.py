@@ -1,5 +1,5 @@
 """Seeded faults for the rules of issue 11: each starts from a correct conversion (vppctl's,
-or Paddle's own answer from tests/paddle_reference), breaks exactly one thing, and expects
+or Paddle's own answer from tests/data/paddle_reference), breaks exactly one thing, and expects
 exactly its rule, naming the op, in the library and on the command line (exit 1).
 
 Expecting *only* that rule is what proves each rule can fail: without it, the broken
@@ -16,12 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import paths
 import pytest
-from click.testing import CliRunner
+from commandline import invoke
 from programs import layered
-from test_verify import Broken, converted
+from verifykit import Broken, converted
 
-from vppctl.cli import cli
 from vppctl.convert import ConvertOptions, convert_program
 from vppctl.engine.flow import recomputed_ops
 from vppctl.engine.index import build_index
@@ -32,7 +32,7 @@ from vppctl.program.load import parse_program
 from vppctl.verify import RULES, VerifyOptions, Violation
 from vppctl.verify.expectation import verify_program
 
-REFERENCE = Path(__file__).resolve().parent / "paddle_reference"
+REFERENCE = paths.PADDLE_REFERENCE
 SEG = "LlamaDecoderLayer"
 
 
@@ -667,8 +667,7 @@ def test_seeded_fault_exits_1_on_the_command_line(name: str, tmp_path: Path) -> 
     options = []
     for key, value in f.verify_args.items():
         options += [f"--{key.replace('_', '-')}", str(value)]
-    r = CliRunner().invoke(cli, ["verify", str(path), "--json", *options])
-    assert r.exit_code == 1, r.output
+    r = invoke("verify", str(path), "--json", *options, exit_code=1)
     found = json.loads(r.stdout)["violations"]
     assert {v["rule"] for v in found} == {f.rule}
     # JSON says null where a violation is about no block, op or type (-1, -1, "" inside)
@@ -715,8 +714,7 @@ def test_every_rule_of_issue_11_has_a_seeded_fault() -> None:
     assert covered <= set(RULES)
 
 
-def test_the_rules_list_names_each_new_rule(runner: CliRunner) -> None:
-    r = runner.invoke(cli, ["verify", "--rules"])
-    assert r.exit_code == 0
+def test_the_rules_list_names_each_new_rule() -> None:
+    r = invoke("verify", "--rules")
     for rule in ("V016", "V017", "V018", "V019", "V020", "V021"):
         assert rule in r.stdout

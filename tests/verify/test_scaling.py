@@ -9,7 +9,7 @@ run (V016).
 from __future__ import annotations
 
 from programs import BACKWARD, Prog
-from test_scaling import MAX_RATIO, WorkCounter
+from workcount import MAX_RATIO, WorkCounter
 
 from vppctl.program.load import parse_program
 from vppctl.verify import VerifyOptions

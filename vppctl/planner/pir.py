@@ -17,7 +17,7 @@ counts that `vpp` divides, and any other split that happens to deal so); its per
 totals are the layer counts the model must put on each stage's mesh: the program's, or
 a move of layers between stages (`PirSplit`).
 
-Schedules, read from the 3.3.1 wheel and run there (tests/test_pir_programs.py): the
+Schedules, read from the 3.3.1 wheel and run there (tests/paddle/test_pir_reference.py): the
 engine's PIR pipeline pass (`pir_pass.pipeline_pass`) asserts that `schedule_mode` is
 FThenB, 1F1B or VPP, and of the six scheduler passes only those three implement
 `_partial_pir_programs` (Eager1F1B's, ZBH1's and ZBVPP's inherit the base's, which

@@ -1,5 +1,5 @@
 """Calls a type checker must refuse: each line marked `# error` is one mypy --strict flags
-(tests/test_typed.py checks that it flags exactly these)."""
+(tests/contract/test_typed.py checks that it flags exactly these)."""
 
 from __future__ import annotations
 

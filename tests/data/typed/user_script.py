@@ -1,5 +1,5 @@
 """A training script's use of vppctl: every public call, type-checked with `mypy --strict`
-against the installed package (tests/test_typed.py) and run.
+against the installed package (tests/contract/test_typed.py) and run.
 
 It makes a small program, converts it, checks it, and plans and simulates it, in the
 directory given.

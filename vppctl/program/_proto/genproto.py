@@ -4,7 +4,7 @@
     python -m vppctl.program._proto.genproto --check    # exit 1 if they differ from proto/
 
 The generated code is checked in so that installing vppctl needs no protoc;
-tests/test_proto_generated.py runs the check.
+tests/program/test_genproto.py runs the check.
 """
 
 from __future__ import annotations
