@@ -41,6 +41,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 
 import pytest
 from commandline import invoke
@@ -49,7 +50,7 @@ from programs import layered
 
 from vppctl.errors import ProgramFileError
 from vppctl.program import atomic
-from vppctl.program.files import resolve_output
+from vppctl.program.files import interrupted, resolve_output, write_all
 
 SRC = layered([0, 0, 1, 1], backward=True, optimizer=True).bytes()
 OLD = b"an earlier output that must survive"
@@ -176,6 +177,108 @@ def test_interrupt_between_link_and_rename_leaves_nothing(
     _assert_intact(tmp_path, out, stamp)
 
 
+# Where a signal's Python handler may run: between bytecode instructions of vppctl's code, or
+# of contextlib's (its `with` blocks run vppctl's cleanup).
+_INTERRUPTIBLE = (str(Path(atomic.__file__).parents[1]) + os.sep, contextlib.__file__)
+
+
+class _InterruptAt:
+    """A trace function (sys.settrace) raising `error` before the `point`-th bytecode
+    instruction run in _INTERRUPTIBLE code, counting from 1: one signal, its handler raising,
+    arriving there. CPython runs a signal's Python handler between instructions, and the
+    handler of one arriving during a C call (the open(2) or link(2) creating a temporary
+    file) runs once the call has returned, before its result is stored: as if raised before
+    the next instruction. An exception raised inside other code (pathlib's) leaves it as one
+    raised just after the call would. It raises once, as one signal does; `seen` counts the
+    instructions run, `where` says where it raised."""
+
+    def __init__(self, point: int, error: BaseException) -> None:
+        self.point, self.error, self.seen, self.where = point, error, 0, ""
+
+    def __call__(self, frame: FrameType, event: str, arg: object) -> _InterruptAt | None:
+        if event == "call":
+            if not frame.f_code.co_filename.startswith(_INTERRUPTIBLE):
+                return None
+            frame.f_trace_opcodes = True
+        elif event == "opcode":
+            self.seen += 1
+            if self.seen == self.point:
+                code = frame.f_code
+                self.where = f"{Path(code.co_filename).name}:{frame.f_lineno} in {code.co_name}"
+                raise self.error
+        return self
+
+
+# The named path's windows are its own (open, stage's return) and write_all's (its list of
+# staged files); the unnamed path's is the link to a hidden name, the same for two outputs.
+# SIGTERM raises atomic.Terminated where Ctrl-C raises KeyboardInterrupt, cleaned up alike.
+INTERRUPTED_WRITES = [
+    ("named", 1, "SIGINT"),
+    ("named", 1, "SIGTERM"),
+    ("named", 2, "SIGINT"),
+    *([("unnamed", 1, "SIGINT")] if HAS_TMPFILE else []),
+]
+
+
+@pytest.mark.parametrize(("path", "outputs", "sig"), INTERRUPTED_WRITES)
+def test_an_interrupt_at_any_point_of_a_write_leaves_nothing_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str, outputs: int, sig: str
+) -> None:
+    """Ctrl-C (KeyboardInterrupt) or SIGTERM (atomic.Terminated) before each instruction of
+    a write in turn, until one runs to its end. Was (issue 30, SIGINT-named): a `.tmp` file
+    left under "nothing was written" when the signal came as open(2) created the hidden file
+    (before its descriptor was stored), as a written file was handed to the caller (stage's
+    return, write_all's list), or as link(2) gave the unnamed file its hidden name."""
+    _force_path(monkeypatch, path)
+    monkeypatch.setattr(atomic.os, "fsync", lambda fd: None)  # thousands of writes: no disk
+    names = ["a.pb", "b.pb"][:outputs]
+    new = b"new" * 1000
+    handler = signal.getsignal(signal.SIGTERM)
+    wrong: list[str] = []  # what each point left wrong
+    point = 0
+    while True:
+        point += 1
+        for name in names:
+            (tmp_path / name).write_bytes(OLD)
+        outs = [resolve_output(tmp_path / name, binary=True) for name in names]
+        error = KeyboardInterrupt() if sig == "SIGINT" else atomic.Terminated(signal.SIGTERM)
+        interrupt = _InterruptAt(point, error)
+        since = time.monotonic()
+        tracing = sys.gettrace()
+        sys.settrace(interrupt)
+        try:
+            if outputs == 1:
+                outs[0].write(new)
+            else:
+                write_all([(out, new) for out in outs])
+        except (KeyboardInterrupt, atomic.Terminated) as e:
+            assert e is error
+        finally:
+            sys.settrace(tracing)
+        at = f"{point} ({interrupt.where})"
+        # One landing in terminating_cleanly's own entry or exit (contextlib's) can leave its
+        # SIGTERM handler, harmless as the process exits; the next point starts without it.
+        signal.signal(signal.SIGTERM, handler)
+        left = sorted(p.name for p in tmp_path.iterdir() if p.name not in names)
+        for name in left:
+            wrong.append(f"{at}: left {name}")
+            (tmp_path / name).unlink()
+        held = [(tmp_path / name).read_bytes() for name in names]
+        assert all(data in (OLD, new) for data in held), at
+        if interrupt.seen < point:  # the write ran to its end: every point was tried
+            assert held == [new] * outputs
+            break
+        whole = [out.name for out, data in zip(outs, held, strict=True) if data == new]
+        said = "nothing was written"
+        if whole:
+            was = "was" if len(whole) == 1 else "were"
+            said = f"{' and '.join(whole)} {was} written whole, nothing else was written"
+        if interrupted(since) != f"interrupted; {said}":
+            wrong.append(f"{at}: said {interrupted(since)!r}, not {said!r}")
+    assert point > 300, point  # the write's instructions were counted
+    assert wrong == [], "\n".join([f"{len(wrong)} of {point - 1} points:", *wrong])
+
+
 @pytest.mark.parametrize("path", PATHS)
 def test_successful_write_replaces_and_keeps_the_mode(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: str
@@ -283,6 +386,56 @@ def test_killed_while_writing(tmp_path: Path, big_program: bytes, path: str, sig
         assert "Traceback" not in stderr
     else:
         assert child.returncode == -signal.SIGKILL
+
+
+# The child sends itself SIG as CALL (os.open of the hidden file, os.link of the unnamed file's
+# hidden name) returns: the handler runs before the result is stored, as for a signal that
+# arrived during the system call (what test_killed_while_writing[SIGINT-named] once hit).
+_SIGNAL_AS_CREATED = """
+import os, signal, sys
+sig, call = getattr(signal, sys.argv[1]), sys.argv[2]
+del sys.argv[1:3]
+if call == "open":
+    del os.O_TMPFILE
+real = getattr(os, call)
+def created(*args, **kwargs):
+    result = real(*args, **kwargs)
+    if os.fspath(args[0 if call == "open" else 1]).endswith(".tmp"):
+        os.kill(os.getpid(), sig)
+        raise RuntimeError("the signal was not handled as the call returned")
+    return result
+setattr(os, call, created)
+from vppctl.cli import main
+sys.argv[0] = "vppctl"
+main()
+"""
+
+
+@pytest.mark.parametrize(
+    "call", ["open", "link"] if HAS_TMPFILE else ["open"], ids=lambda c: f"as-{c}-returns"
+)
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_signal_as_the_temporary_file_is_created_leaves_nothing(
+    tmp_path: Path, sig: str, call: str
+) -> None:
+    """Was: exit 130 (143), "nothing was written", and the hidden `.out.pb.PID.RANDOM.tmp`
+    left, its descriptor (or name) not yet noted for the cleanup."""
+    src, out, stamp = _setup(tmp_path)
+    args = [sys.executable, "-c", _SIGNAL_AS_CREATED, sig, call, "convert", str(src), "--vpp", "2"]
+    done = subprocess.run(
+        [*args, "-o", str(out), "-q"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        preexec_fn=_default_sigint,
+    )
+    said = "interrupted" if sig == "SIGINT" else "terminated (SIGTERM)"
+    assert (done.returncode, done.stderr) == (
+        128 + getattr(signal, sig),
+        f"Error: {said}; nothing was written\n",
+    )
+    _assert_intact(tmp_path, out, stamp)
 
 
 # -- (b') SIGKILL at ten points of a slow write --------------------------------------------

@@ -22,7 +22,10 @@ rename the directory is synced so the new name survives a crash.
 
 The caller has resolved symbolic links: `path` is missing or a regular file.
 OSError propagates (the caller names the path in its message); Ctrl-C and
-SIGTERM remove the temporary file before they propagate. An interrupt may also
+SIGTERM remove the temporary file before they propagate, wherever they land
+(as the system call creating it returns, before Python stores its result, too:
+its name is noted first, and `terminating_cleanly` discards whatever was staged
+inside it). An interrupt may also
 come just after the new file got its name: `holds_new_file(path)` says whether
 it did, so that the message can tell the truth (vppctl.program.files).
 """
@@ -230,6 +233,9 @@ class Staged:
         self.named = -1  # the hidden named file, open
         self.identity = (0, 0)  # (st_dev, st_ino) of the file written
         self.xattrs: list[tuple[str, bytes]] = []  # the old file's, to carry over
+        scope = getattr(_scope, "staged", None)
+        if scope is not None:  # before any file exists: see terminating_cleanly
+            scope.append(self)
 
     def write_unnamed(self) -> None:
         flag = getattr(os, "O_TMPFILE", 0)
@@ -253,14 +259,17 @@ class Staged:
             raise
 
     def write_named(self) -> None:
-        # The name is chosen before the file exists, so that an interrupt arriving just
-        # after it is created still finds the name to remove (tempfile.mkstemp would not
-        # say it).
-        tmp = temp_name(self.path.parent, self.path.name)
+        # The name is noted before the file exists, so that an interrupt arriving as it is
+        # created (open returned, its descriptor not yet stored) still finds the name to
+        # remove (tempfile.mkstemp would not say it).
+        self.tmp = tmp = temp_name(self.path.parent, self.path.name)
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
-        self.named = os.open(tmp, flags, 0o600)  # FileExistsError: that file is not ours
-        self.tmp = tmp
         try:
+            try:
+                self.named = os.open(tmp, flags, 0o600)
+            except FileExistsError:  # that file is not ours: not ours to remove
+                self.tmp = None
+                raise
             _hold(self.named)  # open, and held, until it has its name: see remove_stale
             self._write(self.named)
         except BaseException:
@@ -319,13 +328,21 @@ def _link_into_place(proc: int, fd: int, directory: Path, path: Path, exists: bo
         except FileExistsError:  # created meanwhile: replace it as below
             pass
     tmp = temp_name(directory, path.name)
-    _link(proc, fd, tmp)
     try:
+        _link(proc, fd, tmp)
         os.replace(tmp, path)
-    except BaseException:  # an error, Ctrl-C or SIGTERM between link and rename
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+    except BaseException:  # an error, Ctrl-C or SIGTERM from the link (as it returns) to the rename
+        _remove_if_ours(tmp, fd)
         raise
+
+
+def _remove_if_ours(name: Path, fd: int) -> None:
+    """Remove `name` if it is the open file `fd` (not another's file of that name, nor a name
+    renamed away already); best effort."""
+    with contextlib.suppress(OSError):
+        st, ours = os.lstat(name), os.fstat(fd)
+        if (st.st_dev, st.st_ino) == (ours.st_dev, ours.st_ino):
+            os.unlink(name)
 
 
 # The file each path is being given, by (st_dev, st_ino), noted just before the link or
@@ -417,10 +434,29 @@ class Terminated(SystemExit):
         self.signum = signum
 
 
+# Per thread, the files staged inside the innermost terminating_cleanly() (Staged registers).
+_scope = threading.local()
+
+
 @contextlib.contextmanager
 def terminating_cleanly() -> Iterator[None]:
     """While a temporary file exists, SIGTERM exits through the cleanup code (as Ctrl-C does)
-    instead of killing the process on the spot and leaving the file behind."""
+    instead of killing the process on the spot and leaving the file behind. Every file
+    staged inside is discarded on the way out (a no-op once it has its name): Ctrl-C or
+    SIGTERM can land where no other code holds it to discard it, as `stage` returns it."""
+    outer = getattr(_scope, "staged", None)
+    _scope.staged = []
+    try:
+        with _raising_on_sigterm():
+            yield
+    finally:
+        staged, _scope.staged = _scope.staged, outer
+        for file in staged:
+            file.discard()
+
+
+@contextlib.contextmanager
+def _raising_on_sigterm() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
