@@ -19,9 +19,10 @@ import pytest
 from programs import Prog
 
 from vppctl.cli import cli
-from vppctl.commands import SimulateOptions, convert_file, simulate_run
+from vppctl.commands import convert_file, simulate_run
 from vppctl.convert import ConvertOptions
 from vppctl.plan import PlanOptions
+from vppctl.planner import SimulateOptions
 from vppctl.planner.memory import MemoryOptions, iec, parse_size
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.program.roles import BACKWARD, FORWARD, LOSS, LOSS_GRAD, OPTIMIZE

@@ -183,8 +183,9 @@ def simulate(
     vppctl simulate prog.pb --vpp 2 -m 16 --micro-batch-size 4 --memory-limit 80GiB
     """
     from vppctl import report
-    from vppctl.commands import Pictures, SimulateOptions, simulate_run
+    from vppctl.commands import Pictures, simulate_run
     from vppctl.plan import PlanOptions
+    from vppctl.planner import SimulateOptions
     from vppctl.schedule import parse_unit_costs
 
     plan = PlanOptions(

@@ -15,18 +15,17 @@ from typing import TYPE_CHECKING
 from vppctl._lazy import face
 
 _NAMES = {
-    "Bubble": "program",
     "ConvertOutcome": "program",
     "DumpOutcome": "program",
     "SampleOutcome": "program",
     "convert_json": "program",
+    "Bubble": "schedule",
     "NoConversionFits": "schedule",
     "PlanOutcome": "schedule",
     "SimulateOutcome": "schedule",
     "SimulatedPlan": "schedule",
     "comparison_pair": "schedule",
     "conversion_split": "schedule",
-    "counts_text": "schedule",
     "plan_json": "schedule",
     "simulation_json": "schedule",
     "simulation_warnings": "schedule",
@@ -43,7 +42,6 @@ __all__ = [
     "comparison_pair",
     "conversion_split",
     "convert_json",
-    "counts_text",
     "plan_json",
     "simulation_json",
     "simulation_warnings",
@@ -52,20 +50,19 @@ __getattr__, __dir__ = face(__name__, _NAMES, globals())
 
 if TYPE_CHECKING:
     from vppctl.outcomes.program import (
-        Bubble,
         ConvertOutcome,
         DumpOutcome,
         SampleOutcome,
         convert_json,
     )
     from vppctl.outcomes.schedule import (
+        Bubble,
         NoConversionFits,
         PlanOutcome,
         SimulatedPlan,
         SimulateOutcome,
         comparison_pair,
         conversion_split,
-        counts_text,
         plan_json,
         simulation_json,
         simulation_warnings,

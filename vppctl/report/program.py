@@ -4,13 +4,14 @@ the JSON of each is its outcome's `to_json()`). Each renderer reads one outcome.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
 from vppctl.choices import ProgramLayout
 from vppctl.convert import ConvertResult
-from vppctl.outcomes import Bubble, ConvertOutcome
+from vppctl.outcomes import ConvertOutcome
 from vppctl.plan import Plan
 from vppctl.planner import worst_stage
 from vppctl.program import PirOrigin
@@ -24,6 +25,9 @@ from vppctl.report.common import (
 )
 from vppctl.schedule import SCHEDULE_NAMES
 from vppctl.summary import ChunkLayers, Summary
+
+if TYPE_CHECKING:  # the planner's, as convert --micro-batches found it
+    from vppctl.planner import Bubble
 
 
 def layers_line(plan: Plan) -> str:

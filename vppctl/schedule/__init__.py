@@ -45,6 +45,7 @@ _NAMES = {
     "SimulationError": "results",
     "Step": "results",
     "compare": "simulation",
+    "interleaving_schedule": "simulation",
     "simulate": "simulation",
     "simulate_orders": "simulation",
     "DEFAULT_WIDTH": "timeline",
@@ -95,6 +96,7 @@ __all__ = [
     "check_size",
     "compare",
     "held_peak",
+    "interleaving_schedule",
     "legal_group_sizes",
     "number",
     "paddle_legacy_refusal",
@@ -142,7 +144,12 @@ if TYPE_CHECKING:
         TORCH_CLASSES,
         paddle_legacy_refusal,
     )
-    from vppctl.schedule.simulation import compare, simulate, simulate_orders
+    from vppctl.schedule.simulation import (
+        compare,
+        interleaving_schedule,
+        simulate,
+        simulate_orders,
+    )
     from vppctl.schedule.timeline import (
         DEFAULT_WIDTH,
         number,
