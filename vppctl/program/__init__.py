@@ -9,7 +9,8 @@ is `files` and `atomic`; running out of memory, said as such, is `limits`;
 Paddle's op roles. A Paddle 3.x PIR program (JSON) is read into the same `Program`
 by `pir` (with `pir_tables`, `pir_grads` and `pir_encode`), and is never written.
 The generated protobuf modules (`_proto`)
-are imported nowhere else but the builders (`vppctl.sample`, `vppctl.paddle`).
+are imported nowhere else but the builders (`vppctl.sample`, `vppctl.paddle`): ruff's
+banned-api in pyproject.toml says so, once.
 
 Other packages import these names from here, never a module of this package.
 """
