@@ -18,7 +18,7 @@ from vppctl.cli import cli
 from vppctl.engine import build_index
 from vppctl.errors import ConversionError, ProgramFileError
 from vppctl.program import op_arguments, op_slots, parse_program, read_program, write_program
-from vppctl.program import pir as pir_module
+from vppctl.program.pir import parse as pir_module
 
 
 def names(data: bytes) -> tuple[Any, list[str], list[tuple[list[str], list[str]]]]:

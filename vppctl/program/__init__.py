@@ -7,7 +7,7 @@ Where the bytes come from and go to (files, stdin, devices, atomic replacement)
 is `files` and `atomic`; running out of memory, said as such, is `limits`;
 `wire` holds the wire-format facts the hand-framed paths need, and `roles`
 Paddle's op roles. A Paddle 3.x PIR program (JSON) is read into the same `Program`
-by `pir` (with `pir_tables`, `pir_grads` and `pir_encode`), and is never written.
+by `pir` (its own package: `parse`, `tables`, `grads`, `encode`), and is never written.
 The generated protobuf modules (`_proto`)
 are imported nowhere else but the builders (`vppctl.sample`, `vppctl.paddle`): ruff's
 banned-api in pyproject.toml says so, once.
@@ -27,7 +27,7 @@ from vppctl.program.load import (
     read_program,
     to_full,
 )
-from vppctl.program.pir_tables import PirOrigin
+from vppctl.program.pir import PirOrigin
 from vppctl.program.reads import (
     VarTensor,
     as_text,

@@ -44,7 +44,7 @@ from vppctl.program._proto import program_pb2 as pb
 from vppctl.program._proto import view_pb2 as view
 from vppctl.program.files import STDIO, read_input
 from vppctl.program.literals import cut_long_literals
-from vppctl.program.pir_tables import PirOrigin
+from vppctl.program.pir import PirOrigin
 from vppctl.program.wire import (
     OP_TAG,
     VAR_TAG,
