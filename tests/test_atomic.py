@@ -50,7 +50,7 @@ from programs import layered
 from vppctl.cli import cli
 from vppctl.errors import ProgramFileError
 from vppctl.program import atomic
-from vppctl.program.files import resolve_output
+from vppctl.program.destinations import resolve_output
 
 SRC = layered([0, 0, 1, 1], backward=True, optimizer=True).bytes()
 OLD = b"an earlier output that must survive"

@@ -7,7 +7,7 @@ has a default), then one options object named for the command (`ConvertOptions`,
 concept is), then the keyword `progress`. It does the whole job of its command
 (resolve the outputs, read, run the pipeline, write) and returns a frozen outcome
 (`vppctl.outcomes`) whose `to_json()` is the command's `--json`. Options are checked
-when they are made, and outputs are resolved before any work (`vppctl.program.files`):
+when they are made, and outputs are resolved before any work (`vppctl.program.destinations`):
 an output that is an input, a trailing "/" or a missing directory is refused before
 the program is read, and nothing is written on failure. The CLI builds the same
 options, calls one of these and renders; a training script calls them directly (they
