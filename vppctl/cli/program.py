@@ -227,7 +227,8 @@ def verify(
     """
     from vppctl import report
     from vppctl.errors import UsageError
-    from vppctl.verify import VerifyOptions, rules_json
+    from vppctl.outcomes import rules_json
+    from vppctl.verify import VerifyOptions
 
     form = _verify_format(output_format, as_json)
     if statistics and form in ("github", "junit"):

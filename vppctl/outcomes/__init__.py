@@ -2,10 +2,14 @@
 
 Every outcome is a frozen dataclass of plain values whose `to_json()` returns exactly
 the object the command's `--json` prints: the command line calls it, so there is one
-builder per shape. `program` holds convert's, dump's and sample's; `schedule` holds
-simulate's and plan's (they load on first use: a plain `convert` never needs the
-simulator or the planner). The outcomes of `verify` and `inspect`, which the lower
-layers return too, are `vppctl.verify.VerifyReport` and `vppctl.summary.Summary`.
+builder per shape, and this package is where they live. `program` holds convert's,
+dump's and sample's; `schedule` holds simulate's and plan's (they load on first use: a
+plain `convert` never needs the simulator or the planner); `memory` the stage bytes
+those three share; `verify` the rules (`verify --rules`). Three builders live below,
+because the layers below build what they return: a `verify` report's
+(`vppctl.verify.VerifyReport`, which convert's self-check returns too), `inspect`'s
+(`vppctl.summary.Summary`), and the envelope and error object every shape shares
+(`vppctl.shapes`).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ _NAMES = {
     "comparison_pair": "schedule",
     "conversion_split": "schedule",
     "plan_json": "schedule",
+    "rules_json": "verify",
     "simulation_json": "schedule",
     "simulation_warnings": "schedule",
 }
@@ -43,6 +48,7 @@ __all__ = [
     "conversion_split",
     "convert_json",
     "plan_json",
+    "rules_json",
     "simulation_json",
     "simulation_warnings",
 ]
@@ -67,3 +73,4 @@ if TYPE_CHECKING:
         simulation_json,
         simulation_warnings,
     )
+    from vppctl.outcomes.verify import rules_json

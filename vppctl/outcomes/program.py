@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from vppctl.convert import ConvertResult
+from vppctl.outcomes.memory import stage_memory_json
 from vppctl.shapes import BUBBLE_DEFINITION, document
 
 if TYPE_CHECKING:  # the schedule side and the planner load on use
@@ -121,8 +122,6 @@ def _bubble_json(bubble: Bubble) -> dict[str, Any]:
 
 
 def _convert_memory_json(bubble: Bubble) -> dict[str, Any]:
-    from vppctl.planner import stage_memory_json
-
     return {
         "micro_batch_size": 1,
         "seq_len": None,

@@ -7,9 +7,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from vppctl.errors import ConversionError, error_object
+from vppctl.errors import ConversionError
+from vppctl.outcomes.memory import NO_STAGE_MEMORY, stage_memory_json
+
+# What the planner found, carried by simulate's and convert's outcomes and re-exported here
+# with them (their one definition is vppctl.planner.simulate).
+from vppctl.planner import Bubble as Bubble
 from vppctl.planner import (
-    NO_STAGE_MEMORY,
     Candidate,
     Conversion,
     MemoryOptions,
@@ -22,16 +26,11 @@ from vppctl.planner import (
     iec,
     pir_split,
     shell,
-    stage_memory_json,
     worst_stage,
 )
-
-# What the planner found, carried by simulate's and convert's outcomes and re-exported here
-# with them (their one definition is vppctl.planner.simulate).
-from vppctl.planner import Bubble as Bubble
 from vppctl.planner import SimulatedPlan as SimulatedPlan
 from vppctl.schedule import SimResult, Step, rounded
-from vppctl.shapes import BUBBLE_DEFINITION, document
+from vppctl.shapes import BUBBLE_DEFINITION, document, error_object
 
 # -- simulate ----------------------------------------------------------------------
 

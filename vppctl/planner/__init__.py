@@ -30,8 +30,6 @@ _NAMES = {
     "iec": "memory",
     "parse_size": "memory",
     "stage_memory": "memory",
-    "stage_memory_json": "memory",
-    "NO_STAGE_MEMORY": "memory",
     "worst_stage": "memory",
     "PIR_MODES": "pir",
     "PIR_SCHEDULE_MODES": "pir",
@@ -67,7 +65,6 @@ _NAMES = {
     "shell": "search",
 }
 __all__ = [
-    "NO_STAGE_MEMORY",
     "PIR_MODES",
     "PIR_SCHEDULE_MODES",
     "Bubble",
@@ -112,7 +109,6 @@ __all__ = [
     "simulate_program",
     "simulate_schedules",
     "stage_memory",
-    "stage_memory_json",
     "worst_stage",
 ]
 __getattr__, __dir__ = face(__name__, _NAMES, globals())
@@ -126,7 +122,6 @@ if TYPE_CHECKING:
         megatron_layout,
     )
     from vppctl.planner.memory import (
-        NO_STAGE_MEMORY,
         ChunkMemory,
         MemoryModel,
         MemoryOptions,
@@ -135,7 +130,6 @@ if TYPE_CHECKING:
         iec,
         parse_size,
         stage_memory,
-        stage_memory_json,
         worst_stage,
     )
     from vppctl.planner.pir import (
