@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, ParamSpec, TypeVar
 
-from vppctl import validate
+from vppctl import outcomes, planner, sample, schedule, validate
 from vppctl.choices import MAX_SVG_WIDTH, MIN_SVG_WIDTH
-from vppctl.convert import ConvertOptions, Planned, converted
+from vppctl.convert import ConvertOptions, converted
 from vppctl.engine import regex_budget
 from vppctl.errors import UsageError
 from vppctl.outcomes import ConvertOutcome, DumpOutcome, SampleOutcome
@@ -46,18 +46,19 @@ from vppctl.program import (
     parse_program,
     read_program,
     resolve_output,
+    strip_callstack,
     write_all,
     write_program,
     write_serialized,
 )
 from vppctl.progress import Observer, observing
-from vppctl.sample import SampleOptions
 from vppctl.summary import InspectOptions, Summary, summarize
 from vppctl.verify import VerifyOptions, VerifyReport, verify_program
 
-if TYPE_CHECKING:  # the schedule side and the planner load on use
+if TYPE_CHECKING:  # the schedule side, the planner and the sample generator load on use
     from vppctl.outcomes import PlanOutcome, SimulateOutcome
-    from vppctl.planner import Bubble, PlanSearchOptions, SimulateOptions
+    from vppctl.planner import PlanSearchOptions, SimulateOptions
+    from vppctl.sample import SampleOptions
     from vppctl.schedule import SimResult
 
 PathLike = str | os.PathLike[str]
@@ -83,6 +84,14 @@ def _command(source: str | None) -> Callable[[Callable[_P, _R]], Callable[_P, _R
         return command
 
     return wrap
+
+
+def _flags_on_use(
+    options: Callable[[], list[tuple[type, str]]], outputs: Mapping[str, str] | None = None
+) -> Callable[[], dict[str, str]]:
+    """`validate.flags_of` for options classes of a package that loads on use (the
+    planner, the sample generator): named when the first error asks, not at import."""
+    return functools.cache(lambda: validate.flag_table(options(), outputs or {}))
 
 
 def _options(call: str, options: object, kind: type[validate.Options]) -> None:
@@ -147,17 +156,13 @@ def convert_file(
         program = read_program(src)
         result, planned = converted(program, options)
         bubble, sim_warnings = (
-            (None, ()) if micro_batches is None else _bubble(planned, micro_batches)
+            (None, ())
+            if micro_batches is None
+            else planner.converted_bubble(planned, micro_batches)
         )
         written, save_warnings = write_program(program, output)
     warnings = (*result.warnings, *sim_warnings, *save_warnings)
     return ConvertOutcome(result, output.shown, written, bubble, warnings, output.is_stdout)
-
-
-def _bubble(planned: Planned, micro_batches: int) -> tuple[Bubble, tuple[str, ...]]:
-    from vppctl.planner import converted_bubble  # the planner loads on use
-
-    return converted_bubble(planned, micro_batches)
 
 
 # -- verify, inspect -------------------------------------------------------------
@@ -229,28 +234,24 @@ def dump_file(
 
 
 def _strip(program: Program) -> int:
-    from vppctl.program import strip_callstack
-
     return sum(strip_callstack(b) for b in program.blocks)
 
 
-@validate.api_names(validate.flags_of((SampleOptions, "SampleOptions"), outputs=_OUT))
+@validate.api_names(_flags_on_use(lambda: [(sample.SampleOptions, "SampleOptions")], _OUT))
 @_command(None)
 def sample_file(
     out: PathLike, options: SampleOptions, *, progress: Observer | None = None
 ) -> SampleOutcome:
     """Write the GPT-like plain-PP program `options` describes to `out` ("-": stdout).
     A program that would be 2 GiB or more is refused from its options, before it is built."""
-    from vppctl.sample import build_sample, estimate_size
-
-    if isinstance(out, SampleOptions):  # the order of vppctl 0.2
+    if isinstance(out, sample.SampleOptions):  # the order of vppctl 0.2
         raise UsageError("sample_file takes the output first: sample_file(out, SampleOptions(...))")
-    _options("sample_file", options, SampleOptions)
+    _options("sample_file", options, sample.SampleOptions)
     output = program_output(out)
     fix = "use fewer --layers" + (" or drop --callstack" if options.callstack else "")
-    check_size(estimate_size(options), fix=fix)
+    check_size(sample.estimate_size(options), fix=fix)
     with observing(progress):
-        data = build_sample(options)
+        data = sample.build_sample(options)
         if not output.binary:
             written, warnings = write_program(parse_program(data, source="sample"), output)
             return SampleOutcome(output.shown, written, tuple(warnings))
@@ -287,13 +288,9 @@ class Pictures:
         validate.integer(self, "svg_width", MIN_SVG_WIDTH, MAX_SVG_WIDTH, optional=True)
 
 
-def _simulate_names() -> dict[str, str]:
-    from vppctl.planner import SimulateOptions  # the planner loads on use
-
-    return validate.flag_table([(SimulateOptions, "SimulateOptions"), (Pictures, "Pictures")], {})
-
-
-@validate.api_names(functools.cache(_simulate_names))
+@validate.api_names(
+    _flags_on_use(lambda: [(planner.SimulateOptions, "SimulateOptions"), (Pictures, "Pictures")])
+)
 @_command("prog")
 def simulate_run(
     prog: PathLike | None,
@@ -310,18 +307,15 @@ def simulate_run(
     segments' forward FLOPs, and `outcome.memory` holds each stage's bytes. Without it,
     every chunk costs `options.costs`. `options.schedule` None compares 1F1B with the
     plan's interleaving schedule."""
-    from vppctl.outcomes import SimulateOutcome, simulation_warnings
-    from vppctl.planner import SimulateOptions, cost_ratios, simulate_counts, simulate_program
-
     pictures = Pictures() if pictures is None else pictures
     _options("simulate_run", pictures, Pictures)
-    _options("simulate_run", options, SimulateOptions)
+    _options("simulate_run", options, planner.SimulateOptions)
     outputs = _picture_outputs(
         prog, {"--svg": pictures.svg, "--trace": pictures.trace, "--csv": pictures.csv}
     )
     if prog is not None:
         with observing(progress):
-            found = simulate_program(read_program(prog), options)
+            found = planner.simulate_program(read_program(prog), options)
         assert found.plan is not None  # a program's simulation always has its plan
         drawing = _Drawing(
             pictures.svg_width,
@@ -331,10 +325,10 @@ def simulate_run(
         written = tuple(_pictures(found.results, outputs, drawing))
         warnings = (
             *found.warnings,
-            *simulation_warnings(found.results),
+            *outcomes.simulation_warnings(found.results),
             *_link_warnings(outputs),
         )
-        return SimulateOutcome(
+        return outcomes.SimulateOutcome(
             found.results,
             str(prog),
             written,
@@ -343,17 +337,17 @@ def simulate_run(
             found.memory_options,
             warnings,
         )
-    runs = simulate_counts(options)
+    runs = planner.simulate_counts(options)
     pp, vpp = runs[-1].pp, runs[-1].plan_vpp
     drawing = _Drawing(
         pictures.svg_width,
         f"plan pp {pp} x vpp {vpp}, {runs[-1].placement} placement, every chunk F,B,W = "
-        + ",".join(str(x) for x in cost_ratios(options)),
+        + ",".join(str(x) for x in planner.cost_ratios(options)),
         "time (1 = the unit of --costs)",
     )
     written = tuple(_pictures(runs, outputs, drawing))
-    warnings = (*simulation_warnings(runs), *_link_warnings(outputs))
-    return SimulateOutcome(runs, None, written, warnings=warnings)
+    warnings = (*outcomes.simulation_warnings(runs), *_link_warnings(outputs))
+    return outcomes.SimulateOutcome(runs, None, written, warnings=warnings)
 
 
 @dataclass(frozen=True)
@@ -389,17 +383,15 @@ def _pictures(
     runs: tuple[SimResult, ...], outputs: dict[str, Output], drawing: _Drawing
 ) -> list[tuple[str, int]]:
     """Every schedule simulated as SVG and Chrome trace; the last as torch's schedule CSV."""
-    from vppctl.schedule import DEFAULT_WIDTH, to_chrome_trace, to_csv, to_svg
-
     draw = {
-        "--svg": lambda: to_svg(
+        "--svg": lambda: schedule.to_svg(
             runs,
-            width=drawing.width or DEFAULT_WIDTH,
+            width=drawing.width or schedule.DEFAULT_WIDTH,
             caption=drawing.caption,
             unit=drawing.unit,
         ),
-        "--trace": lambda: json.dumps(to_chrome_trace(runs)),
-        "--csv": lambda: to_csv(runs[-1].orders),
+        "--trace": lambda: json.dumps(schedule.to_chrome_trace(runs)),
+        "--csv": lambda: schedule.to_csv(runs[-1].orders),
     }
     drawn = [(output, draw[flag]().encode()) for flag, output in outputs.items()]
     write_all(drawn)  # all or nothing: no file is replaced unless every output was written
@@ -413,13 +405,7 @@ def _link_warnings(outputs: dict[str, Output]) -> tuple[str, ...]:
 # -- plan ------------------------------------------------------------------------
 
 
-def _plan_names() -> dict[str, str]:
-    from vppctl.planner import PlanSearchOptions  # the planner loads on use
-
-    return validate.flag_table([(PlanSearchOptions, "PlanSearchOptions")], {})
-
-
-@validate.api_names(functools.cache(_plan_names))
+@validate.api_names(_flags_on_use(lambda: [(planner.PlanSearchOptions, "PlanSearchOptions")]))
 @_command("prog")
 def plan_run(
     prog: PathLike, options: PlanSearchOptions, *, progress: Observer | None = None
@@ -430,13 +416,13 @@ def plan_run(
     says what Paddle's PIR completion reads, and each candidate's Paddle launch settings
     are its PIR strategy). Raises NoConversionFits (a ConversionError, exit 4) when none
     fits, naming the smallest peak found; its `outcome` is what was searched."""
-    from vppctl.outcomes import NoConversionFits, PlanOutcome
-    from vppctl.planner import NoPlanFits, PlanSearchOptions, search_plans
-
-    _options("plan_run", options, PlanSearchOptions)
+    _options("plan_run", options, planner.PlanSearchOptions)
     with observing(progress):
         program = read_program(_path(prog))
+        source = str(prog)
         try:
-            return PlanOutcome(str(prog), options, search_plans(program, str(prog), options))
-        except NoPlanFits as e:
-            raise NoConversionFits(str(e), PlanOutcome(str(prog), options, e.result)) from None
+            found = planner.search_plans(program, source, options)
+        except planner.NoPlanFits as e:
+            searched = outcomes.PlanOutcome(source, options, e.result)
+            raise outcomes.NoConversionFits(str(e), searched) from None
+        return outcomes.PlanOutcome(source, options, found)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from vppctl import schedule
 from vppctl.convert import ConvertResult
 from vppctl.outcomes.memory import stage_memory_json
 from vppctl.shapes import BUBBLE_DEFINITION, document
@@ -111,13 +112,11 @@ def convert_json(o: ConvertOutcome) -> dict[str, Any]:
 
 
 def _bubble_json(bubble: Bubble) -> dict[str, Any]:
-    from vppctl.schedule import rounded
-
     return {
         "definition": BUBBLE_DEFINITION,
         "micro_batches": bubble.micro_batches,
         "costs": bubble.measure,
-        "schedules": {schedule: rounded(share) for schedule, share in bubble.schedules.items()},
+        "schedules": {s: schedule.rounded(share) for s, share in bubble.schedules.items()},
     }
 
 
