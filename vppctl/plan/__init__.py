@@ -38,6 +38,7 @@ from vppctl.plan.partition import (
     uniform_sizes,
 )
 from vppctl.plan.placement import (
+    cannot_fill,
     place,
     stage_imbalance,
     stage_loads,
@@ -60,6 +61,7 @@ __all__ = [
     "Split",
     "StageSplit",
     "balanced_sizes",
+    "cannot_fill",
     "check_manual_layout",
     "choose_mode",
     "explicit_sizes",

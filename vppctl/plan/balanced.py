@@ -15,8 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from vppctl.choices import Placement
-from vppctl.errors import ConversionError
-from vppctl.plan.placement import place, stage_loads
+from vppctl.plan.placement import place, refuse_too_few, stage_loads
 
 
 def balanced_sizes(costs: Sequence[int], parts: int, pre: int = 0, post: int = 0) -> list[int]:
@@ -28,10 +27,7 @@ def balanced_sizes(costs: Sequence[int], parts: int, pre: int = 0, post: int = 0
     """
     n = len(costs)
     if n < parts:
-        raise ConversionError(
-            f"{n} layers cannot fill pp*vpp = {parts} segments (every segment needs a layer); "
-            "lower --vpp"
-        )
+        raise refuse_too_few(n, parts)
     lo = max(max(costs), pre + costs[0], costs[-1] + post)
     hi = pre + sum(costs) + post
     while lo < hi:
@@ -143,10 +139,7 @@ def stage_balanced_split(
     parts = pp * vpp
     n = len(costs)
     if n < parts:
-        raise ConversionError(
-            f"{n} layers cannot fill pp*vpp = {parts} segments (every segment needs a layer); "
-            "lower --vpp"
-        )
+        raise refuse_too_few(n, parts)
     if any(c < 0 for c in costs) or pre < 0 or post < 0:
         raise ValueError("layer costs must not be negative")
     split = _Splitter(costs, pp, parts, placement, pre, post)

@@ -27,7 +27,8 @@ from vppctl.choices import (
 from vppctl.errors import ConversionError, UsageError
 from vppctl.mesh import Mesh
 from vppctl.plan.balanced import stage_balanced_sizes
-from vppctl.plan.placement import place, stage_imbalance, stage_loads
+from vppctl.plan.placement import place, refuse_too_few, stage_imbalance, stage_loads
+from vppctl.units import runs_text
 
 
 @dataclass(frozen=True)
@@ -253,22 +254,14 @@ def check_manual_layout(
         raise ConversionError(
             "the program already has an interleaved layout (layer stages decrease), but not "
             f"the one pp {pp} vpp {len(sizes) // pp} gives: layer stages are "
-            f"{_runs(layer_stages)}, expected {_runs(expected)}; convert the plain-PP program "
-            "instead, or pass the --vpp/--split that produced this layout"
+            f"{_stages_text(layer_stages)}, expected {_stages_text(expected)}; convert the "
+            "plain-PP program instead, or pass the --vpp/--split that produced this layout"
         )
 
 
-def _runs(stages: Sequence[int]) -> str:
-    """Stage sequence, compressed: 0x2,1x2,0x2 ..."""
-    out: list[str] = []
-    i = 0
-    while i < len(stages):
-        j = i
-        while j < len(stages) and stages[j] == stages[i]:
-            j += 1
-        out.append(f"{stages[i]}x{j - i}" if j - i > 1 else str(stages[i]))
-        i = j
-    text = ",".join(out)
+def _stages_text(stages: Sequence[int]) -> str:
+    """A stage sequence in runs, cut at 200 characters: `[0x2,1x2,0x2]`."""
+    text = runs_text(stages)
     return f"[{text}]" if len(text) < 200 else f"[{text[:200]}...]"
 
 
@@ -341,10 +334,7 @@ def _sizes(facts: LayerFacts, pp: int, opts: PlanSpec) -> list[int]:
     if opts.split == "uniform":
         return uniform_sizes(n, pp, vpp)
     if n < pp * vpp:
-        raise ConversionError(
-            f"{n} layers cannot fill pp*vpp = {pp}*{vpp} = {pp * vpp} segments (every "
-            "segment needs a layer); lower --vpp"
-        )
+        raise refuse_too_few(n, pp * vpp, pp)
     if opts.split == "keep":
         return keep_sizes(facts.stages, pp, vpp, opts.placement)
     return stage_balanced_sizes(

@@ -3,7 +3,8 @@
 Segment k (its virtual stage) sits on stage/chunk `place(k)`: "loop" deals segments
 round-robin (stage k % pp, chunk k // pp); "v" runs stages 0..pp-1 for even chunks and
 pp-1..0 for odd ones. A stage runs all of its chunks, so what a schedule sees is the
-stage's load, the sum of its segments' costs.
+stage's load, the sum of its segments' costs. Every segment needs a layer: `cannot_fill`
+is the one wording of too few.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from vppctl.choices import Placement
+from vppctl.errors import ConversionError
 
 
 def place(k: int, pp: int, placement: Placement) -> tuple[int, int]:
@@ -47,3 +49,18 @@ def stage_imbalance(seg_costs: Sequence[int], pp: int, placement: Placement) -> 
     loads = stage_loads(seg_costs, pp, placement)
     mean = sum(loads) / pp if pp else 0
     return max(loads) / mean if mean else 1.0
+
+
+def cannot_fill(n_layers: int, parts: int, pp: int | None = None) -> str:
+    """Too few layers for the segments, in the one wording the planner and the verifier
+    share: `3 layers cannot fill pp*vpp = 2*2 = 4 segments (every segment needs a layer)`,
+    pp*vpp spelled out when `pp` is known."""
+    product = f"{pp}*{parts // pp} = {parts}" if pp else str(parts)
+    return (
+        f"{n_layers} layers cannot fill pp*vpp = {product} segments (every segment needs a layer)"
+    )
+
+
+def refuse_too_few(n_layers: int, parts: int, pp: int | None = None) -> ConversionError:
+    """The plan's refusal of too few layers (`cannot_fill`), with its fix."""
+    return ConversionError(f"{cannot_fill(n_layers, parts, pp)}; lower --vpp")

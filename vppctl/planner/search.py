@@ -354,7 +354,7 @@ def _plans(
     wanted: list[tuple[int, Placement]] = []
     for vpp in sorted(set(vpps)):
         for placement in opts.placements:
-            if any(_runs(s, vpp, placement) for s in opts.schedules):
+            if any(_schedule_runs_on(s, vpp, placement) for s in opts.schedules):
                 wanted.append((vpp, placement))
     units = sum(pp * vpp * m for vpp, _ in wanted for m in opts.micro_batches) * len(opts.splits)
     if units > MAX_SEARCH_UNITS:
@@ -382,7 +382,7 @@ def _plans(
     return plans
 
 
-def _runs(schedule: Schedule, vpp: int, placement: Placement) -> bool:
+def _schedule_runs_on(schedule: Schedule, vpp: int, placement: Placement) -> bool:
     """Which (vpp, placement) each family's candidates use (module docstring; `_FAMILIES`
     says it to a person): interleaving with vpp 1 would be plain PP again."""
     if schedule in MERGED:
@@ -393,12 +393,12 @@ def _runs(schedule: Schedule, vpp: int, placement: Placement) -> bool:
     return vpp > 1 and placement == "loop"
 
 
-# Each family, and the plans `_runs` gives its candidates, as `plan` says them.
+# Each family, and the plans `_schedule_runs_on` gives its candidates, as `plan` says them.
 _FAMILIES = ((V_SHAPED, "V with vpp 2"), (LOOPED, "loop with vpp > 1"), (MERGED, "vpp 1"))
 
 
 def _schedules(plan: Plan, opts: PlanSearchOptions) -> list[Schedule]:
-    return [s for s in opts.schedules if _runs(s, plan.vpp, plan.placement)]
+    return [s for s in opts.schedules if _schedule_runs_on(s, plan.vpp, plan.placement)]
 
 
 # A schedule's pipeline for one plan shape, and the group size it runs with.

@@ -42,6 +42,7 @@ from vppctl.schedule import (
     simulate,
 )
 from vppctl.schedule import check_size as check_simulation_size
+from vppctl.units import runs_text
 
 
 @dataclass(frozen=True)
@@ -117,15 +118,7 @@ def counts_text(counts: Sequence[int]) -> str:
     """Layer counts per segment: `7,7,9,9`; beyond 32 segments runs as `7 (x6)`."""
     if len(counts) <= 32:
         return ",".join(map(str, counts))
-    parts: list[str] = []
-    i = 0
-    while i < len(counts):
-        j = i
-        while j < len(counts) and counts[j] == counts[i]:
-            j += 1
-        parts.append(f"{counts[i]} (x{j - i})" if j - i > 1 else str(counts[i]))
-        i = j
-    return ", ".join(parts)
+    return runs_text(counts, "{value} (x{count})", ", ")
 
 
 @dataclass(frozen=True)
