@@ -12,9 +12,9 @@ that `simulate` and `convert --micro-batches` see the same segments:
   one, with a warning saying so.
 
 A segment's cost is its forward FLOP estimate (`cost.matmul_flops`), or its forward op
-count when the program has no matmul shapes. Simulator costs are scaled so that the
-mean stage's forward of one micro-batch costs 1, whatever vpp: plans of one program
-then share one time unit.
+count when the program has no matmul shapes. The simulator's costs are scaled so that
+the mean stage's forward of one micro-batch costs 1, whatever vpp
+(`vppctl.planner.simulate.SizedPlan`): plans of one program then share one time unit.
 """
 
 from __future__ import annotations

@@ -214,6 +214,6 @@ def check_not_input(
 def _stdin_identity() -> tuple[int, int] | None:
     try:
         st = os.fstat(sys.stdin.fileno())
-    except (OSError, ValueError, AttributeError):  # closed, or no descriptor (in tests)
+    except (OSError, ValueError, AttributeError):  # closed (None), or without a descriptor
         return None
     return st.st_dev, st.st_ino
