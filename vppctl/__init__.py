@@ -42,7 +42,7 @@ _API = {
     "InspectOptions": "summary",
     "DumpOptions": "commands",
     "SampleOptions": "sample",
-    "SimulateOptions": "commands",
+    "SimulateOptions": "planner",
     "Pictures": "commands",
     "PlanSearchOptions": "planner",
     "MemoryOptions": "planner",
@@ -138,7 +138,6 @@ if TYPE_CHECKING:  # the names, re-exported, for type checkers (`X`: PEP 484)
     from vppctl.commands import (
         DumpOptions,
         Pictures,
-        SimulateOptions,
         convert_file,
         dump_file,
         inspect_file,
@@ -174,6 +173,7 @@ if TYPE_CHECKING:  # the names, re-exported, for type checkers (`X`: PEP 484)
     from vppctl.planner import (
         MemoryOptions,
         PlanSearchOptions,
+        SimulateOptions,
     )
     from vppctl.program import (
         Program,

@@ -7,7 +7,7 @@ has a default), then one options object named for the command (`ConvertOptions`,
 concept is), then the keyword `progress`. It does the whole job of its command
 (resolve the outputs, read, run the pipeline, write) and returns a frozen outcome
 (`vppctl.outcomes`) whose `to_json()` is the command's `--json`. Options are checked
-when they are made, and outputs are resolved before any work (`vppctl.program.files`):
+when they are made, and outputs are resolved before any work (`vppctl.program.destinations`):
 an output that is an input, a trailing "/" or a missing directory is refused before
 the program is read, and nothing is written on failure. The CLI builds the same
 options, calls one of these and renders; a training script calls them directly (they
@@ -25,27 +25,17 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from fractions import Fraction
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, ParamSpec, TypeVar
 
-from vppctl import validate
-from vppctl.choices import (
-    MAX_MICRO_BATCHES,
-    MAX_SVG_WIDTH,
-    MIN_SVG_WIDTH,
-    SCHEDULES,
-    Placement,
-    Schedule,
-)
-from vppctl.convert import ConvertOptions, Planned, converted
-from vppctl.engine import check_seg_method, regex_budget
-from vppctl.errors import UsageError, VppctlError
-from vppctl.outcomes import Bubble, ConvertOutcome, DumpOutcome, SampleOutcome
-from vppctl.plan import PlanOptions
-from vppctl.planner import MemoryOptions
+from vppctl import outcomes, planner, sample, schedule, validate
+from vppctl.choices import MAX_SVG_WIDTH, MIN_SVG_WIDTH
+from vppctl.convert import ConvertOptions, converted
+from vppctl.engine import regex_budget
+from vppctl.errors import UsageError
+from vppctl.outcomes import ConvertOutcome, DumpOutcome, SampleOutcome
 from vppctl.program import (
     STDIO,
     Output,
@@ -56,18 +46,19 @@ from vppctl.program import (
     parse_program,
     read_program,
     resolve_output,
+    strip_callstack,
     write_all,
     write_program,
     write_serialized,
 )
 from vppctl.progress import Observer, observing
-from vppctl.sample import SampleOptions
 from vppctl.summary import InspectOptions, Summary, summarize
 from vppctl.verify import VerifyOptions, VerifyReport, verify_program
 
-if TYPE_CHECKING:  # the schedule side and the planner load on use
+if TYPE_CHECKING:  # the schedule side, the planner and the sample generator load on use
     from vppctl.outcomes import PlanOutcome, SimulateOutcome
-    from vppctl.planner import PlanSearchOptions, StageMemory
+    from vppctl.planner import PlanSearchOptions, SimulateOptions
+    from vppctl.sample import SampleOptions
     from vppctl.schedule import SimResult
 
 PathLike = str | os.PathLike[str]
@@ -93,6 +84,14 @@ def _command(source: str | None) -> Callable[[Callable[_P, _R]], Callable[_P, _R
         return command
 
     return wrap
+
+
+def _flags_on_use(
+    options: Callable[[], list[tuple[type, str]]], outputs: Mapping[str, str] | None = None
+) -> Callable[[], dict[str, str]]:
+    """`validate.flags_of` for options classes of a package that loads on use (the
+    planner, the sample generator): named when the first error asks, not at import."""
+    return functools.cache(lambda: validate.flag_table(options(), outputs or {}))
 
 
 def _options(call: str, options: object, kind: type[validate.Options]) -> None:
@@ -157,57 +156,13 @@ def convert_file(
         program = read_program(src)
         result, planned = converted(program, options)
         bubble, sim_warnings = (
-            (None, ()) if micro_batches is None else _bubble(planned, micro_batches)
+            (None, ())
+            if micro_batches is None
+            else planner.converted_bubble(planned, micro_batches)
         )
         written, save_warnings = write_program(program, output)
     warnings = (*result.warnings, *sim_warnings, *save_warnings)
     return ConvertOutcome(result, output.shown, written, bubble, warnings, output.is_stdout)
-
-
-def _bubble(planned: Planned, micro_batches: int) -> tuple[Bubble | None, tuple[str, ...]]:
-    """The converted plan simulated as `simulate OUT` does it: the same plan, its costs,
-    1F1B and the placement's interleaving schedule (from the conversion's own planning:
-    the converted program is not planned again)."""
-    from vppctl.planner import CostModel, MemoryModel, MemoryOptions, stage_memory
-    from vppctl.schedule import held_peak, simulate
-
-    plan = planned.plan
-    model = CostModel(planned)
-    forward = model.forward(plan)
-    memory_model = MemoryModel(planned, MemoryOptions())
-    segments = memory_model.segments(plan)
-    sizes = [s.activations for s in segments]
-    shown: dict[Schedule, Fraction] = {}
-    memory: dict[Schedule, tuple[StageMemory, ...]] = {}
-    warnings: list[str] = list(memory_model.warnings)
-    schedule: Schedule
-    for schedule in ("1f1b", *_interleaving(plan.placement, plan.vpp)):
-        try:
-            run = simulate(
-                plan.pp, plan.vpp, micro_batches, schedule, forward, placement=plan.placement
-            )
-        except VppctlError as e:
-            warnings.append(
-                f"no {schedule} bubble at --micro-batches {micro_batches}: {e} (the "
-                "conversion is unaffected)"
-            )
-            continue
-        shown[schedule] = run.bubble
-        held = held_peak(run, sizes)
-        memory[schedule] = stage_memory(plan, segments, run.peak_in_flight_per_chunk, held, None)
-        warnings += run.warnings
-    bubble = Bubble(micro_batches, model.measure, shown, memory)
-    return bubble, tuple(dict.fromkeys(warnings))
-
-
-def _interleaving(placement: Placement, vpp: int) -> tuple[Schedule, ...]:
-    """The interleaving schedule a plan runs (as `compare`): interleaved 1F1B for loop
-    placement, ZB-V for V with two chunks, none otherwise."""
-    if vpp > 1 and placement == "loop":
-        return ("interleaved",)
-    if vpp == 2 and placement == "v":
-        return ("zbv",)
-    return ()
 
 
 # -- verify, inspect -------------------------------------------------------------
@@ -279,28 +234,24 @@ def dump_file(
 
 
 def _strip(program: Program) -> int:
-    from vppctl.program import strip_callstack
-
     return sum(strip_callstack(b) for b in program.blocks)
 
 
-@validate.api_names(validate.flags_of((SampleOptions, "SampleOptions"), outputs=_OUT))
+@validate.api_names(_flags_on_use(lambda: [(sample.SampleOptions, "SampleOptions")], _OUT))
 @_command(None)
 def sample_file(
     out: PathLike, options: SampleOptions, *, progress: Observer | None = None
 ) -> SampleOutcome:
     """Write the GPT-like plain-PP program `options` describes to `out` ("-": stdout).
     A program that would be 2 GiB or more is refused from its options, before it is built."""
-    from vppctl.sample import build_sample, estimate_size
-
-    if isinstance(out, SampleOptions):  # the order of vppctl 0.2
+    if isinstance(out, sample.SampleOptions):  # the order of vppctl 0.2
         raise UsageError("sample_file takes the output first: sample_file(out, SampleOptions(...))")
-    _options("sample_file", options, SampleOptions)
+    _options("sample_file", options, sample.SampleOptions)
     output = program_output(out)
     fix = "use fewer --layers" + (" or drop --callstack" if options.callstack else "")
-    check_size(estimate_size(options), fix=fix)
+    check_size(sample.estimate_size(options), fix=fix)
     with observing(progress):
-        data = build_sample(options)
+        data = sample.build_sample(options)
         if not output.binary:
             written, warnings = write_program(parse_program(data, source="sample"), output)
             return SampleOutcome(output.shown, written, tuple(warnings))
@@ -310,66 +261,6 @@ def sample_file(
 
 
 # -- simulate --------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SimulateOptions:
-    """What `simulate` is asked: the step (`micro_batches`, required), the schedule and its
-    costs, and with a program the plan to simulate (`plan`: its fields None where not
-    given, `PlanOptions`' defaults; a converted program is simulated with its recorded
-    plan) and how to size its memory. Without a program, `plan.pp` and `plan.vpp` are
-    required and `plan.placement` alone of the rest may be given. Checked when made
-    (UsageError, exit 2)."""
-
-    micro_batches: int
-    plan: PlanOptions = field(default_factory=PlanOptions)
-    seg_method: str | None = None  # regex naming the repeated layer; None: detected
-    schedule: Schedule | None = None  # None: 1F1B and the plan's interleaving schedule
-    group_size: int | None = None  # the interleaved schedules' micro-batch group
-    # Forward, input-gradient and weight-gradient cost of a chunk (default 1, 1, 1); with
-    # a program, per unit of each segment's FLOP share. Numbers >= 0, kept as fractions.
-    costs: tuple[float | Fraction, float | Fraction, float | Fraction] | None = None
-    p2p_cost: float | Fraction = 0  # time per hop between stages, in the costs' unit
-    memory: MemoryOptions | None = None  # None: the defaults (with a program only)
-
-    FLAGS: ClassVar[Mapping[str, str]] = {
-        "micro_batches": "--micro-batches",
-        "seg_method": "--seg-method",
-        "schedule": "--schedule",
-        "group_size": "--group-size",
-        "costs": "--costs",
-        "p2p_cost": "--p2p-cost",
-    }
-    NESTED: ClassVar[Mapping[str, type]] = {"plan": PlanOptions, "memory": MemoryOptions}
-
-    def __post_init__(self) -> None:
-        from vppctl.schedule import GROUPED
-
-        validate.integer(self, "micro_batches", 1, MAX_MICRO_BATCHES)
-        validate.nested(self, "plan", PlanOptions)
-        check_seg_method(self, "seg_method")
-        validate.choice(self, "schedule", SCHEDULES, optional=True)
-        validate.integer(self, "group_size", 1, MAX_MICRO_BATCHES, optional=True)
-        self._check_costs()
-        validate.number(self, "p2p_cost")
-        validate.nested(self, "memory", MemoryOptions, optional=True)
-        grouped = self.schedule is None or self.schedule in GROUPED
-        if self.group_size is not None and not grouped:
-            raise UsageError(
-                f"{validate.where(self, 'group_size')} is the interleaved schedules' "
-                f"(interleaved, interleaved-zb); {validate.where(self, 'schedule')} "
-                f"{self.schedule!r} takes none: drop --group-size"
-            )
-
-    def _check_costs(self) -> None:
-        if self.costs is None:
-            return
-        legal = "three numbers F,B,W >= 0, not all zero, e.g. (1, 1, 1)"
-        values = validate.sequence(self, "costs", legal)
-        exact = [validate.exact_number(self, "costs", v) for v in values]
-        if len(exact) != 3 or any(v is None for v in exact) or not any(exact):
-            raise validate.refuse(self, "costs", legal)
-        object.__setattr__(self, "costs", tuple(exact))
 
 
 @dataclass(frozen=True)
@@ -397,7 +288,9 @@ class Pictures:
         validate.integer(self, "svg_width", MIN_SVG_WIDTH, MAX_SVG_WIDTH, optional=True)
 
 
-@validate.api_names(validate.flags_of((SimulateOptions, "SimulateOptions"), (Pictures, "Pictures")))
+@validate.api_names(
+    _flags_on_use(lambda: [(planner.SimulateOptions, "SimulateOptions"), (Pictures, "Pictures")])
+)
 @_command("prog")
 def simulate_run(
     prog: PathLike | None,
@@ -414,86 +307,47 @@ def simulate_run(
     segments' forward FLOPs, and `outcome.memory` holds each stage's bytes. Without it,
     every chunk costs `options.costs`. `options.schedule` None compares 1F1B with the
     plan's interleaving schedule."""
-    from vppctl.outcomes import SimulateOutcome, simulation_warnings
-
     pictures = Pictures() if pictures is None else pictures
     _options("simulate_run", pictures, Pictures)
-    _options("simulate_run", options, SimulateOptions)
+    _options("simulate_run", options, planner.SimulateOptions)
     outputs = _picture_outputs(
         prog, {"--svg": pictures.svg, "--trace": pictures.trace, "--csv": pictures.csv}
     )
-    ratios = _ratios(options.costs)
-    run = _StepOptions(
-        options.micro_batches, options.schedule, options.group_size, ratios, options.p2p_cost
-    )
     if prog is not None:
         with observing(progress):
-            outcome = _simulate_program(prog, options, run)
-        assert outcome.plan is not None  # a program's simulation always has its plan
+            found = planner.simulate_program(read_program(prog), options)
+        assert found.plan is not None  # a program's simulation always has its plan
         drawing = _Drawing(
             pictures.svg_width,
-            f"{prog}, plan {outcome.plan.description}",
+            f"{prog}, plan {found.plan.description}",
             "time (1 = the mean stage's forward of one micro-batch)",
         )
-        written = tuple(_pictures(outcome.results, outputs, drawing))
-        warnings = (*outcome.warnings, *_link_warnings(outputs))
-        return replace(outcome, written=written, warnings=warnings)
-    pp, vpp, placement = _without_program(options)
-    runs = _runs(pp, vpp, placement, _unit_costs(options.costs, pp * vpp), run)
+        written = tuple(_pictures(found.results, outputs, drawing))
+        warnings = (
+            *found.warnings,
+            *outcomes.simulation_warnings(found.results),
+            *_link_warnings(outputs),
+        )
+        return outcomes.SimulateOutcome(
+            found.results,
+            str(prog),
+            written,
+            found.plan,
+            found.memory,
+            found.memory_options,
+            warnings,
+        )
+    runs = planner.simulate_counts(options)
+    pp, vpp = runs[-1].pp, runs[-1].plan_vpp
     drawing = _Drawing(
         pictures.svg_width,
         f"plan pp {pp} x vpp {vpp}, {runs[-1].placement} placement, every chunk F,B,W = "
-        + ",".join(str(x) for x in ratios),
+        + ",".join(str(x) for x in planner.cost_ratios(options)),
         "time (1 = the unit of --costs)",
     )
     written = tuple(_pictures(runs, outputs, drawing))
-    warnings = (*simulation_warnings(runs), *_link_warnings(outputs))
-    return SimulateOutcome(runs, None, written, warnings=warnings)
-
-
-def _without_program(options: SimulateOptions) -> tuple[int, int, Placement | None]:
-    """pp, vpp and the placement of a simulation without a program; the options that
-    describe a program's plan or memory are refused."""
-    from vppctl.schedule import check_size as check_simulation_size
-
-    plan = options.plan
-    program_only = {
-        "--split": plan.split,
-        "--layers-per-chunk": plan.layers_per_chunk,
-        "--cost": plan.cost,
-        "--seg-method": options.seg_method,
-        "memory options": options.memory,
-    }
-    given = [flag for flag, value in program_only.items() if value]
-    if given:
-        raise UsageError(
-            f"{', '.join(given)} describe a program's plan or memory: pass the program, or "
-            "drop them"
-        )
-    if plan.pp is None:
-        raise UsageError("--pp is required without a program")
-    if plan.vpp is None:
-        raise UsageError("--vpp is required without a program")
-    check_simulation_size(plan.pp, plan.vpp, options.micro_batches)  # before pp * vpp costs
-    return plan.pp, plan.vpp, plan.placement
-
-
-def _ratios(costs: Sequence[float | Fraction] | None) -> tuple[Fraction, Fraction, Fraction]:
-    """F,B,W as exact fractions (the options hold them so), 1,1,1 by default."""
-    if costs is None:
-        return _UNIT_COSTS
-    f, b, w = (Fraction(c) for c in costs)
-    return f, b, w
-
-
-def _unit_costs(
-    costs: Sequence[float | Fraction] | None, n: int
-) -> tuple[list[Fraction], list[Fraction], list[Fraction]] | None:
-    """Every chunk's costs without a program (None: the simulator's own unit costs)."""
-    if costs is None:
-        return None
-    f, b, w = _ratios(costs)
-    return [f] * n, [b] * n, [w] * n
+    warnings = (*outcomes.simulation_warnings(runs), *_link_warnings(outputs))
+    return outcomes.SimulateOutcome(runs, None, written, warnings=warnings)
 
 
 @dataclass(frozen=True)
@@ -503,80 +357,6 @@ class _Drawing:
     width: int | None
     caption: str
     unit: str
-
-
-_UNIT_COSTS = (Fraction(1), Fraction(1), Fraction(1))
-
-
-@dataclass(frozen=True)
-class _StepOptions:
-    """What to simulate on a plan: the step and the schedule options."""
-
-    micro_batches: int
-    schedule: Schedule | None
-    group_size: int | None
-    ratios: tuple[Fraction, Fraction, Fraction]  # F,B,W
-    p2p_cost: float | Fraction
-
-
-def _simulate_program(
-    prog: PathLike, options: SimulateOptions, run: _StepOptions
-) -> SimulateOutcome:
-    """A program simulated with the plan `convert` would make (or made), its FLOP costs
-    and its bytes per stage."""
-    from vppctl.outcomes import SimulatedPlan, SimulateOutcome, simulation_warnings
-    from vppctl.planner import CostModel, MemoryModel, resolve_plan, stage_memory
-    from vppctl.schedule import held_peak
-
-    opts = options.memory or MemoryOptions()
-    resolved = resolve_plan(read_program(prog), options.plan, options.seg_method)
-    plan = resolved.plan
-    model = CostModel(resolved.planned)
-    forward = model.forward(plan)
-    f, b, w = run.ratios
-    costs = ([c * f for c in forward], [c * b for c in forward], [c * w for c in forward])
-    runs = _runs(plan.pp, plan.vpp, plan.placement, costs, run)
-    memory_model = MemoryModel(resolved.planned, opts)
-    segments = memory_model.segments(plan)
-    sizes = [s.activations for s in segments]
-    stages = tuple(
-        stage_memory(plan, segments, r.peak_in_flight_per_chunk, held_peak(r, sizes), opts.limit)
-        for r in runs
-    )
-    simulated = SimulatedPlan(
-        plan, resolved.recorded, resolved.split, model.measure, model.segments(plan), run.ratios
-    )
-    warnings = (*resolved.warnings, *memory_model.warnings, *simulation_warnings(runs))
-    return SimulateOutcome(runs, str(prog), (), simulated, stages, opts, warnings)
-
-
-def _runs(
-    pp: int,
-    vpp: int,
-    placement: Placement | None,
-    costs: tuple[Sequence[Fraction], Sequence[Fraction], Sequence[Fraction]] | None,
-    run: _StepOptions,
-) -> tuple[SimResult, ...]:
-    """One schedule, or 1F1B and the placement's interleaving schedule side by side."""
-    from vppctl.schedule import compare, simulate
-
-    forward, backward, weight = costs if costs is not None else (None, None, None)
-    m, hop, group = run.micro_batches, run.p2p_cost, run.group_size
-    if run.schedule is not None:
-        one = simulate(
-            pp, vpp, m, run.schedule, forward, backward, hop,
-            weight=weight, placement=placement, group_size=group,
-        )  # fmt: skip
-        return (one,)
-    if group is not None and _interleaving(placement or "loop", vpp) != ("interleaved",):
-        raise UsageError(
-            "--group-size is Megatron's interleaved schedule's, and this plan runs none "
-            "(it needs vpp > 1 and loop placement): drop --group-size"
-        )
-    return compare(
-        pp, vpp, m, forward, backward, hop,
-        weight=weight, group_size=group, placement=placement or "loop",
-    )  # fmt: skip
 
 
 def _picture_outputs(prog: PathLike | None, specs: dict[str, PathLike | None]) -> dict[str, Output]:
@@ -603,17 +383,15 @@ def _pictures(
     runs: tuple[SimResult, ...], outputs: dict[str, Output], drawing: _Drawing
 ) -> list[tuple[str, int]]:
     """Every schedule simulated as SVG and Chrome trace; the last as torch's schedule CSV."""
-    from vppctl.schedule import DEFAULT_WIDTH, to_chrome_trace, to_csv, to_svg
-
     draw = {
-        "--svg": lambda: to_svg(
+        "--svg": lambda: schedule.to_svg(
             runs,
-            width=drawing.width or DEFAULT_WIDTH,
+            width=drawing.width or schedule.DEFAULT_WIDTH,
             caption=drawing.caption,
             unit=drawing.unit,
         ),
-        "--trace": lambda: json.dumps(to_chrome_trace(runs)),
-        "--csv": lambda: to_csv(runs[-1].orders),
+        "--trace": lambda: json.dumps(schedule.to_chrome_trace(runs)),
+        "--csv": lambda: schedule.to_csv(runs[-1].orders),
     }
     drawn = [(output, draw[flag]().encode()) for flag, output in outputs.items()]
     write_all(drawn)  # all or nothing: no file is replaced unless every output was written
@@ -627,13 +405,7 @@ def _link_warnings(outputs: dict[str, Output]) -> tuple[str, ...]:
 # -- plan ------------------------------------------------------------------------
 
 
-def _plan_names() -> dict[str, str]:
-    from vppctl.planner import PlanSearchOptions  # the planner loads on use
-
-    return validate.flag_table([(PlanSearchOptions, "PlanSearchOptions")], {})
-
-
-@validate.api_names(functools.cache(_plan_names))
+@validate.api_names(_flags_on_use(lambda: [(planner.PlanSearchOptions, "PlanSearchOptions")]))
 @_command("prog")
 def plan_run(
     prog: PathLike, options: PlanSearchOptions, *, progress: Observer | None = None
@@ -644,13 +416,13 @@ def plan_run(
     says what Paddle's PIR completion reads, and each candidate's Paddle launch settings
     are its PIR strategy). Raises NoConversionFits (a ConversionError, exit 4) when none
     fits, naming the smallest peak found; its `outcome` is what was searched."""
-    from vppctl.outcomes import NoConversionFits, PlanOutcome
-    from vppctl.planner import NoPlanFits, PlanSearchOptions, search_plans
-
-    _options("plan_run", options, PlanSearchOptions)
+    _options("plan_run", options, planner.PlanSearchOptions)
     with observing(progress):
         program = read_program(_path(prog))
+        source = str(prog)
         try:
-            return PlanOutcome(str(prog), options, search_plans(program, str(prog), options))
-        except NoPlanFits as e:
-            raise NoConversionFits(str(e), PlanOutcome(str(prog), options, e.result)) from None
+            found = planner.search_plans(program, source, options)
+        except planner.NoPlanFits as e:
+            searched = outcomes.PlanOutcome(source, options, e.result)
+            raise outcomes.NoConversionFits(str(e), searched) from None
+        return outcomes.PlanOutcome(source, options, found)

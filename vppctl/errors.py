@@ -22,8 +22,6 @@ a `hint`: what to do about it, when that is not already part of the message.
 
 from __future__ import annotations
 
-from typing import Any
-
 from vppctl.escape import printable
 
 EXIT_OK = 0
@@ -103,16 +101,6 @@ class SelfCheckError(VppctlError):
     so it exits with the internal-error code."""
 
     exit_code = EXIT_INTERNAL
-
-
-def error_object(e: VppctlError) -> dict[str, Any]:
-    """A failure as the JSON `error` object says it (vppctl/report/schemas/error.json)."""
-    return failure_object(e.exit_code, e.kind, str(e), e.hint)
-
-
-def failure_object(exit_code: int, kind: str, message: str, hint: str | None) -> dict[str, Any]:
-    """The JSON `error` object of any failure, vppctl's own or not (an interrupt)."""
-    return {"exit_code": exit_code, "kind": kind, "message": message, "hint": hint}
 
 
 def os_reason(e: OSError) -> str:

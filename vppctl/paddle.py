@@ -50,7 +50,9 @@ Paddle facts this module relies on (Paddle 3.3.1, legacy static mode):
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 from google.protobuf.message import DecodeError
@@ -214,9 +216,6 @@ def export_program(main_program: Any, dist_context: Any = None) -> bytes:
 def _export_pir(paddle: Any, program: Any) -> bytes:
     """A PIR program's JSON, as `paddle.static.save` writes it (Paddle writes it to a file
     only): the bytes vppctl reads from that file, dist ops (reshards) included."""
-    import tempfile
-    from pathlib import Path
-
     with tempfile.TemporaryDirectory(prefix="vppctl-pir-") as tmp:
         path = Path(tmp) / "program.json"
         paddle.base.core.serialize_pir_program(program, str(path))

@@ -1,9 +1,10 @@
 """Shapes: what every command's JSON object shares, below every outcome that builds one.
 
-The version of each JSON shape, the envelope each object opens with, and the words
-several shapes carry (the bubble's definition). The outcomes build their own JSON
-(`to_json()`), each in its own layer; they all take the envelope from here, and so does
-the command line for a failure's object (`failure_document`).
+The version of each JSON shape, the envelope each object opens with, the `error`
+object a failure gives, and the words several shapes carry (the bubble's definition).
+The outcomes build their own JSON (`to_json()`), each in its own layer; they all take
+the envelope from here, and so does the command line for a failure's object
+(`failure_document`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from vppctl._version import __version__
-from vppctl.errors import failure_object
+from vppctl.errors import VppctlError
 
 # The version of each JSON shape, one per command (`verify --rules` has its own): the
 # `schema` every object carries, and the `const` of its file in vppctl/report/schemas/.
@@ -47,3 +48,13 @@ def failure_document(exit_code: int, kind: str, message: str, hint: str | None) 
         "schema": ERROR_SCHEMA,
         "error": failure_object(exit_code, kind, message, hint),
     }
+
+
+def error_object(e: VppctlError) -> dict[str, Any]:
+    """A failure as the JSON `error` object says it (vppctl/report/schemas/error.json)."""
+    return failure_object(e.exit_code, e.kind, str(e), e.hint)
+
+
+def failure_object(exit_code: int, kind: str, message: str, hint: str | None) -> dict[str, Any]:
+    """The JSON `error` object of any failure, vppctl's own or not (an interrupt)."""
+    return {"exit_code": exit_code, "kind": kind, "message": message, "hint": hint}

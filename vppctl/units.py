@@ -1,11 +1,15 @@
-"""Units: a byte count said to a person, in one style for every message and report.
+"""Units: numbers said to a person, in one style for every message and report: a byte
+count, and a sequence whose runs of one value are said once with their length.
 
 It sits at the bottom of the layers so that the program layer's out-of-memory message and
-the reports above it say sizes alike. (The planner's memory figures are in IEC units,
+the reports above it say sizes alike, and the plan's messages and the simulation's plan
+line say runs alike. (The planner's memory figures are in IEC units,
 `vppctl.planner.memory.iec`, as `--memory-limit` takes them.)
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 
 def human_bytes(n: int) -> str:
@@ -14,3 +18,17 @@ def human_bytes(n: int) -> str:
         if n >= size:
             return f"{n / size:.1f} {unit}"
     return f"{n} B"
+
+
+def runs_text(values: Sequence[object], run: str = "{value}x{count}", separator: str = ",") -> str:
+    """`values` with each run of one value said once with its length: `0x2,1,0x3`; `run`
+    says a run of more than one (`{value}`, `{count}`), `separator` goes between."""
+    parts: list[str] = []
+    i = 0
+    while i < len(values):
+        j = i
+        while j < len(values) and values[j] == values[i]:
+            j += 1
+        parts.append(run.format(value=values[i], count=j - i) if j - i > 1 else str(values[i]))
+        i = j
+    return separator.join(parts)

@@ -5,8 +5,8 @@ of the step for the same program and options. A converted program is simulated a
 it was converted (no --vpp, its placement, its split). Schedules, group sizes, unit
 costs, torch CSV and the size limit are reachable from the command line.
 
-The tests here also cover vppctl/planner/costs.py and vppctl/report/schedule.py, which have
-no test file of their own.
+The tests here also cover vppctl/planner/costs.py, vppctl/report/schedule.py and
+vppctl/planner/simulate.py, which have no test file of their own.
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ The seeded program is the 8-layer sample converted to vpp 2 with two transpose2_
 ops moved to the other chunk of their stage: each breaks V008 (a grad op away from its
 forward op) and V011 (the gradient it writes first stays where it was).
 
-The tests here also cover vppctl/verify/outcome.py, which has no test file of its own.
+The tests here also cover vppctl/verify/outcome.py and vppctl/outcomes/verify.py, which have
+no test file of their own.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,13 +106,21 @@ def write(work: Path, name: str, data: bytes) -> Path:
     return path
 
 
+def hostile_file(work: Path, name: str, build: Callable[[], bytes]) -> Path:
+    """A hostile input, built once per kind and module: the commands measured on it share it."""
+    path = work / name
+    if not path.exists():
+        path.write_bytes(build())
+    return path
+
+
 # -- stage meshes and chunk ids ------------------------------------------------------------
 
 
 @pytest.mark.parametrize("command", ["verify", "inspect", "convert"])
 def test_20000_stage_meshes_and_a_chunk_id_of_4095(work: Path, command: str) -> None:
     """Was: verify past 8 GB (a pp*vpp table of 20,000 x 4,096)."""
-    src = write(work, "meshes20k.pb", hostile.many_stage_meshes(20_000, chunk=4095))
+    src = hostile_file(work, "meshes20k.pb", lambda: hostile.many_stage_meshes(20_000, chunk=4095))
     args = ["--vpp", "2", "-o", work / "out.pb"] if command == "convert" else []
     within(run(command, src, *args), (1, 0, 4), seconds=30, mb=400)
 
@@ -122,7 +131,7 @@ def test_20000_stage_meshes_and_a_chunk_id_of_4095(work: Path, command: str) -> 
 @pytest.mark.parametrize("command", ["verify", "inspect", "convert"])
 def test_many_one_rank_meshes(work: Path, command: str, n: int, seconds: int, mb: int) -> None:
     """Was at 100,000: 34 s for convert and verify, 69 s for inspect (quadratic lookups)."""
-    src = write(work, f"meshes{n}.pb", hostile.many_stage_meshes(n, chunk=0))
+    src = hostile_file(work, f"meshes{n}.pb", lambda: hostile.many_stage_meshes(n, chunk=0))
     args = ["--vpp", "2", "-o", work / "out.pb"] if command == "convert" else []
     within(run(command, src, *args), (0, 1, 4), seconds=seconds, mb=mb)
 
@@ -138,7 +147,7 @@ def test_a_10000_deep_sub_block_chain_naming_a_global_100_times_each(
     work: Path, command: str
 ) -> None:
     """Was: over 120 s (an ancestor walk per reference)."""
-    src = write(work, "deep.pb", hostile.deep_sub_blocks(10_000, 100))
+    src = hostile_file(work, "deep.pb", lambda: hostile.deep_sub_blocks(10_000, 100))
     args = ["--vpp", "2", "-o", work / "out.pb"] if command == "convert" else []
     within(run(command, src, *args), (0, 1, 4), seconds=30, mb=400)
 
@@ -146,7 +155,7 @@ def test_a_10000_deep_sub_block_chain_naming_a_global_100_times_each(
 @pytest.mark.parametrize("command", ["verify", "inspect", "convert", "dump"])
 def test_a_million_empty_blocks_are_refused_at_once(work: Path, command: str) -> None:
     """Was: 42 s and 2.76 GB for an 8.6 MB file."""
-    src = write(work, "empty.pb", hostile.empty_blocks(1_000_000))
+    src = hostile_file(work, "empty.pb", lambda: hostile.empty_blocks(1_000_000))
     args = ["--vpp", "2"] if command == "convert" else []
     r = run(command, src, *args)
     within(r, 3, seconds=15, mb=3 * src.stat().st_size / 2**20 + 200)

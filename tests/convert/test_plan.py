@@ -1,6 +1,9 @@
 """The plan (vppctl/plan.py): rules 4 and 5 of docs/conversion.md (auto or manual mode, the
 segments), and beyond Paddle: V placement, keep / balanced / explicit splits. The running
 example is tests/support/rulekit.py's.
+
+The tests here also cover vppctl/plan/partition.py and vppctl/plan/placement.py, which have
+no test file of their own.
 """
 
 from __future__ import annotations

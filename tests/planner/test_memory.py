@@ -7,6 +7,8 @@ without vppctl's index or memory model, and compared with what `simulate` report
 Activation bytes are checked on a hand-built two-layer program whose stash is worked
 out by hand, including the -1 rule (first unknown dimension = micro-batch size,
 later ones = sequence length) and the in-flight multiplier.
+
+The tests here also cover vppctl/outcomes/memory.py, which has no test file of its own.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ import pytest
 from commandline import invoke
 from programs import Prog
 
-from vppctl.commands import SimulateOptions, convert_file, simulate_run
+from vppctl.commands import convert_file, simulate_run
 from vppctl.convert import ConvertOptions
 from vppctl.plan import PlanOptions
+from vppctl.planner import SimulateOptions
 from vppctl.planner.memory import MemoryOptions, iec, parse_size
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.program.roles import BACKWARD, FORWARD, LOSS, LOSS_GRAD, OPTIMIZE

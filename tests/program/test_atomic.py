@@ -50,7 +50,8 @@ from programs import layered
 
 from vppctl.errors import ProgramFileError
 from vppctl.program import atomic
-from vppctl.program.files import interrupted, resolve_output, write_all
+from vppctl.program.destinations import resolve_output
+from vppctl.program.files import interrupted, write_all
 
 SRC = layered([0, 0, 1, 1], backward=True, optimizer=True).bytes()
 OLD = b"an earlier output that must survive"

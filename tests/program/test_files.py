@@ -34,7 +34,8 @@ from programs import layered
 from vppctl.errors import ConversionError, ProgramFileError, UsageError
 from vppctl.program import files, save
 from vppctl.program._proto import program_pb2 as pb
-from vppctl.program.files import Output, read_input, resolve_output
+from vppctl.program.destinations import resolve_output
+from vppctl.program.files import Output, read_input
 from vppctl.program.load import (
     MAX_PROGRAM_BYTES,
     Program,

@@ -3,8 +3,9 @@
 The programs here are built in code (tests/support/pir_json.py) in the layout Paddle 3.3.1's
 `serialize_pir_program` writes; tests/paddle/test_pir_reference.py reads the ones Paddle built.
 
-The tests here also cover vppctl/program/pir_encode.py, vppctl/program/pir_grads.py and
-vppctl/program/pir_tables.py, which have no test file of their own.
+The tests here also cover vppctl/program/pir/encode.py, vppctl/program/pir/grads.py,
+vppctl/program/pir/parse.py and vppctl/program/pir/tables.py, which have no test file of
+their own.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pir_json import PirJson, training
 from vppctl.engine import build_index
 from vppctl.errors import ConversionError, ProgramFileError
 from vppctl.program import op_arguments, op_slots, parse_program, read_program, write_program
-from vppctl.program import pir as pir_module
+from vppctl.program.pir import parse as pir_module
 
 
 def names(data: bytes) -> tuple[Any, list[str], list[tuple[list[str], list[str]]]]:

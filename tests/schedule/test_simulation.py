@@ -38,9 +38,14 @@ from vppctl.schedule.simulation import (
     simulate_orders,
     stage_orders,
 )
-from vppctl.schedule.timeline import cell_count, to_chrome_trace, to_svg
+from vppctl.schedule.timeline import time_cell, to_chrome_trace, to_svg
 
 SVG = "{http://www.w3.org/2000/svg}"
+
+
+def cell_count(result: SimResult) -> int:
+    """How many cells wide the exact timeline is."""
+    return int(result.makespan / time_cell(result))
 
 
 def console() -> Console:

@@ -173,7 +173,7 @@ def open_files_in(pid: int, directory: Path, skip: tuple[str, ...] = ()) -> list
 
 
 def _slow_write(out: str, pieces: int, size: int, delay: float) -> None:
-    from vppctl.program.files import resolve_output
+    from vppctl.program.destinations import resolve_output
 
     def data() -> object:
         for i in range(pieces):
@@ -184,7 +184,7 @@ def _slow_write(out: str, pieces: int, size: int, delay: float) -> None:
 
 
 def _count_write(src: str, out: str) -> None:
-    from vppctl.program.files import resolve_output
+    from vppctl.program.destinations import resolve_output
     from vppctl.program.load import read_program
     from vppctl.program.save import write_program
 
@@ -198,7 +198,7 @@ def _count_write(src: str, out: str) -> None:
 
 def _write_stdout(spec: str, binary: bool, data: str, repeat: int) -> int:
     from vppctl.errors import VppctlError
-    from vppctl.program.files import resolve_output
+    from vppctl.program.destinations import resolve_output
 
     try:
         resolve_output(spec, binary=binary).write(data.encode() * repeat)

@@ -13,8 +13,8 @@ closes the pipe early (`| head`) is not an error (exit 0). With `--json` (or
 `{"error": {"exit_code", "kind", "message", "hint"}, ...}`, on stdout (on stderr when
 stdout already holds the program). Output that an encoding cannot show (`…`, `─`, `×`
 under PYTHONIOENCODING=ascii) falls back to ASCII instead of failing after the work
-is done. Heavy modules are imported inside the commands so that `vppctl --help`
-starts fast.
+is done. What a command may not need loads on first use, through the lazy faces of the
+library's packages (`vppctl._lazy`), so that `vppctl --help` starts fast.
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ from vppctl.errors import (
 )
 from vppctl.escape import printable
 from vppctl.shapes import failure_document
+from vppctl.units import human_bytes
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -214,11 +215,12 @@ class _Group(_Command, click.Group):
 def _interrupted(since: float) -> str:
     """What an interrupt left: the outputs written before it, whole or in part (nothing,
     when vppctl has not even loaded its writing code)."""
-    if "vppctl.program.files" not in sys.modules:
+    # Asked, never imported: an interrupt before the writing code loaded wrote nothing.
+    interrupted = getattr(sys.modules.get("vppctl.program.files"), "interrupted", None)
+    if interrupted is None:
         return "interrupted; nothing was written"
-    from vppctl.program import interrupted
-
-    return interrupted(since)
+    said: str = interrupted(since)
+    return said
 
 
 def json_requested(args: Sequence[str]) -> bool:
@@ -386,8 +388,6 @@ def main() -> None:
 
 def wrote(console: Console, output: str, size: int) -> None:
     from rich.text import Text
-
-    from vppctl.report import human_bytes
 
     where = "stdout" if output == "-" else output
     console.print(Text(printable(f"wrote {where} ({human_bytes(size)})")))

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import click
 
+import vppctl.planner
 from vppctl.choices import (
     COST_KINDS,
     MAX_BATCH_DIM,
@@ -291,9 +292,7 @@ def memory_options(f: F) -> F:
 def _parse_size(ctx: click.Context, param: click.Parameter, value: str | None) -> int | None:
     if value is None:
         return None
-    from vppctl.planner import parse_size
-
-    size = parse_size(value)
+    size = vppctl.planner.parse_size(value)
     if size is None or size <= 0:
         raise click.BadParameter(
             f"{value!r} is not a size: give bytes with a unit, e.g. 80GiB, 80GB, 512MiB"

@@ -6,6 +6,9 @@ from typing import TYPE_CHECKING, cast
 
 import click
 
+import vppctl
+import vppctl.outcomes
+import vppctl.report
 from vppctl.choices import LAYOUTS, MAX_LAYERS, OPTIMIZERS, OUTPUT_FORMATS, PLACEMENTS
 from vppctl.cli.base import (
     cli,
@@ -45,7 +48,9 @@ from vppctl.errors import (
     EXIT_TERMINATED,
     EXIT_USAGE,
     EXIT_VIOLATIONS,
+    UsageError,
 )
+from vppctl.units import human_bytes
 
 if TYPE_CHECKING:
     from vppctl.choices import OutputFormat
@@ -123,11 +128,7 @@ def convert(
     vppctl convert prog.pb --vpp 2 --seg-method DecoderLayer -o out.pb --json
     vppctl convert prog.pb --vpp 2 --split balanced --cost flops
     """
-    from vppctl.commands import convert_file
-    from vppctl.convert import ConvertOptions
-    from vppctl.plan import PlanOptions
-
-    plan = PlanOptions(
+    plan = vppctl.PlanOptions(
         vpp=vpp,
         pp=pp,
         placement=cast("Placement", placement),
@@ -135,7 +136,7 @@ def convert(
         layers_per_chunk=layers_per_chunk,
         cost=cast("CostKind", cost),
     )
-    opts = ConvertOptions(
+    opts = vppctl.ConvertOptions(
         plan=plan,
         seg_method=seg_method,
         strict=strict,
@@ -148,17 +149,15 @@ def convert(
     to_stderr = same_as_stdout(output if output is not None else default)
     expect_outputs()
     progress = observer(quiet, json_on_stderr=as_json and to_stderr)
-    outcome = convert_file(src, output, opts, progress=progress)
+    outcome = vppctl.convert_file(src, output, opts, progress=progress)
     to_stderr = to_stderr or outcome.to_stdout
     outputs_written([outcome.output], stdout=outcome.to_stdout)
-    from vppctl import report
-
     if as_json:
         print_json(outcome.to_json(), to_stderr=to_stderr)
         if to_stderr:
             return  # stderr holds the JSON and nothing else (its warnings are in it)
     else:
-        report.render_convert(report_console(to_stderr), outcome)
+        vppctl.report.render_convert(report_console(to_stderr), outcome)
     err = stderr_console(quiet)
     wrote(err, outcome.output, outcome.bytes_written)
     warn(err, outcome.warnings)
@@ -225,10 +224,6 @@ def verify(
     vppctl verify prog.vpp.pb --pp 4 --vpp 2 --json | jq .violations
     vppctl verify --rules
     """
-    from vppctl import report
-    from vppctl.errors import UsageError
-    from vppctl.verify import VerifyOptions, rules_json
-
     form = _verify_format(output_format, as_json)
     if statistics and form in ("github", "junit"):
         raise UsageError(
@@ -241,21 +236,19 @@ def verify(
                 "--rules to check it, or the program to list the rules"
             )
         if form == "json":
-            print_json(rules_json())
+            print_json(vppctl.outcomes.rules_json())
         elif form in ("github", "junit"):
             raise UsageError(f"--rules lists the rules as a table or JSON, not as {form}")
         else:
-            stdout_console().print(report.rules_table())
-            stdout_console().print(report.pir_rules_table())
+            stdout_console().print(vppctl.report.rules_table())
+            stdout_console().print(vppctl.report.pir_rules_table())
         return
     if prog is None:
         raise click.UsageError(
             "Missing argument 'PROG' (the program to check; --rules alone lists the rules)."
         )
-    from vppctl.commands import verify_file
-
-    opts = VerifyOptions(pp, vpp, cast("Placement | None", placement), seg_method)
-    result = verify_file(prog, opts, progress=observer(quiet))
+    opts = vppctl.VerifyOptions(pp, vpp, cast("Placement | None", placement), seg_method)
+    result = vppctl.verify_file(prog, opts, progress=observer(quiet))
     _render_verify(result, form, statistics)
     if not result.valid:
         raise click.exceptions.Exit(EXIT_VIOLATIONS)
@@ -263,8 +256,6 @@ def verify(
 
 def _verify_format(output_format: str | None, as_json: bool) -> OutputFormat:
     if as_json and output_format not in (None, "json"):
-        from vppctl.errors import UsageError
-
         raise UsageError(
             f"--json is --output-format json, and --output-format {output_format} asks for "
             "another: drop one"
@@ -273,8 +264,7 @@ def _verify_format(output_format: str | None, as_json: bool) -> OutputFormat:
 
 
 def _render_verify(result: VerifyReport, form: OutputFormat, statistics: bool) -> None:
-    from vppctl import report
-
+    report = vppctl.report
     if form == "json":
         print_json(result.to_json())
         return
@@ -311,15 +301,11 @@ def inspect(prog: str, seg_method: str | None, as_json: bool, quiet: bool) -> No
     vppctl inspect prog.pb
     vppctl inspect prog.pb --seg-method DecoderLayer --json
     """
-    from vppctl import report
-    from vppctl.commands import inspect_file
-    from vppctl.summary import InspectOptions
-
-    summary = inspect_file(prog, InspectOptions(seg_method), progress=observer(quiet))
+    summary = vppctl.inspect_file(prog, vppctl.InspectOptions(seg_method), progress=observer(quiet))
     if as_json:
         print_json(summary.to_json())
     else:
-        report.render_summary(stdout_console(), summary)
+        vppctl.report.render_summary(stdout_console(), summary)
 
 
 # -- dump ------------------------------------------------------------------------
@@ -344,11 +330,7 @@ def dump(prog: str, output: str | None, strip_callstack: bool, as_json: bool, qu
     vppctl dump prog.pb -o prog.pbtxt
     vppctl dump prog.pbtxt -o prog.pb
     """
-    from vppctl import report
-    from vppctl.commands import DumpOptions, dump_file
-    from vppctl.errors import UsageError
-
-    opts = DumpOptions(strip_callstack=strip_callstack)
+    opts = vppctl.DumpOptions(strip_callstack=strip_callstack)
     to_stdout = same_as_stdout(output if output is not None else "-")
     if as_json and to_stdout:
         raise UsageError(
@@ -356,13 +338,13 @@ def dump(prog: str, output: str | None, strip_callstack: bool, as_json: bool, qu
             "holds the program"
         )
     expect_outputs()
-    outcome = dump_file(prog, output, opts, progress=observer(quiet))
+    outcome = vppctl.dump_file(prog, output, opts, progress=observer(quiet))
     outputs_written([outcome.output], stdout=to_stdout)
     if as_json:
         print_json(outcome.to_json())
     err = stderr_console(quiet)
     if outcome.callstack_bytes_saved is not None:
-        saved = report.human_bytes(outcome.callstack_bytes_saved)
+        saved = human_bytes(outcome.callstack_bytes_saved)
         err.print(f"stripped op_callstack: {saved} saved")
     if not to_stdout:
         wrote(err, outcome.output, outcome.bytes_written)
@@ -438,10 +420,7 @@ def sample(
     vppctl sample --layers 8 --pp 4 -o gpt8.pb
     vppctl sample --layers 10000 --pp 8 -o big.pb     # about 1M ops
     """
-    from vppctl.commands import sample_file
-    from vppctl.sample import SampleOptions
-
-    opts = SampleOptions(
+    opts = vppctl.SampleOptions(
         layers=layers,
         pp=pp,
         ranks_per_stage=ranks_per_stage,
@@ -458,7 +437,7 @@ def sample(
     expect_outputs()
     err = stderr_console(quiet or (as_json and to_stderr))
     progress = observer(quiet, json_on_stderr=as_json and to_stderr)
-    outcome = sample_file(output, opts, progress=progress)
+    outcome = vppctl.sample_file(output, opts, progress=progress)
     outputs_written([outcome.output], stdout=to_stderr)
     if as_json:
         print_json(outcome.to_json(), to_stderr=to_stderr)

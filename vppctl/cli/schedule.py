@@ -6,6 +6,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 import click
 
+import vppctl
+import vppctl.planner
+import vppctl.report
+import vppctl.schedule
 from vppctl.choices import (
     COST_KINDS,
     MAX_SVG_WIDTH,
@@ -55,6 +59,7 @@ from vppctl.errors import (
     EXIT_USAGE,
     EXIT_VIOLATIONS,
 )
+from vppctl.escape import printable
 
 if TYPE_CHECKING:
     from vppctl.plan import CostKind, Placement, Split
@@ -72,11 +77,11 @@ PLAN_EXITS = exit_codes(*_FAILURES)
 
 def _memory(micro_batch_size: int | None, seq_len: int | None, memory_limit: int | None) -> Any:
     """The memory options given, or None when none was."""
-    from vppctl.planner import MemoryOptions
-
     if micro_batch_size is None and seq_len is None and memory_limit is None:
         return None
-    return MemoryOptions(1 if micro_batch_size is None else micro_batch_size, seq_len, memory_limit)
+    return vppctl.MemoryOptions(
+        1 if micro_batch_size is None else micro_batch_size, seq_len, memory_limit
+    )
 
 
 # -- simulate --------------------------------------------------------------------
@@ -182,12 +187,7 @@ def simulate(
     vppctl simulate prog.pb --vpp 2 -m 16 --schedule zbv --placement v --csv zbv.csv
     vppctl simulate prog.pb --vpp 2 -m 16 --micro-batch-size 4 --memory-limit 80GiB
     """
-    from vppctl import report
-    from vppctl.commands import Pictures, SimulateOptions, simulate_run
-    from vppctl.plan import PlanOptions
-    from vppctl.schedule import parse_unit_costs
-
-    plan = PlanOptions(
+    plan = vppctl.PlanOptions(
         vpp=vpp,
         pp=pp,
         placement=cast("Placement | None", placement),
@@ -195,28 +195,28 @@ def simulate(
         layers_per_chunk=layers_per_chunk,
         cost=cast("CostKind | None", cost),
     )
-    opts = SimulateOptions(
+    opts = vppctl.SimulateOptions(
         micro_batches=micro_batches,
         plan=plan,
         seg_method=seg_method,
         schedule=cast("Schedule | None", schedule),
         group_size=group_size,
-        costs=None if costs is None else parse_unit_costs(costs),
+        costs=None if costs is None else vppctl.schedule.parse_unit_costs(costs),
         p2p_cost=p2p_cost,
         memory=_memory(micro_batch_size, seq_len, memory_limit),
     )
-    pictures = Pictures(svg=svg, trace=trace, csv=csv_path, svg_width=svg_width)
+    pictures = vppctl.Pictures(svg=svg, trace=trace, csv=csv_path, svg_width=svg_width)
     # A picture on stdout (`--svg -`) sends the report to stderr.
     to_stderr = any(same_as_stdout(path) for path in (svg, trace, csv_path))
     expect_outputs()
     progress = observer(quiet, json_on_stderr=as_json and to_stderr)
-    outcome = simulate_run(prog, pictures, opts, progress=progress)
+    outcome = vppctl.simulate_run(prog, pictures, opts, progress=progress)
     outputs_written([path for path, _ in outcome.written], stdout=to_stderr)
     if as_json:
         print_json(outcome.to_json(), to_stderr=to_stderr)
     else:
         console = report_console(to_stderr)
-        report.render_simulation(console, outcome, suggest_files=not outcome.written)
+        vppctl.report.render_simulation(console, outcome, suggest_files=not outcome.written)
     if not (as_json and to_stderr):  # a stream with JSON carries nothing else
         err = stderr_console(quiet)
         for path, size in outcome.written:
@@ -225,10 +225,7 @@ def simulate(
     over = outcome.over_memory_limit
     if over:
         if not (as_json and to_stderr):
-            from vppctl.escape import printable
-            from vppctl.planner import iec
-
-            limit = iec(memory_limit or 0)
+            limit = vppctl.planner.iec(memory_limit or 0)
             stages = outcome.stages_over_limit
             stderr_console().print(
                 printable(f"Error: over --memory-limit {limit}: {stages}"), style="red"
@@ -329,12 +326,7 @@ def plan(
     vppctl plan prog.pb -m 16,32,64 --memory-limit 80GiB --micro-batch-size 2
     vppctl plan prog.pb -m 32 --schedule interleaved,zbv --json | jq '.candidates[0]'
     """
-    from vppctl import report
-    from vppctl.commands import plan_run
-    from vppctl.outcomes import NoConversionFits
-    from vppctl.planner import MemoryOptions, PlanSearchOptions
-
-    opts = PlanSearchOptions(
+    opts = vppctl.PlanSearchOptions(
         micro_batches=micro_batches,
         pp=pp,
         vpp=vpp,
@@ -344,11 +336,11 @@ def plan(
         cost=cast("CostKind", cost),
         seg_method=seg_method,
         p2p_cost=p2p_cost,
-        memory=_memory(micro_batch_size, seq_len, memory_limit) or MemoryOptions(),
+        memory=_memory(micro_batch_size, seq_len, memory_limit) or vppctl.MemoryOptions(),
     )
     try:
-        outcome = plan_run(prog, opts, progress=observer(quiet))
-    except NoConversionFits as e:
+        outcome = vppctl.plan_run(prog, opts, progress=observer(quiet))
+    except vppctl.NoConversionFits as e:
         if as_json:  # what was searched, and why each candidate was left out
             print_json(e.to_json())
             json_printed()
@@ -356,5 +348,5 @@ def plan(
     if as_json:
         print_json(outcome.to_json())
     else:
-        report.render_plan(stdout_console(), outcome, top)
+        vppctl.report.render_plan(stdout_console(), outcome, top)
     warn(stderr_console(quiet), outcome.result.warnings)

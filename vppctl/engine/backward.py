@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 
+from vppctl.engine.flow import first_forward_writers
 from vppctl.engine.index import ProgramIndex, loss_op
 from vppctl.program import EMPTY_VAR, NO_VAR, SCOPE_VAR, is_backward, is_loss_grad
 
@@ -89,8 +90,6 @@ class ForwardOps:
     def _by_flow(self, op: int) -> int | None:
         block, index = self.block, self.index
         if self._writers is None:
-            from vppctl.engine.flow import first_forward_writers
-
             self._writers = first_forward_writers(index)
         written = {index.forward_var(v) for v in block.outputs(op) if v >= 0}
         for v in block.inputs(op):

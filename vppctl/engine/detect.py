@@ -29,7 +29,7 @@ _SUFFIX = re.compile(r"_\d+$")
 
 
 @dataclass(frozen=True)
-class Candidate:
+class LayerCandidate:
     parent: str  # e.g. "/GPTModel"
     layer_class: str  # e.g. "DecoderLayer"
     instances: int
@@ -58,7 +58,7 @@ NO_STRUCT_NAMES = (
 )
 
 
-def candidates(index: ProgramIndex) -> list[Candidate]:
+def candidates(index: ProgramIndex) -> list[LayerCandidate]:
     """Repeated-layer candidates, most forward ops first."""
     block = index.global_block
     roles = block.ops.role
@@ -75,7 +75,7 @@ def candidates(index: ProgramIndex) -> list[Candidate]:
             instances.setdefault(key, set()).add(comp)
             ops[key] += n
     found = [
-        Candidate(p, c, len(instances[p, c]), ops[p, c])
+        LayerCandidate(p, c, len(instances[p, c]), ops[p, c])
         for (p, c) in instances
         if len(instances[p, c]) >= 2
     ]

@@ -2,10 +2,14 @@
 
 Every outcome is a frozen dataclass of plain values whose `to_json()` returns exactly
 the object the command's `--json` prints: the command line calls it, so there is one
-builder per shape. `program` holds convert's, dump's and sample's; `schedule` holds
-simulate's and plan's (they load on first use: a plain `convert` never needs the
-simulator or the planner). The outcomes of `verify` and `inspect`, which the lower
-layers return too, are `vppctl.verify.VerifyReport` and `vppctl.summary.Summary`.
+builder per shape, and this package is where they live. `program` holds convert's,
+dump's and sample's; `schedule` holds simulate's and plan's (they load on first use: a
+plain `convert` never needs the simulator or the planner); `memory` the stage bytes
+those three share; `verify` the rules (`verify --rules`). Three builders live below,
+because the layers below build what they return: a `verify` report's
+(`vppctl.verify.VerifyReport`, which convert's self-check returns too), `inspect`'s
+(`vppctl.summary.Summary`), and the envelope and error object every shape shares
+(`vppctl.shapes`).
 """
 
 from __future__ import annotations
@@ -15,19 +19,19 @@ from typing import TYPE_CHECKING
 from vppctl._lazy import face
 
 _NAMES = {
-    "Bubble": "program",
     "ConvertOutcome": "program",
     "DumpOutcome": "program",
     "SampleOutcome": "program",
     "convert_json": "program",
+    "Bubble": "schedule",
     "NoConversionFits": "schedule",
     "PlanOutcome": "schedule",
     "SimulateOutcome": "schedule",
     "SimulatedPlan": "schedule",
     "comparison_pair": "schedule",
     "conversion_split": "schedule",
-    "counts_text": "schedule",
     "plan_json": "schedule",
+    "rules_json": "verify",
     "simulation_json": "schedule",
     "simulation_warnings": "schedule",
 }
@@ -43,8 +47,8 @@ __all__ = [
     "comparison_pair",
     "conversion_split",
     "convert_json",
-    "counts_text",
     "plan_json",
+    "rules_json",
     "simulation_json",
     "simulation_warnings",
 ]
@@ -52,21 +56,21 @@ __getattr__, __dir__ = face(__name__, _NAMES, globals())
 
 if TYPE_CHECKING:
     from vppctl.outcomes.program import (
-        Bubble,
         ConvertOutcome,
         DumpOutcome,
         SampleOutcome,
         convert_json,
     )
     from vppctl.outcomes.schedule import (
+        Bubble,
         NoConversionFits,
         PlanOutcome,
         SimulatedPlan,
         SimulateOutcome,
         comparison_pair,
         conversion_split,
-        counts_text,
         plan_json,
         simulation_json,
         simulation_warnings,
     )
+    from vppctl.outcomes.verify import rules_json

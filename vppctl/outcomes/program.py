@@ -3,31 +3,17 @@ their JSON: `to_json()` is exactly the object the command's `--json` prints."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
+from vppctl import schedule
 from vppctl.convert import ConvertResult
+from vppctl.outcomes.memory import stage_memory_json
 from vppctl.shapes import BUBBLE_DEFINITION, document
 
 if TYPE_CHECKING:  # the schedule side and the planner load on use
-    from vppctl.planner import StageMemory
-    from vppctl.schedule import Schedule
-
-
-@dataclass(frozen=True)
-class Bubble:
-    """The simulated bubble of the converted plan at `micro_batches`: per schedule (1F1B,
-    then the interleaving schedule of the placement) the idle share of the step, with
-    the program's costs (`measure`: FLOPs, or op counts without matmul shapes). The
-    same figure `vppctl simulate OUT -m M` prints."""
-
-    micro_batches: int
-    measure: str
-    schedules: Mapping[Schedule, Fraction]  # in the order simulated
-    # Per schedule shown, each stage's bytes at micro-batch size 1 (`vppctl.planner.memory`).
-    memory: Mapping[Schedule, tuple[StageMemory, ...]]
+    from vppctl.planner import Bubble
 
 
 @dataclass(frozen=True)
@@ -126,19 +112,15 @@ def convert_json(o: ConvertOutcome) -> dict[str, Any]:
 
 
 def _bubble_json(bubble: Bubble) -> dict[str, Any]:
-    from vppctl.schedule import rounded
-
     return {
         "definition": BUBBLE_DEFINITION,
         "micro_batches": bubble.micro_batches,
         "costs": bubble.measure,
-        "schedules": {schedule: rounded(share) for schedule, share in bubble.schedules.items()},
+        "schedules": {s: schedule.rounded(share) for s, share in bubble.schedules.items()},
     }
 
 
 def _convert_memory_json(bubble: Bubble) -> dict[str, Any]:
-    from vppctl.planner import stage_memory_json
-
     return {
         "micro_batch_size": 1,
         "seq_len": None,

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
-from vppctl.errors import ConversionError, error_object
-from vppctl.plan import Plan
+from vppctl.errors import ConversionError
+from vppctl.outcomes.memory import NO_STAGE_MEMORY, stage_memory_json
+
+# What the planner found, carried by simulate's and convert's outcomes and re-exported here
+# with them (their one definition is vppctl.planner.simulate).
+from vppctl.planner import Bubble as Bubble
 from vppctl.planner import (
-    NO_STAGE_MEMORY,
     Candidate,
     Conversion,
     MemoryOptions,
@@ -24,49 +26,13 @@ from vppctl.planner import (
     iec,
     pir_split,
     shell,
-    stage_memory_json,
     worst_stage,
 )
+from vppctl.planner import SimulatedPlan as SimulatedPlan
 from vppctl.schedule import SimResult, Step, rounded
-from vppctl.shapes import BUBBLE_DEFINITION, document
+from vppctl.shapes import BUBBLE_DEFINITION, document, error_object
 
 # -- simulate ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SimulatedPlan:
-    """The plan a program was simulated with, and its costs."""
-
-    plan: Plan
-    recorded: bool  # the program's recorded plan (a converted program)
-    split: str  # the split's name, as converted or asked
-    measure: str  # "flops", or "ops" when the program has no matmul shapes
-    segment_costs: tuple[int, ...]  # each segment's forward FLOPs (or ops)
-    costs: tuple[Fraction, Fraction, Fraction]  # F,B,W per unit of a segment's cost
-
-    @property
-    def description(self) -> str:
-        """`pp 8 x vpp 2, loop placement, split balanced (layers 4,8,9,...)`: the plan
-        line of the table and the caption of the pictures."""
-        p = self.plan
-        source = "as converted" if self.recorded else f"split {self.split}"
-        counts = counts_text([len(s.layers) for s in p.segments])
-        return f"pp {p.pp} x vpp {p.vpp}, {p.placement} placement, {source} (layers {counts})"
-
-
-def counts_text(counts: Sequence[int]) -> str:
-    """Layer counts per segment: `7,7,9,9`; beyond 32 segments runs as `7 (x6)`."""
-    if len(counts) <= 32:
-        return ",".join(map(str, counts))
-    parts: list[str] = []
-    i = 0
-    while i < len(counts):
-        j = i
-        while j < len(counts) and counts[j] == counts[i]:
-            j += 1
-        parts.append(f"{counts[i]} (x{j - i})" if j - i > 1 else str(counts[i]))
-        i = j
-    return ", ".join(parts)
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,14 @@
 """The planner: the program-facing side of the schedules.
 
 Which plan a program is simulated with and what each of its segments costs
-(`costs`), how many bytes each stage holds (`memory`), and `plan`'s search over
-conversions and schedules (`search`), how to launch a candidate under Paddle,
-Megatron-Core and torch (`launch`), and the Paddle PIR strategy that runs a plan,
-or why Paddle's PIR completion cannot (`pir`). It sits above the conversion engine (it
-plans programs as `convert` does) and the pure simulator (`vppctl.schedule`).
-Names load on first use: `convert` reads the memory figures without loading the
-search and the simulator.
+(`costs`), how many bytes each stage holds (`memory`), a plan's step simulated with
+its costs and memory, the one path `simulate`, `convert --micro-batches` and the
+search take (`simulate`), `plan`'s search over conversions and schedules (`search`),
+how to launch a candidate under Paddle, Megatron-Core and torch (`launch`), and the
+Paddle PIR strategy that runs a plan, or why Paddle's PIR completion cannot (`pir`).
+It sits above the conversion engine (it plans programs as `convert` does) and the
+pure simulator (`vppctl.schedule`). Names load on first use: a plain `convert` loads
+none of it.
 """
 
 from __future__ import annotations
@@ -29,8 +30,6 @@ _NAMES = {
     "iec": "memory",
     "parse_size": "memory",
     "stage_memory": "memory",
-    "stage_memory_json": "memory",
-    "NO_STAGE_MEMORY": "memory",
     "worst_stage": "memory",
     "PIR_MODES": "pir",
     "PIR_SCHEDULE_MODES": "pir",
@@ -44,6 +43,17 @@ _NAMES = {
     "Settings": "launch",
     "launch_settings": "launch",
     "megatron_layout": "launch",
+    "Bubble": "simulate",
+    "ProgramModel": "simulate",
+    "SimulateOptions": "simulate",
+    "SimulatedPlan": "simulate",
+    "Simulation": "simulate",
+    "SizedPlan": "simulate",
+    "converted_bubble": "simulate",
+    "cost_ratios": "simulate",
+    "simulate_counts": "simulate",
+    "simulate_program": "simulate",
+    "simulate_schedules": "simulate",
     "Candidate": "search",
     "Conversion": "search",
     "NoPlanFits": "search",
@@ -54,9 +64,9 @@ _NAMES = {
     "shell": "search",
 }
 __all__ = [
-    "NO_STAGE_MEMORY",
     "PIR_MODES",
     "PIR_SCHEDULE_MODES",
+    "Bubble",
     "Candidate",
     "ChunkMemory",
     "Conversion",
@@ -72,11 +82,18 @@ __all__ = [
     "PirStrategy",
     "PlanResult",
     "PlanSearchOptions",
+    "ProgramModel",
     "ResolvedPlan",
     "SegmentMemory",
     "Settings",
+    "SimulateOptions",
+    "SimulatedPlan",
+    "Simulation",
+    "SizedPlan",
     "StageMemory",
     "convert_command",
+    "converted_bubble",
+    "cost_ratios",
     "iec",
     "launch_settings",
     "megatron_layout",
@@ -86,8 +103,10 @@ __all__ = [
     "resolve_plan",
     "search_plans",
     "shell",
+    "simulate_counts",
+    "simulate_program",
+    "simulate_schedules",
     "stage_memory",
-    "stage_memory_json",
     "worst_stage",
 ]
 __getattr__, __dir__ = face(__name__, _NAMES, globals())
@@ -101,7 +120,6 @@ if TYPE_CHECKING:
         megatron_layout,
     )
     from vppctl.planner.memory import (
-        NO_STAGE_MEMORY,
         ChunkMemory,
         MemoryModel,
         MemoryOptions,
@@ -110,7 +128,6 @@ if TYPE_CHECKING:
         iec,
         parse_size,
         stage_memory,
-        stage_memory_json,
         worst_stage,
     )
     from vppctl.planner.pir import (
@@ -132,4 +149,17 @@ if TYPE_CHECKING:
         convert_command,
         search_plans,
         shell,
+    )
+    from vppctl.planner.simulate import (
+        Bubble,
+        ProgramModel,
+        SimulatedPlan,
+        SimulateOptions,
+        Simulation,
+        SizedPlan,
+        converted_bubble,
+        cost_ratios,
+        simulate_counts,
+        simulate_program,
+        simulate_schedules,
     )

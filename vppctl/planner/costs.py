@@ -12,15 +12,14 @@ that `simulate` and `convert --micro-batches` see the same segments:
   one, with a warning saying so.
 
 A segment's cost is its forward FLOP estimate (`cost.matmul_flops`), or its forward op
-count when the program has no matmul shapes. Simulator costs are scaled so that the
-mean stage's forward of one micro-batch costs 1, whatever vpp: plans of one program
-then share one time unit.
+count when the program has no matmul shapes. The simulator's costs are scaled so that
+the mean stage's forward of one micro-batch costs 1, whatever vpp
+(`vppctl.planner.simulate.SizedPlan`): plans of one program then share one time unit.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from fractions import Fraction
 from typing import Literal
 
 from vppctl.convert import ConvertOptions, Planned, plan_program, replan
@@ -149,11 +148,3 @@ class CostModel:
         """Each segment's forward cost (integer FLOPs or ops), in virtual-stage order."""
         sizes = [len(s.layers) for s in plan.segments]
         return tuple(segment_costs(sizes, self.layers, self.pre, self.post))
-
-    def forward(self, plan: Plan) -> tuple[Fraction, ...]:
-        """Per virtual stage, scaled so that the mean stage load is 1."""
-        costs = self.segments(plan)
-        total = sum(costs)
-        if not total:
-            return tuple(Fraction(1, plan.vpp) for _ in costs)
-        return tuple(Fraction(c * plan.pp, total) for c in costs)

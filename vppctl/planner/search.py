@@ -55,17 +55,8 @@ from vppctl.convert import ConvertOptions, Planned, plan_program, replan
 from vppctl.engine import check_seg_method
 from vppctl.errors import ConversionError, UsageError, VppctlError
 from vppctl.plan import CostKind, Placement, Plan, PlanOptions, Split
-from vppctl.planner.costs import CostModel
 from vppctl.planner.launch import LaunchCandidate, Settings, launch_settings, megatron_layout
-from vppctl.planner.memory import (
-    MemoryModel,
-    MemoryOptions,
-    SegmentMemory,
-    StageMemory,
-    iec,
-    stage_memory,
-    worst_stage,
-)
+from vppctl.planner.memory import MemoryOptions, StageMemory, iec, worst_stage
 from vppctl.planner.pir import (
     PirInput,
     PirStrategy,
@@ -74,6 +65,7 @@ from vppctl.planner.pir import (
     pir_launch_settings,
     seg_method_for,
 )
+from vppctl.planner.simulate import ProgramModel, SizedPlan
 from vppctl.program import Program, read_plan
 from vppctl.schedule import (
     LOOPED,
@@ -284,8 +276,7 @@ def search_plans(program: Program, source: str, opts: PlanSearchOptions) -> Plan
     """Every candidate of `program` (see the module docstring), best first."""
     base = _base(program, opts)
     pp, n = base.plan.pp, base.plan.n_layers
-    costs = CostModel(base)
-    memory = MemoryModel(base, opts.memory)
+    model = ProgramModel(base, opts.memory)
     refused: Counter[str] = Counter()
     pipelines: dict[tuple[Schedule, int, Placement, int], Timed | str] = {}
     found: list[Candidate] = []
@@ -293,16 +284,13 @@ def search_plans(program: Program, source: str, opts: PlanSearchOptions) -> Plan
     plans = [(plan, split, _schedules(plan, opts)) for plan, split in _plans(base, opts, refused)]
     progress.phase("searching", sum(len(s) for *_, s in plans) * len(opts.micro_batches))
     for plan, split, schedules in plans:
-        seg_costs = costs.segments(plan)
-        seg_memory = memory.segments(plan)
+        sized = model.sized(plan)
         command = () if program.is_pir else convert_command(source, plan, split, opts)
         for schedule in schedules:
             for m in opts.micro_batches:
                 timed = _pipeline(pipelines, schedule, plan, m, refused)
                 if timed is not None:
-                    candidate = _candidate(
-                        plan, split, schedule, m, timed, seg_costs, seg_memory, command, opts
-                    )
+                    candidate = _candidate(sized, split, schedule, m, timed, command, opts)
                     over_limit = any(s.over_limit for s in candidate.memory)
                     (over if over_limit else found).append(candidate)
                 progress.step(1)  # a candidate timed, or refused
@@ -313,9 +301,9 @@ def search_plans(program: Program, source: str, opts: PlanSearchOptions) -> Plan
         pp=pp,
         n_layers=n,
         layer_class=base.plan.layer_class,
-        measure=costs.measure,
+        measure=model.measure,
         refused=tuple(sorted(refused.items())),
-        warnings=(*base.plan.warnings, *memory.warnings),
+        warnings=(*base.plan.warnings, *model.warnings),
         over=tuple(over),
         pir=_pir_input(base) if program.is_pir else None,
     )
@@ -366,7 +354,7 @@ def _plans(
     wanted: list[tuple[int, Placement]] = []
     for vpp in sorted(set(vpps)):
         for placement in opts.placements:
-            if any(_runs(s, vpp, placement) for s in opts.schedules):
+            if any(_schedule_runs_on(s, vpp, placement) for s in opts.schedules):
                 wanted.append((vpp, placement))
     units = sum(pp * vpp * m for vpp, _ in wanted for m in opts.micro_batches) * len(opts.splits)
     if units > MAX_SEARCH_UNITS:
@@ -394,7 +382,7 @@ def _plans(
     return plans
 
 
-def _runs(schedule: Schedule, vpp: int, placement: Placement) -> bool:
+def _schedule_runs_on(schedule: Schedule, vpp: int, placement: Placement) -> bool:
     """Which (vpp, placement) each family's candidates use (module docstring; `_FAMILIES`
     says it to a person): interleaving with vpp 1 would be plain PP again."""
     if schedule in MERGED:
@@ -405,12 +393,12 @@ def _runs(schedule: Schedule, vpp: int, placement: Placement) -> bool:
     return vpp > 1 and placement == "loop"
 
 
-# Each family, and the plans `_runs` gives its candidates, as `plan` says them.
+# Each family, and the plans `_schedule_runs_on` gives its candidates, as `plan` says them.
 _FAMILIES = ((V_SHAPED, "V with vpp 2"), (LOOPED, "loop with vpp > 1"), (MERGED, "vpp 1"))
 
 
 def _schedules(plan: Plan, opts: PlanSearchOptions) -> list[Schedule]:
-    return [s for s in opts.schedules if _runs(s, plan.vpp, plan.placement)]
+    return [s for s in opts.schedules if _schedule_runs_on(s, plan.vpp, plan.placement)]
 
 
 # A schedule's pipeline for one plan shape, and the group size it runs with.
@@ -449,24 +437,17 @@ def _build(schedule: Schedule, plan: Plan, m: int) -> Timed | str:
 
 
 def _candidate(
-    plan: Plan,
+    sized: SizedPlan,
     split: Split,
     schedule: Schedule,
     m: int,
     timed: Timed,
-    seg_costs: Sequence[int],
-    seg_memory: Sequence[SegmentMemory],
     command: tuple[str, ...],
     opts: PlanSearchOptions,
 ) -> Candidate:
     pipe, group = timed
-    unit = Fraction(sum(seg_costs), plan.pp) or Fraction(1)  # the mean stage's forward
-    hop = Fraction(opts.p2p_cost) * unit
-    scale = hop.denominator
-    ticks = [c * scale for c in seg_costs]
-    makespan, busy = pipe.makespan(ticks, ticks, ticks, int(hop * scale))
-    held = pipe.held_peak([s.activations for s in seg_memory])
-    stages = stage_memory(plan, seg_memory, pipe.peaks_per_chunk, held, opts.memory.limit)
+    makespan, bubble, stages = sized.time(pipe, opts.p2p_cost)
+    plan = sized.plan
     sizes = tuple(len(s.layers) for s in plan.segments)
     return Candidate(
         vpp=plan.vpp,
@@ -476,8 +457,8 @@ def _candidate(
         micro_batches=m,
         group_size=group,
         layers_per_segment=sizes,
-        makespan=Fraction(makespan, scale) / unit,
-        bubble=Fraction(plan.pp * makespan - sum(busy), plan.pp * makespan),
+        makespan=makespan,
+        bubble=bubble,
         p2p_messages=pipe.messages,
         memory=stages,
         command=command,

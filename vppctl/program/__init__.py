@@ -4,17 +4,20 @@ A program is loaded with its ops and variables kept serialized (`load`), read in
 one scan into columns of plain values (`scan`) and, on demand, one op or variable
 at a time (`reads`); edited in place (`rewrite`, `record`) and saved (`save`).
 Where the bytes come from and go to (files, stdin, devices, atomic replacement)
-is `files` and `atomic`; running out of memory, said as such, is `limits`;
+is `destinations` (where an output goes, decided before any work), `files` (the
+bytes read and written) and `atomic`; running out of memory, said as such, is `limits`;
 `wire` holds the wire-format facts the hand-framed paths need, and `roles`
 Paddle's op roles. A Paddle 3.x PIR program (JSON) is read into the same `Program`
-by `pir` (with `pir_tables`, `pir_grads` and `pir_encode`), and is never written.
+by `pir` (its own package: `parse`, `tables`, `grads`, `encode`), and is never written.
 The generated protobuf modules (`_proto`)
-are imported nowhere else but the builders (`vppctl.sample`, `vppctl.paddle`).
+are imported nowhere else but the builders (`vppctl.sample`, `vppctl.paddle`): ruff's
+banned-api in pyproject.toml says so, once.
 
 Other packages import these names from here, never a module of this package.
 """
 
-from vppctl.program.files import STDIO, Output, interrupted, resolve_output, write_all
+from vppctl.program.destinations import resolve_output
+from vppctl.program.files import STDIO, Output, interrupted, write_all
 from vppctl.program.limits import memory_guarded
 from vppctl.program.load import (
     MAX_PROGRAM_BYTES,
@@ -26,7 +29,7 @@ from vppctl.program.load import (
     read_program,
     to_full,
 )
-from vppctl.program.pir_tables import PirOrigin
+from vppctl.program.pir import PirOrigin
 from vppctl.program.reads import (
     VarTensor,
     as_text,

@@ -1,26 +1,18 @@
-"""Where bytes go and come from: output paths, input paths, `-`, links, devices, pipes.
+"""Files: the bytes of an input read whole, the bytes of an output written, and what an
+interrupt left.
 
-Outputs. `resolve_output(spec, binary=..., inputs=[...])` turns what the user
-typed into an `Output`, refusing what cannot work before any work is done;
-`Output.write(data)` then puts the bytes there:
+Outputs. An `Output` (what `vppctl.program.destinations.resolve_output` made of what the
+user typed) is written by `Output.write(data)`, several at once all or nothing by
+`write_all`:
 
-    "-"                          stdout (sys.stdout.buffer); binary refused on a terminal
-    missing, or a regular file   replaced atomically (vppctl.program.atomic): old bytes or all new
-    symbolic link (or a chain)   written through to the final target, atomically in the
-                                 target's directory; the links stay links; a dangling link
-                                 creates its target
-    /dev/stdout, /dev/fd/N,      one of vppctl's own open files: written into that file
-    /proc/self/fd/N              descriptor, as shell redirection does (fd 1 is stdout)
+    a regular file               replaced atomically (vppctl.program.atomic): old bytes or all new
+    one of vppctl's own files    written into that file descriptor (fd 1 is stdout)
     char or block device, FIFO   written straight into (O_WRONLY|O_TRUNC, never created or
                                  replaced), as cp and `>` do: /dev/null stays /dev/null,
                                  /dev/full says "no space left on device"; a FIFO waits
                                  WAIT_SECONDS for a reader; binary onto a terminal is
                                  refused when it is opened, before any byte is written
-    socket, directory, "x/",     refused (ProgramFileError, exit 3)
-    a path under a non-directory
-    any input of the command     refused (UsageError, exit 2), by any path, symlink or hard
-                                 link (same st_dev and st_ino), or by the same final path;
-                                 for "-", the same open file as stdin (/dev/stdin, <>IN)
+    stdout                       sys.stdout.buffer, after what was printed there
 
 A replaced file keeps its mode, its owner and group where permitted, its extended
 attributes and ACLs; its other hard links keep the old bytes (`Output.warnings`
@@ -28,7 +20,8 @@ says so, once written). A new file never gets a set-uid, set-gid or sticky bit.
 Writing into a device,
 a FIFO or stdout cannot be atomic: what was written before a failure stays.
 A reader that closes a pipe early raises BrokenPipeError unchanged, so that the
-CLI applies its one pipe policy.
+CLI applies its one pipe policy. Every write is noted, so that `interrupted` can say
+what an interrupt left.
 
 Inputs. `read_input(spec, limit=...)` returns the whole content of a regular
 file, of stdin ("-"), or of a FIFO or device given by name (`<(cmd)` gives
@@ -67,7 +60,6 @@ from vppctl.program.atomic import Data
 STDIO = "-"
 # How long a FIFO may wait for the process at its other end to open it.
 WAIT_SECONDS = 10.0
-_MAX_LINKS = 40  # as Linux's MAXSYMLINKS
 _PIECE = 1 << 20  # bytes per read of a stream
 _REPORTED_PIECE = 1 << 26  # bytes per read of a regular file, between progress reports
 
@@ -111,8 +103,8 @@ class Output:
         assert self.target is not None and other.target is not None
         if os.path.realpath(self.target) == os.path.realpath(other.target):
             return True
-        identity = _identity(self)
-        return identity is not None and identity == _identity(other)
+        identity = file_identity(self)
+        return identity is not None and identity == file_identity(other)
 
     @property
     def is_stdout(self) -> bool:
@@ -260,198 +252,21 @@ def _names(names: list[str]) -> str:
 atomic_replace = atomic.replace_file
 
 
-def resolve_output(
-    spec: str | os.PathLike[str],
-    *,
-    binary: bool,
-    inputs: Iterable[str | os.PathLike[str] | None] = (),
-    fix: str = "write to another path",
-) -> Output:
-    """Decide where the output named `spec` goes, refusing what cannot work (see the module
-    docstring): ProgramFileError (exit 3) for a path that cannot be written, UsageError
-    (exit 2) for an output that is one of `inputs` (the message ends with `fix`) or binary
-    onto a terminal. `binary`: whether binary protobuf will be written (False for text,
-    SVG, JSON)."""
-    shown = os.fspath(spec)
-    if shown == STDIO:
-        if sys.stdout is None:  # started with stdout closed (`>&-`)
-            raise ProgramFileError("cannot write to stdout: it is closed")
-        out = Output(shown, "stdout", None, binary=binary)
-        if binary and _stdout_is_terminal():
-            raise UsageError(
-                "refusing to write a binary program to a terminal; redirect stdout "
-                "(-o - > prog.pb, or | another command), or name a file with -o"
-            )
-    else:
-        out = _resolve_path(shown, binary)
-    check_not_input(out, inputs, fix=fix)
-    return out
-
-
-def _resolve_path(shown: str, binary: bool) -> Output:
-    if not shown:
-        raise ProgramFileError("cannot write to an empty path; name a file")
-    if shown.endswith(("/", os.sep)):
-        raise ProgramFileError(
-            f"cannot write {shown}: the path ends with '/', so it names a directory; name a "
-            "file (drop the '/')"
-        )
-    path = Path(shown)
-    for _ in range(_MAX_LINKS):
-        st = _lstat_for_writing(path, shown)
-        if st is None:
-            return _file_output(shown, path, binary)
-        if stat.S_ISLNK(st.st_mode):
-            own = _own_fd(path)
-            if own is not None:
-                return _fd_output(shown, own, binary)
-            text = os.readlink(path)
-            if text.endswith("/"):
-                raise ProgramFileError(
-                    f"cannot write {shown}: it is a link to {text}, a directory path; name a file"
-                )
-            path = path.parent / text  # an absolute `text` replaces the parent
-            continue
-        if stat.S_ISREG(st.st_mode):
-            return _file_output(shown, path, binary)
-        if stat.S_ISDIR(st.st_mode):
-            raise ProgramFileError(f"cannot write {shown}: it is a directory")
-        if stat.S_ISSOCK(st.st_mode):
-            raise ProgramFileError(
-                f"cannot write {shown}: it is a socket, which cannot be opened as a file"
-            )
-        return Output(shown, "device", path, binary=binary)  # char, block device or FIFO
-    raise ProgramFileError(f"cannot write {shown}: too many levels of symbolic links")
-
-
-def _lstat_for_writing(path: Path, shown: str) -> os.stat_result | None:
-    try:
-        return os.lstat(path)
-    except FileNotFoundError:
-        return None
-    except NotADirectoryError:
-        raise ProgramFileError(
-            f"cannot write {shown}: {_first_non_directory(path)} is not a directory"
-        ) from None
-    except PermissionError:
-        raise ProgramFileError(f"cannot write {shown}: permission denied") from None
-    except OSError as e:
-        raise ProgramFileError(f"cannot write {shown}: {os_reason(e)}") from None
-
-
-def _first_non_directory(path: Path) -> Path:
+def first_non_directory(path: Path) -> Path:
     for parent in reversed(path.parents):
         if parent.exists() and not parent.is_dir():
             return parent
     return path.parent
 
 
-def _file_output(shown: str, target: Path, binary: bool) -> Output:
-    directory = target.parent
-    where = f"directory {directory}"
-    if target != Path(shown):
-        where += f" (where the link {shown} points)"
-    try:
-        st = os.stat(directory)
-    except FileNotFoundError:
-        raise ProgramFileError(f"cannot write {shown}: {where} does not exist") from None
-    except NotADirectoryError:
-        raise ProgramFileError(
-            f"cannot write {shown}: {_first_non_directory(target)} is not a directory"
-        ) from None
-    except OSError as e:
-        raise ProgramFileError(f"cannot write {shown}: {os_reason(e)}") from None
-    if not stat.S_ISDIR(st.st_mode):
-        raise ProgramFileError(f"cannot write {shown}: {directory} is not a directory")
-    try:
-        links = os.stat(target).st_nlink
-    except OSError:  # missing: a new file
-        links = 1
-    return Output(shown, "file", target, binary=binary, links=links)
-
-
-def _own_fd(link: Path) -> int | None:
-    """N when `link` is /proc/self/fd/N (or /proc/<our pid>/fd/N, /dev/fd/N, /dev/stdout:
-    the links that lead there): one of this process's open files."""
-    if not link.name.isdigit():
-        return None
-    try:
-        parent = os.path.realpath(link.parent)
-    except OSError:
-        return None
-    if parent not in (f"/proc/{os.getpid()}/fd", "/proc/self/fd"):
-        return None
-    return int(link.name)
-
-
-def _fd_output(shown: str, fd: int, binary: bool) -> Output:
-    try:
-        os.fstat(fd)
-    except OSError:
-        raise ProgramFileError(f"cannot write {shown}: file descriptor {fd} is not open") from None
-    if fd == 1:  # stdout: through sys.stdout, in order with everything else printed there
-        out = Output(shown, "stdout", None, binary=binary)
-        if binary and _stdout_is_terminal():
-            raise UsageError(_terminal_refusal(shown))
-        return out
-    if binary and os.isatty(fd):
-        raise UsageError(_terminal_refusal(shown))
-    return Output(shown, "fd", None, fd=fd, binary=binary)
-
-
-def _terminal_refusal(shown: str) -> str:
+def terminal_refusal(shown: str) -> str:
     return (
         f"refusing to write a binary program to the terminal {shown}; name a file, or "
         "redirect (-o - > prog.pb)"
     )
 
 
-def _stdout_is_terminal() -> bool:
-    try:
-        return sys.stdout.isatty()
-    except (AttributeError, ValueError):
-        return False
-
-
-def check_not_input(
-    output: Output, inputs: Iterable[str | os.PathLike[str] | None], *, fix: str
-) -> None:
-    """UsageError (exit 2) when `output` is one of `inputs`: the same file by any path,
-    symbolic link or hard link, or the same final path when it does not exist yet; for
-    "-", the same open file as stdin (`-o /dev/stdin` with `<>IN`, or `-o IN` with `<IN`).
-    None in `inputs` is skipped."""
-    identity = _identity(output)
-    real = os.path.realpath(output.target) if output.target is not None else None
-    for spec in inputs:
-        if spec is None:
-            continue
-        if os.fspath(spec) == STDIO:
-            if identity is not None and identity == _stdin_identity():
-                raise UsageError(
-                    f"the output {output.name} is the file stdin reads (the input '-'); write "
-                    "to another path"
-                )
-            continue
-        same = real is not None and os.path.realpath(spec) == real
-        if not same and identity is not None:
-            try:
-                st = os.stat(spec)
-                same = (st.st_dev, st.st_ino) == identity
-            except (OSError, ValueError):
-                pass
-        if same:
-            raise UsageError(f"the output {output.name} is the input {os.fspath(spec)}; {fix}")
-
-
-def _stdin_identity() -> tuple[int, int] | None:
-    try:
-        st = os.fstat(sys.stdin.fileno())
-    except (OSError, ValueError, AttributeError):  # closed, or no descriptor (in tests)
-        return None
-    return st.st_dev, st.st_ino
-
-
-def _identity(output: Output) -> tuple[int, int] | None:
+def file_identity(output: Output) -> tuple[int, int] | None:
     try:
         if output.kind == "stdout":
             st = os.fstat(sys.stdout.fileno())
@@ -512,7 +327,7 @@ def _open_device(out: Output) -> int:
         os.set_blocking(fd, True)
     if out.binary and os.isatty(fd):
         os.close(fd)
-        raise UsageError(_terminal_refusal(out.name))
+        raise UsageError(terminal_refusal(out.name))
     return fd
 
 
@@ -598,7 +413,7 @@ def _open_for_reading(shown: str) -> int:
             ) from None
         if e.errno == errno.ENOTDIR:
             raise ProgramFileError(
-                f"cannot read {shown}: {_first_non_directory(Path(shown))} is not a directory"
+                f"cannot read {shown}: {first_non_directory(Path(shown))} is not a directory"
             ) from None
         raise ProgramFileError(f"cannot read {shown}: {os_reason(e)}") from None
 

@@ -40,11 +40,12 @@ from google.protobuf.message import DecodeError
 
 from vppctl.errors import ProgramFileError
 from vppctl.gcpause import gc_paused
+from vppctl.program import pir  # its reader loads on use: most programs are not PIR
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.program._proto import view_pb2 as view
 from vppctl.program.files import STDIO, read_input
 from vppctl.program.literals import cut_long_literals
-from vppctl.program.pir_tables import PirOrigin
+from vppctl.program.pir import PirOrigin
 from vppctl.program.wire import (
     OP_TAG,
     VAR_TAG,
@@ -424,9 +425,7 @@ def _looks_like_json(data: bytes | bytearray) -> bool:
 
 
 def _parse_pir(data: bytes | bytearray, *, source: str) -> Program:
-    from vppctl.program.pir import parse_pir  # imported when needed: most programs are not PIR
-
-    read = parse_pir(data, source=source, max_blocks=MAX_BLOCKS)
+    read = pir.parse_pir(data, source=source, max_blocks=MAX_BLOCKS)
     blocks = [
         Block(idx=b, parent_idx=p, ops=ops, vars=vars_, head=block_head(b, p), tail=b"")
         for b, (p, ops, vars_) in enumerate(read.blocks)

@@ -1,6 +1,6 @@
 """Save: a `Program` in memory -> bytes in an output (`vppctl.program.files.Output`).
 
-    out = resolve_output(spec, binary=not text, inputs=[src])   # vppctl.program.files
+    out = resolve_output(spec, binary=not text, inputs=[src])   # vppctl.program.destinations
     written, warnings = write_program(program, out)
 
 `write_program` writes binary protobuf or protobuf text as `out.binary` says
@@ -26,7 +26,8 @@ from google.protobuf.message import EncodeError
 from vppctl import progress
 from vppctl.errors import ConversionError
 from vppctl.gcpause import gc_paused
-from vppctl.program.files import Output, resolve_output
+from vppctl.program.destinations import resolve_output
+from vppctl.program.files import Output
 from vppctl.program.load import (
     MAX_PROGRAM_BYTES,
     Program,

@@ -4,47 +4,45 @@ outcome's `to_json()` (`vppctl.outcomes`, `vppctl.verify`, `vppctl.summary`).
 Every renderer reads one command's outcome or a result inside it; none computes
 anything of its own. Tables fit an 80-column terminal (a pipe gets whole lines:
 `vppctl.cli.streams`). `program` renders convert and inspect; `verify` renders verify in
-each of its output formats, and the rules; `schedule` renders simulate and plan, and
-its names load on first use (a plain `convert` never needs the simulator or the
-planner); `common` holds what they share. The pictures of a schedule (terminal
-timeline, SVG, trace) are `vppctl.schedule.timeline`'s. The JSON Schema of each
-command's `--json` ships in `schemas/`.
+each of its output formats, and the rules; `schedule` renders simulate and plan;
+`common` holds what they share. Names load on first use: `vppctl --help` loads no
+renderer (nor rich), and a plain `convert` neither the simulator nor the planner. The
+pictures of a schedule (terminal timeline, SVG, trace) are `vppctl.schedule.timeline`'s.
+The JSON Schema of each command's `--json` ships in `schemas/`.
 """
+
+from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from vppctl._lazy import face
-from vppctl.report.common import (
-    BUBBLE_DEFINITION,
-    TABLE_ROWS,
-    compact_layers,
-    compact_table,
-    human,
-    human_bytes,
-    picture_columns,
-    printed,
-)
-from vppctl.report.program import (
-    convert_notes,
-    convert_table,
-    render_convert,
-    render_summary,
-)
-from vppctl.report.verify import (
-    concise_lines,
-    github_lines,
-    junit_xml,
-    pir_rules_table,
-    render_verify,
-    rules_table,
-    statistics_table,
-    verify_line,
-    violations_table,
-)
 
-if TYPE_CHECKING:
-    from vppctl.report.schedule import render_plan, render_simulation
-
+_NAMES = {
+    "BUBBLE_DEFINITION": "common",
+    "TABLE_ROWS": "common",
+    "compact_layers": "common",
+    "compact_table": "common",
+    "human": "common",
+    "human_bytes": "common",
+    "iec_short": "common",
+    "picture_columns": "common",
+    "printed": "common",
+    "convert_notes": "program",
+    "convert_table": "program",
+    "render_convert": "program",
+    "render_summary": "program",
+    "concise_lines": "verify",
+    "github_lines": "verify",
+    "junit_xml": "verify",
+    "pir_rules_table": "verify",
+    "render_verify": "verify",
+    "rules_table": "verify",
+    "statistics_table": "verify",
+    "verify_line": "verify",
+    "violations_table": "verify",
+    "render_plan": "schedule",
+    "render_simulation": "schedule",
+}
 __all__ = [
     "BUBBLE_DEFINITION",
     "TABLE_ROWS",
@@ -56,6 +54,7 @@ __all__ = [
     "github_lines",
     "human",
     "human_bytes",
+    "iec_short",
     "junit_xml",
     "picture_columns",
     "pir_rules_table",
@@ -70,6 +69,35 @@ __all__ = [
     "verify_line",
     "violations_table",
 ]
+__getattr__, __dir__ = face(__name__, _NAMES, globals())
 
-_SCHEDULE = {name: "schedule" for name in ("render_plan", "render_simulation")}
-__getattr__, __dir__ = face(__name__, _SCHEDULE, globals())
+if TYPE_CHECKING:
+    from vppctl.report.common import (
+        BUBBLE_DEFINITION,
+        TABLE_ROWS,
+        compact_layers,
+        compact_table,
+        human,
+        human_bytes,
+        iec_short,
+        picture_columns,
+        printed,
+    )
+    from vppctl.report.program import (
+        convert_notes,
+        convert_table,
+        render_convert,
+        render_summary,
+    )
+    from vppctl.report.schedule import render_plan, render_simulation
+    from vppctl.report.verify import (
+        concise_lines,
+        github_lines,
+        junit_xml,
+        pir_rules_table,
+        render_verify,
+        rules_table,
+        statistics_table,
+        verify_line,
+        violations_table,
+    )

@@ -38,6 +38,16 @@ def human(n: float) -> str:
     return f"{n:g}"
 
 
+def iec_short(n: int) -> str:
+    """At most eight characters: `493 MiB`, `6.30 GiB`, `46.3 GiB`."""
+    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            value = n / size
+            digits = 0 if value >= 100 else 1 if value >= 10 else 2
+            return f"{value:.{digits}f} {unit}"
+    return f"{n} B"
+
+
 _NUMBERED = re.compile(r"(.*)_(\d+)")
 
 

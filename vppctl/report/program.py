@@ -4,15 +4,16 @@ the JSON of each is its outcome's `to_json()`). Each renderer reads one outcome.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
+from vppctl import planner, schedule
 from vppctl.choices import ProgramLayout
 from vppctl.convert import ConvertResult
-from vppctl.outcomes import Bubble, ConvertOutcome
+from vppctl.outcomes import ConvertOutcome
 from vppctl.plan import Plan
-from vppctl.planner import worst_stage
 from vppctl.program import PirOrigin
 from vppctl.report.common import (
     TABLE_ROWS,
@@ -20,10 +21,13 @@ from vppctl.report.common import (
     compact_table,
     human,
     human_bytes,
+    iec_short,
     printed,
 )
-from vppctl.schedule import SCHEDULE_NAMES
 from vppctl.summary import ChunkLayers, Summary
+
+if TYPE_CHECKING:  # the planner's, as convert --micro-batches found it
+    from vppctl.planner import Bubble
 
 
 def layers_line(plan: Plan) -> str:
@@ -106,10 +110,8 @@ def render_convert(console: Console, o: ConvertOutcome) -> None:
 def bubble_line(bubble: Bubble) -> str:
     """`bubble at m=8 (FLOP costs): 1F1B 35.1% -> interleaved 1F1B 23.5% of the step`: the
     idle share of the step, as `simulate` prints it for the same program."""
-    shown = " -> ".join(
-        f"{SCHEDULE_NAMES[schedule]} {float(share):.1%}"
-        for schedule, share in bubble.schedules.items()
-    )
+    names = schedule.SCHEDULE_NAMES
+    shown = " -> ".join(f"{names[s]} {float(share):.1%}" for s, share in bubble.schedules.items())
     measure = "FLOP" if bubble.measure == "flops" else "op"
     if not shown:
         return f"bubble at m={bubble.micro_batches}: no schedule could run it"
@@ -119,12 +121,10 @@ def bubble_line(bubble: Bubble) -> str:
 def peak_memory_line(bubble: Bubble) -> str:
     """`worst stage's peak: 1F1B 3.99 GiB -> interleaved 1F1B 5.08 GiB (stage 0)`, at
     micro-batch size 1 (`vppctl simulate --micro-batch-size` sizes others)."""
-    from vppctl.report.schedule import iec_short  # the schedule side loads on use
-
     shown, stages = [], []
-    for schedule, memory in bubble.memory.items():
-        worst = worst_stage(memory)
-        shown.append(f"{SCHEDULE_NAMES[schedule]} {iec_short(worst.peak_bytes)}")
+    for s, memory in bubble.memory.items():
+        worst = planner.worst_stage(memory)
+        shown.append(f"{schedule.SCHEDULE_NAMES[s]} {iec_short(worst.peak_bytes)}")
         stages.append(str(worst.stage))
     where = f"stage {stages[0]}" if len(set(stages)) == 1 else f"stages {', '.join(stages)}"
     return f"worst stage's peak: {' -> '.join(shown)} ({where})"

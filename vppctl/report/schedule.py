@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
+from vppctl import planner
 from vppctl.outcomes import (
     PlanOutcome,
     SimulatedPlan,
@@ -22,6 +23,7 @@ from vppctl.planner import MemoryOptions, StageMemory, iec, worst_stage
 from vppctl.report.common import (
     BUBBLE_DEFINITION,
     compact_table,
+    iec_short,
     picture_columns,
     printed,
 )
@@ -143,16 +145,6 @@ def memory_table(
                 row[5 + 2 * i].stylize("bold red")
         table.add_row(*row)
     return table
-
-
-def iec_short(n: int) -> str:
-    """At most eight characters: `493 MiB`, `6.30 GiB`, `46.3 GiB`."""
-    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            value = n / size
-            digits = 0 if value >= 100 else 1 if value >= 10 else 2
-            return f"{value:.{digits}f} {unit}"
-    return f"{n} B"
 
 
 def memory_heading(opts: MemoryOptions) -> str:
@@ -318,9 +310,7 @@ def pir_row_text(conversion: Conversion, pir: PirInput, best: Candidate) -> str:
 def pir_schedules() -> str:
     """`fthenb, 1f1b, vpp`: the schedules Paddle's PIR pipeline runs, by the names
     `--schedule` takes (Paddle's schedule_modes are said only in its settings)."""
-    from vppctl.planner import PIR_SCHEDULE_MODES
-
-    return ", ".join(PIR_SCHEDULE_MODES)
+    return ", ".join(planner.PIR_SCHEDULE_MODES)
 
 
 def candidate_text(c: Candidate, best: Candidate) -> str:
@@ -332,8 +322,7 @@ def candidate_text(c: Candidate, best: Candidate) -> str:
 def conversion_lines(o: PlanOutcome, conversions: Sequence[Conversion]) -> list[str]:
     """Per row, how to get its plan: the `vppctl convert` command, or for a PIR program
     whether Paddle's PIR completion makes its split; and what it was simulated under."""
-    from vppctl.planner import shell
-
+    shell = planner.shell
     pir, best = o.result.pir, o.result.candidates[0]
     lines = ["to convert:" if pir is None else "in Paddle (PIR):"]
     for i, conversion in enumerate(conversions, start=1):
@@ -372,9 +361,7 @@ def _python(value: object) -> str:
 
 
 def shell_pair(flag: str, value: object) -> str:
-    from vppctl.planner import shell
-
-    return shell([flag, str(value)])
+    return planner.shell([flag, str(value)])
 
 
 def launch_lines(o: PlanOutcome, conversions: Sequence[Conversion]) -> list[str]:

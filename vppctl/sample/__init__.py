@@ -31,11 +31,24 @@ formatted from templates), `sections` (the program, section by section).
 - The serialized ops and variables are collected in large pieces and copied
   into the result piece by piece, so the result is never held twice (the peak
   is about 1.7x the output at 10,000 layers, most of the rest being the names).
+
+Names load on first use: a command that only checks a `SampleOptions` loads no builder.
 """
 
-from vppctl.choices import Layout, Optimizer
-from vppctl.sample.model import SampleOptions
-from vppctl.sample.sections import build_sample
-from vppctl.sample.size import estimate_size
+from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from vppctl._lazy import face
+
+# The sample's option types, re-exported: their one definition is vppctl.choices.
+from vppctl.choices import Layout, Optimizer
+
+_NAMES = {"SampleOptions": "model", "build_sample": "sections", "estimate_size": "size"}
 __all__ = ["Layout", "Optimizer", "SampleOptions", "build_sample", "estimate_size"]
+__getattr__, __dir__ = face(__name__, _NAMES, globals())
+
+if TYPE_CHECKING:
+    from vppctl.sample.model import SampleOptions
+    from vppctl.sample.sections import build_sample
+    from vppctl.sample.size import estimate_size

@@ -1,11 +1,11 @@
 """Pipeline schedules: each schedule's per-stage orders, the simulator, and its pictures.
 
 The pure side of vppctl: it needs no program, only stage and chunk counts and a
-cost per virtual stage, and imports nothing but `vppctl.plan` and
-`vppctl.errors` (an import-linter contract keeps it so). `orders` says in which
-order each stage runs its actions, `arguments` checks a simulation's inputs,
-`refusal` is the error of counts a runtime refuses (with the short reason `plan`
-counts them by), `execute` places the actions in time (`actions`, `interleaving`
+cost per virtual stage, and imports nothing of vppctl's but the plan (`vppctl.plan`)
+and the bottom layer (`choices`, `errors`, `escape`): the layers contract keeps it so.
+`orders` says in which order each stage runs its actions, `arguments` checks a
+simulation's inputs, `refusal` is the error of counts a runtime refuses (with the short
+reason `plan` counts them by), `execute` places the actions in time (`actions`, `interleaving`
 and `vshape` hold the orders' vocabulary and the interleaving and V-shaped
 families), `results` holds what comes out, `simulation` is the one call
 (`simulate`), `timeline` draws it (terminal, SVG, Chrome trace) and `torchcsv`
@@ -45,6 +45,7 @@ _NAMES = {
     "SimulationError": "results",
     "Step": "results",
     "compare": "simulation",
+    "interleaving_schedule": "simulation",
     "simulate": "simulation",
     "simulate_orders": "simulation",
     "DEFAULT_WIDTH": "timeline",
@@ -95,6 +96,7 @@ __all__ = [
     "check_size",
     "compare",
     "held_peak",
+    "interleaving_schedule",
     "legal_group_sizes",
     "number",
     "paddle_legacy_refusal",
@@ -142,7 +144,12 @@ if TYPE_CHECKING:
         TORCH_CLASSES,
         paddle_legacy_refusal,
     )
-    from vppctl.schedule.simulation import compare, simulate, simulate_orders
+    from vppctl.schedule.simulation import (
+        compare,
+        interleaving_schedule,
+        simulate,
+        simulate_orders,
+    )
     from vppctl.schedule.timeline import (
         DEFAULT_WIDTH,
         number,

@@ -80,6 +80,7 @@ __all__ = [
     "Step",
     "compare",
     "held_peak",
+    "interleaving_schedule",
     "micro_batch_warnings",
     "parse_unit_costs",
     "simulate",
@@ -184,6 +185,17 @@ def simulate_orders(
     return pipe.steps(run, scale)
 
 
+def interleaving_schedule(vpp: int, placement: Placement) -> Schedule | None:
+    """The interleaving schedule a plan runs beside 1F1B: Megatron's interleaved 1F1B for
+    a loop-placed plan with ``vpp > 1``, ZB-V for a V-placed plan with ``vpp == 2``, none
+    otherwise."""
+    if placement == "loop" and vpp > 1:
+        return "interleaved"
+    if placement == "v" and vpp == 2:
+        return "zbv"
+    return None
+
+
 def compare(
     pp: int,
     vpp: int,
@@ -196,9 +208,8 @@ def compare(
     group_size: int | None = None,
     placement: Placement = "loop",
 ) -> tuple[SimResult, ...]:
-    """1F1B over merged chunks, then the interleaving schedule the placement runs:
-    Megatron's interleaved 1F1B for a loop-placed plan with ``vpp > 1``, ZB-V for a
-    V-placed plan with ``vpp == 2`` (a V plan with another ``vpp`` has none).
+    """1F1B over merged chunks, then the interleaving schedule the plan runs
+    (:func:`interleaving_schedule`; a V plan with ``vpp`` other than 2 has none).
 
     Both runs see the same total cost per stage, so the difference is the schedule's.
     """
@@ -215,11 +226,7 @@ def compare(
             placement=placement,
         )
     ]
-    second: Schedule | None = None
-    if placement == "loop" and vpp > 1:
-        second = "interleaved"
-    elif placement == "v" and vpp == 2:
-        second = "zbv"
+    second = interleaving_schedule(vpp, placement)
     if second is not None:
         results.append(
             simulate(

@@ -125,11 +125,6 @@ def time_cell(result: SimResult) -> Fraction:
     return Fraction(math.gcd(*(int(t * scale) for t in times)), scale)
 
 
-def cell_count(result: SimResult) -> int:
-    """How many cells wide the exact timeline is."""
-    return int(result.makespan / time_cell(result))
-
-
 def nice_span(at_least: Fraction) -> Fraction:
     """The smallest round value (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8 x 10^k) that is at
     least `at_least` (> 0): a scale people can read that wastes at most a fifth."""

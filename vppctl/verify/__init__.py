@@ -16,7 +16,6 @@ from vppctl.verify.outcome import (
     VerifyReport,
     layers_json,
     recorded_plan_json,
-    rules_json,
     statistics,
     verify_json,
 )
@@ -35,7 +34,6 @@ __all__ = [
     "layers_json",
     "recorded_plan_json",
     "refuse_input_problems",
-    "rules_json",
     "statistics",
     "verify",
     "verify_json",

@@ -1,5 +1,9 @@
-"""What `verify` found (`VerifyReport`) and its JSON, with the JSON of the rules and the
-shapes `verify` and `inspect` share (a layer set, a recorded plan)."""
+"""What `verify` found (`VerifyReport`) and its JSON, with the shapes `verify` and
+`inspect` share (a layer set, a recorded plan).
+
+These are the JSON builders that live below `vppctl.outcomes`: the verifier returns its
+report from `verify_program` (convert's self-check included), and `inspect`'s summary
+(`vppctl.summary`) is made below the outcomes too, so each builds its own `to_json()`."""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from vppctl.engine import LayerSet
 from vppctl.plan import Placement
 from vppctl.program import RecordedPlan
 from vppctl.shapes import document
-from vppctl.verify.rules import PIR_RULES, RULES, Violation
+from vppctl.verify.rules import Violation
 
 
 @dataclass(frozen=True)
@@ -69,17 +73,6 @@ def verify_json(report: VerifyReport) -> dict[str, Any]:
             "cross_stage_edges": report.cross_stage_edges,
             "plan": recorded_plan_json(report.recorded),
             "pir": report.pir,
-        },
-    )
-
-
-def rules_json() -> dict[str, Any]:
-    """The object `vppctl verify --rules --json` prints."""
-    return document(
-        "verify-rules",
-        {
-            "rules": [{"rule": rule, "checks": text} for rule, text in RULES.items()],
-            "pir_rules": [{"rule": rule, "checks": text} for rule, text in PIR_RULES.items()],
         },
     )
 

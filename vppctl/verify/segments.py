@@ -11,7 +11,7 @@ from vppctl.engine import (
     LayerSet,
 )
 from vppctl.mesh import mesh_text
-from vppctl.plan import place
+from vppctl.plan import cannot_fill, place
 from vppctl.program import (
     RecordedPlan,
 )
@@ -78,8 +78,8 @@ def _segments_of(
             Cause.EMPTY_SEGMENT,
             0,
             -1,
-            f"{len(layers)} layers cannot fill pp*vpp = {exp.pp}*{exp.vpp} segments, "
-            "so some (stage, chunk) holds no layer",
+            f"{cannot_fill(len(layers), exp.pp * exp.vpp, exp.pp)}: some (stage, chunk) "
+            "holds no layer",
         )
     else:
         for s in range(exp.pp):

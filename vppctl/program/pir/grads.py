@@ -35,7 +35,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Sequence
 
-from vppctl.program.pir_tables import NO_OP, NO_VALUE, PirTables
+from vppctl.program.pir.tables import NO_OP, NO_VALUE, PirTables
 from vppctl.program.roles import BACKWARD, FORWARD_ROLES, GRAD_SUM_TYPES
 
 NO_LINK = -1

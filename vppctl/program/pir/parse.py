@@ -17,8 +17,8 @@ and `op_dist_attr`, `[mesh, operand dist attrs, result dist attrs, chunk id]` wi
 chunk id -1 until Paddle's VPP completion gives one.
 
 The JSON is read op by op (`json`'s decoder on one op at a time, never the whole
-document), into the side tables of `vppctl.program.pir_tables`; `pir_grads` links
-gradients to the values and ops they belong to, and `pir_encode` writes the
+document), into the side tables of `vppctl.program.pir.tables`; `grads` links
+gradients to the values and ops they belong to, and `encode` writes the
 `Program` vppctl's commands read. How PIR maps onto that model:
 
 - each op is an op: its type with the dialect spelled out (`pd_op.matmul`), role,
@@ -32,7 +32,7 @@ gradients to the values and ops they belong to, and `pir_encode` writes the
   between meshes (or placements): an op reading its result reads its source, as an
   op on another stage reads a variable in a legacy program;
 - a gradient value is named `X@GRAD` (parts summed later `X@GRAD@RENAME@k`) and a
-  grad op's `forward_op_id` names the op it differentiates (`pir_grads`);
+  grad op's `forward_op_id` names the op it differentiates (`grads`);
 - an op's regions are sub-blocks (`sub_block`), its blocks' arguments variables.
 
 Not read: other attributes, dims mappings and partial status, local shapes, types
@@ -56,9 +56,9 @@ from typing import Any
 
 from vppctl.errors import ProgramFileError
 from vppctl.program._proto import program_pb2 as pb
-from vppctl.program.pir_encode import EncodedPir, encode_program
-from vppctl.program.pir_grads import link_gradients
-from vppctl.program.pir_tables import (
+from vppctl.program.pir.encode import EncodedPir, encode_program
+from vppctl.program.pir.grads import link_gradients
+from vppctl.program.pir.tables import (
     COMBINE,
     DATA,
     NO_OP,

@@ -1,9 +1,9 @@
 """PIR tables: what the PIR reader takes from a program's JSON, as integer side tables.
 
 A PIR program has no variables: every op defines values (`%N`, program-unique ids)
-and names the values it reads. The reader (`vppctl.program.pir`) fills these
+and names the values it reads. The reader (`vppctl.program.pir.parse`) fills these
 columns in one pass over the JSON, one op at a time; the gradient links
-(`pir_grads`) and the encoder (`pir_encode`) read them. Nothing here holds one
+(`grads`) and the encoder (`encode`) read them. Nothing here holds one
 Python object per op or value: columns are lists and arrays indexed by op or by
 value position.
 """
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 NO_VALUE = 0  # PIR's id of a null operand or result
 NO_OP = -1  # a value no op of the program defines (a declared one, or a block argument)
 
-# The ops the reader folds away instead of reading them as ops (see `vppctl.program.pir`).
+# The ops the reader folds away instead of reading them as ops (see `vppctl.program.pir.parse`).
 COMBINE = "builtin.combine"  # values -> one vector value
 SPLIT = "builtin.split"  # one vector value -> values
 PARAMETER = "builtin.parameter"  # declares a parameter

@@ -5,7 +5,7 @@ per result (`in0`, `out0`, ...; a vector's values share its slot), its `op_role`
 `sub_block` attribute naming its regions' blocks, its struct name (`/` without one),
 its dist attr (mesh, chunk id, and the mesh of each operand and result dist attr,
 named by the value), a program-unique `id` (its number) and, on a grad op, the
-`forward_op_id` `pir_grads` found. The few slots vppctl reads by name get the names a
+`forward_op_id` `grads` found. The few slots vppctl reads by name get the names a
 legacy program gives them: `X` and `Y` of `pd_op.matmul` (FLOP estimates) and `Param`,
 an optimizer op's first operand when it is a parameter. Each value becomes a VarDesc
 in the block that defines it.
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from vppctl.program._proto import program_pb2 as pb
-from vppctl.program.pir_tables import PirOrigin, PirTables
+from vppctl.program.pir.tables import PirOrigin, PirTables
 from vppctl.program.roles import OPTIMIZE
 
 _SLOTS = {"pd_op.matmul": ("X", "Y")}  # operand slots vppctl reads by their legacy names

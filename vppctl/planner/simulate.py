@@ -1,0 +1,372 @@
+"""Simulate: a plan's training step simulated with the program's costs and memory.
+
+This module's one job is `simulate`'s use case below the command: which plan and costs a
+simulation runs (a program's plan as `convert` makes it, or pp, vpp and unit costs
+without one), which schedules (one asked for, or 1F1B beside the plan's interleaving
+schedule), and each stage's bytes in each. `SizedPlan` is the one path from a plan to
+its simulated step and its stages' bytes: `simulate`, `convert --micro-batches` (the
+converted plan's bubble) and `plan`'s search (`vppctl.planner.search`, timing many
+candidates on one shared pipeline) all take it. Writing the pictures and the outcome is
+the command's (`vppctl.commands.simulate_run`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import ClassVar
+
+from vppctl import validate
+from vppctl.choices import MAX_MICRO_BATCHES, SCHEDULES, Placement, Schedule
+from vppctl.convert import Planned
+from vppctl.engine import check_seg_method
+from vppctl.errors import UsageError, VppctlError
+from vppctl.plan import Plan, PlanOptions
+from vppctl.planner.costs import CostModel, Measure, resolve_plan
+from vppctl.planner.memory import (
+    MemoryModel,
+    MemoryOptions,
+    SegmentMemory,
+    StageMemory,
+    stage_memory,
+)
+from vppctl.program import Program
+from vppctl.schedule import (
+    GROUPED,
+    Pipeline,
+    SimResult,
+    compare,
+    held_peak,
+    interleaving_schedule,
+    simulate,
+)
+from vppctl.schedule import check_size as check_simulation_size
+from vppctl.units import runs_text
+
+
+@dataclass(frozen=True)
+class SimulateOptions:
+    """What `simulate` is asked: the step (`micro_batches`, required), the schedule and its
+    costs, and with a program the plan to simulate (`plan`: its fields None where not
+    given, `PlanOptions`' defaults; a converted program is simulated with its recorded
+    plan) and how to size its memory. Without a program, `plan.pp` and `plan.vpp` are
+    required and `plan.placement` alone of the rest may be given. Checked when made
+    (UsageError, exit 2)."""
+
+    micro_batches: int
+    plan: PlanOptions = field(default_factory=PlanOptions)
+    seg_method: str | None = None  # regex naming the repeated layer; None: detected
+    schedule: Schedule | None = None  # None: 1F1B and the plan's interleaving schedule
+    group_size: int | None = None  # the interleaved schedules' micro-batch group
+    # Forward, input-gradient and weight-gradient cost of a chunk (default 1, 1, 1); with
+    # a program, per unit of each segment's FLOP share. Numbers >= 0, kept as fractions.
+    costs: tuple[float | Fraction, float | Fraction, float | Fraction] | None = None
+    p2p_cost: float | Fraction = 0  # time per hop between stages, in the costs' unit
+    memory: MemoryOptions | None = None  # None: the defaults (with a program only)
+
+    FLAGS: ClassVar[Mapping[str, str]] = {
+        "micro_batches": "--micro-batches",
+        "seg_method": "--seg-method",
+        "schedule": "--schedule",
+        "group_size": "--group-size",
+        "costs": "--costs",
+        "p2p_cost": "--p2p-cost",
+    }
+    NESTED: ClassVar[Mapping[str, type]] = {"plan": PlanOptions, "memory": MemoryOptions}
+
+    def __post_init__(self) -> None:
+        validate.integer(self, "micro_batches", 1, MAX_MICRO_BATCHES)
+        validate.nested(self, "plan", PlanOptions)
+        check_seg_method(self, "seg_method")
+        validate.choice(self, "schedule", SCHEDULES, optional=True)
+        validate.integer(self, "group_size", 1, MAX_MICRO_BATCHES, optional=True)
+        self._check_costs()
+        validate.number(self, "p2p_cost")
+        validate.nested(self, "memory", MemoryOptions, optional=True)
+        grouped = self.schedule is None or self.schedule in GROUPED
+        if self.group_size is not None and not grouped:
+            raise UsageError(
+                f"{validate.where(self, 'group_size')} is the interleaved schedules' "
+                f"(interleaved, interleaved-zb); {validate.where(self, 'schedule')} "
+                f"{self.schedule!r} takes none: drop --group-size"
+            )
+
+    def _check_costs(self) -> None:
+        if self.costs is None:
+            return
+        legal = "three numbers F,B,W >= 0, not all zero, e.g. (1, 1, 1)"
+        values = validate.sequence(self, "costs", legal)
+        exact = [validate.exact_number(self, "costs", v) for v in values]
+        if len(exact) != 3 or any(v is None for v in exact) or not any(exact):
+            raise validate.refuse(self, "costs", legal)
+        object.__setattr__(self, "costs", tuple(exact))
+
+
+def cost_ratios(options: SimulateOptions) -> tuple[Fraction, Fraction, Fraction]:
+    """F,B,W as exact fractions (the options hold them so), 1,1,1 by default."""
+    if options.costs is None:
+        return _UNIT_COSTS
+    f, b, w = (Fraction(c) for c in options.costs)
+    return f, b, w
+
+
+_UNIT_COSTS = (Fraction(1), Fraction(1), Fraction(1))
+
+
+def counts_text(counts: Sequence[int]) -> str:
+    """Layer counts per segment: `7,7,9,9`; beyond 32 segments runs as `7 (x6)`."""
+    if len(counts) <= 32:
+        return ",".join(map(str, counts))
+    return runs_text(counts, "{value} (x{count})", ", ")
+
+
+@dataclass(frozen=True)
+class SimulatedPlan:
+    """The plan a program was simulated with, and its costs."""
+
+    plan: Plan
+    recorded: bool  # the program's recorded plan (a converted program)
+    split: str  # the split's name, as converted or asked
+    measure: str  # "flops", or "ops" when the program has no matmul shapes
+    segment_costs: tuple[int, ...]  # each segment's forward FLOPs (or ops)
+    costs: tuple[Fraction, Fraction, Fraction]  # F,B,W per unit of a segment's cost
+
+    @property
+    def description(self) -> str:
+        """`pp 8 x vpp 2, loop placement, split balanced (layers 4,8,9,...)`: the plan
+        line of the table and the caption of the pictures."""
+        p = self.plan
+        source = "as converted" if self.recorded else f"split {self.split}"
+        counts = counts_text([len(s.layers) for s in p.segments])
+        return f"pp {p.pp} x vpp {p.vpp}, {p.placement} placement, {source} (layers {counts})"
+
+
+@dataclass(frozen=True)
+class Bubble:
+    """The simulated bubble of the converted plan at `micro_batches`: per schedule (1F1B,
+    then the interleaving schedule of the placement) the idle share of the step, with
+    the program's costs (`measure`: FLOPs, or op counts without matmul shapes). The
+    same figure `vppctl simulate OUT -m M` prints."""
+
+    micro_batches: int
+    measure: str
+    schedules: Mapping[Schedule, Fraction]  # in the order simulated
+    # Per schedule shown, each stage's bytes at micro-batch size 1 (`vppctl.planner.memory`).
+    memory: Mapping[Schedule, tuple[StageMemory, ...]]
+
+
+# -- the one path: a plan, its costs and its memory ---------------------------------
+
+
+class ProgramModel:
+    """One program's costs and bytes, computed once for any plan of it: each layer's
+    forward cost (`CostModel`) and bytes (`MemoryModel`, sized by `memory`)."""
+
+    def __init__(self, planned: Planned, memory: MemoryOptions) -> None:
+        self.costs = CostModel(planned)
+        self.memory = MemoryModel(planned, memory)
+        self.limit = memory.limit
+
+    @property
+    def measure(self) -> Measure:
+        return self.costs.measure
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What the memory model could not size (said once per program)."""
+        return self.memory.warnings
+
+    def sized(self, plan: Plan) -> SizedPlan:
+        return SizedPlan(plan, self.costs.segments(plan), self.memory.segments(plan), self.limit)
+
+
+@dataclass(frozen=True)
+class SizedPlan:
+    """A plan with its segments' forward costs and bytes: its step simulated whole under
+    the schedules `simulate` runs (`steps`) or only timed on a pipeline (`time`, the
+    search's fast path), with each stage's bytes in that step."""
+
+    plan: Plan
+    segment_costs: tuple[int, ...]  # each segment's forward FLOPs (or ops)
+    segment_memory: tuple[SegmentMemory, ...]
+    limit: int | None  # bytes per stage; stages over it are flagged
+
+    def forward(self) -> tuple[Fraction, ...]:
+        """Per virtual stage, scaled so that the mean stage load is 1."""
+        plan, costs = self.plan, self.segment_costs
+        total = sum(costs)
+        if not total:
+            return tuple(Fraction(1, plan.vpp) for _ in costs)
+        return tuple(Fraction(c * plan.pp, total) for c in costs)
+
+    def steps(
+        self, options: SimulateOptions
+    ) -> tuple[tuple[SimResult, tuple[StageMemory, ...]], ...]:
+        """The step under each schedule `options` asks for (`simulate_schedules`), each
+        segment costing F,B,W = `cost_ratios(options)` per unit of its forward share, and each
+        stage's bytes in it."""
+        plan = self.plan
+        f, b, w = cost_ratios(options)
+        forward = self.forward()
+        costs = [c * f for c in forward], [c * b for c in forward], [c * w for c in forward]
+        runs = simulate_schedules(plan.pp, plan.vpp, plan.placement, costs, options)
+        sizes = [s.activations for s in self.segment_memory]
+        return tuple(
+            (r, self._stages(r.peak_in_flight_per_chunk, held_peak(r, sizes))) for r in runs
+        )
+
+    def time(
+        self, pipe: Pipeline, p2p_cost: float | Fraction
+    ) -> tuple[Fraction, Fraction, tuple[StageMemory, ...]]:
+        """The step `pipe` runs on this plan, only timed: its makespan in the time unit (the
+        mean stage's forward of one micro-batch), its bubble, and each stage's bytes."""
+        plan = self.plan
+        unit = Fraction(sum(self.segment_costs), plan.pp) or Fraction(1)
+        hop = Fraction(p2p_cost) * unit
+        scale = hop.denominator
+        ticks = [c * scale for c in self.segment_costs]
+        makespan, busy = pipe.makespan(ticks, ticks, ticks, int(hop * scale))
+        held = pipe.held_peak([s.activations for s in self.segment_memory])
+        stages = self._stages(pipe.peaks_per_chunk, held)
+        bubble = Fraction(plan.pp * makespan - sum(busy), plan.pp * makespan)
+        return Fraction(makespan, scale) / unit, bubble, stages
+
+    def _stages(
+        self, peaks_per_chunk: Sequence[Sequence[int]], held: Sequence[int]
+    ) -> tuple[StageMemory, ...]:
+        return stage_memory(self.plan, self.segment_memory, peaks_per_chunk, held, self.limit)
+
+
+def simulate_schedules(
+    pp: int,
+    vpp: int,
+    placement: Placement | None,
+    costs: tuple[Sequence[Fraction], Sequence[Fraction], Sequence[Fraction]] | None,
+    options: SimulateOptions,
+) -> tuple[SimResult, ...]:
+    """The step under the one schedule `options` asks for, or under 1F1B and the plan's
+    interleaving schedule side by side (`vppctl.schedule.compare`)."""
+    forward, backward, weight = costs if costs is not None else (None, None, None)
+    m, hop, group = options.micro_batches, options.p2p_cost, options.group_size
+    if options.schedule is not None:
+        one = simulate(
+            pp, vpp, m, options.schedule, forward, backward, hop,
+            weight=weight, placement=placement, group_size=group,
+        )  # fmt: skip
+        return (one,)
+    if group is not None and interleaving_schedule(vpp, placement or "loop") != "interleaved":
+        raise UsageError(
+            "--group-size is Megatron's interleaved schedule's, and this plan runs none "
+            "(it needs vpp > 1 and loop placement): drop --group-size"
+        )
+    return compare(
+        pp, vpp, m, forward, backward, hop,
+        weight=weight, group_size=group, placement=placement or "loop",
+    )  # fmt: skip
+
+
+# -- simulate ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Simulation:
+    """What a simulation found: one result per schedule, and with a program its plan and
+    each stage's bytes per schedule."""
+
+    results: tuple[SimResult, ...]
+    plan: SimulatedPlan | None = None  # with a program
+    memory: tuple[tuple[StageMemory, ...], ...] = ()  # per result, with a program
+    memory_options: MemoryOptions | None = None
+    warnings: tuple[str, ...] = ()  # the plan's and the memory model's (with a program)
+
+
+def simulate_program(program: Program, options: SimulateOptions) -> Simulation:
+    """`program` simulated with the plan `convert` would make (or made), its FLOP costs
+    and its bytes per stage."""
+    opts = options.memory or MemoryOptions()
+    resolved = resolve_plan(program, options.plan, options.seg_method)
+    plan = resolved.plan
+    model = ProgramModel(resolved.planned, opts)
+    sized = model.sized(plan)
+    steps = sized.steps(options)
+    simulated = SimulatedPlan(
+        plan, resolved.recorded, resolved.split, model.measure, sized.segment_costs,
+        cost_ratios(options),
+    )  # fmt: skip
+    return Simulation(
+        tuple(run for run, _ in steps),
+        simulated,
+        tuple(stages for _, stages in steps),
+        opts,
+        (*resolved.warnings, *model.warnings),
+    )
+
+
+def simulate_counts(options: SimulateOptions) -> tuple[SimResult, ...]:
+    """A step without a program: `options.plan`'s pp and vpp, every chunk costing
+    `options.costs`; the options that describe a program's plan or memory are refused."""
+    pp, vpp, placement = _without_program(options)
+    costs = None
+    if options.costs is not None:
+        f, b, w = cost_ratios(options)
+        n = pp * vpp
+        costs = [f] * n, [b] * n, [w] * n
+    return simulate_schedules(pp, vpp, placement, costs, options)
+
+
+def _without_program(options: SimulateOptions) -> tuple[int, int, Placement | None]:
+    """pp, vpp and the placement of a simulation without a program; the options that
+    describe a program's plan or memory are refused."""
+    plan = options.plan
+    program_only = {
+        "--split": plan.split,
+        "--layers-per-chunk": plan.layers_per_chunk,
+        "--cost": plan.cost,
+        "--seg-method": options.seg_method,
+        "memory options": options.memory,
+    }
+    given = [flag for flag, value in program_only.items() if value]
+    if given:
+        raise UsageError(
+            f"{', '.join(given)} describe a program's plan or memory: pass the program, or "
+            "drop them"
+        )
+    if plan.pp is None:
+        raise UsageError("--pp is required without a program")
+    if plan.vpp is None:
+        raise UsageError("--vpp is required without a program")
+    check_simulation_size(plan.pp, plan.vpp, options.micro_batches)  # before pp * vpp costs
+    return plan.pp, plan.vpp, plan.placement
+
+
+# -- convert --micro-batches -------------------------------------------------------
+
+
+def converted_bubble(planned: Planned, micro_batches: int) -> tuple[Bubble, tuple[str, ...]]:
+    """The converted plan simulated as `simulate OUT` does it: the same plan, its costs,
+    1F1B and the placement's interleaving schedule (from the conversion's own planning:
+    the converted program is not planned again). A schedule that refuses the count is
+    left out with a warning, never the conversion."""
+    plan = planned.plan
+    model = ProgramModel(planned, MemoryOptions())
+    sized = model.sized(plan)
+    shown: dict[Schedule, Fraction] = {}
+    memory: dict[Schedule, tuple[StageMemory, ...]] = {}
+    warnings: list[str] = list(model.warnings)
+    second = interleaving_schedule(plan.vpp, plan.placement)
+    schedules: tuple[Schedule, ...] = ("1f1b",) if second is None else ("1f1b", second)
+    for schedule in schedules:
+        try:
+            ((run, stages),) = sized.steps(SimulateOptions(micro_batches, schedule=schedule))
+        except VppctlError as e:
+            warnings.append(
+                f"no {schedule} bubble at --micro-batches {micro_batches}: {e} (the "
+                "conversion is unaffected)"
+            )
+            continue
+        shown[schedule] = run.bubble
+        memory[schedule] = stages
+        warnings += run.warnings
+    bubble = Bubble(micro_batches, model.measure, shown, memory)
+    return bubble, tuple(dict.fromkeys(warnings))
