@@ -86,7 +86,15 @@ def sha(data: bytes) -> str:
 
 
 def digest(checkout: Path, bench: bool) -> Iterator[str]:
-    env = {**os.environ, "PYTHONPATH": str(checkout), "COLUMNS": "100", "NO_COLOR": "1"}
+    # No progress lines: a phase's line appears when it takes over a second, which depends on
+    # the machine's load, not on the checkout.
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(checkout),
+        "COLUMNS": "100",
+        "NO_COLOR": "1",
+        "VPPCTL_PROGRESS": "off",
+    }
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for name, src in programs(work, bench):
@@ -99,7 +107,7 @@ def digest(checkout: Path, bench: bool) -> Iterator[str]:
                 cmd = [sys.executable, "-m", "vppctl", *args]
                 p = subprocess.run(cmd, env=env, capture_output=True, cwd=work)
                 files = " ".join(
-                    f"{f.name}={sha(f.read_bytes())}"
+                    f"{f.name}={sha(_neutral(f.read_bytes(), work))}"
                     for f in written
                     if str(f) in args and f.exists()
                 )
@@ -111,7 +119,8 @@ def digest(checkout: Path, bench: bool) -> Iterator[str]:
 
 
 def _neutral(data: bytes, work: Path) -> bytes:
-    """Output with the temporary directory's and the checkout's paths made constant."""
+    """Output with the temporary directory's and the checkout's paths made constant (the
+    SVG's caption names its program, for one)."""
     return data.replace(str(work).encode(), b"W").replace(str(ROOT).encode(), b"R")
 
 
