@@ -11,6 +11,12 @@ ordinary names read as they are. Every error message is escaped when it is made
 notes and warnings are escaped when printed (`vppctl.report.printed`, `vppctl.cli`).
 JSON values other than messages keep names exact: JSON escapes control characters
 itself.
+
+The same characters are what XML 1.0 cannot hold (a C0 control but tab, newline and
+carriage return; a lone surrogate; U+FFFE and U+FFFF), so text through `printable` is
+also well-formed in the JUnit report and the SVG timeline (after `&`, `<` and `>` are
+escaped as usual); and a lone surrogate (a file name that is not UTF-8, as Python
+decodes it from the command line, `\\udcff`) can be written to any UTF-8 stream.
 """
 
 from __future__ import annotations
@@ -18,8 +24,11 @@ from __future__ import annotations
 import re
 
 # C0 controls (newline and tab included), DEL, C1 controls, the line and paragraph
-# separators and the bidirectional embeddings, overrides and isolates.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# separators, the bidirectional embeddings, overrides and isolates, lone surrogates, and
+# U+FFFE and U+FFFF (the two non-characters XML 1.0 forbids).
+_CONTROL = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff\ufffe\uffff]"
+)
 
 
 _SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
