@@ -260,9 +260,12 @@ def first_non_directory(path: Path) -> Path:
 
 
 def terminal_refusal(shown: str) -> str:
+    """Binary onto a terminal (`-`: stdout). The hint names no file the user may have:
+    a redirection into a file that is the input would empty it before vppctl starts."""
+    where = "a terminal" if shown == STDIO else f"the terminal {shown}"
     return (
-        f"refusing to write a binary program to the terminal {shown}; name a file, or "
-        "redirect (-o - > prog.pb)"
+        f"refusing to write a binary program to {where}; name a new file with -o OUT, or "
+        "redirect stdout to one (-o - > OUT) or into another command (-o - | CMD)"
     )
 
 
