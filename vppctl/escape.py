@@ -45,3 +45,14 @@ def _escape(match: re.Match[str]) -> str:
 def printable(text: str) -> str:
     """`text` with every control character shown as an escape (module docstring)."""
     return _CONTROL.sub(_escape, text)
+
+
+def github_data(text: str) -> str:
+    """`text` as the message of a GitHub Actions workflow command (`::error ...::MESSAGE`):
+    `%`, CR and LF escaped, so that one line is one command."""
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def github_property(text: str) -> str:
+    """`text` as a property of a workflow command (`file=...,title=...`): also `:` and `,`."""
+    return github_data(text).replace(":", "%3A").replace(",", "%2C")

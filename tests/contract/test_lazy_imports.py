@@ -47,6 +47,7 @@ CONVERT = {
     "vppctl.choices",
     "vppctl.cli",
     "vppctl.cli.base",
+    "vppctl.cli.config",
     "vppctl.cli.options",
     "vppctl.cli.program",
     "vppctl.cli.progress",
@@ -112,6 +113,7 @@ CONVERT = {
     "vppctl.verify.refusals",
     "vppctl.verify.rules",
     "vppctl.verify.segments",
+    "vppctl.verify.selection",
 }
 
 # `vppctl --help`: the command line and the bottom layer, and the library's faces only.
@@ -122,6 +124,7 @@ HELP = {
     "vppctl.choices",
     "vppctl.cli",
     "vppctl.cli.base",
+    "vppctl.cli.config",
     "vppctl.cli.options",
     "vppctl.cli.program",
     "vppctl.cli.progress",
