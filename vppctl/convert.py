@@ -48,6 +48,7 @@ PIR_REFUSAL = (
 )
 
 
+@validate.named_fields
 @dataclass(frozen=True)
 class ConvertOptions:
     """What `convert` is asked: the plan (`plan.vpp` is required), how to find the layers,

@@ -30,6 +30,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from vppctl import validate
 from vppctl.errors import ProgramFileError, UsageError, os_reason
 from vppctl.program.files import (
     STDIO,
@@ -54,7 +55,7 @@ def resolve_output(
     (exit 2) for an output that is one of `inputs` (the message ends with `fix`) or binary
     onto a terminal. `binary`: whether binary protobuf will be written (False for text,
     SVG, JSON)."""
-    shown = os.fspath(spec)
+    shown = validate.file_name(spec, "the output")
     if shown == STDIO:
         if sys.stdout is None:  # started with stdout closed (`>&-`)
             raise ProgramFileError("cannot write to stdout: it is closed")

@@ -37,6 +37,7 @@ def _early(cause: Cause, message: str) -> Violation:
     return Violation(cause, -1, -1, "", message)
 
 
+@validate.named_fields
 @dataclass(frozen=True)
 class VerifyOptions:
     """What `verify` expects of a program; each None is the recorded plan's, else what the
