@@ -85,6 +85,8 @@ from fuzzing import (
     wire_fields,
 )
 
+pytestmark = pytest.mark.heavy  # tens of seconds: started first (tests/conftest.py)
+
 _ROUNDS: dict[int, Outcome] = {}  # the CI round's outcome, once it has run
 
 

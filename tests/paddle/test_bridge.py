@@ -45,7 +45,7 @@ from paddle_compare import report as _report
 from vppctl import paddle as bridge
 from vppctl.program._proto import program_pb2 as pb
 
-pytestmark = pytest.mark.paddle
+pytestmark = [pytest.mark.paddle, pytest.mark.heavy]
 
 REPO = paths.ROOT
 OP_ROLE_OPTIMIZE = 0x0002  # paddle OpRole.Optimize
