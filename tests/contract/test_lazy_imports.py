@@ -139,6 +139,7 @@ HELP = {
     "vppctl.schedule",
     "vppctl.shapes",
     "vppctl.units",
+    "vppctl.validate",  # the PATH type refuses a name no file can have (file_name)
 }
 
 
