@@ -5,6 +5,7 @@ trace) are `vppctl.schedule.timeline`'s."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -32,11 +33,12 @@ from vppctl.schedule import (
     number,
     percent,
     render_timelines,
+    runtime_line,
     stage_units,
 )
 
 if TYPE_CHECKING:  # the planner loads with `vppctl plan` only
-    from vppctl.planner import Candidate, Conversion, PirInput, Settings
+    from vppctl.planner import Candidate, Conversion, Layouts, PirInput, Settings
 
 # -- simulate: names and the plan line
 
@@ -188,6 +190,10 @@ def render_simulation(
     if outcome is not None and outcome.plan is not None:
         for line in plan_lines(outcome.plan):
             console.print(printed(line))
+    if outcome is not None:
+        console.print(printed(runtime_line(outcome.runtime)))
+        if outcome.hop is not None:
+            console.print(printed(outcome.hop.text()))
     console.print(printed(f"bubble: {BUBBLE_DEFINITION}"))
     console.print(printed(summary_heading(runs) + ":"))
     console.print(summary_table(runs))
@@ -225,7 +231,19 @@ def plan_heading(o: PlanOutcome) -> list[str]:
     lines.append(
         f"costs: {measure}; memory at micro-batch size {opts.memory.micro_batch_size}{seq}{limit}"
     )
+    lines.append(runtime_line(r.runtime))
+    if r.candidates:
+        lines.append(hop_line(r.candidates))
     return lines
+
+
+def hop_line(candidates: Sequence[Candidate]) -> str:
+    """The best candidate's hop, and the range over the candidates when cuts differ."""
+    text = candidates[0].hop.text()
+    sizes = {c.hop.hop_bytes for c in candidates if c.hop.hop_bytes is not None}
+    if len(sizes) > 1:
+        text += f" (cuts of {iec(min(sizes))} to {iec(max(sizes))} over the candidates)"
+    return text
 
 
 def plan_table(conversions: Sequence[Conversion], best: Candidate) -> Table:
@@ -283,6 +301,8 @@ def plan_notes(o: PlanOutcome, shown: int) -> list[str]:
     ]
     if r.over_limit:
         notes.append(f"{r.over_limit} over --memory-limit left out")
+    for rule, n in r.notes:
+        notes.append(f"{n} run, but note {rule}")
     refused = sum(n for _, n in r.refused)
     if refused:
         reasons = "; ".join(f"{reason}: {n}" for reason, n in r.refused[:3])
@@ -376,7 +396,47 @@ def launch_lines(o: PlanOutcome, conversions: Sequence[Conversion]) -> list[str]
             lines.append(f"  {name}: {settings_text(s)}")
             if s.runs and s.note:
                 lines.append(f"    ({s.note})")
+        lines += layout_lines(c.layouts(pir))
     return lines + pir_best_lines(o, conversions[:LAUNCHES_SHOWN])
+
+
+# The most virtual stages a layout line lists (--json lists them all).
+STAGES_SHOWN = 8
+
+
+def layout_lines(split: Layouts) -> list[str]:
+    """The split in each dialect: Megatron's layout, torchtitan's module names per stage,
+    DeepSpeed's parts, and a PIR program's stage mesh per layer."""
+    lines = []
+    if split.megatron is not None:
+        lines.append(f"  layout (Megatron-Core): {planner.shell([split.megatron])}")
+    stages = [_fqn_runs(names) for names in split.torchtitan[:STAGES_SHOWN]]
+    more = len(split.torchtitan) - STAGES_SHOWN
+    lines.append(
+        "  layout (torchtitan module_fqns_per_model_part): "
+        + " | ".join(stages)
+        + (f" | ... ({more} more; --json lists all)" if more > 0 else "")
+    )
+    if split.deepspeed_parts is not None:
+        uniform = ", as partition_method='uniform' gives" if split.deepspeed_uniform else ""
+        lines.append(
+            f"  layout (DeepSpeed PipelineModule.parts): {list(split.deepspeed_parts)}{uniform}"
+        )
+    if split.paddle_stage_per_layer is not None:
+        held = Counter(split.paddle_stage_per_layer)  # non-decreasing: runs by stage
+        runs = ", ".join(f"stage {stage} x{n}" for stage, n in sorted(held.items()))
+        lines.append(f"  layout (Paddle PIR, stage mesh of each layer in order): {runs}")
+    return lines
+
+
+def _fqn_runs(names: Sequence[str]) -> str:
+    """`tok_embeddings, layers.0-3`: a stage's module names, its blocks as one range."""
+    blocks = [i for i, name in enumerate(names) if name.startswith("layers.")]
+    if len(blocks) < 2:
+        return ", ".join(names) or "(empty)"
+    first, last = blocks[0], blocks[-1]
+    span = f"{names[first]}-{names[last].removeprefix('layers.')}"
+    return ", ".join([*names[:first], span, *names[last + 1 :]])
 
 
 def pir_best_lines(o: PlanOutcome, launched: Sequence[Conversion]) -> list[str]:
