@@ -190,28 +190,26 @@ def vpp_verdict(bubble: Bubble) -> str | None:
         excess = loads[busiest] - mean
         what = "the split"
         if busiest == post_stage and post >= excess:
-            what = "the last stage's LM head (the ops after the last layer)"
+            what = "the LM head"  # the ops after the last layer
         elif busiest == pre_stage and pre >= excess:
-            what = "the first stage's embedding (the ops before the first layer)"
+            what = "the embedding"  # the ops before the first layer
         heavy = (
-            f"{what} makes stage {busiest} carry {ratio:.2f}x the mean stage's load, which no "
-            "schedule hides: try --split balanced (vppctl plan finds the split)"
+            f"{what} makes stage {busiest} carry {ratio:.2f}x the mean load, which no "
+            "schedule hides: try --split balanced"
         )
     hop = float(bubble.hop.cost)
     gain = f"bubble {shares[0]:.1%} -> {shares[1]:.1%}"
     if shares[0] - shares[1] >= LITTLE * shares[0]:
-        shrinks = "what it shrinks is the pipeline's fill and drain"
+        shrinks = "it shrinks the fill and drain"
         if hop >= HOPS_MATTER:
-            shrinks += (
-                f", worth more than the {hop:.2f}x of a stage's forward each hop it adds costs"
-            )
+            shrinks += f", worth more than its hops ({hop:.2f}x a stage's forward each)"
         if heavy is None:
-            shrinks = f"the stages are balanced ({ratio:.2f}x the mean at most), so {shrinks}"
+            shrinks = f"the stages are balanced ({ratio:.2f}x the mean load at most), so {shrinks}"
         return f"interleaving pays here ({gain}): " + "; ".join(filter(None, (shrinks, heavy)))
     causes = [heavy] if heavy else []
     if hop >= HOPS_MATTER:
         causes.append(
-            f"each hop it adds costs {hop:.2f}x a stage's forward: try a lower --vpp, more "
+            f"each hop costs {hop:.2f}x a stage's forward: try a lower --vpp, more "
             "--micro-batches or a faster --link"
         )
     said = "does not pay" if shares[1] >= shares[0] else "buys little"

@@ -186,9 +186,10 @@ class LinkProfile:
     latency: float  # seconds per message (a modelling choice, docs/plan.md)
 
     def text(self) -> str:
+        """`h100-ib (H100 SXM5 989.4 TFLOP/s, 50 GB/s + 20 us, vendor peaks)`."""
         return (
-            f"{self.name}: {self.device} {self.flops / 1e12:g} TFLOP/s, {self.link} "
-            f"{self.bandwidth / 1e9:g} GB/s per direction + {self.latency * 1e6:g} us"
+            f"{self.name} ({self.device} {self.flops / 1e12:g} TFLOP/s, "
+            f"{self.bandwidth / 1e9:g} GB/s + {self.latency * 1e6:g} us, vendor peaks)"
         )
 
 
@@ -236,9 +237,9 @@ class HopCost:
             return f"p2p: not counted ({self.why}); pass --p2p-cost to count it"
         assert self.hop_bytes is not None and self.seconds is not None
         return (
-            f"p2p: {iec(self.hop_bytes)} per hop (the program's largest cut), "
-            f"{self.link.text()} (vendor peak figures): {self.seconds * 1e6:.3g} us, "
-            f"{float(self.cost):.3g} x the mean stage's forward; --p2p-cost 0 leaves it out"
+            f"p2p: {iec(self.hop_bytes)} per hop over {self.link.text()}: "
+            f"{self.seconds * 1e6:.3g} us, {float(self.cost):.3g}x a stage's forward; "
+            "--p2p-cost 0 leaves it out"
         )
 
 
@@ -261,7 +262,12 @@ class Communication:
         self.link = LINKS[link or DEFAULT_LINK]
         self.unit_seconds: float | None = None
         self.why = ""
-        if self.given is None:
+        if self.given is None and memory.unknown_later and memory.opts.seq_len is None:
+            self.why = (
+                "the program leaves the sequence length unknown (a later -1 dimension), so "
+                "neither a hop's bytes nor a forward's time is known: pass --seq-len"
+            )
+        elif self.given is None:
             opts = memory.opts
             sizes = (opts.micro_batch_size, opts.seq_len or 1)
             costs = layer_costs(planned.index, planned.layers, "flops", sizes)

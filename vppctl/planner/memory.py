@@ -143,6 +143,7 @@ class MemoryModel:
                 f"{unread} parameter(s) are read by no forward op and are not counted in "
                 "params_bytes"
             )
+        self.unknown_later = self._unknown_later  # variables with a later -1 dimension
         if self._unknown_later:
             warnings.append(
                 f"{self._unknown_later} variable(s) have unknown (-1) dimensions after the "

@@ -64,7 +64,8 @@ def gain_line(results: Sequence[SimResult]) -> str | None:
     memory = vpp.peak_in_flight_stage_units[0] / base.peak_in_flight_stage_units[0]
     return (
         f"{vpp.title} vs {base.title}: makespan {number(base.makespan)} -> "
-        f"{number(vpp.makespan)} ({percent(saved)} shorter), bubble {percent(base.bubble)} -> "
+        f"{number(vpp.makespan)} ({percent(abs(saved))} {'shorter' if saved >= 0 else 'longer'}), "
+        f"bubble {percent(base.bubble)} -> "
         f"{percent(vpp.bubble)} of the step, stage 0 activations {stage_units(base, 0)} -> "
         f"{stage_units(vpp, 0)} stages (x{float(memory):.2f})"
     )

@@ -593,9 +593,10 @@ def runtime_line(runtime: Runtime) -> str:
     """`runtime: Paddle 3.0.0 (legacy ProgramDesc): fthenb, 1f1b, ...; --runtime any ...`:
     the header line of `plan` and `simulate`, naming the runtime and how to widen it."""
     if runtime == "any":
+        others = [r for r in RUNTIMES if r != "any"]
         return (
-            "runtime: any (every schedule, each under the rules of the runtime whose order "
-            "it is); --runtime " + ", ".join(r for r in RUNTIMES if r != "any") + " keeps one's"
+            "runtime: any (each schedule under the rules of the runtime whose order it is); "
+            f"--runtime {', '.join(others[:-1])} or {others[-1]} keeps to one"
         )
     return (
         f"runtime: {RUNTIME_NAMES[runtime]}, schedules "
