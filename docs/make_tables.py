@@ -45,7 +45,7 @@ def runtime_rules_table() -> str:
 
     rows = []
     for r in RULES:
-        words = f"\"{_cell(r.words)}\"" if r.words else "(none)"
+        words = f'"{_cell(r.words)}"' if r.words else "(none)"
         kind = "refused" if r.refuses else "noted"
         if r.breaks is None:
             kind = "any m" if r.id not in ("P1", "R1", "M0", "T9", "P8") else "refused"

@@ -625,3 +625,18 @@ def test_a_layout_is_simulated_as_its_split(tmp_path: Path) -> None:
         "simulate", "--pp", "4", "--vpp", "1", "-m", "8", "--layout", "Et|t|t|tL", exit_code=2
     )
     assert "--layout" in no_program.stderr and "pass the program" in no_program.stderr
+
+
+def test_a_pir_program_runs_only_the_splits_paddles_completion_makes(tmp_path: Path) -> None:
+    from pir_cases import reference
+
+    path = tmp_path / "gpt_keep.json"  # 7 + 5 layers on pp 2
+    path.write_bytes(reference("gpt_keep_pp2_v2", "plain"))
+    keep = run_json(["simulate", str(path), "--vpp", "4", "--split", "keep", "-m", "8"])
+    assert keep["runtime"] == "paddle-pir"
+    assert [r["schedule"] for r in keep["results"]] == ["1f1b", "vpp"]
+    args = ["simulate", str(path), "--vpp", "4", "--split", "balanced", "-m", "8"]
+    refused = invoke(*args, exit_code=2)
+    assert "Paddle 3.3.1 (PIR) cannot make this split for VPP" in refused.stderr
+    assert "deals a stage's 6 layers as 2+2+1+1" in refused.stderr
+    run_json([*args, "--runtime", "any"])  # Megatron's interleaved runs it
