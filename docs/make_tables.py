@@ -51,6 +51,8 @@ def runtime_rules_table() -> str:
             kind = "any m" if r.id not in ("P1", "R1", "M0", "T9", "P8") else "refused"
         if r.id == "P8":
             kind = "refused (the simulator finds the cycle)"
+        if r.split:
+            kind = "refused (checked on the split)"
         where = RUNTIME_NAMES[r.runtime]
         rows.append(f"| {r.id} | {where} | {_cell(r.says)} | `{r.source}` | {words} | {kind} |")
     head = "| rule | runtime | says | source (file, function) | the runtime's words | vppctl |"

@@ -640,3 +640,38 @@ def test_a_pir_program_runs_only_the_splits_paddles_completion_makes(tmp_path: P
     assert "Paddle 3.3.1 (PIR) cannot make this split for VPP" in refused.stderr
     assert "deals a stage's 6 layers as 2+2+1+1" in refused.stderr
     run_json([*args, "--runtime", "any"])  # Megatron's interleaved runs it
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_without_a_program_every_run_is_one_its_home_runtime_runs(schedule: str) -> None:
+    """No program: the runtime is `any`, each schedule under its home runtime's rules. At
+    every m up to 3pp, simulate runs exactly what those rules accept (and what Paddle's VPP
+    job list does not deadlock on), and refuses the rest in the runtime's words, exit 2."""
+    from vppctl.schedule import ScheduleRefused
+    from vppctl.schedule.runtimes import Counts, default_group_size, preflight
+
+    pp = 4
+    placement = "v" if schedule in V_SHAPED else "loop"
+    vpp = 1 if schedule in MERGED else 2
+    ran = refused = 0
+    for m in range(1, 3 * pp + 1):
+        args = ["simulate", "--pp", str(pp), "--vpp", str(vpp), "-m", str(m)]
+        args += ["--placement", placement, "--schedule", schedule]
+        counts = Counts(schedule, pp, vpp, m, placement)  # type: ignore[arg-type]
+        rule = preflight("any", counts)[0]
+        if rule is None:
+            group = default_group_size("any", schedule, pp, m)  # type: ignore[arg-type]
+            try:
+                simulate(pp, vpp, m, schedule, placement=placement, group_size=group)  # type: ignore[arg-type]
+            except ScheduleRefused:  # Paddle's VPP job list deadlocks (P8): refused as a cycle
+                assert "(rule P8, pipeline_vpp.py" in invoke(*args, exit_code=2).stderr
+                refused += 1
+                continue
+            data = run_json(args)
+            assert data["runtime"] == "any" and data["results"][0]["schedule"] == schedule
+            ran += 1
+        else:
+            result = invoke(*args, exit_code=2)
+            assert f"breaks rule {rule.reason.split(':')[0]}" in result.stderr, result.stderr
+            refused += 1
+    assert ran and ran + refused == 3 * pp  # each schedule runs somewhere, every m is decided

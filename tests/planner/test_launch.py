@@ -289,6 +289,21 @@ def test_every_row_of_a_pir_program_runs_on_paddles_pir_pipeline(pir_program: Pa
     assert any(r.startswith("R8: ") for r in reasons)  # splits its completion does not make
 
 
+def test_a_pir_split_paddle_does_not_make_is_counted_by_its_rule(pir_program: Path) -> None:
+    """Keep on the program's 7 + 5 layers: vpp 5 is dealt, vpp 6 leaves stage 1 short (R6);
+    a balanced split at vpp 4 gives a stage's chunks other counts than Paddle deals (R8)."""
+    data = plan_under(pir_program, "--vpp", "5,6", "--split", "keep")
+    assert {c["vpp"] for c in data["candidates"]} == {5}
+    assert [r["reason"] for r in data["refused"]] == [
+        "R6: VPP needs every stage mesh to hold at least vpp layers"
+    ]
+    balanced = plan_under(
+        pir_program, "--vpp", "4", "--split", "balanced,keep", "--schedule", "vpp"
+    )
+    reasons = {r["reason"] for r in balanced["refused"]}
+    assert any(r.startswith("R8: VPP deals each stage mesh's layers") for r in reasons), reasons
+
+
 def test_under_any_every_row_runs_in_the_runtime_whose_order_it_is(src: Path) -> None:
     data = plan_under(src, "--runtime", "any")
     assert data["runtime"] == "any"
@@ -297,6 +312,29 @@ def test_under_any_every_row_runs_in_the_runtime_whose_order_it_is(src: Path) ->
         home = HOME[c["schedule"]]
         runtime = "paddle" if home == "paddle-pir" else home
         assert c["launch"][runtime]["runs"], (c["schedule"], c["micro_batches"], c["launch"])
+
+
+@pytest.mark.parametrize("runtime", ["any", "torch", "megatron"])
+def test_under_another_runtime_a_legacy_plan_names_the_best_paddle_runs(
+    src: Path, runtime: str
+) -> None:
+    """A legacy program's own runtime is Paddle 3.0.0: searched under another, the plan
+    still says which row Paddle runs best, and how (the issue: a PIR program had such a
+    line, a legacy program none)."""
+    data = plan_under(src, "--runtime", runtime)
+    runs = [c for c in data["candidates"] if c["launch"]["paddle"]["runs"]]
+    out = invoke("plan", str(src), "-m", "4,6,8,12,16", "--runtime", runtime).stdout
+    line = next(x for x in out.splitlines() if x.startswith("best in Paddle 3.0.0: "))
+    best = runs[0]
+    mode = best["launch"]["paddle"]["settings"]["strategy.pipeline.schedule_mode"]
+    if "launched above" in line:
+        shown = int(line.split("#")[1].split(",")[0])
+        assert f"to launch #{shown} ({best['schedule']}, m {best['micro_batches']}):" in out
+    else:
+        assert f"{best['schedule']} at m {best['micro_batches']}" in line
+        assert f"schedule_mode='{mode}'" in out.split(line)[1].splitlines()[2]
+    default = invoke("plan", str(src), "-m", "4,6,8,12,16").stdout
+    assert "best in Paddle" not in default  # every row is Paddle's there
 
 
 def test_a_schedule_outside_the_runtime_is_refused_naming_it(src: Path) -> None:

@@ -16,7 +16,10 @@ import json
 import paths
 import pytest
 
-from vppctl.choices import RUNTIMES, SCHEDULES
+from vppctl.choices import RUNTIMES, SCHEDULES, Placement
+from vppctl.errors import ConversionError
+from vppctl.plan import keep_sizes
+from vppctl.planner import pir_split
 from vppctl.schedule import ScheduleRefused
 from vppctl.schedule.execute import Pipeline
 from vppctl.schedule.runtimes import (
@@ -29,8 +32,10 @@ from vppctl.schedule.runtimes import (
     comparison,
     default_group_size,
     not_in_runtime,
+    pir_split_rule,
     preflight,
     runtime_line,
+    split_refusal,
 )
 
 RUNTIME_DATA = paths.DATA / "runtimes"
@@ -187,9 +192,24 @@ BOTH_SIDES: dict[str, tuple[str, Counts | None, Counts]] = {
 ANY_M = {"P2", "R2", "M4", "T1", "T5"}
 
 
+# Paddle PIR's rules on the split (R6-R8): (held layers per stage, vpp, placement, layers per
+# segment) it refuses, and the same on the other side. R6 binds on `--split keep`, the one
+# split that keeps the program's stage meshes: its layers per segment are keep's own.
+SPLIT_SIDES: dict[str, tuple[tuple[tuple[int, ...], int, Placement], ...]] = {
+    "R6": (((7, 5), 6, "loop"), ((7, 5), 5, "loop")),
+    "R7": (((2, 2), 2, "v"), ((2, 2), 2, "loop")),
+    "R8": (((7, 5), 2, "loop"), ((7, 5), 2, "loop")),
+}
+R8_SEGMENTS = ((3, 3, 4, 2), (4, 3, 3, 2))  # stage 0's 7 layers as 3+4, then as dealt 4+3
+
+
 def test_every_rule_has_a_case_on_each_side() -> None:
-    assert set(BOTH_SIDES) == set(RULE)
+    assert set(BOTH_SIDES) | set(SPLIT_SIDES) == set(RULE)
+    assert {r.id for r in RULES if r.split} == set(SPLIT_SIDES)
     for rule in RULES:
+        if rule.split:
+            assert rule.breaks is None and rule.refuses
+            continue
         assert (BOTH_SIDES[rule.id][1] is None) == (rule.id in ANY_M), rule.id
         assert rule.id not in ANY_M or rule.breaks is None
 
@@ -229,6 +249,50 @@ def test_each_rule_on_both_sides_of_its_boundary(rule_id: str) -> None:
     else:
         assert got is None and rule in notes
         assert rule.source.rsplit("/", 1)[-1] in check_runtime(runtime, broken)[0]  # type: ignore[arg-type]
+
+
+def _segments(
+    rule_id: str, side: int, held: tuple[int, ...], vpp: int, placement: Placement
+) -> tuple[int, ...]:
+    if rule_id == "R8":
+        return R8_SEGMENTS[side]
+    layer_stages = [s for s, n in enumerate(held) for _ in range(n)]
+    return tuple(keep_sizes(layer_stages, len(held), vpp, placement))
+
+
+@pytest.mark.parametrize("rule_id", sorted(SPLIT_SIDES))
+def test_each_split_rule_on_both_sides_of_its_boundary(rule_id: str) -> None:
+    """R6-R8, on the plan's layers per stage and chunk: vppctl's reading of Paddle PIR's
+    completion (`vppctl.planner.pir.pir_split`, and `--split keep`, which keeps the stage
+    meshes) refuses one side and takes the other, and the refusal names the rule, its
+    source and words, and the fix."""
+    rule = RULE[rule_id]
+    (held, vpp, placement), (held2, vpp2, placement2) = SPLIT_SIDES[rule_id]
+    # the side it takes
+    kept = pir_split(
+        len(held2), vpp2, placement2, _segments(rule_id, 1, held2, vpp2, placement2), held2
+    )
+    assert kept.takes, kept.reason
+    # the side it refuses
+    if rule_id == "R6":  # keep cannot deal a stage of 5 layers over 6 chunks
+        layer_stages = [s for s, n in enumerate(held) for _ in range(n)]
+        with pytest.raises(ConversionError, match="needs at least vpp = 6 layers on every stage"):
+            keep_sizes(layer_stages, len(held), vpp, placement)
+        assert pir_split_rule(placement, vpp, held) is rule
+        assert pir_split_rule(placement2, vpp2, held2) is RULE["R8"]  # not R6
+        why = "stage 1 holds 5 layers"
+    else:
+        broken = pir_split(
+            len(held), vpp, placement, _segments(rule_id, 0, held, vpp, placement), held
+        )
+        assert broken.reason is not None
+        assert pir_split_rule(placement, vpp, broken.stage_layers) is rule
+        why = broken.reason
+    message = str(split_refusal(rule, why))
+    assert f"rule {rule_id} (" in message and rule.source.rsplit("/", 1)[-1] in message
+    assert not rule.words or rule.words in message
+    assert why in message and "--runtime any" in message
+    assert split_refusal(rule, why).reason.startswith(f"{rule_id}: ")
 
 
 def test_every_rule_is_cited_in_docs_plan() -> None:

@@ -77,6 +77,7 @@ from vppctl.planner.launch import (
 from vppctl.planner.memory import MemoryOptions, StageMemory, iec, worst_stage
 from vppctl.planner.pir import (
     PirInput,
+    PirSplit,
     PirStrategy,
     candidate_strategy,
     held_layers,
@@ -91,6 +92,7 @@ from vppctl.schedule import (
     MAX_UNITS,
     MERGED,
     OVER_MAX_UNITS,
+    RULE,
     RUNTIME_SCHEDULES,
     V_SHAPED,
     Counts,
@@ -101,6 +103,7 @@ from vppctl.schedule import (
     check_size,
     default_group_size,
     not_in_runtime,
+    pir_split_rule,
     preflight,
 )
 
@@ -241,12 +244,16 @@ class Candidate:
     def layouts(self, pir: PirInput | None = None) -> Layouts:
         """Its split in each runtime's terms (`vppctl.planner.launch.layouts`); for a PIR
         program, with the stage mesh of each layer when Paddle's completion makes it."""
-        c = self._launch_candidate("", 1)
         held = None
         if pir is not None:
-            split = pir_split(c.pp, c.vpp, c.placement, c.layers_per_segment, pir.stage_layers)
+            split = self.pir_split(pir)
             held = split.stage_layers if split.takes else None
-        return layouts(c, held)
+        return layouts(self._launch_candidate("", 1), held)
+
+    def pir_split(self, pir: PirInput) -> PirSplit:
+        """Whether, and how, Paddle's PIR completion makes this candidate's split."""
+        c = self._launch_candidate("", 1)
+        return pir_split(c.pp, c.vpp, c.placement, c.layers_per_segment, pir.stage_layers)
 
     def runs_on_pir(self, pir: PirInput) -> bool:
         """Whether Paddle's PIR completion and pipeline run this candidate."""
@@ -363,7 +370,7 @@ def search_plans(program: Program, source: str, opts: PlanSearchOptions) -> Plan
     over: list[Candidate] = []
     plans = [
         (plan, split, _schedules(plan, schedules))
-        for plan, split in _plans(base, opts, schedules, search.refused)
+        for plan, split in _plans(base, opts, schedules, search)
     ]
     progress.phase("searching", sum(len(s) for *_, s in plans) * len(opts.micro_batches))
     for plan, split, runs in plans:
@@ -461,7 +468,12 @@ class _Search:
         split (`vppctl.planner.pir`; the reason counted otherwise); true elsewhere."""
         if self.runtime != "paddle-pir" or pir is None or c.runs_on_pir(pir):
             return True
-        self.refused["R8: Paddle's PIR completion does not make the split"] += 1
+        split = c.pir_split(pir)
+        if split.takes:  # the split is made, the strategy is not (preflight saw to the counts)
+            self.refused["Paddle (PIR) has no strategy that runs it"] += 1
+            return False
+        rule = pir_split_rule(c.placement, c.vpp, split.stage_layers)
+        self.refused[f"{rule.id}: {rule.says}"] += 1
         return False
 
 
@@ -495,11 +507,12 @@ def _base(program: Program, opts: PlanSearchOptions) -> Planned:
 
 
 def _plans(
-    base: Planned, opts: PlanSearchOptions, schedules: Sequence[Schedule], refused: Counter[str]
+    base: Planned, opts: PlanSearchOptions, schedules: Sequence[Schedule], search: _Search
 ) -> list[tuple[Plan, Split]]:
     """Every distinct plan a candidate needs: (vpp, placement) by the schedules asked for,
-    times the splits; a refused split is counted, a repeated one dropped. With a layout,
-    the one plan it names (its vpp, loop-placed)."""
+    times the splits; a refused split is counted (under Paddle PIR, `keep` on a stage mesh
+    of fewer than vpp layers is its rule R6), a repeated one dropped. With a layout, the
+    one plan it names (its vpp, loop-placed)."""
     pp, n = base.plan.pp, base.plan.n_layers
     if opts.layout is not None:
         plan = replan(base, PlanOptions(pp=opts.pp, cost=opts.cost, layout=opts.layout)).plan
@@ -527,7 +540,12 @@ def _plans(
             try:
                 plan = replan(base, options).plan
             except ConversionError:
-                refused[f"split {split} refused by convert"] += 1
+                short = split == "keep" and min(held_layers(base.facts.stages, pp)) < vpp
+                if search.runtime == "paddle-pir" and short:
+                    rule = RULE["R6"]
+                    search.refused[f"{rule.id}: {rule.says}"] += 1
+                else:
+                    search.refused[f"split {split} refused by convert"] += 1
                 continue
             sizes = tuple(len(s.layers) for s in plan.segments)
             if sizes not in seen:

@@ -55,14 +55,15 @@ from vppctl.schedule import (
     GROUPED,
     Counts,
     Pipeline,
-    ScheduleRefused,
     SimResult,
     check_runtime,
     comparison,
     default_group_size,
     held_peak,
     natural_placement,
+    pir_split_rule,
     simulate,
+    split_refusal,
 )
 from vppctl.schedule import check_size as check_simulation_size
 from vppctl.units import runs_text
@@ -357,19 +358,17 @@ def check_pir_split(
     runtime: Runtime, planned: Planned, schedules: Sequence[Schedule], placement: Placement
 ) -> None:
     """Under Paddle PIR, the plan's split as Paddle's own completion makes it (its rules
-    R6-R8, `vppctl.planner.pir`), for a schedule that interleaves: refused (exit 2) with
-    the reason otherwise."""
+    R6-R8, `vppctl.planner.pir`), for a schedule that interleaves: refused (exit 2) naming
+    the rule otherwise."""
     plan = planned.plan
     if runtime != "paddle-pir" or plan.vpp < 2 or "vpp" not in schedules:
         return
     held = held_layers(planned.facts.stages, plan.pp)
     sizes = [len(s.layers) for s in plan.segments]
-    reason = pir_split(plan.pp, plan.vpp, placement, sizes, held).reason
-    if reason is not None:
-        raise ScheduleRefused(
-            f"Paddle 3.3.1 (PIR) cannot make this split for VPP: {reason} (or --runtime any)",
-            reason="R8: Paddle's PIR completion does not make the split",
-        )
+    split = pir_split(plan.pp, plan.vpp, placement, sizes, held)
+    if split.reason is not None:
+        rule = pir_split_rule(placement, plan.vpp, split.stage_layers)
+        raise split_refusal(rule, split.reason)
 
 
 # -- simulate ----------------------------------------------------------------------

@@ -29,6 +29,7 @@ from vppctl.report.common import (
     printed,
 )
 from vppctl.schedule import (
+    PADDLE_LEGACY_VPP,
     SimResult,
     number,
     percent,
@@ -398,7 +399,8 @@ def launch_lines(o: PlanOutcome, conversions: Sequence[Conversion]) -> list[str]
             if s.runs and s.note:
                 lines.append(f"    ({s.note})")
         lines += layout_lines(c.layouts(pir))
-    return lines + pir_best_lines(o, conversions[:LAUNCHES_SHOWN])
+    launched = conversions[:LAUNCHES_SHOWN]
+    return lines + pir_best_lines(o, launched) + legacy_best_lines(o, launched)
 
 
 # The most virtual stages a layout line lists (--json lists them all).
@@ -462,6 +464,30 @@ def pir_best_lines(o: PlanOutcome, launched: Sequence[Conversion]) -> list[str]:
         f"  {settings_text(paddle)}",
         f"    ({paddle.note})",
     ]
+
+
+def legacy_best_lines(o: PlanOutcome, launched: Sequence[Conversion]) -> list[str]:
+    """For a legacy program searched under another runtime than its own (Paddle 3.0.0):
+    the best candidate Paddle runs, and its strategy (unless it is one just launched)."""
+    r = o.result
+    if r.pir is not None or r.runtime == "paddle":
+        return []
+    name = f"Paddle {PADDLE_LEGACY_VPP}"
+    size = o.search.memory.micro_batch_size
+    for c in r.candidates:
+        paddle = c.launch(r.layer_class, size)[0]
+        if not paddle.runs:
+            continue
+        shown = next((k for k, v in enumerate(launched, start=1) if v.best is c), None)
+        if shown is not None:
+            return [f"best in {name}: #{shown}, launched above"]
+        text = candidate_text(c, r.candidates[0])
+        return [
+            f"best in {name}: vpp {c.vpp}, {c.placement} placement, split {c.split}, {text}",
+            f"  {planner.shell(c.command)}",
+            f"  {settings_text(paddle)}",
+        ]
+    return [f"best in {name}: none of these candidates; --runtime paddle searches its own"]
 
 
 def render_plan(console: Console, o: PlanOutcome, top: int) -> None:

@@ -15,7 +15,7 @@ lookups only: the planner's launch settings, the Paddle bridge and docs/plan.md'
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from vppctl.choices import RUNTIMES, SCHEDULES, Placement, Runtime, Schedule
@@ -157,6 +157,7 @@ def comparison(runtime: Runtime, vpp: int, placement: Placement) -> tuple[Schedu
 _PASSES = "paddle/distributed/passes/pipeline_scheduler_pass/"
 _MEGATRON = "megatron/core/pipeline_parallel/schedules.py"
 _TORCH = "torch/distributed/pipelining/schedules.py"
+_PIR_PASS = "paddle/distributed/auto_parallel/static/pir_pass.py"
 
 
 @dataclass(frozen=True)
@@ -179,7 +180,9 @@ class Rule:
     (file, function), the runtime's own words ("" where it has none: a bare assert, a
     hang), and the fix vppctl names. `breaks` is None for a rule no count can break (any
     m) or one only a simulation finds (a deadlock); `refuses` False for a rule the runtime
-    runs but its own tooling would not propose (a note, not a refusal)."""
+    runs but its own tooling would not propose (a note, not a refusal); `split` True for a
+    rule on the plan's layers per stage and chunk, not on counts (Paddle PIR's completion:
+    checked by `vppctl.planner.pir` and `--split keep`, named by `pir_split_rule`)."""
 
     id: str
     runtime: Runtime
@@ -190,6 +193,7 @@ class Rule:
     fix: Callable[[Counts], str]
     breaks: Callable[[Counts], bool] | None = None
     refuses: bool = True
+    split: bool = False
 
 
 def _fix_m(low: Callable[[int], int], other: str) -> Callable[[Counts], str]:
@@ -331,7 +335,7 @@ RULES: tuple[Rule, ...] = (
         "paddle-pir",
         SCHEDULES,
         "schedule_mode is FThenB, 1F1B or VPP (loop placement)",
-        "paddle/distributed/auto_parallel/static/pir_pass.py pipeline_pass",
+        _PIR_PASS + " pipeline_pass",
         "pipeline scheduler only support FThenB, 1F1B and VPP now, but receive ...",
         lambda c: "pass --schedule " + ", ".join(RUNTIME_SCHEDULES["paddle-pir"]),
     ),
@@ -378,11 +382,43 @@ RULES: tuple[Rule, ...] = (
         refuses=False,
     ),
     Rule(
+        "R6",
+        "paddle-pir",
+        ("vpp",),
+        "VPP needs every stage mesh to hold at least vpp layers",
+        _PIR_PASS + " complete_chunk_id",
+        "The number of layers on each pp_stage must not be less than the vpp_degree in the "
+        "pp_stage to ensure that each chunk contains at least one layer.",
+        lambda c: f"pass --vpp no more than the fewest layers a stage holds (not {c.vpp})",
+        split=True,
+    ),
+    Rule(
+        "R7",
+        "paddle-pir",
+        ("vpp",),
+        "VPP places segment k on stage k % pp, chunk k // pp (loop placement only)",
+        _PIR_PASS + " complete_chunk_id",
+        "",  # the placement is computed, never checked
+        lambda c: "pass --placement loop",
+        split=True,
+    ),
+    Rule(
+        "R8",
+        "paddle-pir",
+        ("vpp",),
+        "VPP deals each stage mesh's layers over its chunks, layer i to chunk i % vpp "
+        "(earlier chunks take the extras): only such splits run",
+        _PIR_PASS + " complete_chunk_id",
+        "",  # the layers are dealt, never checked
+        lambda c: "pass --split keep, or a split that deals each stage's layers so",
+        split=True,
+    ),
+    Rule(
         "R14",
         "paddle-pir",
         ("vpp",),
         "VPP needs pp >= 2",
-        "paddle/distributed/auto_parallel/static/pir_pass.py complete_chunk_id",
+        _PIR_PASS + " complete_chunk_id",
         "VPP schedule mode only can be set in pipeline mode.",
         lambda c: "pass --vpp 1, or a program of two stages or more",
         lambda c: c.pp < 2 and c.vpp > 1,
@@ -569,6 +605,27 @@ def preflight(runtime: Runtime, counts: Counts) -> tuple[ScheduleRefused | None,
             message += " (or --runtime any)"
         return ScheduleRefused(message, reason=f"{rule.id}: {rule.says}"), tuple(notes)
     return None, tuple(notes)
+
+
+def pir_split_rule(placement: Placement, vpp: int, stage_layers: Sequence[int]) -> Rule:
+    """Which of Paddle PIR's split rules (R6-R8) a split its completion does not make
+    breaks: the placement (R7), a stage of fewer than vpp layers (R6), else the dealing
+    (R8). `stage_layers`: the layers each stage mesh holds."""
+    if placement != "loop":
+        return RULE["R7"]
+    if min(stage_layers, default=vpp) < vpp:
+        return RULE["R6"]
+    return RULE["R8"]
+
+
+def split_refusal(rule: Rule, why: str) -> ScheduleRefused:
+    """A split rule's refusal (`pir_split_rule`): the rule and its source, vppctl's reading
+    of why, the fix; its `reason` the rule, for `plan` to count by."""
+    name = RUNTIME_NAMES[rule.runtime]
+    return ScheduleRefused(
+        f"{name} cannot make this split for VPP ({_said(rule)}): {why} (or --runtime any)",
+        reason=f"{rule.id}: {rule.says}",
+    )
 
 
 def _where(runtime: Runtime, counts: Counts) -> str:
