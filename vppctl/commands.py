@@ -162,7 +162,9 @@ def convert_file(
         bubble, sim_warnings = (
             (None, ())
             if micro_batches is None
-            else planner.converted_bubble(planned, micro_batches, options.runtime or "paddle")
+            else planner.converted_bubble(
+                planned, micro_batches, options.runtime or "paddle", options.p2p_cost, options.link
+            )
         )
         beside = []
         if moves_output is not None:

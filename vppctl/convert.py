@@ -12,10 +12,11 @@ import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 from typing import ClassVar
 
 from vppctl import progress, validate
-from vppctl.choices import MAX_MICRO_BATCHES, RUNTIMES, Runtime
+from vppctl.choices import LINKS, MAX_MICRO_BATCHES, RUNTIMES, Link, Runtime
 from vppctl.engine import (
     ForwardOps,
     LayerCosts,
@@ -69,6 +70,11 @@ class ConvertOptions:
     # Whose schedules and rules that bubble is simulated under (None: Paddle 3.0.0's, the
     # runtime of the legacy programs vppctl writes).
     runtime: Runtime | None = None
+    # What a hop between stages costs in that bubble: given, in units of the mean stage's
+    # forward (0 leaves hops out), or None: the program's boundary bytes over `link`
+    # (None: h100-ib), as `simulate` times it.
+    p2p_cost: float | Fraction | None = None
+    link: Link | None = None
     # Also write every parameter's (stage, chunk) before and after there, as JSON.
     moves: str | os.PathLike[str] | None = None
 
@@ -79,6 +85,8 @@ class ConvertOptions:
         "micro_batches": "--micro-batches",
         "in_place": "--in-place",
         "runtime": "--runtime",
+        "p2p_cost": "--p2p-cost",
+        "link": "--link",
         "moves": "--moves",
     }
     NESTED: ClassVar[Mapping[str, type]] = {"plan": PlanOptions}
@@ -94,11 +102,27 @@ class ConvertOptions:
         validate.choice(self, "runtime", RUNTIMES, optional=True)
         if self.moves is not None and not isinstance(self.moves, (str, os.PathLike)):
             raise validate.refuse(self, "moves", "a path (str or os.PathLike), '-' or None")
-        if self.runtime is not None and self.micro_batches is None:
+        if self.p2p_cost is not None:
+            validate.number(self, "p2p_cost")
+        validate.choice(self, "link", LINKS, optional=True)
+        if self.p2p_cost is not None and self.link is not None:
             raise UsageError(
-                f"{validate.where(self, 'runtime')} names whose schedules simulate the bubble "
-                f"of {validate.where(self, 'micro_batches')}: pass both, or drop --runtime"
+                f"{validate.where(self, 'p2p_cost')} gives a hop's cost itself, and "
+                f"{validate.where(self, 'link')} would time it from the program's bytes: "
+                "pass one of them"
             )
+        for name, what in (
+            ("runtime", "names whose schedules simulate"),
+            ("p2p_cost", "is a hop's cost in"),
+            ("link", "times the hops of"),
+        ):
+            if getattr(self, name) is not None and self.micro_batches is None:
+                flag = validate.where(self, name)
+                raise UsageError(
+                    f"{flag} {what} the bubble of "
+                    f"{validate.where(self, 'micro_batches')}: pass both, or drop "
+                    f"{flag.split(' ')[0]}"
+                )
 
 
 @dataclass(frozen=True)

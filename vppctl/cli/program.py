@@ -32,6 +32,7 @@ from vppctl.cli.options import (
     choice,
     json_option,
     output_option,
+    p2p_options,
     plan_options,
     pp_option,
     program_argument,
@@ -54,7 +55,7 @@ from vppctl.errors import (
 from vppctl.units import human_bytes
 
 if TYPE_CHECKING:
-    from vppctl.choices import OutputFormat, Runtime
+    from vppctl.choices import Link, OutputFormat, Runtime
     from vppctl.plan import CostKind, Placement, Split
     from vppctl.sample import Layout, Optimizer
     from vppctl.verify import VerifyReport
@@ -95,6 +96,7 @@ SAMPLE_EXITS = exit_codes(*_FAILURES, EXIT_CONVERT, EXIT_TERMINATED)
     "the step with the program's FLOP costs, as vppctl simulate OUT -m M prints it.",
 )
 @runtime_option("that bubble is simulated under", "paddle, the runtime of legacy programs")
+@p2p_options
 @click.option(
     "--moves",
     type=PATH,
@@ -124,6 +126,8 @@ def convert(
     cost: str,
     micro_batches: int | None,
     runtime: str | None,
+    p2p_cost: float | None,
+    link: str | None,
     moves: str | None,
     strip_callstack: bool,
     as_json: bool,
@@ -158,6 +162,8 @@ def convert(
         micro_batches=micro_batches,
         in_place=in_place,
         runtime=cast("Runtime | None", runtime),
+        p2p_cost=p2p_cost,
+        link=cast("Link | None", link),
         moves=moves,
     )
     # The report goes where the program does not: to stderr when the program goes to stdout.

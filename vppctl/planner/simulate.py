@@ -474,14 +474,19 @@ def _without_program(options: SimulateOptions) -> tuple[int, int, Placement | No
 
 
 def converted_bubble(
-    planned: Planned, micro_batches: int, runtime: Runtime = "paddle"
+    planned: Planned,
+    micro_batches: int,
+    runtime: Runtime = "paddle",
+    p2p_cost: float | Fraction | None = None,
+    link: Link | None = None,
 ) -> tuple[Bubble, tuple[str, ...]]:
     """The converted plan simulated as `simulate OUT` does it: the same plan, its costs and
-    hops, 1F1B and `runtime`'s schedule that interleaves the plan (from the conversion's
-    own planning: the converted program is not planned again). A schedule that refuses
-    the count is left out with a warning, never the conversion."""
+    hops (`p2p_cost` given, else timed over `link`), 1F1B and `runtime`'s schedule that
+    interleaves the plan (from the conversion's own planning: the converted program is not
+    planned again). A schedule that refuses the count is left out with a warning, never
+    the conversion."""
     plan = planned.plan
-    model = ProgramModel(planned, MemoryOptions())
+    model = ProgramModel(planned, MemoryOptions(), p2p_cost, link)
     sized = model.sized(plan)
     shown: dict[Schedule, Fraction] = {}
     memory: dict[Schedule, tuple[StageMemory, ...]] = {}
