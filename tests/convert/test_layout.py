@@ -181,6 +181,12 @@ def test_a_layout_is_an_explicit_split_with_its_warnings() -> None:
             8,
             "virtual stage 3 (rank 3, chunk 0) holds no transformer layer",
         ),
+        # the last rank without a transformer layer: the reported hang, with its source
+        ("Et*3|t*3|t*2|L", 4, None, 8, "last rank 3 then holds no transformer or MTP layer"),
+        ("Et*3|t*3|t*2|L", 4, None, 8, "Megatron-LM#1852"),
+        # an empty stage elsewhere: Megatron runs it, vppctl's segments are never empty
+        ("Et*4|t*4||tL", 4, None, 9, "virtual stage 2 (rank 2, chunk 0) holds no"),
+        ("Et*4|t*4||tL", 4, None, 9, "Megatron runs that, and vppctl"),
         ("Et*2|t*2L", 1, None, 4, "Megatron refuses interleaving without pipeline parallelism"),
         ("Et*2|t*2|t*3|tL", 4, None, 9, "the model has 9"),
         ("Et*2|t*2|t*3|tL", 4, 2, 8, "use vpp 1"),

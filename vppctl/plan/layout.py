@@ -652,11 +652,18 @@ def layout_split(text: str, pp: int, vpp: int | None, n_layers: int) -> tuple[La
             raise LayoutError(f.rule, f"--layout {text!r}: {f.message} ({f.source})")
     empty = [k for k, n in enumerate(layout.decoders_per_stage()) if n == 0]
     if empty:
+        hang = any(f.rule == "last-rank-no-layer" for f in findings)
+        megatron = (
+            f"Megatron's parser takes it, but its last rank {pp - 1} then holds no "
+            f"transformer or MTP layer, reported to hang ({_ISSUE_1852})"
+            if hang
+            else "Megatron runs that"
+        )
         raise LayoutError(
             "empty-segment",
             f"--layout {text!r}: {_stage_name(empty[0], pp)} holds no transformer layer (t); "
-            "Megatron runs that, but vppctl gives every segment at least one layer (Paddle's "
-            "VPP completion needs one per chunk): move a 't' there",
+            f"{megatron}, and vppctl gives every segment at least one layer (Paddle's VPP "
+            "completion needs one per chunk): move a 't' there",
         )
     return layout, [f"--layout: {f.message} ({f.source})" for f in findings]
 
