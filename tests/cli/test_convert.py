@@ -477,7 +477,7 @@ def test_a_layout_converts_to_its_split_and_records_it(tmp_path: Path) -> None:
     same = invoke("simulate", out, "-m", "8", "--layout", "Et*3|t|t*2|t*2L")
     assert same.exit_code == 0
     other = invoke("simulate", out, "-m", "8", "--layout", "Et*2|t*2|t*2|t*2L", exit_code=2)
-    assert "drop --layout" in other.stderr
+    assert "drop --layout 'Et*2|t*2|t*2|t*2L'" in other.stderr  # as the user wrote it
 
 
 @pytest.mark.parametrize(

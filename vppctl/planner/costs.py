@@ -117,7 +117,9 @@ def _recorded(
         "--layout": (_layout_counts(request, recorded.pp, sum(counts)), counts),
     }
     conflicts = [
-        f"{flag} {_text(given)}" for flag, (given, had) in asked.items() if given not in (None, had)
+        f"{flag} {repr(request.layout) if flag == '--layout' else _text(given)}"
+        for flag, (given, had) in asked.items()
+        if given not in (None, had)
     ]
     if conflicts:
         raise UsageError(
