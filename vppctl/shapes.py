@@ -23,6 +23,7 @@ from vppctl.escape import github_data, github_property, printable
 # Raise one when a key of that shape changes meaning or goes away.
 SCHEMAS = {
     "convert": 1,
+    "moves": 1,
     "verify": 1,
     "verify-rules": 1,
     "inspect": 1,
