@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from commandline import invoke
-from pir_json import PirJson, training
+from pir_json import NULL, OPTIMIZERS, PirJson, delete_at, dist_slots, set_at, training
 
 from vppctl.engine import build_index
 from vppctl.errors import ConversionError, ProgramFileError
@@ -120,6 +120,104 @@ def test_a_null_result_defines_no_variable() -> None:
     index, types, args = names(p.bytes())
     assert len(args[types.index("pd_op.add_grad")][1]) == 2
     assert b"%999" not in index.global_block.vars.name
+
+
+# -- NULL and absent slots ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", sorted(OPTIMIZERS))
+def test_every_optimizer_reads_with_its_absent_optional_slots(kind: str) -> None:
+    """Was: momentum_, adagrad_, lamb_ and adamax_ (which write the dist attr of an absent
+    optional operand or result as NULL) exit 3, "op N of block 0 is not a JSON array"."""
+    p = training([0, 1], [0, 1], optimizer=kind)
+    index, types, args = names(p.bytes())
+    program = parse_program(p.bytes(), source="t.json")
+    updates = [op for op, t in enumerate(types) if t == f"pd_op.{kind}"]
+    assert len(updates) == 2
+    for op in updates:
+        slots = op_slots(program.blocks[0], op)
+        weight = slots["Param"][0]
+        assert weight.startswith(b"linear_") and slots[_slot(kind, "grad")] == [weight + b"@GRAD"]
+        absent = [k for k, slot in enumerate(OPTIMIZERS[kind][0]) if slot.endswith("?")]
+        assert all(slots[f"in{k}"] == [] for k in absent)  # a null operand reads nothing
+        assert len(args[op][1]) == sum(not r.endswith("?") for r in OPTIMIZERS[kind][1])
+        assert index.meshes[index.global_block.op_mesh[op]].process_ids in ((0,), (1,))
+
+
+def _slot(kind: str, name: str) -> str:
+    return f"in{OPTIMIZERS[kind][0].index(name)}"
+
+
+FOLDED = ("1.data", "dist_op.reshard", "0.combine", "0.split", "p")
+NULL_DOC = training([0, 1, 0, 1], [0, 0, 1, 1], optimizer="momentum_").document()
+
+
+def _one_per_op_type(doc: dict[str, Any]) -> list[tuple[str, tuple[Any, ...]]]:
+    """`dist_slots`, the last slot of each kind per op type (an optimizer's last operand and
+    result: its absent ones): the class of slots over the class of ops, at a fraction of
+    the program's paths."""
+    ops = doc["program"]["regions"][0]["blocks"][0]["ops"]
+    seen: dict[tuple[str, str], tuple[str, tuple[Any, ...]]] = {}
+    for kind, path in dist_slots(doc):
+        seen[kind, ops[path[6]]["#"]] = (kind, path)
+    return list(seen.values())
+
+
+SLOTS = _one_per_op_type(NULL_DOC)
+NULL_TEXT = json.dumps(NULL_DOC)
+
+
+def _read_doc(doc: dict[str, Any]) -> tuple[list[bytes], list[tuple[int, ...] | None]]:
+    """(op types, each op's process ids or None) of block 0 of a PIR document."""
+    index = build_index(parse_program(json.dumps(doc).encode(), source="t.json"))
+    b = index.global_block
+    meshes = [index.meshes[m].process_ids if m >= 0 else None for m in b.op_mesh]
+    return list(b.ops.type), meshes
+
+
+@pytest.mark.parametrize("null", [NULL, None], ids=["NULL", "null"])
+@pytest.mark.parametrize("kind", sorted({k for k, _ in SLOTS}))
+def test_every_dist_attr_slot_may_be_null(kind: str, null: Any) -> None:
+    """Each dist-attr slot of every op (the class of the momentum_ case: `dist_slots`) set
+    to Paddle's NULL or JSON's null is read: the same ops, each on its mesh unless the slot
+    was its mesh or its whole dist attr."""
+    types, meshes = _read_doc(NULL_DOC)
+    paths = [path for k, path in SLOTS if k == kind]
+    assert paths
+    for path in paths:
+        doc = json.loads(NULL_TEXT)  # a copy (json is quicker than deepcopy)
+        set_at(doc, path, null)
+        got_types, got_meshes = _read_doc(doc)
+        assert got_types == types, path
+        if kind not in ("op dist attr", "op dist attr data", "op mesh"):
+            assert got_meshes == meshes, path
+        else:  # the op has no mesh now, unless it is read as something else than an op
+            folded = NULL_DOC["program"]["regions"][0]["blocks"][0]["ops"][path[6]]["#"] in FOLDED
+            assert got_meshes.count(None) == meshes.count(None) + (not folded), path
+
+
+@pytest.mark.parametrize("kind", sorted({k for k, _ in SLOTS}))
+def test_every_dist_attr_slot_may_be_left_out(kind: str) -> None:
+    """Each dist-attr slot left out (a key deleted, an entry dropped from a list) is read,
+    or refused as no PIR program with one clean reason (a positional part missing)."""
+    for _, path in [s for s in SLOTS if s[0] == kind]:
+        doc = json.loads(NULL_TEXT)
+        delete_at(doc, path)
+        try:
+            types, _ = _read_doc(doc)
+        except ProgramFileError as e:
+            assert "not a PIR program" in str(e) and "\n" not in str(e), (path, e)
+            continue
+        assert types
+
+
+def test_a_result_typed_null_reads_as_a_null_operand() -> None:
+    p = training([0, 1], optimizer="momentum_")
+    op = next(o for o in p.ops if o["#"] == "1.momentum_")
+    null = next(r["%"] for r in op["O"] if r["TT"] == NULL)
+    p.op("1.scale", [null], [[4, 4]], on=[0], role=2)
+    _, types, args = names(p.bytes())
+    assert types[-1] == "pd_op.scale" and args[-1][0] == []
 
 
 def test_regions_are_sub_blocks_and_their_values_resolve() -> None:

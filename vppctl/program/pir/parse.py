@@ -33,7 +33,12 @@ gradients to the values and ops they belong to, and `encode` writes the
   op on another stage reads a variable in a legacy program;
 - a gradient value is named `X@GRAD` (parts summed later `X@GRAD@RENAME@k`) and a
   grad op's `forward_op_id` names the op it differentiates (`grads`);
-- an op's regions are sub-blocks (`sub_block`), its blocks' arguments variables.
+- an op's regions are sub-blocks (`sub_block`), its blocks' arguments variables;
+- what Paddle leaves out is absent, however it writes it: a null operand (`%0`), a result
+  typed NULL (read later, a null operand), and any dist attr or part of one (an op's, its
+  mesh, an operand's or result's, a vector entry's, a chunk id, a type's parts) written
+  as Paddle's NULL (`{"#": "NULL"}`: `momentum_` writes its absent `master_param_out`'s
+  so), as JSON null, or not at all.
 
 Not read: other attributes, dims mappings and partial status, local shapes, types
 other than dense tensors and vectors (a value of another type is a variable of
@@ -416,9 +421,9 @@ class _Reader:
         """A block of an op's region, decoded with its op."""
         b = self._new_block(parent)
         block = _obj(block, f"block {b}")
-        for k, arg in enumerate(_arr(block.get("args", []), f"block {b}'s args")):
+        for k, arg in enumerate(_list(block.get("args"), f"block {b}'s args")):
             self._block_arg(arg, b, f"block {b} argument {k}")
-        for k, op in enumerate(_arr(block.get("ops", []), f"block {b}'s ops")):
+        for k, op in enumerate(_list(block.get("ops"), f"block {b}'s ops")):
             self._op(_obj(op, f"op {k} of block {b}"), b, k)
         return b
 
@@ -443,10 +448,10 @@ class _Reader:
     def _compute(self, kind: str, op: dict[str, Any], block: int, what: str) -> None:
         t = self.t
         n = t.n_ops
-        attrs = _attrs(op.get("A", []), what)
+        attrs = _attrs(op.get("A"), what)
         role, struct, mesh, chunk, ins, outs = self._placement(attrs, what)
-        operands = [self._operand(x, what) for x in _arr(op.get("I", []), f"{what}'s I")]
-        results = _arr(op.get("O", []), f"{what}'s O")
+        operands = [self._operand(x, what) for x in _list(op.get("I"), f"{what}'s I")]
+        results = _list(op.get("O"), f"{what}'s O")
         t.op_type.append(kind)
         t.op_role.append(role)
         t.op_struct.append(struct)
@@ -456,12 +461,15 @@ class _Reader:
         t.in_val.extend(operands)
         t.in_off.append(len(t.in_val))
         t.in_mesh.append(ins)
-        flags = _result_flags(op.get("OA", []), len(results), what)
+        flags = _result_flags(op.get("OA"), len(results), what)
         for r, result in enumerate(results):
             result = _obj(result, f"{what}'s result {r}")
             pir_id = _int(result.get("%"), f"{what}'s result {r} id")
-            if _is_null(result.get("TT")):
-                pir_id = NO_VALUE  # a result the op does not produce (a gradient not needed)
+            if "TT" in result and _is_null(result["TT"]):
+                # a result the op does not produce (a gradient not needed, an optional
+                # output): an op reading it reads a null operand
+                self._null_result(pir_id, f"{what}'s result {r}")
+                pir_id = NO_VALUE
             t.out_val.append(pir_id)
             if pir_id != NO_VALUE:
                 v = self._define(pir_id, result.get("TT"), block, n, f"{what}'s result {r}")
@@ -471,7 +479,7 @@ class _Reader:
         regions = op.get("regions")
         if regions is not None:
             subs = []
-            for region in _arr(regions, f"{what}'s regions"):
+            for region in _list(regions, f"{what}'s regions"):
                 for sub in _arr(_obj(region, f"{what}'s region").get("blocks", []), what):
                     subs.append(self._block(sub, block))
             t.sub_blocks[n] = subs
@@ -484,22 +492,31 @@ class _Reader:
         struct = attrs.get("struct_name")
         struct = "" if struct is None else _str(struct, f"{what}'s struct_name")
         dist = attrs.get("op_dist_attr")
-        if dist is None:
+        if _is_null(dist):
             return role, struct, b"", -1, (), ()
         dist = _arr(dist, f"{what}'s op_dist_attr")
         if len(dist) != 4:
             raise _Malformed(f"{what}'s op_dist_attr has {len(dist)} parts, not 4")
         mesh = self._mesh(dist[0], what)
-        ins = tuple(self._tensor_meshes(x, what) for x in _arr(dist[1], what))
-        outs = tuple(self._tensor_meshes(x, what) for x in _arr(dist[2], what))
-        chunk = _int(dist[3], f"{what}'s chunk id")
-        return role, struct, mesh, max(chunk, -1), _flat(ins), _flat(outs)
+        ins = self._slot_meshes(dist[1], f"{what}'s operand dist attrs")
+        outs = self._slot_meshes(dist[2], f"{what}'s result dist attrs")
+        chunk = -1 if _is_null(dist[3]) else _int(dist[3], f"{what}'s chunk id")
+        return role, struct, mesh, max(chunk, -1), ins, outs
+
+    def _null_result(self, pir_id: int, what: str) -> None:
+        t = self.t
+        if pir_id != NO_VALUE and (pir_id in t.value_at or pir_id in t.alias):
+            raise _Malformed(f"{what} defines value %{pir_id} twice")
+        t.null_results.add(pir_id)
 
     def _operand(self, x: Any, what: str) -> int:
         pir_id = _int(_obj(x, f"{what}'s operand").get("%"), f"{what}'s operand id")
         t = self.t
         if pir_id == NO_VALUE or pir_id in t.combined or t.resolve(pir_id) in t.value_at:
             return pir_id
+        source = t.resolve(pir_id)
+        if source == NO_VALUE or source in t.null_results:  # (a reshard of) a NULL result
+            return NO_VALUE
         raise _Malformed(f"{what} reads value %{pir_id}, which no earlier op defines")
 
     def _parameter(self, op: dict[str, Any], block: int, what: str) -> None:
@@ -512,31 +529,31 @@ class _Reader:
         result = _obj(op.get("O"), f"{what}'s result")
         pir_id = _int(result.get("%"), f"{what}'s result id")
         v = self._define(pir_id, result.get("TT"), block, NO_OP, what)
-        flags = _arr(op.get("OA", [1, 1, 1]), f"{what}'s OA")
-        self.t.v_persistable[v] = bool(flags[0]) if flags else True
+        flags = _list(op.get("OA"), f"{what}'s OA") or [True]  # persistable unless it says not
+        self.t.v_persistable[v] = bool(flags[0])
         self.t.v_parameter[v] = 1
         self.t.v_name[v] = name
         self.t.folded[PARAMETER] += 1
 
     def _data(self, op: dict[str, Any], block: int, what: str) -> None:
-        attrs = _attrs(op.get("A", []), what)
+        attrs = _attrs(op.get("A"), what)
         results = _arr(op.get("O"), f"{what}'s O")
         if len(results) != 1:
             raise _Malformed(f"{what} (pd_op.data) has {len(results)} results, not 1")
         result = _obj(results[0], f"{what}'s result")
         v = self._define(_int(result.get("%"), f"{what}'s result id"), result.get("TT"), block,
                          NO_OP, what)  # fmt: skip
-        flags = _result_flags(op.get("OA", []), 1, what)
+        flags = _result_flags(op.get("OA"), 1, what)
         self.t.v_persistable[v] = flags[0]
         name = attrs.get("name")
         if isinstance(name, str):
-            self.t.v_name[v] = name
+            self.t.v_name[v] = _str(name, f"{what}'s name")
         self.t.folded[DATA] += 1
 
     def _fold(self, kind: str, op: dict[str, Any], block: int, what: str) -> None:
         t = self.t
-        operands = [self._operand(x, what) for x in _arr(op.get("I", []), f"{what}'s I")]
-        results = [_obj(r, f"{what}'s result") for r in _arr(op.get("O", []), f"{what}'s O")]
+        operands = [self._operand(x, what) for x in _list(op.get("I"), f"{what}'s I")]
+        results = [_obj(r, f"{what}'s result") for r in _list(op.get("O"), f"{what}'s O")]
         ids = [_int(r.get("%"), f"{what}'s result id") for r in results]
         if kind == COMBINE:
             if len(ids) != 1:
@@ -560,7 +577,12 @@ class _Reader:
 
     def _define(self, pir_id: int, type_: Any, block: int, producer: int, what: str) -> int:
         t = self.t
-        if pir_id == NO_VALUE or pir_id in t.value_at or pir_id in t.alias:
+        if (
+            pir_id == NO_VALUE
+            or pir_id in t.value_at
+            or pir_id in t.alias
+            or pir_id in t.null_results
+        ):
             raise _Malformed(f"{what} defines value %{pir_id} twice (or as 0)")
         dtype, dims, mesh = self._type(type_, what)
         v = len(t.v_id)
@@ -588,7 +610,7 @@ class _Reader:
         return found
 
     def _read_type(self, type_: Any, what: str) -> tuple[int, tuple[int, ...], bytes]:
-        if type_ is None:
+        if _is_null(type_):
             return -1, (), b""
         type_ = _obj(type_, f"{what}'s type")
         name = _str(type_.get("#", ""), f"{what}'s type name").partition(".")[2]
@@ -603,8 +625,9 @@ class _Reader:
             parts = _arr(data, f"{what}'s type")
             if len(parts) < 2:
                 raise _Malformed(f"{what}'s dense type has {len(parts)} parts")
-            element = _str(_obj(parts[0], f"{what}'s data type").get("#", ""), what)
-            return _DTYPES.get(element.partition(".")[2], -1), _ints(parts[1], what), b""
+            element = "" if _is_null(parts[0]) else _obj(parts[0], f"{what}'s data type").get("#")
+            dims = () if _is_null(parts[1]) else _ints(parts[1], what)
+            return _DTYPES.get(_str(element, what).partition(".")[2], -1), dims, b""
         return -1, (), b""
 
     # -- meshes ------------------------------------------------------------------------------
@@ -619,6 +642,8 @@ class _Reader:
             return self._read_mesh(attr, what)
 
     def _read_mesh(self, attr: Any, what: str) -> bytes:
+        if _is_null(attr):
+            return b""  # no mesh (Paddle writes an absent attribute as NULL)
         data = _arr(_obj(attr, f"{what}'s mesh").get("D"), f"{what}'s mesh")
         if len(data) != 3:
             raise _Malformed(f"{what}'s mesh has {len(data)} parts, not 3")
@@ -635,28 +660,48 @@ class _Reader:
         return raw
 
     def _tensor_mesh(self, attr: Any, what: str) -> bytes:
-        """The mesh of a `4.a_tensor_dist` [mesh, dims mapping, partial status]."""
-        data = _arr(_obj(attr, f"{what}'s tensor dist attr").get("D"), what)
+        """The mesh of a `4.a_tensor_dist` [mesh, dims mapping, partial status]; none (b"")
+        for a NULL one or one without data."""
+        if _is_null(attr):
+            return b""
+        data = _obj(attr, f"{what}'s tensor dist attr").get("D")
+        if _is_null(data):
+            return b""
+        data = _arr(data, f"{what}'s tensor dist attr")
         if not data:
             raise _Malformed(f"{what}'s tensor dist attr is empty")
         return self._mesh(data[0], what)
 
+    def _slot_meshes(self, attrs: Any, what: str) -> tuple[bytes, ...]:
+        """The meshes of an op's operand (or result) dist attrs, one per value: a NULL list
+        gives none (the encoder then names no mesh for any of them)."""
+        if _is_null(attrs):
+            return ()
+        return _flat(tuple(self._tensor_meshes(x, what) for x in _arr(attrs, what)))
+
     def _tensor_meshes(self, attr: Any, what: str) -> tuple[bytes, ...]:
         """The meshes of one operand's or result's dist attr: one, or one per element of a
-        vector (`0.a_array`)."""
-        attr = _obj(attr, f"{what}'s operand dist attr")
+        vector (`0.a_array`). Paddle writes the dist attr of an absent optional operand or
+        result (momentum_'s master_param_out) as NULL: one slot without a mesh."""
+        if _is_null(attr):
+            return (b"",)
+        attr = _obj(attr, what)
         if str(attr.get("#", "")).endswith("a_array"):
-            return tuple(self._tensor_mesh(x, what) for x in _arr(attr.get("D"), what))
+            elements = attr.get("D")
+            if _is_null(elements):
+                return ()
+            return tuple(self._tensor_mesh(x, what) for x in _arr(elements, what))
         return (self._tensor_mesh(attr, what),)
 
 
 def _attrs(attrs: Any, what: str) -> dict[str, Any]:
     """An op's attributes, name -> data (`{"N": name, "AT": {"#": type, "D": data}}`)."""
     out = {}
-    for a in _arr(attrs, f"{what}'s A"):
+    for a in _list(attrs, f"{what}'s A"):
         a = _obj(a, f"{what}'s attribute")
         name = _str(a.get("N"), f"{what}'s attribute name")
-        out[name] = _obj(a.get("AT"), f"{what}'s attribute {name}").get("D")
+        value = a.get("AT")
+        out[name] = None if _is_null(value) else _obj(value, f"{what}'s attribute").get("D")
     return out
 
 
@@ -669,8 +714,15 @@ def _result_flags(attrs: Any, n: int, what: str) -> list[int]:
     return (flags + [0] * n)[:n]
 
 
-def _is_null(type_: Any) -> bool:
-    return isinstance(type_, dict) and type_.get("#") == "NULL"
+def _list(x: Any, what: str) -> list[Any]:
+    """An optional array: [] when left out or NULL."""
+    return [] if _is_null(x) else _arr(x, what)
+
+
+def _is_null(x: Any) -> bool:
+    """Paddle's NULL (`{"#": "NULL"}`: an absent attribute, type or dist attr) or JSON's
+    null: every optional slot of an op may be either, or left out (None)."""
+    return x is None or (isinstance(x, dict) and x.get("#") == "NULL")
 
 
 def _flat(groups: tuple[tuple[bytes, ...], ...]) -> tuple[bytes, ...]:
