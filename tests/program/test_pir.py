@@ -3,9 +3,9 @@
 The programs here are built in code (tests/support/pir_json.py) in the layout Paddle 3.3.1's
 `serialize_pir_program` writes; tests/paddle/test_pir_reference.py reads the ones Paddle built.
 
-The tests here also cover vppctl/program/pir/encode.py, vppctl/program/pir/grads.py,
-vppctl/program/pir/parse.py and vppctl/program/pir/tables.py, which have no test file of
-their own.
+The tests here also cover vppctl/program/pir/cursor.py, vppctl/program/pir/encode.py,
+vppctl/program/pir/grads.py, vppctl/program/pir/parse.py and vppctl/program/pir/tables.py,
+which have no test file of their own.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pir_json import NULL, OPTIMIZERS, PirJson, delete_at, dist_slots, set_at, t
 from vppctl.engine import build_index
 from vppctl.errors import ConversionError, ProgramFileError
 from vppctl.program import op_arguments, op_slots, parse_program, read_program, write_program
-from vppctl.program.pir import parse as pir_module
+from vppctl.program.pir import cursor
 
 
 def names(data: bytes) -> tuple[Any, list[str], list[tuple[list[str], list[str]]]]:
@@ -335,8 +335,8 @@ def test_a_value_defined_twice_is_refused() -> None:
 
 
 def test_one_op_larger_than_the_item_bound_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pir_module, "MAX_ITEM_CHARS", 1 << 16)
-    monkeypatch.setattr(pir_module, "_FIRST_WINDOW", 1 << 12)
+    monkeypatch.setattr(cursor, "MAX_ITEM_CHARS", 1 << 16)
+    monkeypatch.setattr(cursor, "_FIRST_WINDOW", 1 << 12)
     p = training([0, 1])
     p.ops[5]["A"].append({"AT": {"#": "0.a_str", "D": "x" * (1 << 17)}, "N": "huge"})
     with pytest.raises(ProgramFileError, match="longer than"):

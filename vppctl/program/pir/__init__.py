@@ -1,6 +1,7 @@
 """PIR: a Paddle 3.x program (PIR, serialized as JSON) read into vppctl's `Program`.
 
-`parse` reads the JSON op by op into integer side tables (`tables`), `grads` links each
+`parse` reads the JSON op by op (walking it with `cursor`) into integer side tables
+(`tables`), `grads` links each
 grad op to the forward op it differentiates and names the gradients, and `encode`
 writes the tables as the `Program` every command reads. vppctl writes no PIR. Names
 load on first use: a binary or text program never loads the reader.
