@@ -396,3 +396,92 @@ def test_a_stream_of_json_garbage_is_refused_after_its_first_piece() -> None:
     r = invoke("inspect", "-", input=stream, exit_code=3)
     assert "does not begin with PIR's header" in r.stderr
     assert stream.taken <= 4 << 20  # a piece or so, not the 64 MB
+
+
+# -- names and what errors quote -------------------------------------------------------------
+
+
+def _named(slot: str, name: str) -> bytes:
+    """training([0, 1]) with one name the reader keeps set to `name`: JSON-escaped as
+    Python writes it (`\\ud800` for a lone surrogate)."""
+    doc = training([0, 1]).document()
+    ops = doc["program"]["regions"][0]["blocks"][0]["ops"]
+    matmul = next(o for o in ops if o["#"] == "1.matmul")
+    if slot == "op type":
+        matmul["#"] = "1." + name
+    elif slot == "struct name":
+        next(a for a in matmul["A"] if a["N"] == "struct_name")["AT"]["D"] = name
+    elif slot == "parameter name":
+        next(o for o in ops if o["#"] == "p")["A"][3] = name
+    elif slot == "data name":
+        data = next(o for o in ops if o["#"] == "1.data")
+        next(a for a in data["A"] if a["N"] == "name")["AT"]["D"] = name
+    else:  # a mesh's dim name
+        dist = next(a for a in matmul["A"] if a["N"] == "op_dist_attr")["AT"]["D"]
+        dist[0]["D"][2] = [name]
+    return json.dumps(doc).encode()
+
+
+NAME_SLOTS = ("op type", "struct name", "parameter name", "data name", "mesh dim name")
+
+
+@pytest.mark.parametrize("char", ["\ud800", "\udbff", "\udc00", "\udfff"])
+@pytest.mark.parametrize("slot", NAME_SLOTS)
+def test_a_lone_surrogate_in_a_name_is_exit_3_with_the_name_escaped(
+    tmp_path: Path, slot: str, char: str
+) -> None:
+    """Was: exit 70 (UnicodeEncodeError) for a struct name, op type, parameter or data
+    name holding a lone surrogate, which no UTF-8 (Paddle's) can hold."""
+    path = tmp_path / "p.json"
+    path.write_bytes(_named(slot, f"/Model/x{char}y/"))
+    for command in ("inspect", "verify"):
+        r = invoke(command, str(path), exit_code=3)
+        (line,) = r.stderr.splitlines()
+        assert "not a PIR program" in line and "lone surrogate" in line, line
+        assert f"\\u{ord(char):04x}" in line and char not in line
+        r = invoke(command, str(path), "--json", exit_code=3)
+        assert "lone surrogate" in json.loads(r.stdout)["error"]["message"]
+
+
+@pytest.mark.parametrize("char", ["\ufffe", "\uffff", "\ufdd0", "\U0010ffff", "\U0001fffe"])
+@pytest.mark.parametrize("slot", NAME_SLOTS)
+def test_non_characters_in_names_are_read(tmp_path: Path, slot: str, char: str) -> None:
+    """Non-characters are characters: UTF-8 holds them, and so does every name."""
+    path = tmp_path / "p.json"
+    name = f"/Model/x{char}y/"
+    path.write_bytes(_named(slot, name))
+    r = invoke("inspect", str(path), "--json")
+    assert json.loads(r.stdout)["pir"]["version"] == 4
+    invoke("inspect", str(path))
+    assert invoke("verify", str(path), exit_code=None).exit_code in (0, 1)
+    program = parse_program(path.read_bytes(), source="p.json")
+    assert name.encode() in b"".join(b"".join(b.ops + b.vars) for b in program.blocks)
+
+
+LONG = "m" * 200_000
+QUOTED: dict[str, bytes] = {
+    "a long magic": GOOD.replace(b'"magic":"pir"', b'"magic":"' + LONG.encode() + b'"', 1),
+    "a long version": GOOD.replace(b'"version":4', b'"version":' + b"7" * 4000, 1),
+    "a long integer out of range": GOOD.replace(
+        b'"D":1},"N":"op_role"', b'"D":' + b"9" * 4000 + b'},"N":"op_role"', 1
+    ),
+    "a long key skipped badly": GOOD.replace(
+        b'"program":{', b'"program":{"' + LONG.encode() + b'":[1,},', 1
+    ),
+    "a long attribute name": GOOD.replace(
+        b'{"AT":{"#":"0.a_i32","D":1},"N":"op_role"}', b'{"AT":5,"N":"' + LONG.encode() + b'"}', 1
+    ),
+    "a long name with a surrogate": _named("struct name", "\ud800" + LONG),
+}
+
+
+@pytest.mark.parametrize("case", sorted(QUOTED))
+def test_reader_errors_quote_a_short_prefix(tmp_path: Path, case: str) -> None:
+    """Was: a 200,000-character magic string quoted whole in the error."""
+    data = QUOTED[case]
+    assert data != GOOD
+    path = tmp_path / "p.json"
+    path.write_bytes(data)
+    r = invoke("inspect", str(path), exit_code=3)
+    (line,) = r.stderr.splitlines()
+    assert "not a PIR program" in line and len(line) < 400, line[:1000]

@@ -6,8 +6,9 @@ region and block, the list of ops) and decodes everything else one item at a tim
 at most MAX_ITEM_CHARS characters, so that the Python objects of one op stay small
 whatever the file holds. `obj`, `arr`, `integer`, `string`, `integers` check a decoded
 value's JSON type (and an integer's range); `is_null` and `optional` say what Paddle
-leaves out. A value that is not what a PIR program holds is `Malformed`, whose message
-says where and why.
+leaves out; `name` is a string the reader keeps (no lone surrogate), and `shown` is how an
+error quotes a value from the file (a short prefix of it). A value that is not what a PIR
+program holds is `Malformed`, whose message says where and why.
 """
 
 from __future__ import annotations
@@ -25,6 +26,11 @@ MAX_ITEM_CHARS = 4 << 20
 _FIRST_WINDOW = 1 << 14  # characters decoded at first for an item; doubled while too few
 
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
+# A lone surrogate: what a JSON `\ud800` escape decodes to without its pair. It has no UTF-8
+# form, so Paddle (whose JSON writer writes UTF-8) never writes one, and protobuf, which
+# holds vppctl's names, refuses it.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+SHOWN_CHARS = 40  # characters of a value from the file an error quotes
 _DECODER = json.JSONDecoder()
 
 
@@ -173,7 +179,7 @@ def integer(x: Any, what: str, bounds: range = INT64) -> int:
     if not isinstance(x, int) or isinstance(x, bool):
         raise Malformed(f"{what} is not an integer")
     if x not in bounds:
-        raise Malformed(f"{what} ({x}) is out of range")
+        raise Malformed(f"{what} ({shown(x)}) is out of range")
     return x
 
 
@@ -181,6 +187,38 @@ def string(x: Any, what: str) -> str:
     if not isinstance(x, str):
         raise Malformed(f"{what} is not a string")
     return x
+
+
+def name(x: Any, what: str) -> str:
+    """A string the reader keeps (an op type, struct name, parameter or data name, mesh dim
+    name): any Unicode text, non-characters included, but no lone surrogate."""
+    text = string(x, what)
+    if not text.isascii():
+        found = _SURROGATE.search(text)
+        if found:
+            raise Malformed(
+                f"{what} {shown(text)} holds a lone surrogate (\\u{ord(found.group()):04x} at "
+                f"character {found.start():,}), which is no Unicode character: Paddle writes "
+                "names as UTF-8, which cannot hold one"
+            )
+    return text
+
+
+def shown(value: Any) -> str:
+    """A value from the file as an error quotes it: at most SHOWN_CHARS characters of it,
+    escaped (repr), with the length of a longer one."""
+    if isinstance(value, str):
+        if len(value) <= SHOWN_CHARS:
+            return repr(value)
+        return f"{value[:SHOWN_CHARS]!r}... ({len(value):,} characters)"
+    if isinstance(value, int) and not isinstance(value, bool):
+        digits = str(value)
+        if len(digits) <= SHOWN_CHARS:
+            return digits
+        return f"{digits[:SHOWN_CHARS]}... ({len(digits):,} digits)"
+    if isinstance(value, (dict, list)):
+        return "an object" if isinstance(value, dict) else "an array"
+    return repr(value)
 
 
 def integers(x: Any, what: str) -> tuple[int, ...]:

@@ -65,8 +65,10 @@ from vppctl.program.pir.cursor import (
     integer,
     integers,
     is_null,
+    name,
     obj,
     optional,
+    shown,
     string,
 )
 from vppctl.program.pir.encode import EncodedPir, encode_program
@@ -197,13 +199,13 @@ class _Reader:
     def _header(self) -> int:
         header = obj(self.json.value("the header"), '"base_code"')
         if header.get("magic") != "pir":
-            raise Malformed(f'its header\'s magic is {header.get("magic")!r}, not "pir"')
+            raise Malformed(f'its header\'s magic is {shown(header.get("magic"))}, not "pir"')
         version = header.get("version")
         if not isinstance(version, int) or isinstance(version, bool):
             raise Malformed("its header has no integer version")
         if version not in PIR_VERSIONS:
             raise Malformed(
-                f"it is serialization version {version}, and vppctl reads versions "
+                f"it is serialization version {shown(version)}, and vppctl reads versions "
                 f"{PIR_VERSIONS.start} to {PIR_VERSIONS.stop - 1} (Paddle 3.3.1 writes 4)"
             )
         return version
@@ -212,7 +214,7 @@ class _Reader:
         j = self.json
         for key in j.members('"program"'):
             if key != "regions":
-                j.skip(f'"program".{key}')
+                j.skip(f'"program".{shown(key)}')
                 continue
             for k in j.elements('"program".regions'):
                 if k:
@@ -225,7 +227,7 @@ class _Reader:
         j = self.json
         for key in j.members("a region"):
             if key != "blocks":
-                j.skip(f"region.{key}")
+                j.skip(f"region.{shown(key)}")
                 continue
             for k in j.elements("region.blocks"):
                 if k:
@@ -244,7 +246,7 @@ class _Reader:
                 for k in j.elements("block 0's args"):
                     self._block_arg(j.value(f"block 0 argument {k}"), b)
             else:
-                j.skip(f"block 0's {key}")
+                j.skip(f"block 0's {shown(key)}")
 
     def _new_block(self, parent: int) -> int:
         b = len(self.t.block_parent)
@@ -274,7 +276,7 @@ class _Reader:
 
     def _op(self, op: dict[str, Any], block: int, k: int) -> None:
         what = f"op {k} of block {block}"
-        kind = op_type(string(op.get("#"), f"{what}'s name"))
+        kind = op_type(name(op.get("#"), f"{what}'s name"))
         if kind == PARAMETER:
             self._parameter(op, block, what)
         elif kind == DATA:
@@ -329,7 +331,7 @@ class _Reader:
         role = attrs.get("op_role")
         role = 0 if role is None else integer(role, f"{what}'s op_role", INT32)
         struct = attrs.get("struct_name")
-        struct = "" if struct is None else string(struct, f"{what}'s struct_name")
+        struct = "" if struct is None else name(struct, f"{what}'s struct_name")
         dist = attrs.get("op_dist_attr")
         if is_null(dist):
             return role, struct, b"", -1, (), ()
@@ -364,14 +366,14 @@ class _Reader:
         attrs = arr(op.get("A"), f"{what}'s A")
         if len(attrs) != 4:
             raise Malformed(f"{what} (a parameter) has {len(attrs)} attributes, not 4")
-        name = string(attrs[3], f"{what}'s parameter name")
+        declared = name(attrs[3], f"{what}'s parameter name")
         result = obj(op.get("O"), f"{what}'s result")
         pir_id = integer(result.get("%"), f"{what}'s result id")
         v = self._define(pir_id, result.get("TT"), block, NO_OP, what)
         flags = optional(op.get("OA"), f"{what}'s OA") or [True]  # persistable unless it says not
         self.t.v_persistable[v] = bool(flags[0])
         self.t.v_parameter[v] = 1
-        self.t.v_name[v] = name
+        self.t.v_name[v] = declared
         self.t.folded[PARAMETER] += 1
 
     def _data(self, op: dict[str, Any], block: int, what: str) -> None:
@@ -384,9 +386,9 @@ class _Reader:
                          NO_OP, what)  # fmt: skip
         flags = _result_flags(op.get("OA"), 1, what)
         self.t.v_persistable[v] = flags[0]
-        name = attrs.get("name")
-        if isinstance(name, str):
-            self.t.v_name[v] = string(name, f"{what}'s name")
+        given = attrs.get("name")
+        if isinstance(given, str):
+            self.t.v_name[v] = name(given, f"{what}'s name")
         self.t.folded[DATA] += 1
 
     def _fold(self, kind: str, op: dict[str, Any], block: int, what: str) -> None:
@@ -487,7 +489,7 @@ class _Reader:
         if len(data) != 3:
             raise Malformed(f"{what}'s mesh has {len(data)} parts, not 3")
         shape, ids = integers(data[0], f"{what}'s mesh"), integers(data[1], f"{what}'s mesh")
-        names = tuple(string(n, f"{what}'s mesh dim name") for n in arr(data[2], what))
+        names = tuple(name(n, f"{what}'s mesh dim name") for n in arr(data[2], what))
         raw = b""
         if ids:
             try:
