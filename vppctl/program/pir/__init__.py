@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING
 from vppctl._lazy import face
 
 _NAMES = {
+    "header_problem": "parse",
     "parse_pir": "parse",
     "PirOrigin": "tables",
 }
-__all__ = ["PirOrigin", "parse_pir"]
+__all__ = ["PirOrigin", "header_problem", "parse_pir"]
 __getattr__, __dir__ = face(__name__, _NAMES, globals())
 
 if TYPE_CHECKING:
-    from vppctl.program.pir.parse import parse_pir
+    from vppctl.program.pir.parse import header_problem, parse_pir
     from vppctl.program.pir.tables import PirOrigin

@@ -129,6 +129,25 @@ def parse_pir(data: bytes | bytearray, *, source: str, max_blocks: int) -> Encod
     return encode_program(tables, names, forward_of, version=version)
 
 
+def header_problem(header: Any) -> str | None:
+    """Why a decoded `"base_code"` object is not the header of a PIR program vppctl reads
+    (its magic, its version), or None; the check of a stream asks too, as soon as the
+    header has arrived (`vppctl.program.sniff`)."""
+    if not isinstance(header, dict):
+        return '"base_code" is not a JSON object'
+    if header.get("magic") != "pir":
+        return f'its header\'s magic is {shown(header.get("magic"))}, not "pir"'
+    version = header.get("version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        return "its header has no integer version"
+    if version not in PIR_VERSIONS:
+        return (
+            f"it is serialization version {shown(version)}, and vppctl reads versions "
+            f"{PIR_VERSIONS.start} to {PIR_VERSIONS.stop - 1} (Paddle 3.3.1 writes 4)"
+        )
+    return None
+
+
 def _refused(source: str, reason: str) -> ProgramFileError:
     return ProgramFileError(f"cannot load {source}: not a PIR program: {reason}")
 
@@ -198,17 +217,10 @@ class _Reader:
 
     def _header(self) -> int:
         header = obj(self.json.value("the header"), '"base_code"')
-        if header.get("magic") != "pir":
-            raise Malformed(f'its header\'s magic is {shown(header.get("magic"))}, not "pir"')
-        version = header.get("version")
-        if not isinstance(version, int) or isinstance(version, bool):
-            raise Malformed("its header has no integer version")
-        if version not in PIR_VERSIONS:
-            raise Malformed(
-                f"it is serialization version {shown(version)}, and vppctl reads versions "
-                f"{PIR_VERSIONS.start} to {PIR_VERSIONS.stop - 1} (Paddle 3.3.1 writes 4)"
-            )
-        return version
+        problem = header_problem(header)
+        if problem is not None:
+            raise Malformed(problem)
+        return int(header["version"])
 
     def _program(self) -> None:
         j = self.json
