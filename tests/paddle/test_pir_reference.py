@@ -104,6 +104,15 @@ def test_verify_of_a_plain_pir_program_points_to_paddles_completion(tmp_path: Pa
     assert "vppctl convert" not in said
 
 
+@pytest.mark.parametrize("case", CASES)
+def test_a_plain_pir_program_is_checked_as_paddle_runs_it(tmp_path: Path, case: str) -> None:
+    """Was: "pp N x vpp 0", and "chunk -1" in each message. Paddle's plain pipeline runs
+    each stage's ops as one chunk: so does verify, and the program keeps every rule."""
+    r = invoke("verify", str(json_file(tmp_path, case, "plain")), exit_code=0)
+    assert r.stdout.startswith(f"valid: pp {PP[case]} x vpp 1, loop placement"), r.stdout
+    assert "chunk -1" not in r.stdout
+
+
 def _seeded(case: str, edit: str) -> Program:
     """Paddle's completion with one fault: `edit` "layer" moves one op of the fifth layer
     (chunk 1) to chunk 0; "grad" moves the first matmul_grad, "copy" the first recompute
