@@ -200,6 +200,22 @@ def test_simulate_runs_paddles_completion_as_it_is_placed(tmp_path: Path) -> Non
         assert stage["grads_bytes"] == stage["params_bytes"] > 0  # every P@GRAD, float32
 
 
+@pytest.mark.parametrize("case", CASES)
+def test_simulate_reads_vpp_and_split_from_paddles_chunk_ids(tmp_path: Path, case: str) -> None:
+    """Was: `simulate` on Paddle's completion asked for --vpp, although `verify` reads vpp
+    from the same chunk ids. Now the plan is the chunk ids' own: Paddle's split, keep."""
+    path = json_file(tmp_path, case, "paddlevpp")
+    plan = json.loads(invoke("simulate", str(path), "-m", "8", "--json").stdout)["plan"]
+    asked = ["simulate", str(path), "--vpp", "2", "--split", "keep", "-m", "8", "--json"]
+    keep = json.loads(invoke(*asked).stdout)["plan"]
+    assert (plan["pp"], plan["vpp"], plan["split"]) == (PP[case], 2, "keep")
+    assert plan["layers_per_segment"] == keep["layers_per_segment"]
+    assert sum(plan["layers_per_segment"]) == LAYERS[case]
+    plain = json_file(tmp_path, case, "plain")
+    r = invoke("simulate", str(plain), "-m", "8", exit_code=2)
+    assert "--vpp is required" in r.stderr and "no chunk ids past 0" in r.stderr
+
+
 def test_the_rules_that_apply_in_part_are_rules() -> None:
     from vppctl.verify import RULES
 
