@@ -62,10 +62,12 @@ def test_inspect_cli_says_where_the_program_came_from(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("case", CASES)
 def test_paddles_completion_keeps_every_rule_but_one_sum(case: str) -> None:
-    """Paddle's PIR completion breaks V009 once: the sum of the gradient parts of the hidden
-    state a stage's chunk 1 reads from its previous stage's chunk 0 (the first layer of chunk
-    1 on stage 0) sits in chunk 0, the chunk of the reshard it differentiates, while the
-    ops that make its parts are in chunk 1 (the finding docs/paddle.md gives)."""
+    """Paddle's PIR completion breaks V009 once per chunk boundary of stage 0 (vpp - 1 times:
+    once at vpp 2; tests/paddle/test_pir_live.py counts them at vpp 3 and 4): the sum of the
+    gradient parts of the hidden state a stage's chunk 1 reads from its previous stage's
+    chunk 0 (the first layer of chunk 1 on stage 0) sits in chunk 0, the chunk of the
+    reshard it differentiates, while the ops that make its parts are in chunk 1 (the
+    finding docs/paddle.md gives)."""
     report = verify_program(program(case, "paddlevpp"))
     assert report.pir and (report.pp, report.vpp) == (PP[case], 2)
     (v,) = report.violations
