@@ -536,6 +536,26 @@ def test_a_program_with_chunk_ids_is_simulated_as_they_split_it(
         assert (plan["vpp"], plan["split"], plan["layers_per_segment"]) == (2, "keep", counts)
 
 
+@pytest.mark.parametrize(
+    ("args", "split"),
+    [(["--split", "uniform"], "uniform"), (["--layers-per-chunk", "1,1,1,1"], "explicit")],
+)
+def test_plan_options_plan_at_the_chunk_ids_vpp(
+    tmp_path: Path, args: list[str], split: str
+) -> None:
+    """--split or --layers-per-chunk: the plan asked, at the ids' vpp."""
+    src = _pir(tmp_path, [0, 1, 0, 1], [0, 0, 1, 1], "completed.json")
+    plan = run_json(["simulate", str(src), "-m", "4", *args])["plan"]
+    assert (plan["vpp"], plan["split"], plan["layers_per_segment"]) == (2, split, [1, 1, 1, 1])
+
+
+def test_a_placement_the_chunk_ids_contradict_is_refused(tmp_path: Path) -> None:
+    """--placement v on a program its chunk ids lay out loop: convert's refusal, exit 4."""
+    src = _pir(tmp_path, [0, 1, 0, 1], [0, 0, 1, 1], "completed.json")
+    r = invoke("simulate", str(src), "-m", "4", "--placement", "v", exit_code=4)
+    assert "already has an interleaved layout" in r.stderr
+
+
 def test_chunk_ids_that_split_no_loop_placed_plan_need_vpp(tmp_path: Path) -> None:
     src = _pir(tmp_path, [0, 1, 0, 1], [1, 1, 0, 0], "odd.json")  # chunk 1 before chunk 0
     r = invoke("simulate", str(src), "-m", "4", exit_code=2)
