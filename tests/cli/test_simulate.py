@@ -532,6 +532,75 @@ def test_schedule_takes_paddles_schedule_mode_names_in_any_case(given: str, cano
     assert data["results"][0]["schedule"] == canonical
 
 
+# -- a program carrying chunk ids (Paddle's own completion) ---------------------------------
+
+
+def _pir(tmp_path: Path, stages: list[int], chunks: list[int] | None, name: str) -> Path:
+    from pir_json import training
+
+    src = tmp_path / name
+    src.write_bytes(training(stages, chunks).bytes())
+    return src
+
+
+@pytest.mark.parametrize(
+    ("stages", "chunks", "split", "counts"),
+    [
+        ([0, 1, 0, 1], [0, 0, 1, 1], "keep", [1, 1, 1, 1]),  # as Paddle's PIR completion deals
+        ([0, 0, 1, 1, 0, 1], [0, 0, 0, 0, 1, 1], "keep", [2, 2, 1, 1]),
+        ([0, 1, 0, 0, 1, 1], [0, 0, 1, 1, 1, 1], "explicit", [1, 1, 2, 2]),  # another split
+    ],
+)
+def test_a_program_with_chunk_ids_is_simulated_as_they_split_it(
+    tmp_path: Path, stages: list[int], chunks: list[int], split: str, counts: list[int]
+) -> None:
+    """Was: `simulate` on Paddle's completed VPP program asked for --vpp, although `verify`
+    reads vpp from the same chunk ids."""
+    src = _pir(tmp_path, stages, chunks, "completed.json")
+    # a split Paddle's PIR completion does not make is refused under its runtime (R8)
+    runtime = ["--runtime", "any"] if split == "explicit" else []
+    plan = run_json(["simulate", str(src), "-m", "4", *runtime])["plan"]
+    assert (plan["pp"], plan["vpp"], plan["placement"]) == (2, 2, "loop")
+    assert (plan["split"], plan["layers_per_segment"], plan["recorded"]) == (split, counts, False)
+    if split == "keep":  # asked for by name: the vpp of the chunk ids, the split asked
+        plan = run_json(["simulate", str(src), "-m", "4", "--split", "keep"])["plan"]
+        assert (plan["vpp"], plan["split"], plan["layers_per_segment"]) == (2, "keep", counts)
+
+
+@pytest.mark.parametrize(
+    ("args", "split"),
+    [(["--split", "uniform"], "uniform"), (["--layers-per-chunk", "1,1,1,1"], "explicit")],
+)
+def test_plan_options_plan_at_the_chunk_ids_vpp(
+    tmp_path: Path, args: list[str], split: str
+) -> None:
+    """--split or --layers-per-chunk: the plan asked, at the ids' vpp."""
+    src = _pir(tmp_path, [0, 1, 0, 1], [0, 0, 1, 1], "completed.json")
+    plan = run_json(["simulate", str(src), "-m", "4", *args])["plan"]
+    assert (plan["vpp"], plan["split"], plan["layers_per_segment"]) == (2, split, [1, 1, 1, 1])
+
+
+def test_a_placement_the_chunk_ids_contradict_is_refused(tmp_path: Path) -> None:
+    """--placement v on a program its chunk ids lay out loop: convert's refusal, exit 4."""
+    src = _pir(tmp_path, [0, 1, 0, 1], [0, 0, 1, 1], "completed.json")
+    r = invoke("simulate", str(src), "-m", "4", "--placement", "v", exit_code=4)
+    assert "already has an interleaved layout" in r.stderr
+
+
+def test_chunk_ids_that_split_no_loop_placed_plan_need_vpp(tmp_path: Path) -> None:
+    src = _pir(tmp_path, [0, 1, 0, 1], [1, 1, 0, 0], "odd.json")  # chunk 1 before chunk 0
+    r = invoke("simulate", str(src), "-m", "4", exit_code=2)
+    assert "do not split its layers into loop-placed segments" in r.stderr
+    assert "--vpp" in r.stderr
+    invoke("simulate", str(src), "-m", "4", "--vpp", "2")
+
+
+def test_a_pir_program_without_chunk_ids_needs_vpp(tmp_path: Path) -> None:
+    src = _pir(tmp_path, [0, 0, 1, 1], None, "plain.json")
+    r = invoke("simulate", str(src), "-m", "4", exit_code=2)
+    assert "--vpp is required" in r.stderr and "no chunk ids" in r.stderr
+
+
 # -- under a runtime (issue 33) ---------------------------------------------------------
 
 

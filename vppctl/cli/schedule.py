@@ -184,12 +184,12 @@ def simulate(
     """Simulate the pipeline schedule: bubble, in-flight micro-batches, memory, timeline.
 
     With PROG, the plan is the one convert makes with the same options (a converted
-    program is simulated as converted: no --vpp needed), costs are each segment's
-    forward FLOPs (backward I = W = F), a hop between stages what its boundary
-    activations take over --link, and memory per stage comes from its variables.
-    Without PROG every chunk costs --costs. The runtime's rules (--runtime) refuse what
-    it would refuse. The bubble is the idle time of all stages over pp x makespan: the
-    idle share of the step.
+    program is simulated as converted, one with chunk ids as they split it: no --vpp
+    needed), costs are each segment's forward FLOPs (backward I = W = F), a hop between
+    stages what its boundary activations take over --link, and memory per stage comes
+    from its variables. Without PROG every chunk costs --costs. The runtime's rules
+    (--runtime) refuse what it would refuse. The bubble is the idle time of all stages
+    over pp x makespan: the idle share of the step.
 
     \b
     vppctl simulate --pp 8 --vpp 2 -m 32
