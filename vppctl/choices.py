@@ -33,6 +33,9 @@ Schedule = Literal[
     "zbv",
     "dualpipev",
 ]
+# What measured costs (--costs-from) do with a layer or stage they do not measure: refuse
+# it, or take it from the program's estimate scaled to the measured ones.
+Fill = Literal["none", "estimate"]
 # The sample generator's layer layout and optimizer (vppctl.sample).
 Layout = Literal["blocked", "interleaved"]
 Optimizer = Literal["adamw", "sgd", "none"]
@@ -47,6 +50,7 @@ SPLITS: tuple[Split, ...] = get_args(Split)
 COST_KINDS: tuple[CostKind, ...] = get_args(CostKind)
 MODES: tuple[Mode, ...] = get_args(Mode)
 SCHEDULES: tuple[Schedule, ...] = get_args(Schedule)
+FILLS: tuple[Fill, ...] = get_args(Fill)
 LAYOUTS: tuple[Layout, ...] = get_args(Layout)
 OPTIMIZERS: tuple[Optimizer, ...] = get_args(Optimizer)
 PROGRAM_LAYOUTS: tuple[ProgramLayout, ...] = get_args(ProgramLayout)

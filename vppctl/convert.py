@@ -8,13 +8,14 @@ its own verifier: that raises SelfCheckError and the CLI writes nothing.
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 from vppctl import progress, validate
-from vppctl.choices import MAX_MICRO_BATCHES
+from vppctl.choices import MAX_MICRO_BATCHES, Fill
 from vppctl.engine import (
     ForwardOps,
     LayerCosts,
@@ -60,6 +61,11 @@ class ConvertOptions:
     strip_callstack: bool = False  # drop op_callstack attributes
     micro_batches: int | None = None  # also simulate the converted plan's bubble at m
     in_place: bool = False  # write over the input (no `out`)
+    # Measured costs to simulate the bubble with, in seconds (vppctl.planner.measured): a
+    # costs CSV/JSON or a profiler trace; `fill` "estimate" takes what it does not measure
+    # from the program's estimate. Only with `micro_batches`.
+    costs_from: str | os.PathLike[str] | None = None
+    fill: Fill = "none"
 
     FLAGS: ClassVar[Mapping[str, str]] = {
         "seg_method": "--seg-method",
@@ -67,6 +73,8 @@ class ConvertOptions:
         "strip_callstack": "--strip-callstack",
         "micro_batches": "--micro-batches",
         "in_place": "--in-place",
+        "costs_from": "--costs-from",
+        "fill": "--fill",
     }
     NESTED: ClassVar[Mapping[str, type]] = {"plan": PlanOptions}
 
@@ -77,6 +85,13 @@ class ConvertOptions:
         for name in ("strict", "strip_callstack", "in_place"):
             validate.flag(self, name)
         validate.integer(self, "micro_batches", 1, MAX_MICRO_BATCHES, optional=True)
+        validate.measured_costs(self)
+        if self.costs_from is not None and self.micro_batches is None:
+            raise UsageError(
+                f"{validate.where(self, 'costs_from')} times the simulated bubble, which "
+                f"{validate.where(self, 'micro_batches')} asks for: pass --micro-batches M, "
+                "or drop --costs-from"
+            )
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ import click
 import vppctl.planner
 from vppctl.choices import (
     COST_KINDS,
+    FILLS,
     MAX_BATCH_DIM,
     MAX_DEGREE,
     MAX_MICRO_BATCHES,
@@ -259,6 +260,41 @@ def p2p_cost_option(f: F) -> F:
         help="Time per point-to-point hop between stages, in the costs' unit: the mean "
         "stage's forward of one micro-batch (without a program, a chunk's forward).",
     )(f)
+
+
+def measured_options(*, step: bool = False) -> Callable[[F], F]:
+    """`--costs-from FILE` and `--fill`, and with `step` simulate's `--measured-step`:
+    measured costs in seconds instead of the program's estimate."""
+    decorators: list[Callable[[F], F]] = [
+        click.option(
+            "--costs-from",
+            type=PATH,
+            metavar="FILE",
+            help="Measured costs, in seconds, instead of the estimate: a costs CSV or JSON "
+            "(per stage or per layer: forward_s, backward_s[, weight_s][, activation_bytes]), "
+            "a torch profiler trace (its PP:<stage><F|B|I|W><mb> events) or a Paddle profiler "
+            "trace of the program's own run. Times are then seconds everywhere.",
+        ),
+        click.option(
+            "--fill",
+            type=choice(FILLS),
+            default="none",
+            show_default=True,
+            help="What --costs-from does not measure: none refuses it, estimate takes it from "
+            "the program's estimate scaled to the measured ones (the report names them).",
+        ),
+    ]
+    if step:
+        decorators.append(
+            click.option(
+                "--measured-step",
+                type=FloatRange(0),
+                metavar="SECONDS",
+                help="The step time measured, to print the prediction's error against "
+                "(with --costs-from; a torch trace's profiler steps give one too).",
+            )
+        )
+    return lambda f: _apply(f, decorators)
 
 
 def memory_options(f: F) -> F:

@@ -31,6 +31,7 @@ from vppctl.cli.options import (
     IntRange,
     choice,
     json_option,
+    measured_options,
     output_option,
     plan_options,
     pp_option,
@@ -53,7 +54,7 @@ from vppctl.errors import (
 from vppctl.units import human_bytes
 
 if TYPE_CHECKING:
-    from vppctl.choices import OutputFormat
+    from vppctl.choices import Fill, OutputFormat
     from vppctl.plan import CostKind, Placement, Split
     from vppctl.sample import Layout, Optimizer
     from vppctl.verify import VerifyReport
@@ -93,6 +94,7 @@ SAMPLE_EXITS = exit_codes(*_FAILURES, EXIT_CONVERT, EXIT_TERMINATED)
     help="Also simulate the converted plan's bubble at M micro-batches: the idle share of "
     "the step with the program's FLOP costs, as vppctl simulate OUT -m M prints it.",
 )
+@measured_options()
 @click.option(
     "--strip-callstack",
     is_flag=True,
@@ -113,6 +115,8 @@ def convert(
     layers_per_chunk: tuple[int, ...],
     cost: str,
     micro_batches: int | None,
+    costs_from: str | None,
+    fill: str,
     strip_callstack: bool,
     as_json: bool,
     quiet: bool,
@@ -143,6 +147,8 @@ def convert(
         strip_callstack=strip_callstack,
         micro_batches=micro_batches,
         in_place=in_place,
+        costs_from=costs_from,
+        fill=cast("Fill", fill),
     )
     # The report goes where the program does not: to stderr when the program goes to stdout.
     default = "-" if src == "-" and not in_place else None

@@ -40,6 +40,7 @@ from vppctl.cli.options import (
     IntRange,
     choice,
     json_option,
+    measured_options,
     memory_options,
     p2p_cost_option,
     plan_options,
@@ -62,6 +63,7 @@ from vppctl.errors import (
 from vppctl.escape import printable
 
 if TYPE_CHECKING:
+    from vppctl.choices import Fill
     from vppctl.plan import CostKind, Placement, Split
     from vppctl.schedule import Schedule
 
@@ -122,6 +124,7 @@ def _memory(micro_batch_size: int | None, seq_len: int | None, memory_limit: int
     "FLOP share.",
 )
 @p2p_cost_option
+@measured_options(step=True)
 @memory_options
 @json_option
 @click.option(
@@ -163,6 +166,9 @@ def simulate(
     cost: str | None,
     seg_method: str | None,
     p2p_cost: float,
+    costs_from: str | None,
+    fill: str,
+    measured_step: float | None,
     micro_batch_size: int | None,
     seq_len: int | None,
     memory_limit: int | None,
@@ -186,6 +192,7 @@ def simulate(
     vppctl simulate prog.vpp.pb -m 16 --svg timeline.svg
     vppctl simulate prog.pb --vpp 2 -m 16 --schedule zbv --placement v --csv zbv.csv
     vppctl simulate prog.pb --vpp 2 -m 16 --micro-batch-size 4 --memory-limit 80GiB
+    vppctl simulate --pp 2 --vpp 2 -m 8 --costs-from trace.json --measured-step 1.25
     """
     plan = vppctl.PlanOptions(
         vpp=vpp,
@@ -204,6 +211,9 @@ def simulate(
         costs=None if costs is None else vppctl.schedule.parse_unit_costs(costs),
         p2p_cost=p2p_cost,
         memory=_memory(micro_batch_size, seq_len, memory_limit),
+        costs_from=costs_from,
+        fill=cast("Fill", fill),
+        measured_step=measured_step,
     )
     pictures = vppctl.Pictures(svg=svg, trace=trace, csv=csv_path, svg_width=svg_width)
     # A picture on stdout (`--svg -`) sends the report to stderr.
@@ -285,6 +295,7 @@ def simulate(
 )
 @seg_method_option
 @p2p_cost_option
+@measured_options()
 @memory_options
 @click.option(
     "--top",
@@ -306,6 +317,8 @@ def plan(
     cost: str,
     seg_method: str | None,
     p2p_cost: float,
+    costs_from: str | None,
+    fill: str,
     micro_batch_size: int | None,
     seq_len: int | None,
     memory_limit: int | None,
@@ -325,6 +338,7 @@ def plan(
     vppctl plan prog.pb -m 16
     vppctl plan prog.pb -m 16,32,64 --memory-limit 80GiB --micro-batch-size 2
     vppctl plan prog.pb -m 32 --schedule interleaved,zbv --json | jq '.candidates[0]'
+    vppctl plan prog.pb -m 16 --costs-from layers.csv
     """
     opts = vppctl.PlanSearchOptions(
         micro_batches=micro_batches,
@@ -337,6 +351,8 @@ def plan(
         seg_method=seg_method,
         p2p_cost=p2p_cost,
         memory=_memory(micro_batch_size, seq_len, memory_limit) or vppctl.MemoryOptions(),
+        costs_from=costs_from,
+        fill=cast("Fill", fill),
     )
     try:
         outcome = vppctl.plan_run(prog, opts, progress=observer(quiet))

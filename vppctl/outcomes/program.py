@@ -112,11 +112,21 @@ def convert_json(o: ConvertOutcome) -> dict[str, Any]:
 
 
 def _bubble_json(bubble: Bubble) -> dict[str, Any]:
+    measured = bubble.measured
+    source = None if measured is None else measured.source
     return {
         "definition": BUBBLE_DEFINITION,
         "micro_batches": bubble.micro_batches,
-        "costs": bubble.measure,
+        "costs": bubble.measure if measured is None else "measured",
         "schedules": {s: schedule.rounded(share) for s, share in bubble.schedules.items()},
+        # With measured costs: the step of each schedule, in seconds, and where they came from.
+        "steps_s": None
+        if measured is None
+        else {s: schedule.rounded(step) for s, step in bubble.steps.items()},
+        "costs_source": None
+        if source is None
+        else {"path": source.path, "format": source.format, "unit": source.unit},
+        "filled": None if measured is None else list(measured.filled),
     }
 
 

@@ -1,14 +1,15 @@
 """The planner: the program-facing side of the schedules.
 
-Which plan a program is simulated with and what each of its segments costs
-(`costs`), how many bytes each stage holds (`memory`), a plan's step simulated with
-its costs and memory, the one path `simulate`, `convert --micro-batches` and the
-search take (`simulate`), `plan`'s search over conversions and schedules (`search`),
-how to launch a candidate under Paddle, Megatron-Core and torch (`launch`), and the
-Paddle PIR strategy that runs a plan, or why Paddle's PIR completion cannot (`pir`).
-It sits above the conversion engine (it plans programs as `convert` does) and the
-pure simulator (`vppctl.schedule`). Names load on first use: a plain `convert` loads
-none of it.
+Which plan a program is simulated with and what each of its segments costs (`costs`),
+what a user measured instead and how it fits a plan (`measured`, read from a costs file
+or a profiler trace by `importers`), how many bytes each stage holds (`memory`), a
+plan's step simulated with its costs and memory, the one path `simulate`, `convert
+--micro-batches` and the search take (`simulate`), `plan`'s search over conversions and
+schedules (`search`), how to launch a candidate under Paddle, Megatron-Core and torch
+(`launch`), and the Paddle PIR strategy that runs a plan, or why Paddle's PIR completion
+cannot (`pir`). It sits above the conversion engine (it plans programs as `convert`
+does) and the pure simulator (`vppctl.schedule`). Names load on first use: a plain
+`convert` loads none of it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,12 @@ from vppctl._lazy import face
 
 _NAMES = {
     "CostModel": "costs",
+    "CostsSource": "measured",
+    "MeasuredCosts": "measured",
+    "SegmentTimes": "measured",
+    "PaddleTrace": "importers",
+    "read_costs": "importers",
+    "MeasuredStep": "simulate",
     "Measure": "costs",
     "ResolvedPlan": "costs",
     "resolve_plan": "costs",
@@ -71,11 +78,15 @@ __all__ = [
     "ChunkMemory",
     "Conversion",
     "CostModel",
+    "CostsSource",
     "LaunchCandidate",
     "Measure",
+    "MeasuredCosts",
+    "MeasuredStep",
     "MemoryModel",
     "MemoryOptions",
     "NoPlanFits",
+    "PaddleTrace",
     "PirInput",
     "PirMismatch",
     "PirSplit",
@@ -85,6 +96,7 @@ __all__ = [
     "ProgramModel",
     "ResolvedPlan",
     "SegmentMemory",
+    "SegmentTimes",
     "Settings",
     "SimulateOptions",
     "SimulatedPlan",
@@ -100,6 +112,7 @@ __all__ = [
     "parse_size",
     "pir_launch_settings",
     "pir_split",
+    "read_costs",
     "resolve_plan",
     "search_plans",
     "shell",
@@ -113,12 +126,14 @@ __getattr__, __dir__ = face(__name__, _NAMES, globals())
 
 if TYPE_CHECKING:
     from vppctl.planner.costs import CostModel, Measure, ResolvedPlan, resolve_plan
+    from vppctl.planner.importers import PaddleTrace, read_costs
     from vppctl.planner.launch import (
         LaunchCandidate,
         Settings,
         launch_settings,
         megatron_layout,
     )
+    from vppctl.planner.measured import CostsSource, MeasuredCosts, SegmentTimes
     from vppctl.planner.memory import (
         ChunkMemory,
         MemoryModel,
@@ -152,6 +167,7 @@ if TYPE_CHECKING:
     )
     from vppctl.planner.simulate import (
         Bubble,
+        MeasuredStep,
         ProgramModel,
         SimulatedPlan,
         SimulateOptions,

@@ -26,6 +26,7 @@ from vppctl.convert import ConvertOptions, Planned, plan_program, replan
 from vppctl.engine import layer_costs
 from vppctl.errors import ConversionError, UsageError
 from vppctl.plan import Placement, Plan, PlanOptions, segment_costs
+from vppctl.planner.measured import Estimate
 from vppctl.program import Program, RecordedPlan, read_plan
 
 Measure = Literal["flops", "ops"]
@@ -136,6 +137,7 @@ class CostModel:
     counts when no op has matmul shapes. Any plan's segment costs are sums of them."""
 
     def __init__(self, planned: Planned) -> None:
+        self.planned = planned
         costs = layer_costs(planned.index, planned.layers, "flops")
         measure: Measure = "flops"
         if not any(costs.layers) and not costs.pre and not costs.post:
@@ -143,6 +145,18 @@ class CostModel:
             measure = "ops"
         self.layers, self.pre, self.post = costs.layers, costs.pre, costs.post
         self.measure: Measure = measure
+
+    def estimate(self) -> Estimate:
+        """The layers' forward costs as measured costs are filled from: `pre` and `post`
+        None where the program has no forward op before the first layer or after the last
+        (measured costs need not give them then)."""
+        ops = layer_costs(self.planned.index, self.planned.layers, "ops")
+        return Estimate(
+            layers=self.layers,
+            pre=self.pre if ops.pre else None,
+            post=self.post if ops.post else None,
+            measure=self.measure,
+        )
 
     def segments(self, plan: Plan) -> tuple[int, ...]:
         """Each segment's forward cost (integer FLOPs or ops), in virtual-stage order."""

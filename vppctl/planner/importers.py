@@ -440,11 +440,12 @@ class PaddleTrace:
                 durations.setdefault(op, []).append(dur)
         forward: dict[Key, Fraction] = {}
         backward: dict[Key, Fraction] = {}
-        optimizer = 0
+        outside: Counter[str] = Counter()  # timed ops of no layer's forward or backward
+        types = planned.index.global_block.ops.type
         for op, values in durations.items():
             key, kind = slots.get(op), kinds[op]
             if key is None or kind is None:
-                optimizer += 1
+                outside[types[op].decode(errors="replace")] += 1
                 continue
             table = forward if kind == "F" else backward
             table[key] = table.get(key, Fraction(0)) + median_seconds(values, "us")
@@ -466,8 +467,13 @@ class PaddleTrace:
             notes.append(f"not matched: {shown}{more}")
         if missed:
             notes.append(f"{missed} forward and backward ops of the program had no event")
-        if optimizer:
-            notes.append(f"{optimizer} ops outside the layers' forward and backward not counted")
+        if outside:
+            shown = ", ".join(f"{name} x{n}" for name, n in outside.most_common(5))
+            more = ", ..." if len(outside) > 5 else ""
+            notes.append(
+                f"not counted (of no layer's forward or backward: the optimizer, gradient "
+                f"sums): {shown}{more}"
+            )
         return MeasuredCosts(self.source, "layer", timings, notes=tuple(notes))
 
 

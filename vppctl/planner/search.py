@@ -34,10 +34,11 @@ makespans of all candidates compare.
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import cached_property
 from typing import ClassVar
@@ -50,12 +51,15 @@ from vppctl.choices import (
     PLACEMENTS,
     SCHEDULES,
     SEARCHED_SPLITS,
+    Fill,
 )
 from vppctl.convert import ConvertOptions, Planned, plan_program, replan
 from vppctl.engine import check_seg_method
 from vppctl.errors import ConversionError, UsageError, VppctlError
 from vppctl.plan import CostKind, Placement, Plan, PlanOptions, Split
+from vppctl.planner.importers import PaddleTrace
 from vppctl.planner.launch import LaunchCandidate, Settings, launch_settings, megatron_layout
+from vppctl.planner.measured import MeasuredCosts, SegmentTimes
 from vppctl.planner.memory import MemoryOptions, StageMemory, iec, worst_stage
 from vppctl.planner.pir import (
     PirInput,
@@ -104,6 +108,10 @@ class PlanSearchOptions:
     # micro-batch (module docstring).
     p2p_cost: float | Fraction = 0
     memory: MemoryOptions = field(default_factory=MemoryOptions)
+    # Measured costs (seconds) instead of FLOPs: every candidate is timed with them, and
+    # `p2p_cost` is then seconds too (vppctl.planner.measured).
+    costs_from: str | os.PathLike[str] | None = None
+    fill: Fill = "none"
 
     FLAGS: ClassVar[Mapping[str, str]] = {
         "micro_batches": "--micro-batches",
@@ -115,6 +123,8 @@ class PlanSearchOptions:
         "cost": "--cost",
         "seg_method": "--seg-method",
         "p2p_cost": "--p2p-cost",
+        "costs_from": "--costs-from",
+        "fill": "--fill",
     }
     NESTED: ClassVar[Mapping[str, type]] = {"memory": MemoryOptions}
 
@@ -132,6 +142,7 @@ class PlanSearchOptions:
         check_seg_method(self, "seg_method")
         validate.number(self, "p2p_cost")
         validate.nested(self, "memory", MemoryOptions)
+        validate.measured_costs(self)
 
 
 @dataclass(frozen=True)
@@ -239,6 +250,9 @@ class PlanResult:
     warnings: tuple[str, ...]
     over: tuple[Candidate, ...] = ()  # the candidates over the memory limit, best first
     pir: PirInput | None = None  # a PIR program: what Paddle's completion reads from it
+    # Measured costs, as fitted to the first plan searched (their source, notes and what
+    # was filled); every candidate's makespan is then in seconds.
+    measured: SegmentTimes | None = None
 
     @property
     def over_limit(self) -> int:
@@ -272,19 +286,28 @@ class NoPlanFits(ConversionError):
         self.result = result
 
 
-def search_plans(program: Program, source: str, opts: PlanSearchOptions) -> PlanResult:
-    """Every candidate of `program` (see the module docstring), best first."""
+def search_plans(
+    program: Program,
+    source: str,
+    opts: PlanSearchOptions,
+    costs: MeasuredCosts | PaddleTrace | None = None,
+) -> PlanResult:
+    """Every candidate of `program` (see the module docstring), best first; timed with the
+    measured `costs` (read from `opts.costs_from`) when given."""
     base = _base(program, opts)
     pp, n = base.plan.pp, base.plan.n_layers
-    model = ProgramModel(base, opts.memory)
+    model = ProgramModel(base, opts.memory, costs, opts.fill)
+    opts = _measured_search(opts, model.measured, pp)
     refused: Counter[str] = Counter()
     pipelines: dict[tuple[Schedule, int, Placement, int], Timed | str] = {}
     found: list[Candidate] = []
     over: list[Candidate] = []
     plans = [(plan, split, _schedules(plan, opts)) for plan, split in _plans(base, opts, refused)]
     progress.phase("searching", sum(len(s) for *_, s in plans) * len(opts.micro_batches))
+    measured = None
     for plan, split, schedules in plans:
         sized = model.sized(plan)
+        measured = measured or sized.measured
         command = () if program.is_pir else convert_command(source, plan, split, opts)
         for schedule in schedules:
             for m in opts.micro_batches:
@@ -306,6 +329,7 @@ def search_plans(program: Program, source: str, opts: PlanSearchOptions) -> Plan
         warnings=(*base.plan.warnings, *model.warnings),
         over=tuple(over),
         pir=_pir_input(base) if program.is_pir else None,
+        measured=measured,
     )
     if not found:
         error = _nothing_fits(over, refused, opts)
@@ -313,6 +337,30 @@ def search_plans(program: Program, source: str, opts: PlanSearchOptions) -> Plan
             raise NoPlanFits(str(error), result)
         raise error
     return result
+
+
+def _measured_search(
+    opts: PlanSearchOptions, costs: MeasuredCosts | None, pp: int
+) -> PlanSearchOptions:
+    """Measured per-stage costs are the stages of the one split they were measured on: the
+    search keeps their vpp (count / pp) and needs that split named. Per-layer costs time
+    any plan."""
+    if costs is None or costs.per == "layer":
+        return opts
+    count, path = costs.stage_count, costs.source.path
+    if count % pp:
+        raise UsageError(
+            f"{path} measures {count} virtual stages, which pp {pp} does not divide: give "
+            f"pp x vpp stages, or costs per layer"
+        )
+    vpp = count // pp
+    if tuple(opts.vpp) not in ((), (vpp,)) or len(opts.splits) != 1:
+        raise UsageError(
+            f"{path} measures the {count} virtual stages of one split (pp {pp} x vpp {vpp}): "
+            f"pass --vpp {vpp} and the one --split they were measured on, or give costs per "
+            "layer, which time every split"
+        )
+    return replace(opts, vpp=(vpp,))
 
 
 def _pir_input(base: Planned) -> PirInput:

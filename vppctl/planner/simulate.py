@@ -12,18 +12,27 @@ the command's (`vppctl.commands.simulate_run`).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import ClassVar
 
 from vppctl import validate
-from vppctl.choices import MAX_MICRO_BATCHES, SCHEDULES, Placement, Schedule
+from vppctl.choices import MAX_MICRO_BATCHES, SCHEDULES, Fill, Placement, Schedule
 from vppctl.convert import Planned
 from vppctl.engine import check_seg_method
 from vppctl.errors import UsageError, VppctlError
 from vppctl.plan import Plan, PlanOptions
 from vppctl.planner.costs import CostModel, Measure, resolve_plan
+from vppctl.planner.importers import PaddleTrace
+from vppctl.planner.measured import (
+    NS,
+    MeasuredCosts,
+    SegmentTimes,
+    relative_error,
+    segment_times,
+)
 from vppctl.planner.memory import (
     MemoryModel,
     MemoryOptions,
@@ -64,6 +73,14 @@ class SimulateOptions:
     costs: tuple[float | Fraction, float | Fraction, float | Fraction] | None = None
     p2p_cost: float | Fraction = 0  # time per hop between stages, in the costs' unit
     memory: MemoryOptions | None = None  # None: the defaults (with a program only)
+    # Measured costs in seconds instead of estimated ones (vppctl.planner.measured): a costs
+    # CSV/JSON or a profiler trace; `fill` "estimate" takes what it does not measure from
+    # the program's estimate scaled to the measured ones. `measured_step`: the step time
+    # measured (seconds), to state the prediction's error against (a torch trace's
+    # profiler steps give one too).
+    costs_from: str | os.PathLike[str] | None = None
+    fill: Fill = "none"
+    measured_step: float | Fraction | None = None
 
     FLAGS: ClassVar[Mapping[str, str]] = {
         "micro_batches": "--micro-batches",
@@ -72,6 +89,9 @@ class SimulateOptions:
         "group_size": "--group-size",
         "costs": "--costs",
         "p2p_cost": "--p2p-cost",
+        "costs_from": "--costs-from",
+        "fill": "--fill",
+        "measured_step": "--measured-step",
     }
     NESTED: ClassVar[Mapping[str, type]] = {"plan": PlanOptions, "memory": MemoryOptions}
 
@@ -84,12 +104,34 @@ class SimulateOptions:
         self._check_costs()
         validate.number(self, "p2p_cost")
         validate.nested(self, "memory", MemoryOptions, optional=True)
+        self._check_measured()
         grouped = self.schedule is None or self.schedule in GROUPED
         if self.group_size is not None and not grouped:
             raise UsageError(
                 f"{validate.where(self, 'group_size')} is the interleaved schedules' "
                 f"(interleaved, interleaved-zb); {validate.where(self, 'schedule')} "
                 f"{self.schedule!r} takes none: drop --group-size"
+            )
+
+    def _check_measured(self) -> None:
+        validate.measured_costs(self)
+        if self.measured_step is not None:
+            step = validate.exact_number(self, "measured_step", self.measured_step)
+            if not step:
+                raise validate.refuse(self, "measured_step", "a number of seconds > 0")
+            object.__setattr__(self, "measured_step", step)
+        if self.costs_from is None:
+            if self.measured_step is not None:
+                raise UsageError(
+                    f"{validate.where(self, 'measured_step')} is compared with a step "
+                    "predicted in seconds, from measured costs: pass --costs-from FILE"
+                )
+            return
+        if self.costs is not None:
+            raise UsageError(
+                f"{validate.where(self, 'costs')} scales estimated costs, and "
+                f"{validate.where(self, 'costs_from')} gives each stage's own seconds: "
+                "drop one of them"
             )
 
     def _check_costs(self) -> None:
@@ -131,6 +173,7 @@ class SimulatedPlan:
     measure: str  # "flops", or "ops" when the program has no matmul shapes
     segment_costs: tuple[int, ...]  # each segment's forward FLOPs (or ops)
     costs: tuple[Fraction, Fraction, Fraction]  # F,B,W per unit of a segment's cost
+    measured: SegmentTimes | None = None  # measured costs, in seconds, when given
 
     @property
     def description(self) -> str:
@@ -154,6 +197,9 @@ class Bubble:
     schedules: Mapping[Schedule, Fraction]  # in the order simulated
     # Per schedule shown, each stage's bytes at micro-batch size 1 (`vppctl.planner.memory`).
     memory: Mapping[Schedule, tuple[StageMemory, ...]]
+    # With measured costs: what they were, and per schedule the step in seconds.
+    measured: SegmentTimes | None = None
+    steps: Mapping[Schedule, Fraction] = field(default_factory=dict)
 
 
 # -- the one path: a plan, its costs and its memory ---------------------------------
@@ -163,10 +209,19 @@ class ProgramModel:
     """One program's costs and bytes, computed once for any plan of it: each layer's
     forward cost (`CostModel`) and bytes (`MemoryModel`, sized by `memory`)."""
 
-    def __init__(self, planned: Planned, memory: MemoryOptions) -> None:
+    def __init__(
+        self,
+        planned: Planned,
+        memory: MemoryOptions,
+        measured: MeasuredCosts | PaddleTrace | None = None,
+        fill: Fill = "none",
+    ) -> None:
         self.costs = CostModel(planned)
         self.memory = MemoryModel(planned, memory)
         self.limit = memory.limit
+        # A Paddle trace is matched to this program's ops once; any plan then sums its layers.
+        self.measured = measured.match(planned) if isinstance(measured, PaddleTrace) else measured
+        self.fill = fill == "estimate"
 
     @property
     def measure(self) -> Measure:
@@ -178,7 +233,16 @@ class ProgramModel:
         return self.memory.warnings
 
     def sized(self, plan: Plan) -> SizedPlan:
-        return SizedPlan(plan, self.costs.segments(plan), self.memory.segments(plan), self.limit)
+        """The plan with its segments' costs (measured ones fitted to it, when given) and
+        bytes: the one place a plan's costs come from."""
+        times = None
+        if self.measured is not None:
+            sizes = [len(s.layers) for s in plan.segments]
+            estimate = self.costs.estimate()
+            times = segment_times(self.measured, sizes, plan.pp, plan.vpp, estimate, self.fill)
+        return SizedPlan(
+            plan, self.costs.segments(plan), self.memory.segments(plan), self.limit, times
+        )
 
 
 @dataclass(frozen=True)
@@ -191,6 +255,7 @@ class SizedPlan:
     segment_costs: tuple[int, ...]  # each segment's forward FLOPs (or ops)
     segment_memory: tuple[SegmentMemory, ...]
     limit: int | None  # bytes per stage; stages over it are flagged
+    measured: SegmentTimes | None = None  # measured costs in seconds: they time the step
 
     def forward(self) -> tuple[Fraction, ...]:
         """Per virtual stage, scaled so that the mean stage load is 1."""
@@ -206,12 +271,16 @@ class SizedPlan:
         """The step under each schedule `options` asks for (`simulate_schedules`), each
         segment costing F,B,W = `cost_ratios(options)` per unit of its forward share, and each
         stage's bytes in it."""
-        plan = self.plan
-        f, b, w = cost_ratios(options)
-        forward = self.forward()
-        costs = [c * f for c in forward], [c * b for c in forward], [c * w for c in forward]
+        plan, measured = self.plan, self.measured
+        costs: tuple[Sequence[Fraction], Sequence[Fraction], Sequence[Fraction]]
+        if measured is not None:
+            costs = measured.forward, measured.input_grad, measured.weight_grad
+        else:
+            f, b, w = cost_ratios(options)
+            forward = self.forward()
+            costs = [c * f for c in forward], [c * b for c in forward], [c * w for c in forward]
         runs = simulate_schedules(plan.pp, plan.vpp, plan.placement, costs, options)
-        sizes = [s.activations for s in self.segment_memory]
+        sizes = self.activations()
         return tuple(
             (r, self._stages(r.peak_in_flight_per_chunk, held_peak(r, sizes))) for r in runs
         )
@@ -220,17 +289,33 @@ class SizedPlan:
         self, pipe: Pipeline, p2p_cost: float | Fraction
     ) -> tuple[Fraction, Fraction, tuple[StageMemory, ...]]:
         """The step `pipe` runs on this plan, only timed: its makespan in the time unit (the
-        mean stage's forward of one micro-batch), its bubble, and each stage's bytes."""
+        mean stage's forward of one micro-batch; seconds with measured costs, and then
+        `p2p_cost` is seconds too), its bubble, and each stage's bytes."""
         plan = self.plan
-        unit = Fraction(sum(self.segment_costs), plan.pp) or Fraction(1)
-        hop = Fraction(p2p_cost) * unit
-        scale = hop.denominator
-        ticks = [c * scale for c in self.segment_costs]
-        makespan, busy = pipe.makespan(ticks, ticks, ticks, int(hop * scale))
-        held = pipe.held_peak([s.activations for s in self.segment_memory])
+        if self.measured is not None:  # integer nanoseconds
+            forward, input_grad, weight_grad = self.measured.ticks
+            hop_ns = round(Fraction(p2p_cost) * NS)
+            makespan, busy = pipe.makespan(forward, input_grad, weight_grad, hop_ns)
+            span = Fraction(makespan, NS)
+        else:
+            unit = Fraction(sum(self.segment_costs), plan.pp) or Fraction(1)
+            hop = Fraction(p2p_cost) * unit
+            scale = hop.denominator
+            ticks = [c * scale for c in self.segment_costs]
+            makespan, busy = pipe.makespan(ticks, ticks, ticks, int(hop * scale))
+            span = Fraction(makespan, scale) / unit
+        held = pipe.held_peak(self.activations())
         stages = self._stages(pipe.peaks_per_chunk, held)
         bubble = Fraction(plan.pp * makespan - sum(busy), plan.pp * makespan)
-        return Fraction(makespan, scale) / unit, bubble, stages
+        return span, bubble, stages
+
+    def activations(self) -> list[int]:
+        """Bytes one micro-batch leaves stashed per segment: measured where the costs give
+        them for every part, else the memory model's."""
+        measured = self.measured.activation_bytes if self.measured is not None else None
+        if measured is not None:
+            return list(measured)
+        return [s.activations for s in self.segment_memory]
 
     def _stages(
         self, peaks_per_chunk: Sequence[Sequence[int]], held: Sequence[int]
@@ -272,27 +357,56 @@ def simulate_schedules(
 @dataclass(frozen=True)
 class Simulation:
     """What a simulation found: one result per schedule, and with a program its plan and
-    each stage's bytes per schedule."""
+    each stage's bytes per schedule; with measured costs what they were (each result's
+    makespan then in seconds) and the step measured, if one was given."""
 
     results: tuple[SimResult, ...]
     plan: SimulatedPlan | None = None  # with a program
     memory: tuple[tuple[StageMemory, ...], ...] = ()  # per result, with a program
     memory_options: MemoryOptions | None = None
     warnings: tuple[str, ...] = ()  # the plan's and the memory model's (with a program)
+    measured: SegmentTimes | None = None  # the measured costs, fitted to the plan
+    measured_step: MeasuredStep | None = None
 
 
-def simulate_program(program: Program, options: SimulateOptions) -> Simulation:
+@dataclass(frozen=True)
+class MeasuredStep:
+    """A step time measured (seconds), and where it came from: `--measured-step`, or the
+    profiler steps of the costs' trace."""
+
+    seconds: Fraction
+    source: str
+
+    def error(self, predicted: Fraction) -> Fraction:
+        """The prediction's signed relative error: negative when it is low."""
+        return relative_error(predicted, self.seconds)
+
+
+def measured_step(
+    options: SimulateOptions, costs: MeasuredCosts | PaddleTrace | None
+) -> MeasuredStep | None:
+    """`--measured-step`, else the step the costs' trace measured (its profiler steps)."""
+    if options.measured_step is not None:
+        return MeasuredStep(Fraction(options.measured_step), "--measured-step")
+    if isinstance(costs, MeasuredCosts) and costs.step is not None:
+        return MeasuredStep(costs.step, f"the profiler steps of {costs.source.path}")
+    return None
+
+
+def simulate_program(
+    program: Program, options: SimulateOptions, costs: MeasuredCosts | PaddleTrace | None = None
+) -> Simulation:
     """`program` simulated with the plan `convert` would make (or made), its FLOP costs
-    and its bytes per stage."""
+    (or the measured `costs`, read from `options.costs_from`) and its bytes per stage."""
     opts = options.memory or MemoryOptions()
     resolved = resolve_plan(program, options.plan, options.seg_method)
     plan = resolved.plan
-    model = ProgramModel(resolved.planned, opts)
+    model = ProgramModel(resolved.planned, opts, costs, options.fill)
     sized = model.sized(plan)
     steps = sized.steps(options)
     simulated = SimulatedPlan(
         plan, resolved.recorded, resolved.split, model.measure, sized.segment_costs,
-        cost_ratios(options),
+        cost_ratios(options), sized.measured,
     )  # fmt: skip
     return Simulation(
         tuple(run for run, _ in steps),
@@ -300,19 +414,35 @@ def simulate_program(program: Program, options: SimulateOptions) -> Simulation:
         tuple(stages for _, stages in steps),
         opts,
         (*resolved.warnings, *model.warnings),
+        sized.measured,
+        measured_step(options, costs),
     )
 
 
-def simulate_counts(options: SimulateOptions) -> tuple[SimResult, ...]:
+def simulate_counts(
+    options: SimulateOptions, costs: MeasuredCosts | PaddleTrace | None = None
+) -> Simulation:
     """A step without a program: `options.plan`'s pp and vpp, every chunk costing
-    `options.costs`; the options that describe a program's plan or memory are refused."""
+    `options.costs`, or each virtual stage its measured `costs` (per stage: per-layer costs
+    and Paddle traces need the program); the options that describe a program's plan or
+    memory are refused."""
     pp, vpp, placement = _without_program(options)
-    costs = None
-    if options.costs is not None:
+    times = None
+    forward: tuple[Sequence[Fraction], Sequence[Fraction], Sequence[Fraction]] | None = None
+    if isinstance(costs, PaddleTrace):
+        raise UsageError(
+            f"{costs.source.path} is a Paddle trace, matched to a program's ops: pass the "
+            "program it profiled"
+        )
+    if costs is not None:
+        times = segment_times(costs, None, pp, vpp, None, options.fill == "estimate")
+        forward = times.forward, times.input_grad, times.weight_grad
+    elif options.costs is not None:
         f, b, w = cost_ratios(options)
         n = pp * vpp
-        costs = [f] * n, [b] * n, [w] * n
-    return simulate_schedules(pp, vpp, placement, costs, options)
+        forward = [f] * n, [b] * n, [w] * n
+    runs = simulate_schedules(pp, vpp, placement, forward, options)
+    return Simulation(runs, measured=times, measured_step=measured_step(options, costs))
 
 
 def _without_program(options: SimulateOptions) -> tuple[int, int, Placement | None]:
@@ -343,15 +473,22 @@ def _without_program(options: SimulateOptions) -> tuple[int, int, Placement | No
 # -- convert --micro-batches -------------------------------------------------------
 
 
-def converted_bubble(planned: Planned, micro_batches: int) -> tuple[Bubble, tuple[str, ...]]:
-    """The converted plan simulated as `simulate OUT` does it: the same plan, its costs,
-    1F1B and the placement's interleaving schedule (from the conversion's own planning:
-    the converted program is not planned again). A schedule that refuses the count is
-    left out with a warning, never the conversion."""
+def converted_bubble(
+    planned: Planned,
+    micro_batches: int,
+    costs: MeasuredCosts | PaddleTrace | None = None,
+    fill: Fill = "none",
+) -> tuple[Bubble, tuple[str, ...]]:
+    """The converted plan simulated as `simulate OUT` does it: the same plan, its costs (the
+    measured `costs` when given), 1F1B and the placement's interleaving schedule (from the
+    conversion's own planning: the converted program is not planned again). A schedule
+    that refuses the count is left out with a warning, never the conversion; measured
+    costs that do not fit the plan are refused (before anything is written)."""
     plan = planned.plan
-    model = ProgramModel(planned, MemoryOptions())
+    model = ProgramModel(planned, MemoryOptions(), costs, fill)
     sized = model.sized(plan)
     shown: dict[Schedule, Fraction] = {}
+    spans: dict[Schedule, Fraction] = {}
     memory: dict[Schedule, tuple[StageMemory, ...]] = {}
     warnings: list[str] = list(model.warnings)
     second = interleaving_schedule(plan.vpp, plan.placement)
@@ -366,7 +503,11 @@ def converted_bubble(planned: Planned, micro_batches: int) -> tuple[Bubble, tupl
             )
             continue
         shown[schedule] = run.bubble
+        spans[schedule] = run.makespan
         memory[schedule] = stages
         warnings += run.warnings
-    bubble = Bubble(micro_batches, model.measure, shown, memory)
+    measured = sized.measured
+    bubble = Bubble(
+        micro_batches, model.measure, shown, memory, measured, spans if measured else {}
+    )
     return bubble, tuple(dict.fromkeys(warnings))

@@ -25,6 +25,7 @@ from vppctl.report.common import (
     printed,
 )
 from vppctl.summary import ChunkLayers, Summary
+from vppctl.units import seconds_text
 
 if TYPE_CHECKING:  # the planner's, as convert --micro-batches found it
     from vppctl.planner import Bubble
@@ -91,6 +92,9 @@ def convert_notes(o: ConvertOutcome) -> list[str]:
     notes.append(f"stage imbalance: {p.stage_imbalance:.2f} (busiest/mean stage {p.cost_kind})")
     if bubble is not None:
         notes.append(bubble_line(bubble))
+        if bubble.measured is not None and bubble.measured.filled:
+            filled = ", ".join(bubble.measured.filled)
+            notes.append(f"not measured, filled from the program's estimate: {filled}")
         if bubble.memory:
             notes.append(peak_memory_line(bubble))
     if r.callstack_bytes_saved is not None:
@@ -115,7 +119,13 @@ def bubble_line(bubble: Bubble) -> str:
     measure = "FLOP" if bubble.measure == "flops" else "op"
     if not shown:
         return f"bubble at m={bubble.micro_batches}: no schedule could run it"
-    return f"bubble at m={bubble.micro_batches} ({measure} costs): {shown} of the step"
+    if bubble.measured is None:
+        return f"bubble at m={bubble.micro_batches} ({measure} costs): {shown} of the step"
+    steps = " -> ".join(seconds_text(float(step)) for step in bubble.steps.values())
+    return (
+        f"bubble at m={bubble.micro_batches} (measured costs, {bubble.measured.source.path}): "
+        f"{shown} of the step; step {steps}"
+    )
 
 
 def peak_memory_line(bubble: Bubble) -> str:
