@@ -33,8 +33,8 @@ and DualPipeV, at m = 2, 4 and 8 where torch runs them (DualPipeV needs m >= 4).
    of the two). A step is *clean* when each rank's run-queue wait over it (the second
    field of /proc/self/schedstat) is under 1% of it; a case with fewer than
    `--min-clean` clean steps is run again, up to `--tries` times, and flagged as noisy.
-3. The prediction. vppctl reads the merged trace of what the case's schedule runs (its
-   importer, `vppctl.planner.importers`: the median of each stage's events per kind)
+3. The prediction. `vppctl simulate --costs-from` (its library call) reads the merged
+   trace of what the case's schedule runs (the median of each stage's events per kind)
    and simulates the schedule; the table gives predicted, measured (the median of the
    clean steps) and the signed error, with the noise beside it: the clean steps'
    spread (max/min - 1) and the worst run-queue wait.
@@ -350,19 +350,20 @@ def trace_for(case: Case, out: Path) -> Path:
 
 
 def predict(trace: Path, case: Case, args: argparse.Namespace) -> float:
-    """vppctl's predicted step for the case, from the trace: its makespan in seconds."""
-    from vppctl.planner.importers import read_costs
-    from vppctl.planner.measured import segment_times
-    from vppctl.schedule import simulate
+    """vppctl's predicted step for the case, from the trace (`simulate --costs-from`, as
+    its library call): its makespan in seconds."""
+    import vppctl
 
     _, schedule, placement, vpp = SCHEDULES[case.schedule]
-    costs = read_costs(str(trace))
-    times = segment_times(costs, None, PP, vpp, None, fill=False)
-    run = simulate(
-        PP, vpp, case.micro_batches, schedule, times.forward, times.input_grad,
-        args.p2p_cost, weight=times.weight_grad, placement=placement,
-    )  # fmt: skip
-    return float(run.makespan)
+    options = vppctl.SimulateOptions(
+        micro_batches=case.micro_batches,
+        plan=vppctl.PlanOptions(pp=PP, vpp=vpp, placement=placement),
+        schedule=schedule,  # type: ignore[arg-type]
+        p2p_cost=args.p2p_cost,
+        costs_from=trace,
+    )
+    (result,) = vppctl.simulate_run(None, None, options).results
+    return float(result.makespan)
 
 
 def spread(values: Sequence[float]) -> float:
@@ -446,6 +447,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--p2p-cost", type=float, default=0.0, help="seconds per hop")
     parser.add_argument("--out", type=Path, help="where traces and results go (default: tmp)")
     parser.add_argument("--quick", action="store_true", help="1f1b, interleaved-1f1b, zbv at m 4")
+    parser.add_argument(
+        "--report", type=Path, metavar="DIR", help="no runs: predict a previous run's DIR again"
+    )
     args = parser.parse_args(argv)
     args.schedules = [s for s in args.schedules.split(",") if s]
     args.micro_batches = [int(m) for m in args.micro_batches.split(",")]
@@ -458,6 +462,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(os.sched_getaffinity(0)) < 2:
         parser.error("needs two cores (one per rank)")
     args.load_before = f"{os.getloadavg()[0]:.2f}"
+    if args.report is not None:
+        return report(args.report, args)
     out = args.out or Path(tempfile.mkdtemp(prefix="vppctl-calibrate-"))
     out.mkdir(parents=True, exist_ok=True)
     import multiprocessing as mp
