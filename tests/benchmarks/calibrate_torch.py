@@ -26,8 +26,12 @@ and DualPipeV, at m = 2, 4 and 8 where torch runs them (DualPipeV needs m >= 4).
    the input and weight gradients (what the zero-bubble schedules run; torch computes
    no input gradient on the first stage, its W is the whole backward). A profile whose
    calls waited 1% or more of their time on the run queue is taken again (up to
-   `--tries`). The two ranks' traces are merged into one Chrome trace per plan shape
-   and kind (OUT/isolated-<shape>-<whole|split>.json): what a user would profile.
+   `--tries`). Then what the runtime posts around each action, alone too: each message
+   between stages on different ranks posted as torch's runtime posts it (`_batch_p2p`)
+   inside torch's names, `PP:<stage>SEND_F<mb>`, `RECV_F`, `SEND_B`, `RECV_B`, the
+   transfer waited for outside them. The two ranks' traces are merged into one Chrome
+   trace per plan shape and kind (OUT/isolated-<shape>-<whole|split>.json): what a user
+   would profile.
 2. The real step. For each case, warm-up steps and then `--steps` steps, each timed
    from a barrier to the end of `schedule.step()` on both ranks (the step is the later
    of the two). A step is *clean* when each rank's run-queue wait over it (the second
@@ -165,6 +169,7 @@ def worker(rank: int, args: argparse.Namespace, port: int, out: Path) -> None:
     noise = {}
     for vpp, placement in shapes:
         noise[shape_name(vpp, placement)] = isolated(rank, model, vpp, placement, args, out)
+        posts(rank, model, vpp, placement, args, out)
     (out / f"isolated-noise-rank{rank}.json").write_text(json.dumps(noise))
     cases = [Case(name, m) for name in args.schedules for m in args.micro_batches if runs(name, m)]
     for case in cases:
@@ -276,6 +281,44 @@ def isolated(
     return noise
 
 
+def posts(
+    rank: int, model: Model, vpp: int, placement: str, args: argparse.Namespace, out: Path
+) -> None:
+    """Time, alone, what the runtime posts around each action: every message between
+    stages on different ranks (one micro-batch's activation forward, its gradient back),
+    posted as `_PipelineScheduleRuntime` posts it (`_batch_p2p`) inside torch's event
+    names: `PP:<stage>SEND_F<mb>` on the sender, `PP:<stage+1>RECV_F<mb>` on the receiver,
+    and back with SEND_B and RECV_B. The transfer is waited for outside the events, and a
+    barrier keeps each message alone."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.pipelining.schedules import _batch_p2p
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    n = PP * vpp
+    owner = {s: r for r in range(PP) for s in held(r, n, placement)}
+    messages = [(s, s + 1, "F") for s in range(n - 1) if owner[s] != owner[s + 1]]
+    messages += [(s + 1, s, "B") for s in range(n - 1) if owner[s] != owner[s + 1]]
+    payload = torch.randn(model.rows, model.hidden)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for mb in range(args.repeat):
+            for source, target, kind in messages:
+                dist.barrier()
+                works: list[Any] = []
+                if owner[source] == rank:
+                    with record_function(f"PP:{source}SEND_{kind}{mb}"):
+                        op = dist.P2POp(dist.isend, payload, 1 - rank)
+                        works = _batch_p2p([op])
+                elif owner[target] == rank:
+                    landing = torch.empty_like(payload)
+                    with record_function(f"PP:{target}RECV_{kind}{mb}"):
+                        op = dist.P2POp(dist.irecv, landing, 1 - rank)
+                        works = _batch_p2p([op])
+                for work in works:
+                    work.wait()
+    prof.export_chrome_trace(str(out / f"posts-{shape_name(vpp, placement)}-rank{rank}.json"))
+
+
 def real_steps(rank: int, model: Model, case: Case, args: argparse.Namespace) -> None:
     """Run the case's schedule: warm-up steps, then timed ones, each rank's run-queue wait
     beside its time; repeated while too few steps are clean on both ranks."""
@@ -332,11 +375,14 @@ def real_steps(rank: int, model: Model, case: Case, args: argparse.Namespace) ->
 
 
 def merged_trace(out: Path, name: str) -> Path:
-    """The ranks' isolated traces as one Chrome trace (each rank's events, one file)."""
+    """The ranks' isolated traces as one Chrome trace (each rank's events, one file): the
+    stages' timings of one kind, and the runtime's posts."""
     events: list[Any] = []
+    shape = name.rsplit("-", 1)[0]
     for rank in range(PP):
-        data = json.loads((out / f"isolated-{name}-rank{rank}.json").read_text())
-        events += data["traceEvents"]
+        for part in (f"isolated-{name}", f"posts-{shape}"):
+            data = json.loads((out / f"{part}-rank{rank}.json").read_text())
+            events += data["traceEvents"]
     path = out / f"isolated-{name}.json"
     path.write_text(json.dumps({"traceEvents": events}))
     return path

@@ -102,28 +102,53 @@ def test_json_costs_in_each_unit(tmp_path: Path, unit: str, scale: int) -> None:
 
 
 def _torch_medians(path: Path) -> dict[tuple[int, str], float]:
-    """Independently of the importer: each stage's median per kind, in microseconds."""
+    """Independently of the importer: each stage's median per action kind (F, I, SEND_F,
+    ...), in microseconds; 0 for a kind the stage has no event of."""
     found: dict[tuple[int, str], list[float]] = {}
     for event in json.loads(path.read_text())["traceEvents"]:
-        name = event.get("name", "")
-        if event.get("ph") == "X" and re.fullmatch(r"PP:\d+[FBIW]\d+", name):
-            stage, kind = int(re.findall(r"\d+", name)[0]), re.findall(r"[FBIW]", name[3:])[0]
-            found.setdefault((stage, kind), []).append(event["dur"])
-    return {k: statistics.median(v) for k, v in found.items()}
+        got = re.fullmatch(r"PP:(\d+)([A-Z_]+?)(\d+)", event.get("name", ""))
+        if event.get("ph") == "X" and got:
+            found.setdefault((int(got[1]), got[2]), []).append(event["dur"])
+    medians = {k: statistics.median(v) for k, v in found.items()}
+    kinds = ("F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B")
+    return {(s, k): medians.get((s, k), 0.0) for s in range(4) for k in kinds}
 
 
 @pytest.mark.parametrize("trace", [TORCH_ISOLATED, TORCH_STEP], ids=["isolated", "zbv-step"])
 def test_a_torch_trace_gives_each_stage_its_median_f_i_and_w(trace: Path) -> None:
+    """Each stage's F, I and W; in a real step's trace with the runtime's posts around them
+    (a receive before, a send after), which the isolated timings have none of."""
     costs = read(trace)
-    medians = _torch_medians(trace)
+    m = _torch_medians(trace)
     assert (costs.source.format, costs.source.unit, costs.per) == ("torch-trace", "us", "stage")
     assert costs.stage_count == 4 and set(costs.timings) == {0, 1, 2, 3}
-    for stage, t in costs.timings.items():  # the split backward is read: I and W
-        assert abs(t.forward * 10**6 - Fraction(medians[stage, "F"])) <= Fraction(1, 1000)
-        assert abs(t.backward * 10**6 - Fraction(medians[stage, "I"])) <= Fraction(1, 1000)
+    for s, t in costs.timings.items():  # the split backward is read: I and W
+        forward = m[s, "F"] + m[s, "RECV_F"] + m[s, "SEND_F"]
+        backward = m[s, "I"] + m[s, "RECV_B"] + m[s, "SEND_B"]
+        assert abs(t.forward * 10**6 - Fraction(forward)) <= Fraction(3, 1000)
+        assert abs(t.backward * 10**6 - Fraction(backward)) <= Fraction(3, 1000)
         assert t.weight is not None
-        assert abs(t.weight * 10**6 - Fraction(medians[stage, "W"])) <= Fraction(1, 1000)
+        assert abs(t.weight * 10**6 - Fraction(m[s, "W"])) <= Fraction(1, 1000)
     assert costs.has_weight
+    posts = sum(m[s, k] for s in range(4) for k in ("SEND_F", "RECV_F", "SEND_B", "RECV_B"))
+    assert (posts > 0) == (trace == TORCH_STEP)
+    assert any("SEND/RECV posts" in n for n in costs.notes) == (trace == TORCH_STEP)
+
+
+def test_a_stages_posts_are_added_where_the_trace_has_them(tmp_path: Path) -> None:
+    """The class of posts: each of the four kinds on a stage, alone, adds to its own side."""
+    base = [("PP:1F0", 1000), ("PP:1B0", 2000)]
+    for post, side in (("RECV_F", 0), ("SEND_F", 0), ("RECV_B", 1), ("SEND_B", 1)):
+        events = [
+            {"ph": "X", "name": name, "ts": 0, "dur": dur}
+            for name, dur in (*base, (f"PP:1{post}0", 100))
+        ]
+        t = read(write(tmp_path, f"{post}.json", json.dumps(events))).timings[1]
+        assert (t.forward, t.backward) == (
+            (Fraction(11, 10000), Fraction(2, 1000))
+            if side == 0
+            else (Fraction(1, 1000), Fraction(21, 10000))
+        )
 
 
 def test_the_isolated_trace_says_its_whole_backwards_are_not_read() -> None:
@@ -144,7 +169,7 @@ def test_a_real_step_trace_gives_the_measured_step_and_counts_what_it_skips() ->
     assert costs.step is not None
     assert abs(costs.step * 10**6 - Fraction(statistics.median(steps))) <= Fraction(1, 1000)
     skipped = next(n for n in costs.notes if "other PP: events" in n)
-    assert int(skipped.split()[0]) > 0  # SEND_F, RECV_B, UNSHARD...
+    assert int(skipped.split()[0]) > 0  # UNSHARD, RESHARD, REDUCE_GRAD
 
 
 def test_a_trace_as_a_bare_event_list_and_whole_backwards_alone(tmp_path: Path) -> None:

@@ -10,9 +10,12 @@ recognised by the content:
   stage's cost of each kind is the median duration of its events (isolated timings are
   the reliable input: spans inside a real step include the wait for a receive). With I
   and W events the backward is I and the weight gradient W (B events are then not
-  read); with B alone the backward is whole. Other `PP:` actions (SEND/RECV,
-  OVERLAP_F_B pairs, UNSHARD) are counted and not read; `ProfilerStep#N` events give the
-  measured step (their median);
+  read); with B alone the backward is whole. The runtime's own posts of a stage's
+  point-to-point messages, `PP:<stage><RECV_F|SEND_F|RECV_B|SEND_B><mb>`, run on the rank
+  beside each action and are part of its cost: their medians are added to the stage's
+  forward (RECV_F, SEND_F) and backward (RECV_B, SEND_B). Other `PP:` actions
+  (OVERLAP_F_B pairs, UNSHARD, RESHARD, REDUCE_GRAD) are counted and not read;
+  `ProfilerStep#N` events give the measured step (their median);
 * a Chrome trace of Paddle's profiler of the program's own run (one micro-batch per
   profiler step): each `Operator` event is matched to the program's op of its type and
   occurrence within the step (the k-th `matmul_v2` event of a step is the program's k-th
@@ -275,6 +278,10 @@ def from_json(data: Any, shown: str) -> MeasuredCosts:
 # -- Chrome traces -------------------------------------------------------------------------
 
 _TORCH_ACTION = re.compile(r"PP:(\d+)([FBIW])(\d+)")
+# The runtime's own point-to-point posts around a stage's actions (`_PipelineScheduleRuntime`
+# runs each as an action of the rank's order): RECV_F before and SEND_F after its forward,
+# RECV_B before and SEND_B after its backward (or input gradient).
+_TORCH_POST = re.compile(r"PP:(\d+)(SEND_F|RECV_F|SEND_B|RECV_B)(\d+)")
 _PADDLE_NAME = re.compile(r"([^\[]*)(?:\[.*)?", re.S)
 
 
@@ -333,14 +340,16 @@ def read_trace(data: Any, shown: str) -> MeasuredCosts | PaddleTrace:
 def _torch(
     actions: Sequence[tuple[re.Match[str], _Span]], spans: Sequence[_Span], source: CostsSource
 ) -> MeasuredCosts:
-    """Per stage, the median duration of its F, B, I and W events."""
+    """Per stage, the median duration of its F, B, I and W events, plus the medians of the
+    runtime's posts around them where the trace has them (`_posts`)."""
     durations: dict[tuple[int, str], list[float]] = {}
-    for m, span in actions:
+    posts = [(m, s) for s in spans if (m := _TORCH_POST.fullmatch(s.name))]
+    for m, span in (*actions, *posts):
         stage = int(m[1])
         if stage >= MAX_UNITS:
             raise ValueError(f"{span.name}: stage {stage} is outside 0..{MAX_UNITS - 1}")
         durations.setdefault((stage, m[2]), []).append(span.dur)
-    stages = sorted({stage for stage, _ in durations})
+    stages = sorted({stage for stage, kind in durations if len(kind) == 1})
     timings: dict[Key, Timing] = {}
     whole_left: list[int] = []
     for stage in stages:
@@ -362,22 +371,40 @@ def _torch(
             backward, weight = median_seconds(has["B"] or (), "us"), None
         else:
             raise ValueError(f"stage {stage} has forward events but no backward (B, or I and W)")
-        timings[stage] = Timing(forward, backward, weight)
+        sent_f, sent_b = _posts(durations, stage, "F"), _posts(durations, stage, "B")
+        timings[stage] = Timing(forward + sent_f, backward + sent_b, weight)
     notes = [
         f"read {len(actions)} PP: events of stages {_ranges(stages)} (the median per stage "
         "and kind)"
     ]
+    if posts:
+        notes.append(
+            f"read {len(posts)} SEND/RECV posts: each stage's median RECV_F and SEND_F added "
+            "to its forward, RECV_B and SEND_B to its backward"
+        )
     if whole_left:
         notes.append(
             f"B events of stages {_ranges(whole_left)} not read: their I and W are (schedules "
             "without the split run I + W)"
         )
-    others = sum(1 for s in spans if s.name.startswith("PP:")) - len(actions)
+    others = sum(1 for s in spans if s.name.startswith("PP:")) - len(actions) - len(posts)
     if others:
-        notes.append(f"{others} other PP: events (send, receive, overlapped pairs) not read")
+        notes.append(f"{others} other PP: events (overlapped pairs, unshard, ...) not read")
     steps = [s.dur for s in spans if s.name.startswith("ProfilerStep#")]
     step = median_seconds(steps, "us") if steps else None
     return MeasuredCosts(source, "stage", timings, 1 + stages[-1], step, tuple(notes))
+
+
+def _posts(durations: Mapping[tuple[int, str], list[float]], stage: int, kind: str) -> Fraction:
+    """The median time a rank spends posting the receive before and the send after one of
+    the stage's forwards ("F") or backwards ("B"); 0 where the trace has none (a first or
+    last stage, a neighbour on the same rank, or timings taken without the runtime)."""
+    total = Fraction(0)
+    for post in (f"RECV_{kind}", f"SEND_{kind}"):
+        values = durations.get((stage, post))
+        if values:
+            total += median_seconds(values, "us")
+    return total
 
 
 def _ranges(values: Sequence[int]) -> str:
