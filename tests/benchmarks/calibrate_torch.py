@@ -335,7 +335,8 @@ def real_steps(rank: int, model: Model, case: Case, args: argparse.Namespace) ->
         for s in held(rank, n, placement)
     ]
     cls = getattr(torch_schedules, cls_name)
-    schedule = cls(stages[0] if vpp == 1 else stages, case.micro_batches, loss_fn=loss_fn)
+    multi = issubclass(cls, torch_schedules.PipelineScheduleMulti)  # ZB1P: a list of one
+    schedule = cls(stages if multi else stages[0], case.micro_batches, loss_fn=loss_fn)
     batch = torch.randn(model.rows * case.micro_batches, model.hidden)
     target = torch.randn(model.rows * case.micro_batches, model.hidden)
 
