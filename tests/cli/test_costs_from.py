@@ -82,6 +82,8 @@ def test_simulate_without_a_program_runs_each_stage_on_its_measured_seconds(
     table = invoke(*args, "--measured-step", "0.42").stdout
     assert f"costs: measured, from {costs} (csv, seconds)" in table
     assert re.search(r"^makespan +\d+ ms +\d+ ms$", table, re.M)
+    assert re.search(r"^idle per stage \(mean\) +\d+ ms +\d+ ms$", table, re.M)
+    assert re.search(r"^  0 +\d+\.\d% \(\d+ ms\)", table, re.M)  # each stage's idle time
     predicted = float(simulate(2, 2, 4, "1f1b", f, i, weight=w).makespan)
     assert f"1F1B (v=1): predicted {predicted * 1000:.4g} ms, measured 420 ms" in table
     assert f"error {predicted / 0.42 - 1:+.1%}" in table

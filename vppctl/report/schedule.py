@@ -129,6 +129,11 @@ def summary_table(results: Sequence[SimResult], seconds: bool = False) -> Table:
         ("makespan", [time_text(r.makespan, seconds) for r in results]),
         ("busiest stage's compute", [time_text(r.ideal, seconds) for r in results]),
         ("bubble (idle share of the step)", [percent(r.bubble) for r in results]),
+        *(
+            [("idle per stage (mean)", [time_text(mean_idle(r), True) for r in results])]
+            if seconds
+            else []
+        ),
         ("overhead vs the busiest stage", [percent(r.bubble_vs_ideal) for r in results]),
         ("imbalance between stages", [f"{float(r.stage_imbalance):.2f}x" for r in results]),
         (
@@ -142,8 +147,14 @@ def summary_table(results: Sequence[SimResult], seconds: bool = False) -> Table:
     return table
 
 
-def stage_table(results: Sequence[SimResult]) -> Table:
-    """Per-stage bubble and peak in-flight units, side by side."""
+def mean_idle(result: SimResult) -> Fraction:
+    """The mean stage's idle time in the step: the bubble as a time."""
+    return Fraction(sum(result.per_stage_idle), result.pp)
+
+
+def stage_table(results: Sequence[SimResult], seconds: bool = False) -> Table:
+    """Per-stage bubble and peak in-flight units, side by side (with measured costs the
+    bubble's idle time too)."""
     table = compact_table()
     table.add_column("Stg", justify="right")
     for result in results:
@@ -152,7 +163,10 @@ def stage_table(results: Sequence[SimResult]) -> Table:
     for stage in range(results[0].pp):
         cells: list[str] = []
         for result in results:
-            cells.append(percent(result.per_stage_bubble[stage]))
+            share = percent(result.per_stage_bubble[stage])
+            if seconds:
+                share += f" ({seconds_text(float(result.per_stage_idle[stage]))})"
+            cells.append(share)
             cells.append(f"{result.peak_in_flight[stage]} ({stage_units(result, stage)})")
         table.add_row(str(stage), *cells)
     return table
@@ -237,7 +251,7 @@ def render_simulation(
     console.print(printed(summary_heading(runs, seconds) + ":"))
     console.print(summary_table(runs, seconds))
     console.print(printed("per stage (bubble: the stage's idle share of the step):"))
-    console.print(stage_table(runs))
+    console.print(stage_table(runs, seconds))
     if outcome is not None and outcome.memory and outcome.memory_options is not None:
         console.print(printed(memory_heading(outcome.memory_options)))
         console.print(memory_table(runs, outcome.memory, outcome.memory_options))
