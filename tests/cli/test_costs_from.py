@@ -213,9 +213,24 @@ def test_costs_that_need_the_program_say_so(tmp_path: Path) -> None:
     assert "is a Paddle trace, matched to a program's ops: pass the program" in paddle.stderr
 
 
-def test_a_malformed_costs_file_writes_nothing(tmp_path: Path) -> None:
-    bad = tmp_path / "bad.csv"
-    bad.write_text("stage,forward_s,backward_s\n0,fast,1\n")
+MALFORMED = {  # one broken file of each format, and what its one line names
+    "csv": ("stage,forward_s,backward_s\n0,fast,1\n", "line 2"),
+    "json": ('{"stages": [{"stage": 0, "forward_s": -1, "backward_s": 1}]}', "stages[0]"),
+    "torch-trace": ('{"traceEvents": [{"ph": "X", "name": "PP:0F0", "ts": 0}]}', "traceEvents[0]"),
+    "paddle-trace": (
+        '{"traceEvents": [{"ph": "X", "cat": "Operator", "name": "matmul_v2", "ts": 0, '
+        '"dur": -5}]}',
+        "traceEvents[0]",
+    ),
+    "no costs": ("\x00\x01binary", "line"),
+}
+
+
+@pytest.mark.parametrize("kind", MALFORMED)
+def test_a_malformed_costs_file_writes_nothing(tmp_path: Path, kind: str) -> None:
+    text, words = MALFORMED[kind]
+    bad = tmp_path / "bad"
+    bad.write_text(text)
     out, svg = tmp_path / "out.pb", tmp_path / "t.svg"
     for args in (
         ("convert", SAMPLE, "--vpp", "2", "-m", "8", "-o", out),
@@ -223,9 +238,10 @@ def test_a_malformed_costs_file_writes_nothing(tmp_path: Path) -> None:
         ("plan", SAMPLE, "-m", "8"),
     ):
         result = invoke(*args, "--costs-from", bad, exit_code=3)
-        assert result.stderr.count("\n") == 1 and "line 2" in result.stderr
-        assert result.stdout == ""
+        assert result.stderr.count("\n") == 1 and words in result.stderr, result.stderr
+        assert result.stderr.startswith("Error: ") and result.stdout == ""
     assert not out.exists() and not svg.exists()
+    assert bad.read_text() == text  # the input untouched
 
 
 def test_convert_refuses_costs_that_do_not_fit_before_writing(tmp_path: Path) -> None:
