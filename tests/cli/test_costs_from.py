@@ -131,6 +131,40 @@ def test_per_layer_costs_are_the_plans_segments_summed(tmp_path: Path) -> None:
     assert from_layers["measured"]["weight_measured"] is False
 
 
+def test_measured_activation_bytes_size_the_memory_table(tmp_path: Path) -> None:
+    """With activation_bytes for every part, each chunk's bytes per micro-batch are its
+    layers' sum (pre on the first segment, post on the last), and the peaks follow."""
+    stash = {"pre": 1000, "post": 7000} | {str(k): 100 * (k + 1) for k in range(8)}
+    path = tmp_path / "bytes.csv"
+    rows = [f"{k},0.01,0.02,{b}" for k, b in stash.items()]
+    path.write_text("layer,forward_s,backward_s,activation_bytes\n" + "\n".join(rows) + "\n")
+    args = ("simulate", SAMPLE, "--vpp", "2", "--split", "uniform", "-m", "8")
+    modelled = run_json(
+        *args, "--costs-from", layer_csv(tmp_path, {k: ("0.01", "0.02") for k in stash})
+    )
+    data = checked("simulate", run_json(*args, "--costs-from", path))
+    expected = [stash[str(k)] for k in range(8)]  # uniform on pp 4 x vpp 2: a layer each
+    expected[0] += stash["pre"]
+    expected[-1] += stash["post"]
+    for result, before in zip(data["results"], modelled["results"]):
+        chunks = [c for stage in result["per_stage"] for c in stage["chunks"]]
+        got = {c["virtual_stage"]: c["activation_bytes_per_micro_batch"] for c in chunks}
+        assert [got[k] for k in range(8)] == expected
+        for stage, other in zip(result["per_stage"], before["per_stage"]):
+            memory = stage
+            assert all(
+                c["activation_bytes"] == c["activation_bytes_per_micro_batch"] * c["peak_in_flight"]
+                for c in memory["chunks"]
+            )
+            assert (
+                0
+                < memory["peak_activation_bytes"]
+                <= sum(c["activation_bytes"] for c in memory["chunks"])
+            )
+            assert memory["params_bytes"] == other["params_bytes"]  # static: modelled
+            assert memory["peak_activation_bytes"] != other["peak_activation_bytes"]
+
+
 def test_a_paddle_trace_of_the_programs_own_run(tmp_path: Path) -> None:
     program, trace = MEASURED / "paddle-gpt-pp2.pb", MEASURED / "paddle-gpt-pp2.trace.json"
     args = ("simulate", program, "--vpp", "2", "-m", "4", "--costs-from", trace)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import ClassVar
 
@@ -320,7 +320,11 @@ class SizedPlan:
     def _stages(
         self, peaks_per_chunk: Sequence[Sequence[int]], held: Sequence[int]
     ) -> tuple[StageMemory, ...]:
-        return stage_memory(self.plan, self.segment_memory, peaks_per_chunk, held, self.limit)
+        # Each chunk's row says the bytes the peak was simulated with: measured or modelled.
+        segments = [
+            replace(s, activations=a) for s, a in zip(self.segment_memory, self.activations())
+        ]
+        return stage_memory(self.plan, segments, peaks_per_chunk, held, self.limit)
 
 
 def simulate_schedules(
