@@ -559,6 +559,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if len(os.sched_getaffinity(0)) < 2:
         parser.error("needs two cores (one per rank)")
     args.load_before = f"{os.getloadavg()[0]:.2f}"
+    if args.report is None and os.getloadavg()[0] > 0.5:
+        print(
+            f"the machine is busy (load average {args.load_before}): expect noisy cases; "
+            "the table counts only clean ones",
+            file=sys.stderr,
+        )
     if args.report is not None:
         return report(args.report, args)
     out = args.out or Path(tempfile.mkdtemp(prefix="vppctl-calibrate-"))
