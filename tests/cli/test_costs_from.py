@@ -343,8 +343,11 @@ def test_measured_costs_reverse_plans_flop_based_ranking(tmp_path: Path) -> None
         if (c["vpp"], c["split"], c["schedule"]) == (1, "balanced", first["schedule"])
     )
     assert same["time_per_micro_batch"] > then["time_per_micro_batch"]
-    table = invoke("plan", SAMPLE, "-m", "8", "--costs-from", flat_layers(tmp_path)).stdout
+    costs = flat_layers(tmp_path)
+    table = invoke("plan", SAMPLE, "-m", "8", "--costs-from", costs).stdout
     assert re.search(r"^#.* time +step +bubble", table, re.M)
+    assert f"costs: measured, from {costs} (csv, seconds)" in table  # the header names them
+    assert re.search(r"^1 .* \d+ ms +\d+\.\d%", table, re.M)  # the step in seconds
 
 
 def test_measured_costs_reverse_convert_ms_notes(tmp_path: Path) -> None:
