@@ -36,6 +36,12 @@ Schedule = Literal[
 # What measured costs (--costs-from) do with a layer or stage they do not measure: refuse
 # it, or take it from the program's estimate scaled to the measured ones.
 Fill = Literal["none", "estimate"]
+# The runtimes whose rules `plan`, `simulate` and `convert -m` apply (vppctl.schedule.runtimes):
+# Paddle 3.0.0 on a legacy ProgramDesc, Paddle 3.3.1 on a PIR program, Megatron-Core, torch's
+# pipelining, or any of them (each schedule under the runtime whose order it is).
+Runtime = Literal["paddle", "paddle-pir", "megatron", "torch", "any"]
+# The device and link a pipeline hop is timed on (vppctl.planner.costs.LINKS).
+Link = Literal["h100-nvlink", "h100-ib", "a100-nvlink", "a100-ib"]
 # The sample generator's layer layout and optimizer (vppctl.sample).
 Layout = Literal["blocked", "interleaved"]
 Optimizer = Literal["adamw", "sgd", "none"]
@@ -51,6 +57,8 @@ COST_KINDS: tuple[CostKind, ...] = get_args(CostKind)
 MODES: tuple[Mode, ...] = get_args(Mode)
 SCHEDULES: tuple[Schedule, ...] = get_args(Schedule)
 FILLS: tuple[Fill, ...] = get_args(Fill)
+RUNTIMES: tuple[Runtime, ...] = get_args(Runtime)
+LINKS: tuple[Link, ...] = get_args(Link)
 LAYOUTS: tuple[Layout, ...] = get_args(Layout)
 OPTIMIZERS: tuple[Optimizer, ...] = get_args(Optimizer)
 PROGRAM_LAYOUTS: tuple[ProgramLayout, ...] = get_args(ProgramLayout)

@@ -326,9 +326,12 @@ def flat_layers(tmp_path: Path) -> Path:
 
 
 def test_measured_costs_reverse_plans_flop_based_ranking(tmp_path: Path) -> None:
-    flops = checked("plan", run_json("plan", SAMPLE, "-m", "8"))
+    # Every schedule searched (--runtime any), as the reversal is about the costs.
+    every = ("--runtime", "any")
+    flops = checked("plan", run_json("plan", SAMPLE, "-m", "8", *every))
     measured = checked(
-        "plan", run_json("plan", SAMPLE, "-m", "8", "--costs-from", flat_layers(tmp_path))
+        "plan",
+        run_json("plan", SAMPLE, "-m", "8", "--costs-from", flat_layers(tmp_path), *every),
     )
     first, then = flops["candidates"][0], measured["candidates"][0]
     assert (first["vpp"], first["split"]) == (1, "balanced")  # the FLOPs' heavy head
@@ -343,11 +346,22 @@ def test_measured_costs_reverse_plans_flop_based_ranking(tmp_path: Path) -> None
         if (c["vpp"], c["split"], c["schedule"]) == (1, "balanced", first["schedule"])
     )
     assert same["time_per_micro_batch"] > then["time_per_micro_batch"]
+
     costs = flat_layers(tmp_path)
     table = invoke("plan", SAMPLE, "-m", "8", "--costs-from", costs).stdout
     assert re.search(r"^#.* time +step +bubble", table, re.M)
     assert f"costs: measured, from {costs} (csv, seconds)" in table  # the header names them
-    assert re.search(r"^1 .* \d+ ms +\d+\.\d%", table, re.M)  # the step in seconds
+    assert re.search(r"^1 .* \d+(\.\d+)? ms +\d+\.\d%", table, re.M)  # the step in seconds
+
+
+def test_measured_costs_reverse_the_split_under_the_programs_own_runtime(tmp_path: Path) -> None:
+    # Under Paddle 3.0.0 (the legacy program's own runtime) the FLOPs' heavy head asks for a
+    # balanced split; measured, the head is light and the uniform split wins.
+    flops = run_json("plan", SAMPLE, "-m", "8")
+    measured = run_json("plan", SAMPLE, "-m", "8", "--costs-from", flat_layers(tmp_path))
+    assert flops["runtime"] == measured["runtime"] == "paddle"
+    assert flops["candidates"][0]["split"] == "balanced"
+    assert measured["candidates"][0]["split"] == "uniform"
 
 
 def test_measured_costs_reverse_convert_ms_notes(tmp_path: Path) -> None:
@@ -360,22 +374,23 @@ def test_measured_costs_reverse_convert_ms_notes(tmp_path: Path) -> None:
         tmp_path, layers | {str(k): (f, str(2 * Fraction(f))) for k, f in enumerate(seconds)}
     )
     out = tmp_path / "o.pb"
-    plain = run_json("convert", SAMPLE, "--vpp", "2", "-m", "8", "-o", out)["bubble"]
+    # Hops left out: the costs alone reverse the choice (a hop counted by default, 1.19x a
+    # stage's forward here, makes interleaving lose under the FLOPs too).
+    convert = ("convert", SAMPLE, "--vpp", "2", "-m", "8", "-o", out, "--p2p-cost", "0")
+    plain = run_json(*convert)["bubble"]
     assert plain["costs"] == "flops" and plain["steps_s"] is None
-    data = checked(
-        "convert",
-        run_json("convert", SAMPLE, "--vpp", "2", "-m", "8", "-o", out, "--costs-from", costs),
-    )
+    data = checked("convert", run_json(*convert, "--costs-from", costs))
     bubble = data["bubble"]
-    assert bubble["costs"] == "measured"
-    assert bubble["steps_s"]["interleaved"] > bubble["steps_s"]["1f1b"]  # interleaving loses
-    sim = run_json("simulate", out, "-m", "8", "--costs-from", costs)
+    assert bubble["costs"] == "measured" and bubble["p2p_cost"] == 0
+    assert bubble["steps_s"]["vpp"] > bubble["steps_s"]["1f1b"]  # interleaving (Paddle's VPP) loses
+    sim = run_json("simulate", out, "-m", "8", "--costs-from", costs, "--p2p-cost", "0")
     assert [r["predicted_step_s"] for r in sim["results"]] == list(bubble["steps_s"].values())
-    flop_sim = run_json("simulate", out, "-m", "8")
+    flop_sim = run_json("simulate", out, "-m", "8", "--p2p-cost", "0")
     assert flop_sim["results"][1]["makespan"] < flop_sim["results"][0]["makespan"]
-    notes = invoke("convert", SAMPLE, "--vpp", "2", "-m", "8", "-o", out, "--costs-from", costs)
+    notes = invoke(*convert, "--costs-from", costs)
     line = next(x for x in notes.stdout.splitlines() if x.startswith("bubble at m=8"))
-    assert f"(measured costs, {costs})" in line and "; step " in line
+    assert f"(measured costs, {costs}, --runtime paddle)" in line and "; step " in line
+    assert "p2p: not counted (--p2p-cost 0)" in notes.stdout
 
 
 def test_plan_takes_per_stage_costs_of_one_named_split(tmp_path: Path) -> None:

@@ -1,15 +1,15 @@
 """The planner: the program-facing side of the schedules.
 
-Which plan a program is simulated with and what each of its segments costs (`costs`),
-what a user measured instead and how it fits a plan (`measured`, read from a costs file
-or a profiler trace by `importers`), how many bytes each stage holds (`memory`), a
-plan's step simulated with its costs and memory, the one path `simulate`, `convert
---micro-batches` and the search take (`simulate`), `plan`'s search over conversions and
-schedules (`search`), how to launch a candidate under Paddle, Megatron-Core and torch
-(`launch`), and the Paddle PIR strategy that runs a plan, or why Paddle's PIR completion
-cannot (`pir`). It sits above the conversion engine (it plans programs as `convert`
-does) and the pure simulator (`vppctl.schedule`). Names load on first use: a plain
-`convert` loads none of it.
+Which plan a program is simulated with, what each of its segments and a hop between
+stages costs (`costs`), what a user measured instead and how it fits a plan
+(`measured`, read from a costs file or a profiler trace by `importers`), how many bytes
+each stage holds (`memory`), a plan's step simulated with its costs and memory, the one
+path `simulate`, `convert --micro-batches` and the search take (`simulate`), `plan`'s
+search over conversions and schedules (`search`), how to launch a candidate under
+Paddle, Megatron-Core and torch (`launch`), and the Paddle PIR strategy that runs a
+plan, or why Paddle's PIR completion cannot (`pir`). It sits above the conversion engine
+(it plans programs as `convert` does) and the pure simulator (`vppctl.schedule`). Names
+load on first use: a plain `convert` loads none of it.
 """
 
 from __future__ import annotations
@@ -19,6 +19,9 @@ from typing import TYPE_CHECKING
 from vppctl._lazy import face
 
 _NAMES = {
+    "DEFAULT_LINK": "costs",
+    "LINKS": "costs",
+    "Communication": "costs",
     "CostModel": "costs",
     "CostsSource": "measured",
     "MeasuredCosts": "measured",
@@ -26,6 +29,8 @@ _NAMES = {
     "PaddleTrace": "importers",
     "read_costs": "importers",
     "MeasuredStep": "simulate",
+    "HopCost": "costs",
+    "LinkProfile": "costs",
     "Measure": "costs",
     "ResolvedPlan": "costs",
     "resolve_plan": "costs",
@@ -47,8 +52,10 @@ _NAMES = {
     "pir_launch_settings": "pir",
     "pir_split": "pir",
     "LaunchCandidate": "launch",
+    "Layouts": "launch",
     "Settings": "launch",
     "launch_settings": "launch",
+    "layouts": "launch",
     "megatron_layout": "launch",
     "Bubble": "simulate",
     "ProgramModel": "simulate",
@@ -57,6 +64,7 @@ _NAMES = {
     "Simulation": "simulate",
     "SizedPlan": "simulate",
     "converted_bubble": "simulate",
+    "program_runtime": "simulate",
     "cost_ratios": "simulate",
     "simulate_counts": "simulate",
     "simulate_program": "simulate",
@@ -71,15 +79,21 @@ _NAMES = {
     "shell": "search",
 }
 __all__ = [
+    "DEFAULT_LINK",
+    "LINKS",
     "PIR_MODES",
     "PIR_SCHEDULE_MODES",
     "Bubble",
     "Candidate",
     "ChunkMemory",
+    "Communication",
     "Conversion",
     "CostModel",
     "CostsSource",
+    "HopCost",
     "LaunchCandidate",
+    "Layouts",
+    "LinkProfile",
     "Measure",
     "MeasuredCosts",
     "MeasuredStep",
@@ -108,10 +122,12 @@ __all__ = [
     "cost_ratios",
     "iec",
     "launch_settings",
+    "layouts",
     "megatron_layout",
     "parse_size",
     "pir_launch_settings",
     "pir_split",
+    "program_runtime",
     "read_costs",
     "resolve_plan",
     "search_plans",
@@ -125,12 +141,24 @@ __all__ = [
 __getattr__, __dir__ = face(__name__, _NAMES, globals())
 
 if TYPE_CHECKING:
-    from vppctl.planner.costs import CostModel, Measure, ResolvedPlan, resolve_plan
+    from vppctl.planner.costs import (
+        DEFAULT_LINK,
+        LINKS,
+        Communication,
+        CostModel,
+        HopCost,
+        LinkProfile,
+        Measure,
+        ResolvedPlan,
+        resolve_plan,
+    )
     from vppctl.planner.importers import PaddleTrace, read_costs
     from vppctl.planner.launch import (
         LaunchCandidate,
+        Layouts,
         Settings,
         launch_settings,
+        layouts,
         megatron_layout,
     )
     from vppctl.planner.measured import CostsSource, MeasuredCosts, SegmentTimes
@@ -175,6 +203,7 @@ if TYPE_CHECKING:
         SizedPlan,
         converted_bubble,
         cost_ratios,
+        program_runtime,
         simulate_counts,
         simulate_program,
         simulate_schedules,
