@@ -28,7 +28,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, ParamSpec, TypeVar
 
 from vppctl import outcomes, planner, sample, schedule, validate
 from vppctl.choices import MAX_SVG_WIDTH, MIN_SVG_WIDTH
@@ -186,6 +186,7 @@ def convert_file(
     moves = options.moves
     moves_output = None if moves is None else _moves_output(moves, src, output)
     micro_batches = options.micro_batches
+    costs = _measured(options.costs_from, src)
     with observing(progress):
         program = read_program(src)
         result, planned = converted(program, options)
@@ -193,7 +194,13 @@ def convert_file(
             (None, ())
             if micro_batches is None
             else planner.converted_bubble(
-                planned, micro_batches, options.runtime or "paddle", options.p2p_cost, options.link
+                planned,
+                micro_batches,
+                options.runtime or "paddle",
+                options.p2p_cost,
+                options.link,
+                costs,
+                options.fill,
             )
         )
         beside = []
@@ -220,6 +227,16 @@ def _moves_output(spec: PathLike, src: PathLike, program: Output) -> Output:
     if output.is_stdout and program.is_stdout:
         raise UsageError("-o and --moves both write to stdout; give one of them a file")
     return output
+
+
+def _measured(costs_from: PathLike | None, prog: PathLike | None) -> Any:
+    """The measured costs `--costs-from` names, read before the program (a malformed file
+    fails first); None without it. It and the program cannot both be stdin."""
+    if costs_from is None:
+        return None
+    if str(costs_from) == STDIO and prog is not None and str(prog) == STDIO:
+        raise UsageError("the program and --costs-from both read stdin; give one of them a file")
+    return planner.read_costs(str(costs_from))
 
 
 # -- verify, inspect -------------------------------------------------------------
@@ -395,14 +412,20 @@ def simulate_run(
     outputs = _picture_outputs(
         prog, {"--svg": pictures.svg, "--trace": pictures.trace, "--csv": pictures.csv}
     )
+    costs = _measured(options.costs_from, prog)
+    seconds = costs is not None
     if prog is not None:
         with observing(progress):
-            found = planner.simulate_program(read_program(prog), options)
+            found = planner.simulate_program(read_program(prog), options, costs)
         assert found.plan is not None  # a program's simulation always has its plan
         drawing = _Drawing(
             pictures.svg_width,
-            f"{prog}, plan {found.plan.description}",
-            "time (1 = the mean stage's forward of one micro-batch)",
+            f"{prog}, plan {found.plan.description}"
+            + (f", measured costs from {costs_from(found)}" if seconds else ""),
+            "time (seconds)"
+            if seconds
+            else "time (1 = the mean stage's forward of one micro-batch)",
+            seconds,
         )
         written = tuple(_pictures(found.results, outputs, drawing))
         warnings = (
@@ -418,32 +441,55 @@ def simulate_run(
             found.memory,
             found.memory_options,
             warnings,
-            found.runtime,
-            found.hop,
+            runtime=found.runtime,
+            hop=found.hop,
+            measured=found.measured,
+            measured_step=found.measured_step,
         )
-    counted = planner.simulate_counts(options)
-    runs = counted.results
+    found = planner.simulate_counts(options, costs)
+    runs = found.results
     pp, vpp = runs[-1].pp, runs[-1].plan_vpp
+    where = f"plan pp {pp} x vpp {vpp}, {runs[-1].placement} placement, "
     drawing = _Drawing(
         pictures.svg_width,
-        f"plan pp {pp} x vpp {vpp}, {runs[-1].placement} placement, every chunk F,B,W = "
-        + ",".join(str(x) for x in planner.cost_ratios(options)),
-        "time (1 = the unit of --costs)",
+        where
+        + (
+            f"measured costs from {costs_from(found)}"
+            if seconds
+            else "every chunk F,B,W = " + ",".join(str(x) for x in planner.cost_ratios(options))
+        ),
+        "time (seconds)" if seconds else "time (1 = the unit of --costs)",
+        seconds,
     )
     written = tuple(_pictures(runs, outputs, drawing))
     warnings = (*outcomes.simulation_warnings(runs), *_link_warnings(outputs))
     return outcomes.SimulateOutcome(
-        runs, None, written, warnings=warnings, runtime=counted.runtime, hop=counted.hop
+        runs,
+        None,
+        written,
+        warnings=warnings,
+        runtime=found.runtime,
+        hop=found.hop,
+        measured=found.measured,
+        measured_step=found.measured_step,
     )
+
+
+def costs_from(found: planner.Simulation) -> str:
+    """The measured costs' path, as the pictures' caption names it."""
+    assert found.measured is not None
+    return found.measured.source.path
 
 
 @dataclass(frozen=True)
 class _Drawing:
-    """How the SVG is drawn: its width bound (None: a page), caption and time unit."""
+    """How the SVG is drawn: its width bound (None: a page), caption and time unit, and
+    whether times are seconds (measured costs: the Chrome trace shows them as they are)."""
 
     width: int | None
     caption: str
     unit: str
+    seconds: bool = False
 
 
 def _picture_outputs(prog: PathLike | None, specs: dict[str, PathLike | None]) -> dict[str, Output]:
@@ -477,7 +523,7 @@ def _pictures(
             caption=drawing.caption,
             unit=drawing.unit,
         ),
-        "--trace": lambda: json.dumps(schedule.to_chrome_trace(runs)),
+        "--trace": lambda: json.dumps(schedule.to_chrome_trace(runs, seconds=drawing.seconds)),
         "--csv": lambda: schedule.to_csv(runs[-1].orders),
     }
     drawn = [(output, draw[flag]().encode()) for flag, output in outputs.items()]
@@ -506,11 +552,12 @@ def plan_run(
     _order("plan_run", "(prog, options)", {"prog": prog}, {"options": planner.PlanSearchOptions})
     _paths("plan_run", prog=prog)
     _options("plan_run", options, planner.PlanSearchOptions)
+    costs = _measured(options.costs_from, prog)
     with observing(progress):
         program = read_program(_path(prog))
         source = str(prog)
         try:
-            found = planner.search_plans(program, source, options)
+            found = planner.search_plans(program, source, options, costs)
         except planner.NoPlanFits as e:
             searched = outcomes.PlanOutcome(source, options, e.result)
             raise outcomes.NoConversionFits(str(e), searched) from None

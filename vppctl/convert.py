@@ -16,7 +16,7 @@ from fractions import Fraction
 from typing import ClassVar
 
 from vppctl import progress, validate
-from vppctl.choices import LINKS, MAX_MICRO_BATCHES, RUNTIMES, Link, Runtime
+from vppctl.choices import LINKS, MAX_MICRO_BATCHES, RUNTIMES, Fill, Link, Runtime
 from vppctl.engine import (
     ForwardOps,
     LayerCosts,
@@ -59,8 +59,8 @@ PIR_REFUSAL = (
 class ConvertOptions:
     """What `convert` is asked: the plan (`plan.vpp` is required, or `plan.layout`), how to
     find the layers, and what else to do. `convert_program` takes the first four;
-    `micro_batches`, `in_place`, `runtime` and `moves` are `convert_file`'s. Checked when
-    made (UsageError, exit 2)."""
+    `micro_batches`, `in_place`, `runtime`, `costs_from` and `moves` are `convert_file`'s.
+    Checked when made (UsageError, exit 2)."""
 
     plan: PlanOptions
     seg_method: str | None = None  # regex naming the repeated layer; None: detected
@@ -68,12 +68,17 @@ class ConvertOptions:
     strip_callstack: bool = False  # drop op_callstack attributes
     micro_batches: int | None = None  # also simulate the converted plan's bubble at m
     in_place: bool = False  # write over the input (no `out`)
+    # Measured costs to simulate the bubble with, in seconds (vppctl.planner.measured): a
+    # costs CSV/JSON or a profiler trace; `fill` "estimate" takes what it does not measure
+    # from the program's estimate. Only with `micro_batches`.
+    costs_from: str | os.PathLike[str] | None = None
+    fill: Fill = "none"
     # Whose schedules and rules that bubble is simulated under (None: Paddle 3.0.0's, the
     # runtime of the legacy programs vppctl writes).
     runtime: Runtime | None = None
     # What a hop between stages costs in that bubble: given, in units of the mean stage's
-    # forward (0 leaves hops out), or None: the program's boundary bytes over `link`
-    # (None: h100-ib), as `simulate` times it.
+    # forward (seconds with `costs_from`; 0 leaves hops out), or None: the program's
+    # boundary bytes over `link` (None: h100-ib), as `simulate` times it.
     p2p_cost: float | Fraction | None = None
     link: Link | None = None
     # Also write every parameter's (stage, chunk) before and after there, as JSON.
@@ -85,6 +90,8 @@ class ConvertOptions:
         "strip_callstack": "--strip-callstack",
         "micro_batches": "--micro-batches",
         "in_place": "--in-place",
+        "costs_from": "--costs-from",
+        "fill": "--fill",
         "runtime": "--runtime",
         "p2p_cost": "--p2p-cost",
         "link": "--link",
@@ -100,6 +107,13 @@ class ConvertOptions:
         for name in ("strict", "strip_callstack", "in_place"):
             validate.flag(self, name)
         validate.integer(self, "micro_batches", 1, MAX_MICRO_BATCHES, optional=True)
+        validate.measured_costs(self)
+        if self.costs_from is not None and self.micro_batches is None:
+            raise UsageError(
+                f"{validate.where(self, 'costs_from')} times the simulated bubble, which "
+                f"{validate.where(self, 'micro_batches')} asks for: pass --micro-batches M, "
+                "or drop --costs-from"
+            )
         validate.choice(self, "runtime", RUNTIMES, optional=True)
         if self.moves is not None and not isinstance(self.moves, (str, os.PathLike)):
             raise validate.refuse(self, "moves", "a path (str or os.PathLike), '-' or None")

@@ -36,6 +36,10 @@ SCHEMAS = {
 # The version of a failure's JSON shape, any command's (vppctl/report/schemas/error.json).
 ERROR_SCHEMA = 1
 
+# The schemas of files vppctl reads, shipped beside the output shapes: the measured costs
+# of `--costs-from` (vppctl/report/schemas/costs.json).
+INPUT_SCHEMAS = ("costs",)
+
 BUBBLE_DEFINITION = "idle time of all stages over pp x makespan (the idle share of the step)"
 
 

@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any, ClassVar, ParamSpec, Protocol, TypeVar
 
+from vppctl.choices import FILLS
 from vppctl.errors import ProgramFileError, UsageError, VppctlError
 
 
@@ -263,6 +264,31 @@ def file_name(spec: object, role: str = "a path") -> str:
             f"encoding ({sys.getfilesystemencoding()}) can hold"
         ) from None
     return spec
+
+
+def path(options: Options, field: str, *, optional: bool = False) -> None:
+    """A path (str or os.PathLike; "-" is stdin), None too when `optional`."""
+    value = getattr(options, field)
+    if value is None and optional:
+        return
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+        _set(options, field, value)
+    if not isinstance(value, str) or not value:
+        raise refuse(options, field, "a path (str or os.PathLike), or '-' for stdin")
+
+
+def measured_costs(options: Options) -> None:
+    """`costs_from` (a path or None) and `fill` (one of FILLS), which fills only what
+    measured costs leave out: an options object that takes `--costs-from`."""
+    path(options, "costs_from", optional=True)
+    choice(options, "fill", FILLS)
+    fill, costs_from = (getattr(options, name) for name in ("fill", "costs_from"))
+    if fill != "none" and costs_from is None:
+        raise UsageError(
+            f"{where(options, 'fill')} fills what {where(options, 'costs_from')} does not "
+            "measure: pass --costs-from FILE, or drop --fill"
+        )
 
 
 def nested(options: Options, field: str, kind: type, *, optional: bool = False) -> None:

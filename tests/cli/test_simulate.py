@@ -27,6 +27,10 @@ from vppctl.schedule.orders import MERGED, SCHEDULES, V_SHAPED
 from vppctl.schedule.simulation import simulate
 from vppctl.schedule.torchcsv import parse_csv, to_ops
 
+# convert --json's bubble: the measured costs' keys are null without --costs-from
+BUBBLE_KEYS = {"definition", "micro_batches", "costs", "schedules", "steps_s", "costs_source"}
+BUBBLE_KEYS |= {"filled", "runtime", "p2p_cost", "hop_bytes", "stage_loads", "why"}
+
 
 def sample(tmp_path: Path, layers: int = 8, pp: int = 4, name: str = "p.pb") -> Path:
     src = tmp_path / name
@@ -136,10 +140,8 @@ def test_convert_and_simulate_give_the_same_bubble(tmp_path: Path, placement) ->
     assert percents(row) == shown
     convert_json = run_json([*args, "-o", str(tmp_path / "o2.pb")])["bubble"]
     second = "interleaved" if placement == "loop" else "zbv"
-    assert set(convert_json) == {
-        "definition", "micro_batches", "costs", "runtime", "schedules", "p2p_cost",
-        "hop_bytes", "stage_loads", "why",
-    }  # fmt: skip
+    assert set(convert_json) == BUBBLE_KEYS
+    assert convert_json["steps_s"] is None and convert_json["costs_source"] is None
     assert list(convert_json["schedules"]) == ["1f1b", second]
     assert convert_json["p2p_cost"] == from_output["p2p"]["cost"] > 0
     assert [convert_json["schedules"]["1f1b"], convert_json["schedules"][second]] == [
@@ -168,6 +170,7 @@ def test_convert_with_a_micro_batch_count_interleaving_refuses_still_converts(
     assert "legal --group-size values: 6" in result.stderr
     assert "the conversion is unaffected" in result.stderr
     data = run_json(["convert", str(src), "--vpp", "2", "-m", "6", *megatron, "-o", str(out)])
+    assert set(data["bubble"]) == BUBBLE_KEYS
     assert list(data["bubble"]["schedules"]) == ["1f1b"] and data["bubble"]["why"] is None
 
 

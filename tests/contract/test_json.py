@@ -24,7 +24,7 @@ from commandline import invoke
 
 from vppctl import __version__, commands
 from vppctl.program._proto import program_pb2 as pb
-from vppctl.shapes import ERROR_SCHEMA, SCHEMAS
+from vppctl.shapes import ERROR_SCHEMA, INPUT_SCHEMAS, SCHEMAS
 
 SAMPLE = paths.SAMPLE
 
@@ -69,7 +69,11 @@ def test_every_shape_has_a_valid_schema_whose_version_is_the_one_its_objects_car
         for p in resources.files("vppctl.report").joinpath("schemas").iterdir()
         if p.name.endswith(".json")
     }
-    assert shipped == {*SCHEMAS, "error"}
+    assert shipped == {*SCHEMAS, "error", *INPUT_SCHEMAS}
+    for name in INPUT_SCHEMAS:  # an input's schema: valid, and as strict as the outputs'
+        s = schema(name)
+        jsonschema.Draft202012Validator.check_schema(s)
+        assert s["additionalProperties"] is False
     for name, version in {**SCHEMAS, "error": ERROR_SCHEMA}.items():
         s = schema(name)
         jsonschema.Draft202012Validator.check_schema(s)

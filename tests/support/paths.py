@@ -23,5 +23,6 @@ PADDLE_REFERENCE = DATA / "paddle_reference"  # legacy programs and Paddle's VPP
 PIR_REFERENCE = DATA / "pir_reference"  # PIR programs and Paddle's PIR completions
 LAYOUTS = DATA / "layouts"  # Megatron's layout parser, torchtitan's and DeepSpeed's splits
 TYPED = DATA / "typed"  # a user's script, type-checked against the wheel
+MEASURED = DATA / "measured"  # profiler traces (torch, Paddle) and the program traced
 
 SAMPLE = SAMPLES / "gpt-8l-pp4.pb"  # the README tour's 8-layer program

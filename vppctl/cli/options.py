@@ -23,6 +23,7 @@ import vppctl.planner
 from vppctl import validate
 from vppctl.choices import (
     COST_KINDS,
+    FILLS,
     LINKS,
     MAX_BATCH_DIM,
     MAX_DEGREE,
@@ -279,6 +280,41 @@ def layout_option(f: F) -> F:
     )(f)
 
 
+def measured_options(*, step: bool = False) -> Callable[[F], F]:
+    """`--costs-from FILE` and `--fill`, and with `step` simulate's `--measured-step`:
+    measured costs in seconds instead of the program's estimate."""
+    decorators: list[Callable[[F], F]] = [
+        click.option(
+            "--costs-from",
+            type=PATH,
+            metavar="FILE",
+            help="Measured costs, in seconds, instead of the estimate: a costs CSV or JSON "
+            "(per stage or per layer: forward_s, backward_s[, weight_s][, activation_bytes]), "
+            "a torch profiler trace (its PP:<stage><F|B|I|W><mb> events) or a Paddle profiler "
+            "trace of the program's own run. Times are then seconds everywhere.",
+        ),
+        click.option(
+            "--fill",
+            type=choice(FILLS),
+            default="none",
+            show_default=True,
+            help="What --costs-from does not measure: none refuses it, estimate takes it from "
+            "the program's estimate scaled to the measured ones (the report names them).",
+        ),
+    ]
+    if step:
+        decorators.append(
+            click.option(
+                "--measured-step",
+                type=FloatRange(0),
+                metavar="SECONDS",
+                help="The step time measured, to print the prediction's error against "
+                "(with --costs-from; a torch trace's profiler steps give one too).",
+            )
+        )
+    return lambda f: _apply(f, decorators)
+
+
 def p2p_options(f: F) -> F:
     """`--p2p-cost` and `--link`: what a hop between stages costs, given or timed."""
     return _apply(
@@ -289,8 +325,9 @@ def p2p_options(f: F) -> F:
                 type=FloatRange(0),
                 help="Time per point-to-point hop between stages, in the costs' unit: the "
                 "mean stage's forward of one micro-batch (without a program, a chunk's "
-                "forward); 0 leaves hops out. Default: with a program, what its boundary "
-                "activations take over --link; without one, 0.",
+                "forward), or seconds with --costs-from; 0 leaves hops out. Default: with a "
+                "program, what its boundary activations take over --link (in seconds with "
+                "--costs-from: bytes / bandwidth + latency); without one, 0.",
             ),
             click.option(
                 "--link",

@@ -32,6 +32,7 @@ from vppctl.cli.options import (
     IntRange,
     choice,
     json_option,
+    measured_options,
     output_option,
     p2p_options,
     plan_options,
@@ -56,7 +57,7 @@ from vppctl.errors import (
 from vppctl.units import human_bytes
 
 if TYPE_CHECKING:
-    from vppctl.choices import Link, OutputFormat, Runtime
+    from vppctl.choices import Fill, Link, OutputFormat, Runtime
     from vppctl.plan import CostKind, Placement, Split
     from vppctl.sample import Layout, Optimizer
     from vppctl.verify import VerifyReport
@@ -105,6 +106,7 @@ SAMPLE_EXITS = exit_codes(*_FAILURES, EXIT_CONVERT, EXIT_TERMINATED)
     help="Also write (JSON) every parameter's (stage, chunk) before and after, with its "
     "bytes: the map that remaps a checkpoint, so nothing is re-initialised.",
 )
+@measured_options()
 @click.option(
     "--strip-callstack",
     is_flag=True,
@@ -130,6 +132,8 @@ def convert(
     p2p_cost: float | None,
     link: str | None,
     moves: str | None,
+    costs_from: str | None,
+    fill: str,
     strip_callstack: bool,
     as_json: bool,
     quiet: bool,
@@ -166,6 +170,8 @@ def convert(
         p2p_cost=p2p_cost,
         link=cast("Link | None", link),
         moves=moves,
+        costs_from=costs_from,
+        fill=cast("Fill", fill),
     )
     # The report goes where the program does not: to stderr when the program goes to stdout.
     default = "-" if src == "-" and not in_place else None

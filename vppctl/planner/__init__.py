@@ -1,14 +1,15 @@
 """The planner: the program-facing side of the schedules.
 
 Which plan a program is simulated with, what each of its segments and a hop between
-stages costs (`costs`), how many bytes each stage holds (`memory`), a plan's step simulated with
-its costs and memory, the one path `simulate`, `convert --micro-batches` and the
-search take (`simulate`), `plan`'s search over conversions and schedules (`search`),
-how to launch a candidate under Paddle, Megatron-Core and torch (`launch`), and the
-Paddle PIR strategy that runs a plan, or why Paddle's PIR completion cannot (`pir`).
-It sits above the conversion engine (it plans programs as `convert` does) and the
-pure simulator (`vppctl.schedule`). Names load on first use: a plain `convert` loads
-none of it.
+stages costs (`costs`), what a user measured instead and how it fits a plan
+(`measured`, read from a costs file or a profiler trace by `importers`), how many bytes
+each stage holds (`memory`), a plan's step simulated with its costs and memory, the one
+path `simulate`, `convert --micro-batches` and the search take (`simulate`), `plan`'s
+search over conversions and schedules (`search`), how to launch a candidate under
+Paddle, Megatron-Core and torch (`launch`), and the Paddle PIR strategy that runs a
+plan, or why Paddle's PIR completion cannot (`pir`). It sits above the conversion engine
+(it plans programs as `convert` does) and the pure simulator (`vppctl.schedule`). Names
+load on first use: a plain `convert` loads none of it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,12 @@ _NAMES = {
     "LINKS": "costs",
     "Communication": "costs",
     "CostModel": "costs",
+    "CostsSource": "measured",
+    "MeasuredCosts": "measured",
+    "SegmentTimes": "measured",
+    "PaddleTrace": "importers",
+    "read_costs": "importers",
+    "MeasuredStep": "simulate",
     "HopCost": "costs",
     "LinkProfile": "costs",
     "Measure": "costs",
@@ -82,14 +89,18 @@ __all__ = [
     "Communication",
     "Conversion",
     "CostModel",
+    "CostsSource",
     "HopCost",
     "LaunchCandidate",
     "Layouts",
     "LinkProfile",
     "Measure",
+    "MeasuredCosts",
+    "MeasuredStep",
     "MemoryModel",
     "MemoryOptions",
     "NoPlanFits",
+    "PaddleTrace",
     "PirInput",
     "PirMismatch",
     "PirSplit",
@@ -99,6 +110,7 @@ __all__ = [
     "ProgramModel",
     "ResolvedPlan",
     "SegmentMemory",
+    "SegmentTimes",
     "Settings",
     "SimulateOptions",
     "SimulatedPlan",
@@ -116,6 +128,7 @@ __all__ = [
     "pir_launch_settings",
     "pir_split",
     "program_runtime",
+    "read_costs",
     "resolve_plan",
     "search_plans",
     "shell",
@@ -139,6 +152,7 @@ if TYPE_CHECKING:
         ResolvedPlan,
         resolve_plan,
     )
+    from vppctl.planner.importers import PaddleTrace, read_costs
     from vppctl.planner.launch import (
         LaunchCandidate,
         Layouts,
@@ -147,6 +161,7 @@ if TYPE_CHECKING:
         layouts,
         megatron_layout,
     )
+    from vppctl.planner.measured import CostsSource, MeasuredCosts, SegmentTimes
     from vppctl.planner.memory import (
         ChunkMemory,
         MemoryModel,
@@ -180,6 +195,7 @@ if TYPE_CHECKING:
     )
     from vppctl.planner.simulate import (
         Bubble,
+        MeasuredStep,
         ProgramModel,
         SimulatedPlan,
         SimulateOptions,

@@ -35,15 +35,17 @@ worst stage's peak memory and the p2p messages.
 
 Costs: the mean stage's forward of one micro-batch is the time unit, so the
 makespans of all candidates compare; a hop costs what its plan's largest cut carries
-over the link, in that unit.
+over the link, in that unit. With measured costs (`costs_from`) every time is in seconds,
+a hop's too (its bytes over the link, or `p2p_cost` read as seconds).
 """
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import cached_property
 from typing import ClassVar
@@ -58,6 +60,7 @@ from vppctl.choices import (
     SCHEDULES,
     SEARCHED_SPLITS,
     SPLITS,
+    Fill,
     Link,
     Runtime,
 )
@@ -66,6 +69,7 @@ from vppctl.engine import check_seg_method
 from vppctl.errors import ConversionError, UsageError, VppctlError
 from vppctl.plan import CostKind, Placement, Plan, PlanOptions, Split
 from vppctl.planner.costs import HopCost
+from vppctl.planner.importers import PaddleTrace
 from vppctl.planner.launch import (
     LaunchCandidate,
     Layouts,
@@ -74,6 +78,7 @@ from vppctl.planner.launch import (
     layouts,
     megatron_layout,
 )
+from vppctl.planner.measured import MeasuredCosts, SegmentTimes
 from vppctl.planner.memory import MemoryOptions, StageMemory, iec, worst_stage
 from vppctl.planner.pir import (
     PirInput,
@@ -137,11 +142,15 @@ class PlanSearchOptions:
     # (loop) and split, and is searched alone.
     layout: str | None = None
     # Time per hop between stages, in the time unit: the mean stage's forward of one
-    # micro-batch (module docstring). None: what the plan's boundary activations take
-    # over `link` (`vppctl.planner.costs.Communication`).
+    # micro-batch (module docstring), seconds with `costs_from`. None: what the plan's
+    # boundary activations take over `link` (`vppctl.planner.costs.Communication`).
     p2p_cost: float | Fraction | None = None
     link: Link | None = None  # None: costs.DEFAULT_LINK
     memory: MemoryOptions = field(default_factory=MemoryOptions)
+    # Measured costs (seconds) instead of FLOPs: every candidate is timed with them, and
+    # `p2p_cost` is then seconds too (vppctl.planner.measured).
+    costs_from: str | os.PathLike[str] | None = None
+    fill: Fill = "none"
 
     FLAGS: ClassVar[Mapping[str, str]] = {
         "micro_batches": "--micro-batches",
@@ -156,6 +165,8 @@ class PlanSearchOptions:
         "layout": "--layout",
         "p2p_cost": "--p2p-cost",
         "link": "--link",
+        "costs_from": "--costs-from",
+        "fill": "--fill",
     }
     NESTED: ClassVar[Mapping[str, type]] = {"memory": MemoryOptions}
 
@@ -187,6 +198,7 @@ class PlanSearchOptions:
             )
         check_p2p(self)
         validate.nested(self, "memory", MemoryOptions)
+        validate.measured_costs(self)
 
     def searched(self, runtime: Runtime) -> tuple[Schedule, ...]:
         """The schedules to try under `runtime`: those asked for (each one it runs, else
@@ -324,6 +336,9 @@ class PlanResult:
     # (rule, how many candidates) of the rules candidates break that the runtime runs
     # anyway (Paddle's auto-tuner would not propose them, ...)
     notes: tuple[tuple[str, int], ...] = ()
+    # Measured costs, as fitted to the first plan searched (their source, notes and what
+    # was filled); every candidate's makespan is then in seconds.
+    measured: SegmentTimes | None = None
 
     @property
     def over_limit(self) -> int:
@@ -357,14 +372,21 @@ class NoPlanFits(ConversionError):
         self.result = result
 
 
-def search_plans(program: Program, source: str, opts: PlanSearchOptions) -> PlanResult:
+def search_plans(
+    program: Program,
+    source: str,
+    opts: PlanSearchOptions,
+    costs: MeasuredCosts | PaddleTrace | None = None,
+) -> PlanResult:
     """Every candidate of `program` (see the module docstring), best first: each one its
-    runtime runs (`opts.runtime`, else the program's own)."""
+    runtime runs (`opts.runtime`, else the program's own); timed with the measured `costs`
+    (read from `opts.costs_from`) when given."""
     runtime = program_runtime(program, opts.runtime)
     schedules = opts.searched(runtime)
     base = _base(program, opts)
     pp, n = base.plan.pp, base.plan.n_layers
-    model = ProgramModel(base, opts.memory, opts.p2p_cost, opts.link)
+    model = ProgramModel(base, opts.memory, opts.p2p_cost, opts.link, costs, opts.fill)
+    opts = _measured_search(opts, model.measured, pp)
     pir = _pir_input(base) if program.is_pir else None
     search = _Search(runtime, refused=Counter(), notes=Counter())
     found: list[Candidate] = []
@@ -374,8 +396,10 @@ def search_plans(program: Program, source: str, opts: PlanSearchOptions) -> Plan
         for plan, split in _plans(base, opts, schedules, search)
     ]
     progress.phase("searching", sum(len(s) for *_, s in plans) * len(opts.micro_batches))
+    measured = None
     for plan, split, runs in plans:
         sized = model.sized(plan)
+        measured = measured or sized.measured
         command = () if program.is_pir else convert_command(source, plan, split, opts)
         for schedule in runs:
             for m in opts.micro_batches:
@@ -400,6 +424,7 @@ def search_plans(program: Program, source: str, opts: PlanSearchOptions) -> Plan
         pir=pir,
         runtime=runtime,
         notes=tuple(sorted(search.notes.items())),
+        measured=measured,
     )
     if not found:
         error = _nothing_fits(over, search.refused, opts)
@@ -407,6 +432,30 @@ def search_plans(program: Program, source: str, opts: PlanSearchOptions) -> Plan
             raise NoPlanFits(str(error), result)
         raise error
     return result
+
+
+def _measured_search(
+    opts: PlanSearchOptions, costs: MeasuredCosts | None, pp: int
+) -> PlanSearchOptions:
+    """Measured per-stage costs are the stages of the one split they were measured on: the
+    search keeps their vpp (count / pp) and needs that split named. Per-layer costs time
+    any plan."""
+    if costs is None or costs.per == "layer":
+        return opts
+    count, path = costs.stage_count, costs.source.path
+    if count % pp:
+        raise UsageError(
+            f"{path} measures {count} virtual stages, which pp {pp} does not divide: give "
+            f"pp x vpp stages, or costs per layer"
+        )
+    vpp = count // pp
+    if tuple(opts.vpp) not in ((), (vpp,)) or len(opts.splits) != 1:
+        raise UsageError(
+            f"{path} measures the {count} virtual stages of one split (pp {pp} x vpp {vpp}): "
+            f"pass --vpp {vpp} and the one --split they were measured on, or give costs per "
+            "layer, which time every split"
+        )
+    return replace(opts, vpp=(vpp,))
 
 
 # A schedule's pipeline for one plan shape, and the group size it runs with.

@@ -18,7 +18,7 @@ Other packages import these names from here, never a module of this package.
 """
 
 from vppctl.program.destinations import resolve_output
-from vppctl.program.files import STDIO, Output, interrupted, write_all
+from vppctl.program.files import STDIO, Bound, Input, Output, interrupted, read_input, write_all
 from vppctl.program.limits import memory_guarded
 from vppctl.program.load import (
     Block,
@@ -93,6 +93,8 @@ __all__ = [
     "SCOPE_VAR",
     "STDIO",
     "Block",
+    "Bound",
+    "Input",
     "OpColumns",
     "OpKind",
     "Output",
@@ -122,6 +124,7 @@ __all__ = [
     "op_slots",
     "parse_program",
     "program_meshes",
+    "read_input",
     "read_plan",
     "read_program",
     "resolve_output",

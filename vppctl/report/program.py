@@ -25,6 +25,7 @@ from vppctl.report.common import (
     printed,
 )
 from vppctl.summary import ChunkLayers, Summary
+from vppctl.units import seconds_text
 
 if TYPE_CHECKING:  # the planner's, as convert --micro-batches found it
     from vppctl.planner import Bubble
@@ -92,6 +93,9 @@ def convert_notes(o: ConvertOutcome) -> list[str]:
     if bubble is not None:
         notes.append(bubble_line(bubble))
         notes.append(bubble.hop.text())
+        if bubble.measured is not None and bubble.measured.filled:
+            filled = ", ".join(bubble.measured.filled)
+            notes.append(f"not measured, filled from the program's estimate: {filled}")
         if bubble.memory:
             notes.append(peak_memory_line(bubble))
         verdict = vpp_verdict(bubble)
@@ -122,7 +126,15 @@ def bubble_line(bubble: Bubble) -> str:
     runtime = f"--runtime {bubble.runtime}"
     if not shown:
         return f"bubble at m={bubble.micro_batches} ({runtime}): no schedule could run it"
-    return f"bubble at m={bubble.micro_batches} ({measure} costs, {runtime}): {shown} of the step"
+    if bubble.measured is None:
+        return (
+            f"bubble at m={bubble.micro_batches} ({measure} costs, {runtime}): {shown} of the step"
+        )
+    steps = " -> ".join(seconds_text(float(step)) for step in bubble.steps.values())
+    return (
+        f"bubble at m={bubble.micro_batches} (measured costs, {bubble.measured.source.path}, "
+        f"{runtime}): {shown} of the step; step {steps}"
+    )
 
 
 def peak_memory_line(bubble: Bubble) -> str:
