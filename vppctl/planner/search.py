@@ -61,9 +61,8 @@ from vppctl.planner.pir import (
     PirInput,
     PirStrategy,
     candidate_strategy,
-    held_layers,
+    pir_input,
     pir_launch_settings,
-    seg_method_for,
 )
 from vppctl.planner.simulate import ProgramModel, SizedPlan
 from vppctl.program import Program, read_plan
@@ -305,7 +304,7 @@ def search_plans(program: Program, source: str, opts: PlanSearchOptions) -> Plan
         refused=tuple(sorted(refused.items())),
         warnings=(*base.plan.warnings, *model.warnings),
         over=tuple(over),
-        pir=_pir_input(base) if program.is_pir else None,
+        pir=pir_input(base) if program.is_pir else None,
     )
     if not found:
         error = _nothing_fits(over, refused, opts)
@@ -313,20 +312,6 @@ def search_plans(program: Program, source: str, opts: PlanSearchOptions) -> Plan
             raise NoPlanFits(str(error), result)
         raise error
     return result
-
-
-def _pir_input(base: Planned) -> PirInput:
-    """What Paddle's PIR completion reads from the program: its layers per stage mesh, and
-    the vpp_seg_method that names its layers as vppctl found them."""
-    block = base.index.global_block
-    structs = {block.ops.struct[op] for op in block.forward_ops}
-    plan = base.plan
-    return PirInput(
-        stage_layers=held_layers(base.facts.stages, plan.pp),
-        vpp_seg_method=seg_method_for(
-            plan.layer_class, plan.seg_method, (s.decode(errors="replace") for s in structs)
-        ),
-    )
 
 
 def _base(program: Program, opts: PlanSearchOptions) -> Planned:
@@ -372,8 +357,8 @@ def _plans(
             )
             try:
                 plan = replan(base, options).plan
-            except ConversionError:
-                refused[f"split {split} refused by convert"] += 1
+            except ConversionError as e:
+                refused[f"split {split} refused at vpp {vpp}: {e}"] += 1
                 continue
             sizes = tuple(len(s.layers) for s in plan.segments)
             if sizes not in seen:

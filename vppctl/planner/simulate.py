@@ -31,6 +31,7 @@ from vppctl.planner.memory import (
     StageMemory,
     stage_memory,
 )
+from vppctl.planner.pir import simulated_verdicts
 from vppctl.program import Program
 from vppctl.schedule import (
     GROUPED,
@@ -294,12 +295,14 @@ def simulate_program(program: Program, options: SimulateOptions) -> Simulation:
         plan, resolved.recorded, resolved.split, model.measure, sized.segment_costs,
         cost_ratios(options),
     )  # fmt: skip
+    runs = tuple(run for run, _ in steps)
+    paddle = simulated_verdicts(resolved.planned, runs) if program.is_pir else ()
     return Simulation(
-        tuple(run for run, _ in steps),
+        runs,
         simulated,
         tuple(stages for _, stages in steps),
         opts,
-        (*resolved.warnings, *model.warnings),
+        (*resolved.warnings, *model.warnings, *paddle),
     )
 
 

@@ -222,6 +222,9 @@ def plan_heading(o: PlanOutcome) -> list[str]:
             f"a PIR program (Paddle 3.x), its stage meshes holding {held} layers: vppctl "
             "converts no PIR; each row says whether Paddle's PIR completion makes its split"
         )
+        refused = planner.completion_refusal(r.pir, 2)
+        if refused is not None:
+            lines.append(f"Paddle's PIR completion refuses it at every vpp_degree > 1: {refused}")
     lines.append(
         f"costs: {measure}; memory at micro-batch size {opts.memory.micro_batch_size}{seq}{limit}"
     )
