@@ -61,6 +61,15 @@ def test_printable_shows_each_control_character_as_an_escape() -> None:
     assert printable("DecoderLayer_12 (ok: …)") == "DecoderLayer_12 (ok: …)"
 
 
+@pytest.mark.parametrize("char", ["\ud800", "\udbff", "\udc00", "\udfff"])
+def test_printable_escapes_a_lone_surrogate(char: str) -> None:
+    """No stream can encode a lone surrogate (a JSON `\\ud800` escape's): printed raw, it
+    would crash the print. Non-characters are characters, and kept."""
+    shown = printable(f"a{char}b\ufffe\U0010ffff")
+    assert shown == f"a\\u{ord(char):04x}b\ufffe\U0010ffff"
+    shown.encode("utf-8")  # no UnicodeEncodeError
+
+
 def test_inspect(evil: dict[str, Path]) -> None:
     text = no_raw_controls(invoke(*["inspect", evil["plain"]]))
     assert f"layers: {SHOWN_LAYER} x 4 (detected)" in text

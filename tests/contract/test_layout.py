@@ -206,6 +206,7 @@ COVERED_BY = {
     "vppctl/program/limits.py": "cli/test_errors.py",
     "vppctl/program/load.py": "program/test_files.py",
     "vppctl/program/destinations.py": "program/test_files.py",
+    "vppctl/program/pir/cursor.py": "program/test_pir.py",
     "vppctl/program/pir/encode.py": "program/test_pir.py",
     "vppctl/program/pir/grads.py": "program/test_pir.py",
     "vppctl/program/pir/parse.py": "program/test_pir.py",

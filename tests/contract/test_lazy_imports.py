@@ -93,6 +93,7 @@ CONVERT = {
     "vppctl.program.roles",
     "vppctl.program.save",
     "vppctl.program.scan",
+    "vppctl.program.sniff",
     "vppctl.program.wire",
     "vppctl.progress",
     "vppctl.report",

@@ -6,7 +6,8 @@ at a time (`reads`); edited in place (`rewrite`, `record`) and saved (`save`).
 Where the bytes come from and go to (files, stdin, devices, atomic replacement)
 is `destinations` (where an output goes, decided before any work), `files` (the
 bytes read and written) and `atomic`; running out of memory, said as such, is `limits`;
-`wire` holds the wire-format facts the hand-framed paths need, and `roles`
+`sniff` tells a program's format by its content (compressed or not), `wire` holds the
+wire-format facts the hand-framed paths need, and `roles`
 Paddle's op roles. A Paddle 3.x PIR program (JSON) is read into the same `Program`
 by `pir` (its own package: `parse`, `tables`, `grads`, `encode`), and is never written.
 The generated protobuf modules (`_proto`)
@@ -20,11 +21,9 @@ from vppctl.program.destinations import resolve_output
 from vppctl.program.files import STDIO, Output, interrupted, write_all
 from vppctl.program.limits import memory_guarded
 from vppctl.program.load import (
-    MAX_PROGRAM_BYTES,
     Block,
     Program,
     is_text_name,
-    looks_like_text,
     parse_program,
     read_program,
     to_full,
@@ -73,6 +72,7 @@ from vppctl.program.scan import (
     scan_ops,
     scan_vars,
 )
+from vppctl.program.sniff import MAX_PROGRAM_BYTES, looks_like_text
 from vppctl.program.wire import block_field_start, block_head, varint
 
 __all__ = [

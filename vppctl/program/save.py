@@ -29,12 +29,12 @@ from vppctl.gcpause import gc_paused
 from vppctl.program.destinations import resolve_output
 from vppctl.program.files import Output
 from vppctl.program.load import (
-    MAX_PROGRAM_BYTES,
     Program,
     has_unknown_fields,
     is_text_name,
     to_full,
 )
+from vppctl.program.sniff import MAX_PROGRAM_BYTES
 
 UNKNOWN_FIELDS_WARNING = (
     "text format cannot carry fields vppctl does not know; they are left out (write a binary "
