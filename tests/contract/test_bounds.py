@@ -22,6 +22,7 @@ from pathlib import Path
 import hostile
 import pytest
 from commandline import invoke
+from pir_json import shared_vector
 
 from vppctl.engine import layers
 from vppctl.engine.layers import REGEX_SECONDS
@@ -483,3 +484,46 @@ def test_a_large_pir_program_reads_within_the_memory_bound(work: Path) -> None:
     src = write(work, "big.json", training([i * 4 // 750 for i in range(750)], dims=8).bytes())
     r = run("verify", src)
     within(r, (0, 1), seconds=60, mb=3 * src.stat().st_size / 2**20 + 200)
+
+
+# The reader is linear in its input (docs/io.md: Bounds): a vector read by many ops, and a
+# stream that cannot be a PIR program.
+
+
+@pytest.mark.parametrize(
+    ("width", "readers", "code", "said"),
+    [
+        (2_000, 100, 0, ""),  # 198,000 values read again: within the bound, read
+        (20_000, 1_000, 3, "the most vppctl reads"),  # was: 17-25 s and 1.33 GB
+    ],
+)
+def test_a_wide_vector_read_by_many_ops(
+    work: Path, width: int, readers: int, code: int, said: str
+) -> None:
+    """Each op reading a `builtin.combine`'s vector reads all its values: the values read
+    again are bounded by what the file writes plus 2^20, or the program is refused."""
+    src = write(work, f"shared{width}x{readers}.json", shared_vector(width, readers))
+    r = run("inspect", src)
+    within(r, code, seconds=20, mb=3 * src.stat().st_size / 2**20 + 200)
+    assert said in r.stderr
+
+
+@pytest.mark.parametrize(
+    "width", [2_000, 20_000, pytest.param(200_000, marks=SLOW)], ids=lambda w: f"{w:,}"
+)
+def test_a_wide_vector_reads_in_linear_time_and_memory(work: Path, width: int) -> None:
+    """A combine of `width` values read by a concat and its concat_grad (as Paddle's
+    programs read a vector): time and memory grow with the width, not its square (one op
+    holds at most 4 MiB of JSON: about 350,000 values)."""
+    src = write(work, f"wide{width}.json", shared_vector(width, 2))
+    r = run("inspect", src)
+    within(r, 0, seconds=120, mb=3 * src.stat().st_size / 2**20 + 200)
+    size = src.stat().st_size / 2**20
+    print(f"{width:,} values: {size:.1f} MB, {r.seconds:.1f} s, {r.peak_mb:.0f} MB")
+
+
+def test_a_stream_of_nul_bytes_after_pirs_header_is_refused_at_once() -> None:
+    """Was: read to 2 GiB, then an error blaming protobuf."""
+    r = run("inspect", "-", stdin=b'{"base_code": {' + b"\x00" * (256 << 20))
+    within(r, 3, seconds=20, mb=300)
+    assert "not a PIR program: byte 15 is 0x00" in r.stderr and "protobuf" not in r.stderr

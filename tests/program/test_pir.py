@@ -16,12 +16,23 @@ from typing import Any
 
 import pytest
 from commandline import invoke
-from pir_json import NULL, OPTIMIZERS, PirJson, delete_at, dist_slots, set_at, training
+from pir_json import (
+    NULL,
+    OPTIMIZERS,
+    PirJson,
+    delete_at,
+    dist_slots,
+    set_at,
+    shared_vector,
+    training,
+)
 
 from vppctl.engine import build_index
 from vppctl.errors import ConversionError, ProgramFileError
 from vppctl.program import op_arguments, op_slots, parse_program, read_program, write_program
 from vppctl.program.pir import cursor
+from vppctl.program.pir import grads as grads_module
+from vppctl.program.pir import parse as parse_module
 
 
 def names(data: bytes) -> tuple[Any, list[str], list[tuple[list[str], list[str]]]]:
@@ -485,3 +496,38 @@ def test_reader_errors_quote_a_short_prefix(tmp_path: Path, case: str) -> None:
     r = invoke("inspect", str(path), exit_code=3)
     (line,) = r.stderr.splitlines()
     assert "not a PIR program" in line and len(line) < 400, line[:1000]
+
+
+# -- linear in the file ---------------------------------------------------------------------
+
+
+def test_values_read_again_through_vectors_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each op reading a combine's vector reads all its values: the values read again by its
+    later readers are at most the operands the file writes plus MAX_REREAD, else exit 3.
+    (Was: a 20,000-value combine read by 1,000 ops took 17-25 s and 1.33 GB.)"""
+    monkeypatch.setattr(parse_module, "MAX_REREAD", 1000)
+    program = parse_program(shared_vector(100, 10), source="v.json")  # 900 read again
+    index = build_index(program)
+    assert (
+        sum(len(op_arguments(program.blocks[0], k)[0]) for k in range(index.global_block.n_ops))
+        == 1000
+    )
+    with pytest.raises(ProgramFileError, match="values read again so number over 1,"):
+        parse_program(shared_vector(100, 30), source="v.json")  # 2,900 > 1,000 + 130
+
+
+@pytest.mark.parametrize("case", ["llama_rc_pp2_v2_paddlevpp", "llama_amp_pp4_v2_plain"])
+def test_the_forward_op_search_has_room_on_paddles_programs(
+    monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    """The search for grad ops' forward ops stops after 32 steps per operand in all: on
+    Paddle's programs (recompute, AMP) one step per operand links every op the same."""
+    import lzma
+
+    import paths
+
+    data = lzma.decompress((paths.PIR_REFERENCE / f"{case}.json.xz").read_bytes())
+    linked = [b.ops for b in parse_program(data, source="r.json").blocks]
+    monkeypatch.setattr(grads_module, "SEARCH_STEPS_PER_ENTRY", 1)
+    monkeypatch.setattr(grads_module, "BUDGET_SLACK", 0)
+    assert [b.ops for b in parse_program(data, source="r.json").blocks] == linked

@@ -383,3 +383,57 @@ def set_at(doc: dict[str, Any], path: Path, value: Any) -> None:
 
 def delete_at(doc: dict[str, Any], path: Path) -> None:
     del _at(doc, path[:-1])[path[-1]]
+
+
+# -- hostile programs (tests/contract/test_bounds.py, the fuzzer) ---------------------------------
+
+
+def shared_vector(width: int, readers: int) -> bytes:
+    """One op's `width` results packed by one `builtin.combine`, and the vector read by
+    `readers` ops, forward `concat`s and (every other one) backward `concat_grad`s: each
+    reader reads all `width` values, so the values read grow as width x readers from a file
+    of width + readers. (Was: 20,000 x 1,000 took 17-25 s and 1.33 GB.)"""
+    head = [{"#": "1.unbind", "I": [], "O": [{"%": 1 + k} for k in range(width)]}]
+    vector = width + 1
+    combine = {"#": "0.combine", "I": [{"%": 1 + k} for k in range(width)], "O": [{"%": vector}]}
+    ops = [*head, combine]
+    for r in range(readers):
+        grad = r % 2 == 1
+        role = [attr("op_role", "0.a_i32", 1 if grad else 0)]
+        name = "1.concat_grad" if grad else "1.concat"
+        ops.append({"#": name, "A": role, "I": [{"%": vector}], "O": [{"%": vector + 1 + r}]})
+    return _document(ops)
+
+
+def _document(ops: list[dict[str, Any]]) -> bytes:
+    p = PirJson()
+    p.ops = ops
+    return p.bytes()
+
+
+def shared_reads(n: int) -> bytes:
+    """One value read by `n` forward `scale` ops, then `n` backward `scale_grad` ops reading
+    it (and a gradient): each grad op's forward op is the latest scale no grad op took yet,
+    found among the value's 2n readers. (Was: every grad op looked at all of them, n x 2n
+    steps.)"""
+    p = PirJson()
+    x = p.data("x", [2, 4], [0])
+    for k in range(n):
+        p.op("1.scale", [x], [[2, 4]], on=[0], struct=f"/M/Layer_{k}/")
+    (g,) = p.op("1.full", [], [[2, 4]], on=[0], role=1)
+    for _ in range(n):
+        p.op("1.scale_grad", [x, g], [[2, 4]], on=[0], role=1)
+    return p.bytes()
+
+
+def unmatched_grad(n: int) -> bytes:
+    """A forward `concat` of `n` values (one `builtin.combine`) and its `concat_grad`, whose
+    `n` results have dims none of the operands has: matching each result to the next
+    operand of its dims finds none. (Was: each result scanned every operand, n x n.)"""
+    p = PirJson()
+    xs = [p.data(f"x{k}", [2, 1 + k % 5], [0]) for k in range(n)]
+    vector = p.combine(xs, role=0)
+    p.op("1.concat", [vector], [[2, 3 * n]], on=[0], struct="/M/Layer/")
+    (g,) = p.op("1.full", [], [[2, 3 * n]], on=[0], role=1)
+    p.op("1.concat_grad", [vector, g], [[9, 9]] * n, on=[0], role=1)
+    return p.bytes()

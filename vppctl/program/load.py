@@ -161,21 +161,28 @@ def read_program(spec: str | os.PathLike[str], *, text: bool | None = None) -> P
         data = decompressed(source.data, shown)
         found = file_format(data, text)
     del source
-    return _parse_any(data, shown, found)
-
-
-def _parse_any(data: bytes | bytearray, shown: str, found: Format) -> Program:
     if found == "json":
         return _parse_pir(data, source=shown)
     size = len(data)
-    try:
-        msg = _parse(data, source=shown, text=found == "text")
-    except ProgramFileError:
-        if found != "binary" or not begins_as_pir(data):
-            raise
-        return _parse_pir(data, source=shown)  # it began as PIR's JSON: say why it is none
+    msg = _parse_protobuf(data, shown, found)
     del data  # the lazy message holds its own copy; free the file's before splitting it
     return _split(msg, source=shown, size=size)
+
+
+def _parse_protobuf(data: bytes | bytearray, shown: str, found: Format) -> view.LazyProgram:
+    """`_parse`, or, for bytes that began as PIR's JSON but hold a 0xFF (so are no JSON),
+    the PIR reader's reason they are no PIR program."""
+    try:
+        return _parse(data, source=shown, text=found == "text")
+    except ProgramFileError as e:
+        if found != "binary" or not begins_as_pir(data):
+            raise
+        error = e
+    try:
+        pir.parse_pir(data, source=shown, max_blocks=MAX_BLOCKS)
+    except ProgramFileError as e:
+        error = e
+    raise error
 
 
 def nested_too_deeply(data: bytes | bytearray, descriptor: Any) -> bool:
@@ -243,7 +250,10 @@ def parse_program(
     """Parse program bytes (a PIR program's JSON too, and either compressed with xz or
     gzip); ProgramFileError (exit 3) when they do not hold a program."""
     data = decompressed(data, source)
-    return _parse_any(data, source, file_format(data, bool(text)))
+    found = file_format(data, bool(text))
+    if found == "json":
+        return _parse_pir(data, source=source)
+    return _split(_parse_protobuf(data, source, found), source=source, size=len(data))
 
 
 def _parse_pir(data: bytes | bytearray, *, source: str) -> Program:

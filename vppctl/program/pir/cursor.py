@@ -38,6 +38,10 @@ class Malformed(Exception):
     """The JSON is not a PIR program; the message says where and why."""
 
 
+class OverBound(Malformed):
+    """A PIR program over one of the reader's bounds (docs/io.md: Bounds)."""
+
+
 class JsonCursor:
     """A cursor over JSON text that walks the containers vppctl descends into and decodes
     everything else one item at a time (each at most MAX_ITEM_CHARS characters)."""

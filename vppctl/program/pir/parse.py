@@ -61,6 +61,7 @@ from vppctl.program.pir.cursor import (
     INT32,
     JsonCursor,
     Malformed,
+    OverBound,
     arr,
     integer,
     integers,
@@ -88,6 +89,10 @@ from vppctl.program.pir.tables import (
 # in this one layout: the number says which of its loader's patches apply); a later one may
 # change the layout, so it is refused.
 PIR_VERSIONS = range(0, 5)
+# Values ops may read again through a vector other ops read (beyond the operands the file
+# writes): each reader of a `builtin.combine`'s vector reads all its values, so a wide vector
+# read by many ops would make the operands grow as width x readers from a small file.
+MAX_REREAD = 1 << 20
 
 _DIALECTS = {"0": "builtin", "1": "pd_op", "2": "cf", "3": "custom_op", "4": "dist"}
 
@@ -120,6 +125,8 @@ def parse_pir(data: bytes | bytearray, *, source: str, max_blocks: int) -> Encod
     reader = _Reader(text, max_blocks)
     try:
         tables, version = reader.read()
+    except OverBound as e:
+        raise ProgramFileError(f"cannot load {source}: {e}") from None
     except Malformed as e:
         raise _refused(source, str(e)) from None
     except RecursionError:
@@ -194,6 +201,9 @@ class _Reader:
         self.t = PirTables()
         self._meshes: dict[tuple[Any, ...], bytes] = {}
         self._types: dict[tuple[Any, ...], tuple[int, tuple[int, ...], bytes]] = {}
+        self._vector_readers: dict[int, int] = {}  # vector value -> the ops that read it so far
+        self._reread = 0  # values read again through vectors (`_vector_read`)
+        self._written = 0  # operands the file writes, of ops and of combines
 
     def read(self) -> tuple[PirTables, int]:
         j = self.json
@@ -303,7 +313,9 @@ class _Reader:
         n = t.n_ops
         attrs = _attrs(op.get("A"), what)
         role, struct, mesh, chunk, ins, outs = self._placement(attrs, what)
-        operands = [self._operand(x, what) for x in optional(op.get("I"), f"{what}'s I")]
+        listed = optional(op.get("I"), f"{what}'s I")
+        self._written += len(listed)
+        operands = [self._operand(x, what) for x in listed]
         results = optional(op.get("O"), f"{what}'s O")
         t.op_type.append(kind)
         t.op_role.append(role)
@@ -356,6 +368,32 @@ class _Reader:
         chunk = -1 if is_null(dist[3]) else integer(dist[3], f"{what}'s chunk id")
         return role, struct, mesh, max(chunk, -1), ins, outs
 
+    def _vector_read(self, pir_id: int, what: str) -> None:
+        """Counts the values an op reads again through a vector other ops read before it
+        (each reader of a vector reads all its values): at most MAX_REREAD more than the
+        operands the file writes, so that what the reader builds stays linear in the file."""
+        t = self.t
+        vector = t.resolve(pir_id)
+        parts = t.combined.get(vector)
+        if parts is None:
+            parts = t.split.get(vector)
+        if parts is None:
+            return
+        before = self._vector_readers.get(vector, 0)
+        self._vector_readers[vector] = before + 1
+        if not before:
+            return
+        self._reread += len(parts)
+        bound = self._written + MAX_REREAD
+        if self._reread > bound:
+            raise OverBound(
+                f"{what} reads vector %{vector} ({len(parts):,} values), which {before:,} ops "
+                f"read before it: an op reading a vector reads each of its values, and the "
+                f"values read again so number over {bound:,}, the most vppctl reads (the "
+                f"operands the file writes plus {MAX_REREAD:,}; a program Paddle builds reads "
+                "each vector once or twice)"
+            )
+
     def _null_result(self, pir_id: int, what: str) -> None:
         t = self.t
         if pir_id != NO_VALUE and (pir_id in t.value_at or pir_id in t.alias):
@@ -366,6 +404,7 @@ class _Reader:
         pir_id = integer(obj(x, f"{what}'s operand").get("%"), f"{what}'s operand id")
         t = self.t
         if pir_id == NO_VALUE or pir_id in t.combined or t.resolve(pir_id) in t.value_at:
+            self._vector_read(pir_id, what)
             return pir_id
         source = t.resolve(pir_id)
         if source == NO_VALUE or source in t.null_results:  # (a reshard of) a NULL result
@@ -405,7 +444,9 @@ class _Reader:
 
     def _fold(self, kind: str, op: dict[str, Any], block: int, what: str) -> None:
         t = self.t
-        operands = [self._operand(x, what) for x in optional(op.get("I"), f"{what}'s I")]
+        listed = optional(op.get("I"), f"{what}'s I")
+        self._written += len(listed)
+        operands = [self._operand(x, what) for x in listed]
         results = [obj(r, f"{what}'s result") for r in optional(op.get("O"), f"{what}'s O")]
         ids = [integer(r.get("%"), f"{what}'s result id") for r in results]
         if kind == COMBINE:
