@@ -61,8 +61,10 @@ from vppctl.planner.pir import (
     PirInput,
     PirStrategy,
     candidate_strategy,
+    held_layers,
     pir_input,
     pir_launch_settings,
+    short_stage_refusal,
 )
 from vppctl.planner.simulate import ProgramModel, SizedPlan
 from vppctl.program import Program, read_plan
@@ -358,13 +360,26 @@ def _plans(
             try:
                 plan = replan(base, options).plan
             except ConversionError as e:
-                refused[f"split {split} refused at vpp {vpp}: {e}"] += 1
+                refused[
+                    f"split {split} refused at vpp {vpp}: {e}{_paddle_too(base, split, vpp)}"
+                ] += 1
                 continue
             sizes = tuple(len(s.layers) for s in plan.segments)
             if sizes not in seen:
                 seen.add(sizes)
                 plans.append((plan, split))
     return plans
+
+
+def _paddle_too(base: Planned, split: Split, vpp: int) -> str:
+    """For keep refused on a PIR program: Paddle's completion refuses the same stages, and
+    the layers per stage mesh it would take (`short_stage_refusal`)."""
+    if split != "keep" or not base.index.program.is_pir:
+        return ""
+    held = held_layers(base.facts.stages, base.plan.pp)
+    if all(n >= vpp for n in held):
+        return ""
+    return f"; and Paddle's PIR completion: {short_stage_refusal(held, vpp)}"
 
 
 def _schedule_runs_on(schedule: Schedule, vpp: int, placement: Placement) -> bool:
