@@ -501,3 +501,50 @@ def test_schedule_takes_paddles_schedule_mode_names_in_any_case(given: str, cano
     vpp = "2" if canonical == "vpp" else "1"
     data = run_json(["simulate", "--pp", "4", "--vpp", vpp, "-m", "8", "--schedule", given])
     assert data["results"][0]["schedule"] == canonical
+
+
+# -- a program carrying chunk ids (Paddle's own completion) ---------------------------------
+
+
+def _pir(tmp_path: Path, stages: list[int], chunks: list[int] | None, name: str) -> Path:
+    from pir_json import training
+
+    src = tmp_path / name
+    src.write_bytes(training(stages, chunks).bytes())
+    return src
+
+
+@pytest.mark.parametrize(
+    ("stages", "chunks", "split", "counts"),
+    [
+        ([0, 1, 0, 1], [0, 0, 1, 1], "keep", [1, 1, 1, 1]),  # as Paddle's PIR completion deals
+        ([0, 0, 1, 1, 0, 1], [0, 0, 0, 0, 1, 1], "keep", [2, 2, 1, 1]),
+        ([0, 1, 0, 0, 1, 1], [0, 0, 1, 1, 1, 1], "explicit", [1, 1, 2, 2]),  # another split
+    ],
+)
+def test_a_program_with_chunk_ids_is_simulated_as_they_split_it(
+    tmp_path: Path, stages: list[int], chunks: list[int], split: str, counts: list[int]
+) -> None:
+    """Was: `simulate` on Paddle's completed VPP program asked for --vpp, although `verify`
+    reads vpp from the same chunk ids."""
+    src = _pir(tmp_path, stages, chunks, "completed.json")
+    plan = run_json(["simulate", str(src), "-m", "4"])["plan"]
+    assert (plan["pp"], plan["vpp"], plan["placement"]) == (2, 2, "loop")
+    assert (plan["split"], plan["layers_per_segment"], plan["recorded"]) == (split, counts, False)
+    if split == "keep":  # asked for by name: the vpp of the chunk ids, the split asked
+        plan = run_json(["simulate", str(src), "-m", "4", "--split", "keep"])["plan"]
+        assert (plan["vpp"], plan["split"], plan["layers_per_segment"]) == (2, "keep", counts)
+
+
+def test_chunk_ids_that_split_no_loop_placed_plan_need_vpp(tmp_path: Path) -> None:
+    src = _pir(tmp_path, [0, 1, 0, 1], [1, 1, 0, 0], "odd.json")  # chunk 1 before chunk 0
+    r = invoke("simulate", str(src), "-m", "4", exit_code=2)
+    assert "do not split its layers into loop-placed segments" in r.stderr
+    assert "--vpp" in r.stderr
+    invoke("simulate", str(src), "-m", "4", "--vpp", "2")
+
+
+def test_a_pir_program_without_chunk_ids_needs_vpp(tmp_path: Path) -> None:
+    src = _pir(tmp_path, [0, 0, 1, 1], None, "plain.json")
+    r = invoke("simulate", str(src), "-m", "4", exit_code=2)
+    assert "--vpp is required" in r.stderr and "no chunk ids" in r.stderr

@@ -31,14 +31,17 @@ in-process through click's CliRunner with `--debug`, and must give:
 The CI round runs once per session; one test per kind of failure checks it, so
 a known bug of one kind does not hide a new one of another.
 
-PIR programs (Paddle 3.x JSON, `vppctl.program.pir`) get a round of their own: small
-programs built in code (tests/support/pir_json.py) and a real one Paddle built, with JSON
-mutations (keys deleted, values replaced by odd JSON, ops deleted, duplicated or
-swapped, value ids, chunk ids, meshes, versions changed) or byte mutations, and now and
-then a hostile document (deep nesting, a huge number, a cut); each through `convert`
-(always refused: exit 3 or 4, nothing written), `verify`, `inspect` and `simulate`,
-with the same checks. CI runs PIR_CI_INPUTS of them; the long round as many again as
-a tenth of its inputs.
+PIR programs (Paddle 3.x JSON, `vppctl.program.pir`) get a round of their own
+(tests/support/fuzz_pir.py): small programs built in code (tests/support/pir_json.py) and
+real ones Paddle built (in CI two reference programs; in the long round every reference
+program and the generated matrix's), with JSON mutations (keys deleted, values replaced
+by odd JSON, ops deleted, duplicated or swapped, value ids, chunk ids, meshes, versions
+changed; NULL, null or nothing in a dist-attr slot of each kind; NULL or null for a
+string; lone surrogates and non-characters in names) or byte mutations, and now and then
+a hostile document (deep nesting, a huge number, a cut); each through `convert` (always
+refused: exit 3 or 4, nothing written), `verify`, `inspect` and `simulate` (with
+`--vpp`, and with vpp from the chunk ids), with the same checks. CI runs PIR_CI_INPUTS
+of them; the long round as many again as a tenth of its inputs.
 
 Rounds (inputs are numbered; input n of seed s is rebuilt by `mutant(s, n)`):
 
@@ -63,6 +66,7 @@ import os
 from pathlib import Path
 
 import pytest
+from fuzz_pir import AIMED, pir_mutant
 from fuzzing import (
     CI_INPUTS,
     CI_SEED,
@@ -80,7 +84,6 @@ from fuzzing import (
     bases,
     join_fields,
     mutant,
-    pir_mutant,
     run_round,
     wire_fields,
 )
@@ -200,6 +203,18 @@ def test_pir_round_reaches_the_commands_and_the_refusals(pir_round: Outcome) -> 
     assert pir_round.inputs == PIR_CI_INPUTS
     for command, code in (("convert", 4), ("convert", 3), ("verify", 1), ("simulate", 0)):
         assert pir_round.codes[command, code] > 3, pir_round.report()
+
+
+def test_pir_round_mutates_real_programs_with_every_aimed_mutation(pir_round: Outcome) -> None:
+    """Real programs Paddle built are mutated, not only small ones built in code, with NULL
+    in dist-attr slots and strings, and odd characters in names (fuzz_pir.AIMED)."""
+    real = sum(n for name, n in pir_round.bases.items() if name.startswith("pir:"))
+    assert real >= 8, pir_round.bases
+    for aimed in AIMED:
+        made = sum(
+            n for what, n in pir_round.mutations.items() if what.startswith(f"pir: {aimed} (")
+        )
+        assert made >= 3, (aimed, pir_round.mutations)
 
 
 def test_pir_round_fails_cleanly_and_loses_nothing(pir_round: Outcome) -> None:

@@ -176,7 +176,8 @@ def simulate(
     """Simulate the pipeline schedule: bubble, in-flight micro-batches, memory, timeline.
 
     With PROG, the plan is the one convert makes with the same options (a converted
-    program is simulated as converted: no --vpp needed), costs are each segment's
+    program is simulated as converted, one with chunk ids as they split it: no --vpp
+    needed), costs are each segment's
     forward FLOPs (backward I = W = F), and memory per stage comes from its variables.
     Without PROG every chunk costs --costs. The bubble is the idle time of all stages
     over pp x makespan: the idle share of the step.

@@ -7,6 +7,10 @@ that `simulate` and `convert --micro-batches` see the same segments:
 * a converted program is simulated as it was converted: pp, vpp, placement and each
   segment's layers come from its recorded plan, and plan options that contradict
   it are refused;
+* a program whose ops carry chunk ids past 0 but no recorded plan (Paddle's own VPP
+  completion) is simulated as its chunk ids split it: vpp from them, as `verify` reads
+  it, and each segment's layers; with `--split`, `--layers-per-chunk` or `--placement`,
+  as those ask at that vpp;
 * any other program takes `convert`'s plan options (`--vpp` is then required); with
   no split given, the uniform split when the layers divide, else the stage-balanced
   one, with a warning saying so.
@@ -19,13 +23,15 @@ the mean stage's forward of one micro-batch costs 1, whatever vpp
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
 from vppctl.convert import ConvertOptions, Planned, plan_program, replan
-from vppctl.engine import layer_costs
+from vppctl.engine import LayerSet, ProgramIndex, build_index, layer_costs, resolve_layers
 from vppctl.errors import ConversionError, UsageError
-from vppctl.plan import Placement, Plan, PlanOptions, segment_costs
+from vppctl.mesh import MeshId
+from vppctl.plan import MAX_DEGREE, Placement, Plan, PlanOptions, segment_costs
 from vppctl.program import Program, RecordedPlan, read_plan
 
 Measure = Literal["flops", "ops"]
@@ -52,10 +58,18 @@ def resolve_plan(program: Program, request: PlanOptions, seg_method: str | None)
     if recorded is not None:
         return _recorded(program, request, seg_method, recorded)
     if request.vpp is None:
-        raise UsageError(
-            "--vpp is required: the program carries no recorded plan (it was not written "
-            "by vppctl convert), so pass --vpp, or simulate the converted program"
-        )
+        index = build_index(program)
+        vpp = _chunk_vpp(index)
+        if vpp < 2:
+            raise UsageError(
+                "--vpp is required: the program carries no recorded plan (it was not written "
+                "by vppctl convert) and no chunk ids past 0, so pass --vpp, or simulate the "
+                "converted program"
+            )
+        as_ids = request.split is None and not request.layers_per_chunk
+        if as_ids and request.placement in (None, "loop"):
+            return _as_chunked(program, index, request, seg_method, vpp)
+        request = replace(request, vpp=vpp)  # the split, or the placement, as asked
     convert_opts = ConvertOptions(plan=request, seg_method=seg_method)
     spec = request.spec()
     if request.split is not None or request.layers_per_chunk:
@@ -85,6 +99,76 @@ def _default_split(program: Program, convert_opts: ConvertOptions) -> ResolvedPl
     )
     planned = replan(probe, replace(opts, split="balanced"))
     return ResolvedPlan(planned, False, "balanced", (warning,))
+
+
+def _chunk_vpp(index: ProgramIndex) -> int:
+    """vpp as the global block's chunk ids say it (1 + the largest; ids past any sane
+    degree ignored): 0 when no op carries one, as in a PIR program Paddle has not
+    completed."""
+    chunks = index.global_block.ops.chunk
+    return 1 + max((c for c in chunks if 0 <= c < MAX_DEGREE), default=-1)
+
+
+def _as_chunked(
+    program: Program, index: ProgramIndex, request: PlanOptions, seg_method: str | None, vpp: int
+) -> ResolvedPlan:
+    """A program whose ops carry chunk ids but no recorded plan (Paddle's own VPP completion,
+    PIR or legacy), simulated as the chunk ids split it: `vpp` from them, loop placement, and
+    each segment's layers from the chunk of its first op (split `keep` when that is the
+    split, as it is for Paddle's PIR completion, else `explicit`)."""
+    layers = resolve_layers(index, seg_method, None)
+    stages, _ = index.stage_mesh_ids()
+    counts, why = _chunk_split(index, layers, stages, vpp)
+    if counts is None:
+        raise UsageError(
+            f"the program's chunk ids (vpp {vpp}) do not split its layers into loop-placed "
+            f"segments ({why}); pass --vpp and --split to simulate a split of your own"
+        )
+    keep = replace(request, vpp=vpp, placement="loop", split="keep")
+    planned: Planned | None
+    try:
+        planned = plan_program(program, ConvertOptions(plan=keep, seg_method=seg_method))
+    except ConversionError:
+        planned = None  # keep cannot make it: the counts below do
+    if planned is not None and _sizes(planned.plan) == counts:
+        return ResolvedPlan(planned, False, "keep", ())
+    explicit = replace(keep, split="explicit", layers_per_chunk=counts)
+    if planned is not None:
+        return ResolvedPlan(replan(planned, explicit), False, "explicit", ())
+    planned = plan_program(program, ConvertOptions(plan=explicit, seg_method=seg_method))
+    return ResolvedPlan(planned, False, "explicit", ())
+
+
+def _sizes(plan: Plan) -> tuple[int, ...]:
+    return tuple(len(segment.layers) for segment in plan.segments)
+
+
+def _chunk_split(
+    index: ProgramIndex, layers: LayerSet, stages: Sequence[MeshId], vpp: int
+) -> tuple[tuple[int, ...] | None, str]:
+    """(layers per segment in virtual-stage order, or None and why not) the chunk ids give
+    the layers, loop-placed: segment k is chunk k // pp of stage k % pp, each layer in the
+    segment of its first op, the segments in layer order and none empty."""
+    block = index.global_block
+    chunks = block.ops.chunk
+    pp = len(stages)
+    stage_of = {m: s for s, m in enumerate(stages)}
+    counts = [0] * (pp * vpp)
+    last = 0
+    for k, layer in enumerate(layers.layers):
+        first = next(i for i in range(layer.first, layer.last + 1) if layers.op_layer[i] == k)
+        stage, chunk = stage_of.get(block.op_mesh[first]), chunks[first]
+        if stage is None or not 0 <= chunk < vpp:
+            return None, f"layer {layer.name} has no stage mesh or no chunk id"
+        segment = chunk * pp + stage
+        if segment < last:
+            return None, f"layer {layer.name} comes after a later segment's layers"
+        last = segment
+        counts[segment] += 1
+    if 0 in counts:
+        k = counts.index(0)
+        return None, f"stage {k % pp} chunk {k // pp} holds no layer"
+    return tuple(counts), ""
 
 
 def _recorded(

@@ -53,15 +53,23 @@ def verify_line(report: VerifyReport) -> str:
 
 
 def no_plan_note(report: VerifyReport) -> str:
+    checked = f"{NO_PLAN}: checked as pp {report.pp} x vpp {report.vpp}"
+    if not report.pir:
+        return (
+            f"{checked} (vpp from --vpp or the chunk ids), {report.placement} placement; a "
+            "program not yet converted needs `vppctl convert` first"
+        )
     # vppctl converts no PIR program: Paddle's own PIR completion does (docs/paddle.md)
-    convert = (
-        "Paddle's PIR completion (vpp_degree > 1) first; `vppctl plan` gives its strategy"
-        if report.pir
-        else "`vppctl convert` first"
-    )
+    if report.chunk_ids:
+        return (
+            f"{checked} (vpp from --vpp or the chunk ids Paddle's PIR completion wrote), "
+            f"{report.placement} placement"
+        )
+    source = "vpp from --vpp; " if report.vpp > 1 else ""
     return (
-        f"{NO_PLAN}: checked as pp {report.pp} x vpp {report.vpp} (vpp from --vpp or the chunk "
-        f"ids), {report.placement} placement; a program not yet converted needs {convert}"
+        f"{checked} ({source}no op carries a chunk id past 0: each is checked as chunk 0), "
+        f"{report.placement} placement; a program not yet converted needs Paddle's PIR "
+        "completion (vpp_degree > 1) first; `vppctl plan` gives its strategy"
     )
 
 

@@ -85,7 +85,10 @@ def verify_program(program: Program, options: VerifyOptions | None = None) -> Ve
         message = f"the recorded plan's vpp {recorded.vpp} is not a chunk count"
         early.append(_early(Cause.PLAN_CORRUPT, message))
         recorded = replace(recorded, vpp=0)
-    n_vpp = vpp or (recorded.vpp if recorded else 0) or _chunks_used(index)
+    chunked = _chunks_used(index)
+    if program.is_pir and chunked < 2:
+        _one_chunk(index)
+    n_vpp = vpp or (recorded.vpp if recorded else 0) or max(chunked, 1)
     if recorded and recorded.vpp and vpp and recorded.vpp != vpp:
         message = f"--vpp is {vpp} but the recorded plan says {recorded.vpp}"
         early.append(_early(Cause.COUNT_MISMATCH, message))
@@ -116,12 +119,24 @@ def verify_program(program: Program, options: VerifyOptions | None = None) -> Ve
         recorded=recorded,
         pir=program.is_pir,
         source=program.source,
+        chunk_ids=chunked > 1,
     )
 
 
 def _chunks_used(index: ProgramIndex) -> int:
-    """vpp as the chunk ids imply; ids out of any sane range are left to V002 to report."""
-    return 1 + max((c for b in index.blocks for c in b.ops.chunk if c < MAX_DEGREE), default=0)
+    """vpp as the chunk ids imply (0 when no op has one: a PIR program before Paddle's
+    completion); ids out of any sane range are left to V002 to report."""
+    return 1 + max((c for b in index.blocks for c in b.ops.chunk if c < MAX_DEGREE), default=-1)
+
+
+def _one_chunk(index: ProgramIndex) -> None:
+    """A PIR program whose ops carry no chunk id past 0 (Paddle's plain pipeline program,
+    before its VPP completion gives them) is one chunk per stage: its ops are checked as
+    chunk 0, as Paddle runs them. (The index is verify's own.)"""
+    for block in index.blocks:
+        chunks = block.ops.chunk
+        for op in range(len(chunks)):
+            chunks[op] = 0
 
 
 def _recorded_placement(recorded: RecordedPlan | None) -> Placement:

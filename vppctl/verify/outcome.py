@@ -31,6 +31,7 @@ class VerifyReport:
     recorded: RecordedPlan | None  # the plan the program carries, if any
     pir: bool = False  # read from PIR: the rules of PIR_RULES apply in part
     source: str = "<memory>"  # the program's name, as reports show it
+    chunk_ids: bool = False  # some op carries a chunk id past 0 (converted, or completed by Paddle)
 
     @property
     def valid(self) -> bool:

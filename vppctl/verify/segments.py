@@ -15,7 +15,7 @@ from vppctl.plan import cannot_fill, place
 from vppctl.program import (
     RecordedPlan,
 )
-from vppctl.verify.checker import Checker
+from vppctl.verify.checker import Checker, chunk_text
 from vppctl.verify.rules import Cause
 
 
@@ -33,8 +33,8 @@ def check_layers(c: Checker, layers: LayerSet) -> list[tuple[int, int, list[int]
                     Cause.LAYER_SPLIT,
                     0,
                     i,
-                    f"layer {layer.name} is on {c.mesh_str(where[0])} chunk "
-                    f"{where[1]} but this op is on {c.mesh_str(meshes[i])} chunk {chunks[i]}",
+                    f"layer {layer.name} is on {c.placed(*where)} but this op is on "
+                    f"{c.placed(meshes[i], chunks[i])}",
                 )
                 break
         stage = c.stage_of.get(where[0])
@@ -69,7 +69,7 @@ def _segments_of(
                 Cause.SEGMENT_TWICE,
                 0,
                 first.first,
-                f"layers of stage {stage} chunk {chunk} form two "
+                f"layers of stage {stage} {chunk_text(chunk)} form two "
                 f"segments (again from layer {first.name}); a segment is one run of layers",
             )
         seen.setdefault((stage, chunk), r)
@@ -94,7 +94,7 @@ def _segments_of(
                 0,
                 layers.layers[ks[0]].first,
                 f"segment {k} (from layer {layers.layers[ks[0]].name}) is on stage {stage} "
-                f"chunk {chunk}, but {exp.placement} placement puts it on stage {want[0]} "
+                f"{chunk_text(chunk)}, but {exp.placement} placement puts it on stage {want[0]} "
                 f"chunk {want[1]}",
             )
     return runs
