@@ -434,8 +434,7 @@ class AssignOptimizer:
                 if v in made and made[v] not in reader:
                     reader[made[v]] = j
         for i in constants:
-            j = reader.get(i)
-            mesh = a.op_mesh[0][j] if j is not None else a.op_mesh[0][i]
+            mesh = a.op_mesh[0][reader.get(i, i)]
             a.place_op(0, i, mesh if mesh != NO_MESH else None, 0)
             for v in block.outputs(i):
                 a.set_var(v, a.op_mesh[0][i], 0)
