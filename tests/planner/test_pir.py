@@ -503,11 +503,19 @@ def test_every_split_plan_refuses_says_why(tmp_path: Path) -> None:
     message and each refused row say why (issue 31: "refused by convert" and no why)."""
     path = tmp_path / "gpt_pp4.json"
     path.write_bytes(reference("gpt_pp4_v2", "plain"))
-    r = invoke("plan", str(path), "-m", "8", "--vpp", "4", exit_code=4)
+    r = invoke("plan", str(path), "-m", "8", "--vpp", "4", "--runtime", "any", exit_code=4)
     assert "refused by convert" not in r.output
     for split in ("uniform", "keep", "balanced"):
         assert f"split {split} refused at vpp 4: " in r.stderr, r.stderr
     assert "8 layers" in r.stderr
+    # keep: convert's reason, then Paddle's completion's, with the counts it would take
+    assert "and Paddle's PIR completion: stage 0 holds 2 layers, fewer than vpp_degree 4" in (
+        " ".join(r.stderr.split())
+    )
+    # under Paddle's PIR runtime (the program's own) keep is rule R6, with those counts too
+    r = invoke("plan", str(path), "-m", "8", "--vpp", "4", exit_code=4)
+    said = " ".join(r.stderr.split())
+    assert "R6: " in said and "the program's 8 layers are fewer than pp x vpp = 16" in said
     r = invoke("plan", str(path), "-m", "8", "--vpp", "2,4", "--json")
     refused = json.loads(r.stdout)["refused"]
     assert refused and all(
@@ -518,13 +526,16 @@ def test_every_split_plan_refuses_says_why(tmp_path: Path) -> None:
 def test_simulate_says_why_paddle_cannot_run_what_it_simulates(tmp_path: Path) -> None:
     path = tmp_path / "gpt_keep.json"
     path.write_bytes(reference("gpt_keep_pp2_v2", "plain"))
-    args = ["simulate", str(path), "--vpp", "2", "-m", "8"]
+    # --runtime any: under Paddle's PIR runtime (the program's own) what it cannot run is
+    # refused (exit 2); under any, simulated, with why Paddle cannot
+    args = ["simulate", str(path), "--vpp", "2", "-m", "8", "--runtime", "any"]
     r = invoke(*args, "--split", "uniform", "--json")  # uniform: Paddle takes it (moving layers)
     assert not any("Paddle (PIR)" in w for w in json.loads(r.stdout)["warnings"])
     r = invoke(*args, "--split", "balanced", "--placement", "v", "--schedule", "zbv", "--json")
     said = [w for w in json.loads(r.stdout)["warnings"] if w.startswith("Paddle (PIR) cannot")]
     assert said and "loop placement" in said[0]
-    one = ["simulate", str(path), "--vpp", "1", "--split", "keep", "-m", "1", "--schedule"]
+    one = ["simulate", str(path), "--vpp", "1", "--split", "keep", "-m", "1", "--runtime", "any"]
+    one.append("--schedule")
     r = invoke(*one, "1f1b")  # m < pp: Paddle's 1F1B job list asserts, FThenB's does not
     assert (
         "Paddle (PIR) cannot run 1F1B (v=1) on this plan: Paddle's PIR 1F1B schedule " in r.stderr

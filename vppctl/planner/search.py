@@ -530,7 +530,9 @@ def _plans(
                 short = split == "keep" and min(held_layers(base.facts.stages, pp)) < vpp
                 if search.runtime == "paddle-pir" and short:
                     rule = RULE["R6"]
-                    search.refused[f"{rule.id}: {rule.says}"] += 1
+                    held = held_layers(base.facts.stages, pp)
+                    why = f"{rule.id}: {rule.says}: {short_stage_refusal(held, vpp)}"
+                    search.refused[why] += 1
                 else:
                     why = f"{e}{_paddle_too(base, split, vpp)}"
                     search.refused[f"split {split} refused at vpp {vpp}: {why}"] += 1
