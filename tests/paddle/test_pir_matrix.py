@@ -24,14 +24,15 @@ from pathlib import Path
 import paths
 import pir_matrix as pm
 import pytest
-from commandline import invoke
+from commandline import describe, invoke
 from pir_cases import paddle_stage_op_counts, parity, planned, stage_op_counts
 
 from vppctl.planner import PirStrategy
 from vppctl.planner.launch import LaunchCandidate
 from vppctl.planner.pir import candidate_strategy, pir_input
-from vppctl.program import Program, parse_program
 from vppctl.summary import summarize
+
+pytestmark = pytest.mark.heavy  # about a minute: started first (tests/conftest.py)
 
 CASES = list(pm.manifest()["cases"])
 TAKEN = [n for n in CASES if pm.has(n, "vpp")]
@@ -43,16 +44,8 @@ def case(name: str) -> pm.Case:
     return pm.by_name()[name]
 
 
-def seg_method(name: str) -> str | None:
-    """What a user passes to `plan`: nothing (the layer is detected), but for two layer
-    classes, which no detection picks together: the regex naming both."""
-    c = case(name)
-    return c.seg_method if len(pm.LAYER_CLASSES[c.model]) > 1 else None
-
-
-@cache
-def program(name: str, kind: str) -> Program:
-    return parse_program(pm.data(name, kind), source=f"{name}.{kind}.json")
+seg_method = pm.user_seg_method
+program = pm.program
 
 
 def json_file(tmp_path: Path, name: str, kind: str) -> Path:
@@ -77,6 +70,8 @@ def test_the_matrix_covers_every_value_and_pair_and_is_what_was_built() -> None:
     assert pm.manifest()["versions"]["paddle"] == "3.3.1"
     kinds = Counter(c.refused_by_paddle for c in cases)
     assert set(kinds) == {None, "between", "rank_order", "short"}, kinds
+    readme = (pm.MATRIX / "README.md").read_text()
+    assert pm.with_table(readme, built) == readme  # the README's table is the manifest's
 
 
 @pytest.mark.parametrize("name", REFUSED)
@@ -109,7 +104,27 @@ def test_every_program_reads(name: str) -> None:
             assert s.ops["forward"] and not s.ops["backward"], kind
 
 
-@pytest.mark.parametrize("name", CASES)
+def cli_cases() -> list[str]:
+    """The cases the CLI runs on in CI: chosen in the matrix's order until every model,
+    mesh, pp, vpp, layout and refusal is met (the in-process tests below take them all;
+    the CLI, a few seconds a case, takes them all with VPPCTL_SLOW=1)."""
+    axes = ("model", "mesh", "pp", "vpp", "layout", "refused_by_paddle")
+    seen: set[tuple[str, object]] = set()
+    chosen = []
+    for c in pm.matrix():
+        new = {(a, getattr(c, a)) for a in axes} - seen
+        if new and c.name in CASES:
+            chosen.append(c.name)
+            seen |= new
+    return chosen
+
+
+def _cli_params() -> list[object]:
+    ci = set(cli_cases())
+    return [n if n in ci else pytest.param(n, marks=pytest.mark.slow) for n in CASES]
+
+
+@pytest.mark.parametrize("name", _cli_params())
 def test_inspect_simulate_plan_verify_run(name: str, tmp_path: Path) -> None:
     c = case(name)
     plain = json_file(tmp_path, name, "plain")
@@ -117,18 +132,24 @@ def test_inspect_simulate_plan_verify_run(name: str, tmp_path: Path) -> None:
     out = json.loads(invoke("inspect", plain, "--json", *seg).stdout)
     assert out["layers"]["count"] == c.layers
     m = c.accumulate_steps
-    sim = ["simulate", plain, "--vpp", c.vpp, "--split", "balanced", "-m", m, "--json", *seg]
-    assert json.loads(invoke(*sim).stdout)["plan"]["pp"] == c.pp
-    data = json.loads(invoke("plan", plain, "-m", m, "--vpp", c.vpp, "--json", *seg).stdout)
+    anyrt = ["--runtime", "any"]  # every schedule and split, each row saying what Paddle does
+    sim = ["simulate", plain, "--vpp", c.vpp, "--split", "balanced", "-m", m, "--json"]
+    assert json.loads(invoke(*sim, *anyrt, *seg).stdout)["plan"]["pp"] == c.pp
+    plan = ["plan", plain, "-m", m, "--vpp", c.vpp, "--json", *anyrt, *seg]
+    data = json.loads(invoke(*plan).stdout)
     assert data["pir"]["stage_layers"] == list(c.stage_layers)
     assert data["candidates"]
-    invoke("verify", plain, exit_code=None)  # a plain program: whatever it says, no crash
+    r = invoke("verify", plain, "--json", *seg)  # as Paddle's plain pipeline runs it
+    assert json.loads(r.stdout)["violations"] == [], describe(r)
     if pm.has(name, "vpp"):
         done = json_file(tmp_path, name, "vpp")
         assert (
             json.loads(invoke("inspect", done, "--json", *seg).stdout)["layers"]["count"]
             == c.layers
         )
+        if c.vpp > 1:  # vpp and split from Paddle's chunk ids, under its own runtime
+            got = json.loads(invoke("simulate", done, "-m", m, "--json", *seg).stdout)["plan"]
+            assert (got["pp"], got["vpp"], got["split"]) == (c.pp, c.vpp, "keep")
         r = invoke("verify", done, "--json", *seg, exit_code=None)
         assert r.exit_code in (0, 1), r.output
         rules = {v["rule"] for v in json.loads(r.stdout)["violations"]}
@@ -211,23 +232,41 @@ def test_plan_refuses_what_paddles_completion_refused_with_its_reason(
     plain = json_file(tmp_path, name, "plain")
     seg = ["--seg-method", c.seg_method] if seg_method(name) else []
     data = json.loads(
-        invoke("plan", plain, "-m", c.accumulate_steps, "--vpp", c.vpp, "--json", *seg).stdout
+        invoke(
+            "plan",
+            plain,
+            "-m",
+            c.accumulate_steps,
+            "--vpp",
+            c.vpp,
+            "--json",
+            "--runtime",
+            "any",
+            *seg,
+        ).stdout
     )
     reasons = [v["paddle_pir"]["reason"] for v in data["conversions"]]
     refused = [r["reason"] for r in data["refused"]]
     words = REFUSAL_WORDS[c.refused_by_paddle]
     if c.refused_by_paddle == "short":
-        # keep (the program as placed) is refused with why, and every other split says
-        # keep cannot and which counts Paddle would take
-        assert any(
-            r.startswith(f"split keep refused at vpp {c.vpp}: --split keep needs") for r in refused
-        )
-        said = [r for r in reasons if r is not None and "`--split keep` cannot" in r]
-        assert said and all(w in said[0] for w in words), said
+        # keep (the program as placed) is refused with why and the counts Paddle would
+        # take; a split Paddle does not make says keep cannot, and why
+        (keep,) = [r for r in refused if r.startswith(f"split keep refused at vpp {c.vpp}: ")]
+        assert "and Paddle's PIR completion: stage" in keep and all(w in keep for w in words)
+        said = [r for r in reasons if r is not None]
+        assert all("`--split keep` cannot" in r and words[0] in r for r in said), said
+        taken = [v for v in data["conversions"] if v["paddle_pir"]["reason"] is None]
+        assert all(min(v["paddle_pir"]["stage_layers"]) >= c.vpp for v in taken)
     else:  # no conversion at this vpp: every row says Paddle's reason
         assert reasons and all(r is not None and all(w in r for w in words) for r in reasons)
-        text = invoke("plan", plain, "-m", c.accumulate_steps, "--vpp", c.vpp, *seg).stdout
+        args = ["plan", plain, "-m", c.accumulate_steps, "--vpp", c.vpp, "--runtime", "any"]
+        text = invoke(*args, *seg).stdout
+        text = " ".join(text.split())
         assert "Paddle's PIR completion refuses it at every vpp_degree > 1" in text
+        assert (
+            "Paddle (PIR) runs none of these candidates: it runs fthenb, 1f1b, vpp, and at "
+            "vpp > 1 its completion refuses this program (above)"
+        ) in text
     # the program as placed, at the vpp it was built with: no strategy Paddle takes
     p = planned(program(name, "plain"), c.vpp, "balanced", seg_method(name))
     got = candidate_strategy(_candidate(p, "vpp", c.accumulate_steps), pir_input(p))
@@ -258,16 +297,18 @@ def test_the_matrix_in_numbers() -> None:
 
 # -- Paddle builds them again ---------------------------------------------------------------------
 
+# Built live in CI (about a minute on one core): the smallest job, and a job with every kind
+# of mesh dimension, AMP, recompute and Paddle's VPP completion. The whole matrix (tens of
+# minutes) with VPPCTL_SLOW=1.
+LIVE = ("m00_gpt_pp2v1", "m04_attnbias_pp2v2")
 
-@pytest.mark.paddle
-@pytest.mark.slow
-def test_paddle_builds_the_checked_in_matrix(tmp_path: Path) -> None:
-    """Every case built again by Paddle 3.3.1 (in a child process in PIR mode: this test
-    package forces the legacy IR in-process) is byte for byte the checked-in program, and
-    refuses where it refused."""
+
+def rebuilt(out: Path, names: tuple[str, ...]) -> dict[str, object]:
+    """The manifest entries of `names` built again by Paddle 3.3.1, in a child process in PIR
+    mode (this test package forces the legacy IR in-process), into `out`."""
     env = {**os.environ, "FLAGS_enable_pir_api": "1", "GLOG_minloglevel": "2"}
     run = subprocess.run(
-        ["nice", "-n", "15", sys.executable, str(BUILDER), str(tmp_path)],
+        ["nice", "-n", "15", sys.executable, str(BUILDER), str(out), *names],
         env=env,
         capture_output=True,
         text=True,
@@ -275,5 +316,26 @@ def test_paddle_builds_the_checked_in_matrix(tmp_path: Path) -> None:
         check=False,
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    rebuilt = json.loads((tmp_path / "MANIFEST.json").read_text())
-    assert rebuilt["cases"] == pm.manifest()["cases"]
+    manifest = json.loads((out / "MANIFEST.json").read_text())
+    assert manifest["versions"]["paddle"] == "3.3.1" and manifest["versions"]["pir"] is True
+    return manifest["cases"]  # type: ignore[no-any-return]
+
+
+@pytest.mark.paddle
+def test_paddle_builds_the_checked_in_programs(tmp_path: Path) -> None:
+    """Two cases built again are byte for byte the checked-in programs (the digests of
+    their JSON), and the files there are those programs."""
+    got = rebuilt(tmp_path, LIVE)
+    for name in LIVE:
+        assert got[name] == pm.built(name), name
+        for kind in got[name]["files"]:  # type: ignore[index]
+            assert (tmp_path / f"{name}.{kind}.json.xz").exists()
+            assert pm.digest(pm.data(name, kind)) == pm.built(name)["files"][kind]
+
+
+@pytest.mark.paddle
+@pytest.mark.slow
+def test_paddle_builds_the_checked_in_matrix(tmp_path: Path) -> None:
+    """Every case built again by Paddle 3.3.1 is byte for byte the checked-in program, and
+    refuses where it refused."""
+    assert rebuilt(tmp_path, tuple(CASES)) == pm.manifest()["cases"]

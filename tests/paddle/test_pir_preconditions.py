@@ -35,7 +35,6 @@ from pathlib import Path
 import paths
 import pir_matrix as pm
 import pytest
-from test_pir_matrix import program, seg_method
 
 from vppctl.plan import place
 from vppctl.planner import PIR_MODES, PlanSearchOptions, search_plans
@@ -46,6 +45,7 @@ pytestmark = pytest.mark.paddle
 
 BUILDER = paths.SUPPORT / "pir_matrix_build.py"
 CASES = list(pm.manifest()["cases"])
+program, seg_method = pm.program, pm.user_seg_method
 
 
 def _first(kind: str | None, predicate: object = lambda c: True) -> str:
