@@ -557,13 +557,34 @@ def test_a_program_with_chunk_ids_is_simulated_as_they_split_it(
     """Was: `simulate` on Paddle's completed VPP program asked for --vpp, although `verify`
     reads vpp from the same chunk ids."""
     src = _pir(tmp_path, stages, chunks, "completed.json")
-    # --runtime any: a split Paddle's completion does not make is its runtime's refusal
-    plan = run_json(["simulate", str(src), "-m", "4", "--runtime", "any"])["plan"]
+    # a split Paddle's PIR completion does not make is refused under its runtime (R8)
+    runtime = ["--runtime", "any"] if split == "explicit" else []
+    plan = run_json(["simulate", str(src), "-m", "4", *runtime])["plan"]
     assert (plan["pp"], plan["vpp"], plan["placement"]) == (2, 2, "loop")
     assert (plan["split"], plan["layers_per_segment"], plan["recorded"]) == (split, counts, False)
     if split == "keep":  # asked for by name: the vpp of the chunk ids, the split asked
         plan = run_json(["simulate", str(src), "-m", "4", "--split", "keep"])["plan"]
         assert (plan["vpp"], plan["split"], plan["layers_per_segment"]) == (2, "keep", counts)
+
+
+@pytest.mark.parametrize(
+    ("args", "split"),
+    [(["--split", "uniform"], "uniform"), (["--layers-per-chunk", "1,1,1,1"], "explicit")],
+)
+def test_plan_options_plan_at_the_chunk_ids_vpp(
+    tmp_path: Path, args: list[str], split: str
+) -> None:
+    """--split or --layers-per-chunk: the plan asked, at the ids' vpp."""
+    src = _pir(tmp_path, [0, 1, 0, 1], [0, 0, 1, 1], "completed.json")
+    plan = run_json(["simulate", str(src), "-m", "4", *args])["plan"]
+    assert (plan["vpp"], plan["split"], plan["layers_per_segment"]) == (2, split, [1, 1, 1, 1])
+
+
+def test_a_placement_the_chunk_ids_contradict_is_refused(tmp_path: Path) -> None:
+    """--placement v on a program its chunk ids lay out loop: convert's refusal, exit 4."""
+    src = _pir(tmp_path, [0, 1, 0, 1], [0, 0, 1, 1], "completed.json")
+    r = invoke("simulate", str(src), "-m", "4", "--placement", "v", exit_code=4)
+    assert "already has an interleaved layout" in r.stderr
 
 
 def test_chunk_ids_that_split_no_loop_placed_plan_need_vpp(tmp_path: Path) -> None:

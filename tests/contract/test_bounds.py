@@ -22,7 +22,7 @@ from pathlib import Path
 import hostile
 import pytest
 from commandline import invoke
-from pir_json import shared_vector
+from pir_json import shared_reads, shared_vector, unmatched_grad
 
 from vppctl.engine import layers
 from vppctl.engine.layers import REGEX_SECONDS
@@ -520,6 +520,33 @@ def test_a_wide_vector_reads_in_linear_time_and_memory(work: Path, width: int) -
     within(r, 0, seconds=120, mb=3 * src.stat().st_size / 2**20 + 200)
     size = src.stat().st_size / 2**20
     print(f"{width:,} values: {size:.1f} MB, {r.seconds:.1f} s, {r.peak_mb:.0f} MB")
+
+
+PIR_SHAPES = {  # docs/io.md's rows: the step that was quadratic in each, at 10x the last
+    "readers": (lambda n: shared_vector(100, n), (1_000, 10_000)),
+    "shared_reads": (shared_reads, (3_000, 30_000)),
+    "unmatched": (unmatched_grad, (1_000, 10_000)),
+}
+
+
+@pytest.mark.parametrize(
+    ("shape", "n"),
+    [
+        pytest.param(shape, n, marks=SLOW if k else ())
+        for shape, (_, sizes) in sorted(PIR_SHAPES.items())
+        for k, n in enumerate(sizes)
+    ],
+)
+def test_pir_shapes_that_were_quadratic_read_within_the_bound(
+    work: Path, shape: str, n: int
+) -> None:
+    """A vector read by many ops, half of them grad ops; a value read by n forward ops and n
+    grad ops; a grad op's n results matching none of its forward op's operands."""
+    src = write(work, f"{shape}{n}.json", PIR_SHAPES[shape][0](n))
+    r = run("inspect", src)
+    within(r, 0, seconds=120, mb=3 * src.stat().st_size / 2**20 + 200)
+    size = src.stat().st_size / 2**20
+    print(f"{shape} {n:,}: {size:.1f} MB, {r.seconds:.1f} s, {r.peak_mb:.0f} MB")
 
 
 def test_a_stream_of_nul_bytes_after_pirs_header_is_refused_at_once() -> None:

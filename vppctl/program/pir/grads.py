@@ -91,8 +91,8 @@ class Flow:
     def outputs(self, op: int) -> array[int]:
         return self.outs[self.out_off[op] : self.out_off[op + 1]]
 
-    def readers_of(self, v: int) -> array[int]:
-        return self.readers[self.reader_off[v] : self.reader_off[v + 1]]
+    def n_readers(self, v: int) -> int:
+        return self.reader_off[v + 1] - self.reader_off[v]
 
 
 def link_gradients(t: PirTables) -> tuple[list[str], array[int]]:
@@ -129,7 +129,7 @@ class _Links:
         self.copy_of: dict[int, int] = {}  # recomputed value -> the forward value it copies
         self._copyable: dict[tuple[str, str, tuple[int, ...]], deque[int]] | None = None
         self._sources: dict[tuple[int, bool], dict[tuple[int, ...], list[int]]] = {}
-        self._free_top: dict[int, int] = {}  # value -> readers past which none is free
+        self._free_top: dict[int, int] = {}  # value -> index in readers past which none is free
         # Steps the search for forward ops may take in all: linear in the program whatever
         # its shape; past them a grad op is left unlinked (its gradients named %N).
         self.budget = (
@@ -212,20 +212,22 @@ class _Links:
         of the value read by the fewest ops are searched, latest first; readers no longer
         free at the end of that list (taken, or no forward op) are passed once for all."""
         t, flow = self.t, self.flow
-        pivot = min(values, key=lambda v: len(flow.readers_of(v)))
-        readers = flow.readers_of(pivot)
+        # The readers are indexed in place, never sliced: a copy of a value's readers
+        # for each grad op reading it would be quadratic in them.
+        pivot = min(values, key=flow.n_readers)
+        readers, first, end = flow.readers, flow.reader_off[pivot], flow.reader_off[pivot + 1]
         wanted = set(values)
-        top = self._free_top.get(pivot, len(readers))
-        while top and not self._free(readers[top - 1]):
+        top = self._free_top.get(pivot, end)
+        while top > first and not self._free(readers[top - 1]):
             top -= 1
         self._free_top[pivot] = top
         producer = t.v_producer[pivot]
-        for f in chain((readers[k] for k in range(top - 1, -1, -1)), (producer,)):
+        for f in chain((readers[k] for k in range(top - 1, first - 1, -1)), (producer,)):
             if f != NO_OP and self._free(f) and self._uses_all(f, base, wanted):
                 return f
             if self.budget < 0:
                 return NO_LINK
-        for f in chain(reversed(readers), (producer,)):
+        for f in chain((readers[k] for k in range(end - 1, first - 1, -1)), (producer,)):
             if f != NO_OP and t.op_role[f] in FORWARD_ROLES and self._uses_all(f, base, wanted):
                 return f  # every such op is taken: the latest
             if self.budget < 0:
