@@ -77,7 +77,8 @@ class Verdict:
 def verdicts(name: str) -> list[Verdict]:
     c = pm.by_name()[name]
     m = 2 * c.pp
-    opts = PlanSearchOptions(micro_batches=(m,), seg_method=seg_method(name))
+    # runtime any: every candidate, each with its verdict (Paddle's PIR runtime drops theirs)
+    opts = PlanSearchOptions(micro_batches=(m,), seg_method=seg_method(name), runtime="any")
     result = search_plans(program(name, "plain"), f"{name}.json", opts)
     assert result.pir is not None
     pir = result.pir
