@@ -100,6 +100,32 @@ def _options(call: str, options: object, kind: type[validate.Options]) -> None:
         raise UsageError(validate.wrong_options(call, kind.__name__, options))
 
 
+def _order(
+    call: str,
+    params: str,
+    given: Mapping[str, object],
+    kinds: Mapping[str, type],
+    hint: str = "",
+) -> None:
+    """An options object given where another argument goes (`convert_file(src, options,
+    out)`): say the order, not that the options are of the wrong kind."""
+    for name, value in given.items():
+        for slot, kind in kinds.items():
+            if slot != name and isinstance(value, kind):
+                raise UsageError(
+                    f"the arguments of {call}{params} are in the wrong order: the "
+                    f"{kind.__name__} came as {name}, and it is {slot}" + hint
+                )
+
+
+def _paths(call: str, **paths: object) -> None:
+    """Refuse, before any work, what cannot be a file name (`validate.file_name`: bytes, a
+    Program, a NUL, an unencodable surrogate): a UsageError or ProgramFileError."""
+    for name, value in paths.items():
+        if value is not None:
+            validate.file_name(value, f"{call}'s {name}")
+
+
 def _path(p: PathLike) -> Path:
     return p if isinstance(p, Path) else Path(p)
 
@@ -142,6 +168,10 @@ def convert_file(
     with a warning, never the conversion. With `options.moves`, also write there (JSON,
     with the program, all or nothing) every parameter's (stage, chunk) before and after,
     and its bytes: the map that remaps a checkpoint (`outcome.result.moves`)."""
+    _order(
+        "convert_file", "(src, out, options)", {"src": src, "out": out}, {"options": ConvertOptions}
+    )
+    _paths("convert_file", src=src, out=out)
     _options("convert_file", options, ConvertOptions)
     in_place = options.in_place
     if in_place and out is not None:
@@ -202,6 +232,8 @@ def verify_file(
 ) -> VerifyReport:
     """Check an annotated program against the numbered rules (`report.valid`); every
     violation found is in the report (a program with violations is not an error)."""
+    _order("verify_file", "(path, options)", {"path": path}, {"options": VerifyOptions})
+    _paths("verify_file", path=path)
     options = VerifyOptions() if options is None else options
     _options("verify_file", options, VerifyOptions)
     with observing(progress):
@@ -215,6 +247,8 @@ def inspect_file(
     path: PathLike, options: InspectOptions | None = None, *, progress: Observer | None = None
 ) -> Summary:
     """What a program holds: blocks, ops by role, meshes, stages, layers, layout."""
+    _order("inspect_file", "(path, options)", {"path": path}, {"options": InspectOptions})
+    _paths("inspect_file", path=path)
     options = InspectOptions() if options is None else options
     _options("inspect_file", options, InspectOptions)
     with observing(progress):
@@ -224,6 +258,7 @@ def inspect_file(
 # -- dump, sample ----------------------------------------------------------------
 
 
+@validate.named_fields
 @dataclass(frozen=True)
 class DumpOptions:
     """What `dump` is asked. Checked when made (UsageError, exit 2)."""
@@ -247,6 +282,8 @@ def dump_file(
 ) -> DumpOutcome:
     """The program in `src` as protobuf text on stdout (no `out`), or written to `out`
     in the format its extension names (binary for `-o -`)."""
+    _order("dump_file", "(src, out, options)", {"src": src, "out": out}, {"options": DumpOptions})
+    _paths("dump_file", src=src, out=out)
     options = DumpOptions() if options is None else options
     _options("dump_file", options, DumpOptions)
     if out is None:
@@ -273,6 +310,7 @@ def sample_file(
     A program that would be 2 GiB or more is refused from its options, before it is built."""
     if isinstance(out, sample.SampleOptions):  # the order of vppctl 0.2
         raise UsageError("sample_file takes the output first: sample_file(out, SampleOptions(...))")
+    _paths("sample_file", out=out)
     _options("sample_file", options, sample.SampleOptions)
     output = program_output(out)
     fix = "use fewer --layers" + (" or drop --callstack" if options.callstack else "")
@@ -290,6 +328,7 @@ def sample_file(
 # -- simulate --------------------------------------------------------------------
 
 
+@validate.named_fields
 @dataclass(frozen=True)
 class Pictures:
     """The files `simulate` draws (each None: not drawn; "-": stdout) and the SVG's width
@@ -312,6 +351,8 @@ class Pictures:
             value = getattr(self, name)
             if value is not None and not isinstance(value, (str, os.PathLike)):
                 raise validate.refuse(self, name, "a path (str or os.PathLike), '-' or None")
+            if value is not None:  # a name no file can have (a NUL): refused when made
+                validate.file_name(value, validate.where(self, name))
         validate.integer(self, "svg_width", MIN_SVG_WIDTH, MAX_SVG_WIDTH, optional=True)
 
 
@@ -322,7 +363,7 @@ class Pictures:
 def simulate_run(
     prog: PathLike | None,
     pictures: Pictures | None,
-    options: SimulateOptions,
+    options: SimulateOptions | None = None,  # required: None is refused, saying so
     *,
     progress: Observer | None = None,
 ) -> SimulateOutcome:
@@ -335,6 +376,19 @@ def simulate_run(
     every chunk costs `options.costs`. `options.schedule` None compares 1F1B with the
     runtime's schedule that interleaves the plan; `options.runtime` None is the program's
     own runtime (`any` without one), whose rules refuse what it would refuse (exit 2)."""
+    _order(
+        "simulate_run",
+        "(prog, pictures, options)",
+        {"prog": prog, "pictures": pictures, "options": options},
+        {"pictures": Pictures, "options": planner.SimulateOptions},
+        "; pass pictures=None to draw nothing",
+    )
+    _paths("simulate_run", prog=prog)
+    if options is None:
+        raise UsageError(
+            "simulate_run(prog, pictures, options) needs its options: "
+            "simulate_run(prog, None, SimulateOptions(micro_batches=8, ...))"
+        )
     pictures = Pictures() if pictures is None else pictures
     _options("simulate_run", pictures, Pictures)
     _options("simulate_run", options, planner.SimulateOptions)
@@ -449,6 +503,8 @@ def plan_run(
     says what Paddle's PIR completion reads, and each candidate's Paddle launch settings
     are its PIR strategy). Raises NoConversionFits (a ConversionError, exit 4) when none
     fits, naming the smallest peak found; its `outcome` is what was searched."""
+    _order("plan_run", "(prog, options)", {"prog": prog}, {"options": planner.PlanSearchOptions})
+    _paths("plan_run", prog=prog)
     _options("plan_run", options, planner.PlanSearchOptions)
     with observing(progress):
         program = read_program(_path(prog))

@@ -54,6 +54,7 @@ PIR_REFUSAL = (
 )
 
 
+@validate.named_fields
 @dataclass(frozen=True)
 class ConvertOptions:
     """What `convert` is asked: the plan (`plan.vpp` is required, or `plan.layout`), how to

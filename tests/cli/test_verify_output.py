@@ -5,8 +5,8 @@ The seeded program is the 8-layer sample converted to vpp 2 with two transpose2_
 ops moved to the other chunk of their stage: each breaks V008 (a grad op away from its
 forward op) and V011 (the gradient it writes first stays where it was).
 
-The tests here also cover vppctl/verify/outcome.py and vppctl/outcomes/verify.py, which have
-no test file of their own.
+The tests here also cover vppctl/verify/outcome.py, vppctl/outcomes/verify.py and the
+formats of vppctl/report/verify.py, which have no test file of their own.
 """
 
 from __future__ import annotations
@@ -138,10 +138,10 @@ def test_github_is_one_workflow_command_per_violation(seeded) -> None:
 
 
 def test_github_escapes_what_workflow_commands_read_as_syntax() -> None:
-    from vppctl.report.verify import _github_data, _github_property
+    from vppctl.escape import github_data, github_property
 
-    assert _github_data("50%\r\nx") == "50%25%0D%0Ax"
-    assert _github_property("a:b,c") == "a%3Ab%2Cc"
+    assert github_data("50%\r\nx") == "50%25%0D%0Ax"
+    assert github_property("a:b,c") == "a%3Ab%2Cc"
 
 
 def test_junit_is_a_report_junit_readers_take(seeded) -> None:

@@ -222,6 +222,89 @@ def test_a_recorded_regex_that_backtracks_does_not_hang(
         assert "takes over" in r.stdout
 
 
+# In a thread of the user's program no signal reaches the match, and the match holds the
+# GIL: the program runs in a child (killed after 60 s: a hang fails, it does not stall
+# the suite), its calls each in a thread, with a 0.5 s budget.
+_THREADED = """
+import sys, threading, time
+import vppctl
+from vppctl.engine import layers
+layers.REGEX_SECONDS = 0.5
+evil, plain, out, pattern = sys.argv[1:5]
+calls = {
+    "verify_file, recorded": lambda: vppctl.verify_file(evil),
+    "inspect_file": lambda: vppctl.inspect_file(plain, vppctl.InspectOptions(seg_method=pattern)),
+    "convert_file": lambda: vppctl.convert_file(
+        plain, out, vppctl.ConvertOptions(plan=vppctl.PlanOptions(vpp=2), seg_method=pattern)
+    ),
+}
+said = {}
+def call(name):
+    try:
+        said[name] = repr(calls[name]())
+    except vppctl.VppctlError as e:
+        said[name] = f"{type(e).__name__}: {e}"
+start = time.monotonic()
+threads = [threading.Thread(target=call, args=(name,)) for name in calls]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+for name in calls:
+    print(name, "->", said.get(name, "no result"))
+print("seconds", time.monotonic() - start)
+"""
+
+
+@pytest.mark.parametrize("pattern", hostile.EVIL_REGEXES)
+def test_the_regex_budget_holds_in_threads_of_a_python_program(
+    work: Path, converted: bytes, pattern: str
+) -> None:
+    """Was: verify_file in a thread, on a program whose recorded plan holds `(.|.)*!`, hung
+    the whole process (SIGALRM is the main thread's; the match holds the GIL)."""
+    evil = write(work, "evil-threads.pb", hostile.recorded_regex(converted, pattern))
+    plain = write(work, "plain-threads.pb", converted)
+    done = subprocess.run(
+        [sys.executable, "-c", _THREADED, str(evil), str(plain), str(work / "t.pb"), pattern],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    lines = dict(line.split(" -> ", 1) for line in done.stdout.splitlines() if " -> " in line)
+    assert "no result" not in lines.values(), done.stdout
+    if pattern == "(.|.)*!":  # the one that backtracks on every struct name of the sample
+        assert "takes over 0.5 s" in lines["verify_file, recorded"], done.stdout
+        for name in ("inspect_file", "convert_file"):
+            said = lines[name]
+            assert said.startswith("UsageError:") and "takes over 0.5 s" in said, done.stdout
+    seconds = float(done.stdout.split("seconds ")[-1])
+    assert seconds < 10, done.stdout  # three budgets of 0.5 s, run at once, and the children
+
+
+def test_in_a_thread_a_regex_matches_as_on_the_main_thread(converted: bytes) -> None:
+    """The child process finds the same layers as the in-process match, for a regex (not a
+    plain class name: that one is matched in process everywhere)."""
+    import threading
+
+    from vppctl.engine import build_index, find_layers
+    from vppctl.program import parse_program
+
+    index = build_index(parse_program(converted))
+    found: dict[str, tuple[str, ...]] = {}
+    for pattern in ("Decoder(Layer)?", "decoderlayer", "[D]ecoderLayer_\\d"):
+        found[pattern] = find_layers(index, pattern).names
+        seen: list[tuple[str, ...]] = []
+        t = threading.Thread(
+            target=lambda p=pattern, into=seen: into.append(find_layers(index, p).names)
+        )
+        t.start()
+        t.join(timeout=60)
+        assert seen == [found[pattern]], pattern
+    assert all(found.values())
+
+
 def _fake_clock(monkeypatch: pytest.MonkeyPatch, step: float) -> None:
     """Each matching of a layer regex takes `step` seconds by the budget's clock."""
     ticks = itertools.count(step=step)  # read at its start and end: `step` apart

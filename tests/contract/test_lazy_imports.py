@@ -47,6 +47,7 @@ CONVERT = {
     "vppctl.choices",
     "vppctl.cli",
     "vppctl.cli.base",
+    "vppctl.cli.config",
     "vppctl.cli.options",
     "vppctl.cli.program",
     "vppctl.cli.progress",
@@ -115,6 +116,7 @@ CONVERT = {
     "vppctl.verify.refusals",
     "vppctl.verify.rules",
     "vppctl.verify.segments",
+    "vppctl.verify.selection",
 }
 
 # `vppctl --help`: the command line and the bottom layer, and the library's faces only.
@@ -125,6 +127,7 @@ HELP = {
     "vppctl.choices",
     "vppctl.cli",
     "vppctl.cli.base",
+    "vppctl.cli.config",
     "vppctl.cli.options",
     "vppctl.cli.program",
     "vppctl.cli.progress",
@@ -139,6 +142,7 @@ HELP = {
     "vppctl.schedule",
     "vppctl.shapes",
     "vppctl.units",
+    "vppctl.validate",  # the PATH type refuses a name no file can have (file_name)
 }
 
 

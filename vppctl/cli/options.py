@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import click
 
 import vppctl.planner
+from vppctl import validate
 from vppctl.choices import (
     COST_KINDS,
     LINKS,
@@ -133,7 +134,18 @@ class FloatRange(click.FloatRange):
 
 
 # Paths stay strings: "-" is stdin or stdout, and a trailing "/" must reach the checks.
-PATH = click.Path(path_type=str, allow_dash=True)
+class PathType(click.Path):
+    """A path as vppctl takes one: a name no file can have (a NUL, a surrogate the file
+    system's encoding cannot hold) is refused as the library refuses it
+    (`vppctl.validate.file_name`, exit 3), before click looks the path up."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str):
+            validate.file_name(value, param.human_readable_name if param else "a path")
+        return super().convert(value, param, ctx)
+
+
+PATH = PathType(path_type=str, allow_dash=True)
 DEGREE = IntRange(1, MAX_DEGREE)
 MICRO_BATCHES = IntRange(1, MAX_MICRO_BATCHES)
 BATCH_DIM = IntRange(1, MAX_BATCH_DIM)

@@ -24,6 +24,7 @@ from vppctl.cli.base import (
     write_text,
     wrote,
 )
+from vppctl.cli.config import selection
 from vppctl.cli.options import (
     DEGREE,
     MICRO_BATCHES,
@@ -226,6 +227,19 @@ def convert(
     "JSON always holds both the statistics and the violations).",
 )
 @click.option(
+    "--select",
+    metavar="RULES",
+    help="Enforce only these rules: ids or prefixes, comma-separated (V0, V009,V011, ALL). "
+    "Default: [tool.vppctl.verify] in pyproject.toml, else every rule.",
+)
+@click.option(
+    "--ignore",
+    metavar="RULES",
+    help="Do not enforce these rules (ids or prefixes, comma-separated): their violations "
+    "are counted, not failed. Adds to pyproject.toml's ignore.",
+)
+@click.option("--isolated", is_flag=True, help="Read no pyproject.toml ([tool.vppctl.verify]).")
+@click.option(
     "--rules", "list_rules", is_flag=True, help="List the rules and exit (takes no PROG)."
 )
 @quiet_option
@@ -238,6 +252,9 @@ def verify(
     output_format: str | None,
     as_json: bool,
     statistics: bool,
+    select: str | None,
+    ignore: str | None,
+    isolated: bool,
     list_rules: bool,
     quiet: bool,
 ) -> None:
@@ -249,6 +266,7 @@ def verify(
     vppctl verify prog.vpp.pb --output-format github      # in a GitHub Actions step
     vppctl verify prog.vpp.pb --output-format junit > verify.xml
     vppctl verify prog.vpp.pb --pp 4 --vpp 2 --json | jq .violations
+    vppctl verify completed.json --ignore V009           # waive a rule (counted, not failed)
     vppctl verify --rules
     """
     form = _verify_format(output_format, as_json)
@@ -274,7 +292,11 @@ def verify(
         raise click.UsageError(
             "Missing argument 'PROG' (the program to check; --rules alone lists the rules)."
         )
-    opts = vppctl.VerifyOptions(pp, vpp, cast("Placement | None", placement), seg_method)
+    click.get_current_context().ensure_object(dict)["source"] = prog  # named by a failure's report
+    chosen, waived = selection(prog, select, ignore, isolated)
+    opts = vppctl.VerifyOptions(
+        pp, vpp, cast("Placement | None", placement), seg_method, select=chosen, ignore=waived
+    )
     result = vppctl.verify_file(prog, opts, progress=observer(quiet))
     _render_verify(result, form, statistics)
     if not result.valid:
@@ -301,11 +323,14 @@ def _render_verify(result: VerifyReport, form: OutputFormat, statistics: bool) -
             if form == "junit"
             else "".join(f"{line}\n" for line in report.github_lines(result))
         )
+        click.get_current_context().ensure_object(dict)["report_written"] = True
         write_text(text)
         return
     console = stdout_console()
-    if statistics and not result.valid:
+    if statistics and (not result.valid or result.ignored):
         console.print(report.statistics_table(result))
+        if result.valid:  # what it was checked as, and that the ignored do not fail it
+            report.render_verify(console, result)
     elif form == "concise":
         for line in report.concise_lines(result):
             console.print(report.printed(line), soft_wrap=True)

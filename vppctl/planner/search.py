@@ -114,6 +114,7 @@ from vppctl.schedule import (
 MAX_SEARCH_UNITS = 1 << 23
 
 
+@validate.named_fields
 @dataclass(frozen=True)
 class PlanSearchOptions:
     """What `plan` searches: the micro-batch counts (required) and, for each other

@@ -69,6 +69,7 @@ from vppctl.schedule import check_size as check_simulation_size
 from vppctl.units import runs_text
 
 
+@validate.named_fields
 @dataclass(frozen=True)
 class SimulateOptions:
     """What `simulate` is asked: the step (`micro_batches`, required), the schedule and its
@@ -128,11 +129,17 @@ class SimulateOptions:
     def _check_costs(self) -> None:
         if self.costs is None:
             return
-        legal = "three numbers F,B,W >= 0, not all zero, e.g. (1, 1, 1)"
+        legal = (
+            f"three numbers F,B,W, each {validate.NUMBER_LEGAL.removeprefix('a ')}, not all "
+            "zero, e.g. (1, 1, 1)"
+        )
         values = validate.sequence(self, "costs", legal)
         exact = [validate.exact_number(self, "costs", v) for v in values]
         if len(exact) != 3 or any(v is None for v in exact) or not any(exact):
-            raise validate.refuse(self, "costs", legal)
+            shown = tuple(
+                float(v) if isinstance(v, Fraction) and abs(v) < 10**300 else v for v in values
+            )
+            raise validate.refuse(self, "costs", legal, shown)  # as numbers, not Fractions
         object.__setattr__(self, "costs", tuple(exact))
 
 

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Literal
 
-from vppctl import progress
+from vppctl import progress, validate
 from vppctl.errors import ProgramFileError, UsageError, os_reason
 from vppctl.program import atomic
 from vppctl.program.atomic import Data
@@ -260,9 +260,12 @@ def first_non_directory(path: Path) -> Path:
 
 
 def terminal_refusal(shown: str) -> str:
+    """Binary onto a terminal (`-`: stdout). The hint names no file the user may have:
+    a redirection into a file that is the input would empty it before vppctl starts."""
+    where = "a terminal" if shown == STDIO else f"the terminal {shown}"
     return (
-        f"refusing to write a binary program to the terminal {shown}; name a file, or "
-        "redirect (-o - > prog.pb)"
+        f"refusing to write a binary program to {where}; name a new file with -o OUT, or "
+        "redirect stdout to one (-o - > OUT) or into another command (-o - | CMD)"
     )
 
 
@@ -361,8 +364,8 @@ def read_input(spec: str | os.PathLike[str], *, limit: int, check: Check | None 
     ProgramFileError (exit 3): missing, unreadable, a directory or socket, more than
     `limit` bytes, a FIFO nobody opens for writing within WAIT_SECONDS, or whatever
     `check` raises (it sees the bytes so far after every piece of a stream). UsageError
-    (exit 2): a terminal."""
-    shown = os.fspath(spec)
+    (exit 2): a terminal, or not a path (`validate.file_name`)."""
+    shown = validate.file_name(spec, "the input")
     if shown == STDIO:
         return _read_stdin(limit, check)
     fd = _open_for_reading(shown)

@@ -32,6 +32,7 @@ from typing import Any
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError
 
+from vppctl import validate
 from vppctl.errors import ProgramFileError
 from vppctl.gcpause import gc_paused
 from vppctl.program import pir  # its reader loads on use: most programs are not PIR
@@ -150,6 +151,7 @@ def read_program(spec: str | os.PathLike[str], *, text: bool | None = None) -> P
 
     `text`: True for text format, False for binary; None decides by extension for a
     regular file and detects the format for stdin, FIFOs and devices (module docstring)."""
+    spec = validate.file_name(spec, "the program")  # a name no file can have: refused, not a crash
     if text is None and is_text_name(spec):
         text = True
     check = StreamCheck("stdin" if os.fspath(spec) == STDIO else os.fspath(spec), text)

@@ -471,8 +471,10 @@ def to_svg(
     heading = f"vppctl simulate: pp {first.pp}, m {first.micro_batches}"
     if first.p2p_cost:
         heading += f", p2p cost {number(first.p2p_cost)} per hop"
-    # XML cannot hold control characters, and a person should not read them raw
-    heading, caption = printable(heading), printable(caption)
+    # XML cannot hold control characters (nor U+FFFE, U+FFFF, a lone surrogate), and a
+    # person should not read them raw: every text from outside (the program's path in the
+    # caption, the unit) is made printable, which escapes them all (vppctl.escape).
+    heading, caption, unit = printable(heading), printable(caption), printable(unit)
     lines = textwrap.wrap(caption, max(int((width - 8) / 6.6), 20)) if caption else []
     parts = [f'<text x="4" y="17" font-size="13" font-weight="bold">{escape(heading)}</text>']
     for i, line in enumerate(lines):

@@ -9,7 +9,7 @@ are violations too (V012, V015), reported with the rest.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
@@ -29,13 +29,15 @@ from vppctl.plan import MAX_DEGREE, Placement
 from vppctl.program import Program, RecordedPlan, read_plan
 from vppctl.verify.checks import verify
 from vppctl.verify.outcome import VerifyReport
-from vppctl.verify.rules import Cause, Expectation, Violation
+from vppctl.verify.rules import RULES, Cause, Expectation, Violation
+from vppctl.verify.selection import enforced, selectors, unknown_selectors
 
 
 def _early(cause: Cause, message: str) -> Violation:
     return Violation(cause, -1, -1, "", message)
 
 
+@validate.named_fields
 @dataclass(frozen=True)
 class VerifyOptions:
     """What `verify` expects of a program; each None is the recorded plan's, else what the
@@ -46,12 +48,19 @@ class VerifyOptions:
     vpp: int | None = None
     placement: Placement | None = None
     seg_method: str | None = None  # regex naming the repeated layer; None: detected
+    # The rules enforced (vppctl.verify.selection): rule ids, prefixes or ALL, as a
+    # sequence or a comma list ("V009,V011"); stored as a tuple, upper case. select None:
+    # every rule. The violations of a rule not enforced are counted apart (`ignored`).
+    select: Sequence[str] | None = None
+    ignore: Sequence[str] = ()
 
     FLAGS: ClassVar[Mapping[str, str]] = {
         "pp": "--pp",
         "vpp": "--vpp",
         "placement": "--placement",
         "seg_method": "--seg-method",
+        "select": "--select",
+        "ignore": "--ignore",
     }
 
     def __post_init__(self) -> None:
@@ -59,6 +68,28 @@ class VerifyOptions:
         validate.integer(self, "vpp", 1, MAX_DEGREE, optional=True)
         validate.choice(self, "placement", PLACEMENTS, optional=True)
         check_seg_method(self, "seg_method")
+        for field in ("select", "ignore"):
+            value = getattr(self, field)
+            if value is None and field == "select":
+                continue
+            codes = selectors(value)
+            if codes is None:
+                unknown = unknown_selectors(value)
+                legal = (
+                    f"rule ids ({', '.join((*RULES, 'ALL'))}) or their prefixes (V00), as a "
+                    "sequence or a comma list"
+                )
+                raise validate.refuse(
+                    self,
+                    field,
+                    legal + (f"; {', '.join(unknown)} names no rule" if unknown else ""),
+                )
+            object.__setattr__(self, field, codes)
+
+    @property
+    def enforced(self) -> tuple[str, ...]:
+        """The rules these options enforce, in rule order."""
+        return enforced(self.select, self.ignore)
 
 
 @validate.api_names(validate.flags_of((VerifyOptions, "VerifyOptions")))
@@ -107,10 +138,15 @@ def verify_program(program: Program, options: VerifyOptions | None = None) -> Ve
         recorded=recorded,
         pir=program.is_pir,
     )
-    violations = early + verify(index, expect)
+    found = early + verify(index, expect)
+    rules = options.enforced
+    kept = set(rules)
+    violations = [v for v in found if v.rule in kept]
     edges = None if violations else cross_stage_edges(index, stages)
     return VerifyReport(
         violations=tuple(violations),
+        ignored=tuple(v for v in found if v.rule not in kept),
+        rules=rules,
         pp=n_pp,
         vpp=n_vpp,
         placement=where,
