@@ -28,6 +28,7 @@ from vppctl.plan import PlanOptions
 from vppctl.planner import (
     PIR_MODES,
     PIR_SCHEDULE_MODES,
+    PirInput,
     PirMismatch,
     PirStrategy,
     pir_split,
@@ -398,3 +399,150 @@ def test_the_schedules_paddle_runs_on_pir_are_said_in_one_spelling(tmp_path: Pat
         in out
     )
     assert "Paddle (PIR) runs none of these candidates: it runs fthenb, 1f1b, vpp" in out
+
+
+# -- what Paddle's completion refuses in the program itself (issue 31, item 3) ------------------
+
+
+def test_paddle_reads_a_meshs_stage_from_its_ranks() -> None:
+    """get_pp_stage_by_rank: rank r is on stage r // (world // pp); a mesh whose ranks
+    disagree is on none."""
+    from vppctl.planner.pir import paddle_stage
+
+    assert [paddle_stage(m, 4, 2) for m in ([0, 1], [2, 3], [0, 2], [1, 3])] == [0, 1, None, None]
+    assert paddle_stage([4, 5, 6, 7], 8, 2) == 1 and paddle_stage([3], 4, 4) == 3
+
+
+@pytest.mark.parametrize(
+    ("ranks", "words"),
+    [
+        (((0, 1), (2, 3)), None),  # stage-major: Paddle's order
+        (((0,), (1,), (2,)), None),
+        (((0, 2), (1, 3)), "stage mesh 0's ranks [0, 2] are on stages 0, 1"),
+        (((2, 3), (0, 1)), "stage mesh 0's ranks [2, 3] are on stage 1"),
+    ],
+)
+def test_a_rank_order_paddle_reads_otherwise_is_refused_with_the_order_it_reads(
+    ranks: tuple[tuple[int, ...], ...], words: str | None
+) -> None:
+    from vppctl.planner.pir import completion_refusal, rank_order_refusal
+
+    got = rank_order_refusal(ranks)
+    assert (got is None) == (words is None)
+    if words is not None:
+        assert got is not None and words in got and "r // (world / pp) = r // 2" in got
+        assert "give stage s the ranks 2*s to 2*s+1" in got
+        pir = PirInput((2, 2), "DecoderLayer", stage_ranks=ranks)
+        assert completion_refusal(pir, 2) == got and completion_refusal(pir, 1) is None
+
+
+def test_an_op_between_layers_is_refused_naming_the_op_and_the_fix() -> None:
+    from vppctl.planner.pir import StrayOp, completion_refusal
+
+    scale = StrayOp("op #57 (pd_op.scale)", "pd_op.scale", "/GPTModel/", "L", "L_1", None)
+    pir = PirInput((2, 2), "DecoderLayer", strays=(scale, scale))
+    got = completion_refusal(pir, 2)
+    assert got is not None and completion_refusal(pir, 1) is None  # vpp 1: no completion
+    assert "raises ValueError on op #57 (pd_op.scale) (and 1 more) between layers L and L_1" in got
+    assert (
+        '"The op pd_op.scale without seg_method in its struct_name should only be reshard"' in got
+    )
+    assert got.endswith("move it into a layer's forward (or out of the layers' span)")
+    dense = [
+        StrayOp(f"op #{k}", "pd_op.matmul", f"/M/{part}/", "MoE", "MoE_1", part)
+        for k, part in enumerate(("DenseLayer", "DenseLayer_1"))
+    ]
+    got = completion_refusal(PirInput((2, 2), "MoELayer", strays=tuple(dense)), 3)
+    assert got is not None and "plan with `--seg-method 'MoELayer|DenseLayer'`" in got
+    once = completion_refusal(PirInput((2, 2), "MoELayer", strays=(dense[0],)), 3)
+    assert once is not None and "--seg-method" not in once  # one instance: no layer class
+
+
+@pytest.mark.parametrize(
+    ("held", "vpp", "counts"),
+    [
+        ((3, 3, 1, 1), 2, (2, 2, 2, 2)),
+        ((5, 1), 2, (4, 2)),
+        ((4, 3, 3, 2), 3, (3, 3, 3, 3)),
+        ((7, 5), 2, (7, 5)),  # nothing to move
+        ((2, 1), 2, None),  # 3 layers cannot fill 2 stages of 2
+    ],
+)
+def test_the_layers_per_stage_paddle_would_take(
+    held: tuple[int, ...], vpp: int, counts: tuple[int, ...] | None
+) -> None:
+    from vppctl.planner.pir import stage_counts_paddle_takes
+
+    got = stage_counts_paddle_takes(held, vpp)
+    assert got == counts
+    if got is not None:
+        assert sum(got) == sum(held) and min(got) >= vpp
+
+
+def test_a_split_paddle_does_not_make_names_keep_or_why_keep_cannot() -> None:
+    """Where every stage holds vpp layers the fix is keep, with its counts; where one holds
+    fewer, keep is no fix: the reason says why and which counts Paddle would take."""
+    v = pir_split(2, 2, "v", (3, 3, 3, 3), (7, 5))
+    assert (
+        v.reason is not None
+        and "use `--split keep` (the stage meshes' 7, 5 layers, dealt 4+3 | 3+2)" in v.reason
+    )
+    short = pir_split(4, 2, "v", (1,) * 8, (3, 3, 1, 1))
+    assert (
+        short.reason is not None
+        and "`--split keep` cannot: stage 2 holds 1 layer, fewer" in short.reason
+    )
+    assert "put at least 2 on each stage mesh, e.g. 2, 2, 2, 2" in short.reason
+    assert "use `--split keep`" not in short.reason
+    uniform = pir_split(4, 2, "loop", (1,) * 8, (3, 3, 1, 1))
+    assert uniform.takes and uniform.moves_layers and uniform.stage_layers == (2, 2, 2, 2)
+
+
+def test_every_split_plan_refuses_says_why(tmp_path: Path) -> None:
+    """8 layers on pp 4 cannot fill 4 chunks a stage: every split is refused, and the exit-4
+    message and each refused row say why (issue 31: "refused by convert" and no why)."""
+    path = tmp_path / "gpt_pp4.json"
+    path.write_bytes(reference("gpt_pp4_v2", "plain"))
+    r = invoke("plan", str(path), "-m", "8", "--vpp", "4", "--runtime", "any", exit_code=4)
+    assert "refused by convert" not in r.output
+    for split in ("uniform", "keep", "balanced"):
+        assert f"split {split} refused at vpp 4: " in r.stderr, r.stderr
+    assert "8 layers" in r.stderr
+    # keep: convert's reason, then Paddle's completion's, with the counts it would take
+    assert "and Paddle's PIR completion: stage 0 holds 2 layers, fewer than vpp_degree 4" in (
+        " ".join(r.stderr.split())
+    )
+    # under Paddle's PIR runtime (the program's own) keep is rule R6, with those counts too
+    r = invoke("plan", str(path), "-m", "8", "--vpp", "4", exit_code=4)
+    said = " ".join(r.stderr.split())
+    assert "R6: " in said and "the program's 8 layers are fewer than pp x vpp = 16" in said
+    r = invoke("plan", str(path), "-m", "8", "--vpp", "2,4", "--json")
+    refused = json.loads(r.stdout)["refused"]
+    assert refused and all(
+        ": " in x["reason"] and "refused by convert" not in x["reason"] for x in refused
+    )
+
+
+def test_simulate_says_why_paddle_cannot_run_what_it_simulates(tmp_path: Path) -> None:
+    path = tmp_path / "gpt_keep.json"
+    path.write_bytes(reference("gpt_keep_pp2_v2", "plain"))
+    # --runtime any: under Paddle's PIR runtime (the program's own) what it cannot run is
+    # refused (exit 2); under any, simulated, with why Paddle cannot
+    args = ["simulate", str(path), "--vpp", "2", "-m", "8", "--runtime", "any"]
+    r = invoke(*args, "--split", "uniform", "--json")  # uniform: Paddle takes it (moving layers)
+    assert not any("Paddle (PIR)" in w for w in json.loads(r.stdout)["warnings"])
+    r = invoke(*args, "--split", "balanced", "--placement", "v", "--schedule", "zbv", "--json")
+    said = [w for w in json.loads(r.stdout)["warnings"] if w.startswith("Paddle (PIR) cannot")]
+    assert said and "loop placement" in said[0]
+    one = ["simulate", str(path), "--vpp", "1", "--split", "keep", "-m", "1", "--runtime", "any"]
+    one.append("--schedule")
+    r = invoke(*one, "1f1b")  # m < pp: Paddle's 1F1B job list asserts, FThenB's does not
+    assert (
+        "Paddle (PIR) cannot run 1F1B (v=1) on this plan: Paddle's PIR 1F1B schedule " in r.stderr
+    )
+    assert "needs accumulate_steps >= pp (1 < 2" in r.stderr
+    assert "Paddle (PIR)" not in invoke(*one, "fthenb").stderr
+    done = tmp_path / "done.json"
+    done.write_bytes(reference("gpt_keep_pp2_v2", "paddlevpp"))  # completed: nothing to say
+    r = invoke("simulate", str(done), "--vpp", "2", "--split", "keep", "-m", "8", "--json")
+    assert not any("Paddle (PIR)" in w for w in json.loads(r.stdout)["warnings"])

@@ -30,7 +30,7 @@ from vppctl.planner import (
     Settings,
     StageMemory,
     iec,
-    pir_split,
+    pir_verdict,
     shell,
     worst_stage,
 )
@@ -343,7 +343,7 @@ class NoConversionFits(ConversionError):
 def conversion_split(conversion: Conversion, pir: PirInput) -> PirSplit:
     """A PIR program's conversion as Paddle's PIR completion would make it, or why not."""
     c = conversion.best
-    return pir_split(c.pp, c.vpp, c.placement, c.layers_per_segment, pir.stage_layers)
+    return pir_verdict(c.pp, c.vpp, c.placement, c.layers_per_segment, pir)
 
 
 def settings_json(s: Settings) -> dict[str, Any]:

@@ -39,6 +39,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from vppctl.choices import Placement, Schedule
+from vppctl.convert import Planned
+from vppctl.mesh import NO_MESH
 from vppctl.plan import place
 from vppctl.planner.launch import (
     LaunchCandidate,
@@ -48,7 +50,7 @@ from vppctl.planner.launch import (
     paddle_mode,
     torch_settings,
 )
-from vppctl.schedule import PADDLE_MODES
+from vppctl.schedule import PADDLE_MODES, SimResult
 
 # The schedule_modes Paddle 3.3.1 runs on a PIR program (the module docstring).
 PIR_MODES: tuple[str, ...] = ("FThenB", "1F1B", "VPP")
@@ -60,11 +62,25 @@ PIR_VERSION = "3.3.1"  # the Paddle whose PIR passes these facts were read from
 
 
 @dataclass(frozen=True)
+class StrayOp:
+    """A forward op between two layers that belongs to neither (Paddle's completion raises)."""
+
+    label: str  # `op #57 (pd_op.scale)`
+    type: str  # `pd_op.scale`, as Paddle's message names it
+    struct: str  # its struct name
+    after: str  # the layer before it
+    before: str  # the layer after it
+    part: str | None  # its struct name's part where the layers' names are (`DenseLayer_1`)
+
+
+@dataclass(frozen=True)
 class PirInput:
     """What Paddle's PIR completion reads from the program being planned."""
 
     stage_layers: tuple[int, ...]  # layers the program puts on each stage's mesh
     vpp_seg_method: str  # what to set as strategy.pipeline.vpp_seg_method (`seg_method_for`)
+    strays: tuple[StrayOp, ...] = ()  # forward ops between layers in none (reshards aside)
+    stage_ranks: tuple[tuple[int, ...], ...] = ()  # each stage mesh's ranks, stage 0 first
 
 
 @dataclass(frozen=True)
@@ -144,14 +160,16 @@ def pir_split(
         moves_layers=stage_layers != tuple(held),
         reason=None,
     )
-    return replace(split, reason=_split_refusal(split, vpp, placement))
+    return replace(split, reason=_split_refusal(split, vpp, placement, held))
 
 
-def _split_refusal(split: PirSplit, vpp: int, placement: Placement) -> str | None:
+def _split_refusal(
+    split: PirSplit, vpp: int, placement: Placement, held: Sequence[int]
+) -> str | None:
     if vpp > 1 and placement != "loop":
         return (
             "Paddle's PIR completion places segment k on stage k % pp (loop placement); "
-            f"it cannot take {placement} placement"
+            f"it cannot take {placement} placement; {splits_paddle_makes(held, vpp)}"
         )
     for s, chunks in enumerate(split.chunk_layers):
         dealt = dealt_layers(split.stage_layers[s], vpp)
@@ -159,9 +177,164 @@ def _split_refusal(split: PirSplit, vpp: int, placement: Placement) -> str | Non
             return (
                 f"stage {s} holds {'+'.join(map(str, chunks))} layers in its chunks, and "
                 f"Paddle's PIR completion deals a stage's {split.stage_layers[s]} layers as "
-                f"{'+'.join(map(str, dealt))} (earlier chunks take the extras); use "
-                "`--split keep`, or a split that deals each stage's layers so"
+                f"{'+'.join(map(str, dealt))} (earlier chunks take the extras); "
+                f"{splits_paddle_makes(held, vpp)}"
             )
+    return None
+
+
+def splits_paddle_makes(held: Sequence[int], vpp: int) -> str:
+    """The fix for a split Paddle's completion does not make: `--split keep` (the stage
+    meshes' layers, dealt) where every stage holds vpp layers; else why keep cannot, and
+    the layers per stage mesh Paddle would take (`stage_counts_paddle_takes`)."""
+    dealt = " | ".join("+".join(map(str, dealt_layers(n, vpp))) for n in held)
+    if all(n >= vpp for n in held):
+        return (
+            f"use `--split keep` (the stage meshes' {_counts(held)} layers, dealt {dealt}), or "
+            "a split that deals each stage's layers so"
+        )
+    return f"`--split keep` cannot: {short_stage_refusal(held, vpp)}"
+
+
+def short_stage_refusal(held: Sequence[int], vpp: int) -> str:
+    """Why Paddle's completion refuses a model whose stage meshes hold `held` layers at
+    `vpp` (some stage has fewer than vpp), and the layers per stage mesh it would take."""
+    s = next(s for s, n in enumerate(held) if n < vpp)
+    why = (
+        f"stage {s} holds {held[s]} layer{'s' if held[s] != 1 else ''}, fewer than vpp_degree "
+        f"{vpp}, and Paddle's PIR completion asserts that every stage holds at least "
+        'vpp_degree layers ("The number of layers on each pp_stage must not be less than the '
+        'vpp_degree ...")'
+    )
+    counts = stage_counts_paddle_takes(held, vpp)
+    if counts is None:
+        most = sum(held) // len(held)
+        return (
+            f"{why}; the program's {sum(held)} layers are fewer than pp x vpp = "
+            f"{len(held) * vpp}: use vpp_degree {most} or less"
+            if most >= 1
+            else f"{why}; the program has fewer layers than stages"
+        )
+    return f"{why}; put at least {vpp} on each stage mesh, e.g. {_counts(counts)}"
+
+
+def stage_counts_paddle_takes(held: Sequence[int], vpp: int) -> tuple[int, ...] | None:
+    """The layers per stage mesh nearest `held` (fewest layers moved, each move to or from
+    a neighbouring stage first) with at least `vpp` on every stage; None when there are too
+    few layers. Layers keep their order: a move shifts a stage boundary."""
+    n, pp = sum(held), len(held)
+    if n < pp * vpp:
+        return None
+    counts = list(held)
+    while True:
+        short = next((s for s, c in enumerate(counts) if c < vpp), None)
+        if short is None:
+            return tuple(counts)
+        spare = [s for s, c in enumerate(counts) if c > vpp]
+        donor = min(spare, key=lambda s: (abs(s - short), -counts[s], s))
+        counts[donor] -= 1
+        counts[short] += 1
+
+
+def _counts(counts: Sequence[int]) -> str:
+    return ", ".join(map(str, counts))
+
+
+# ---------------------------------------------------------------------------
+# What Paddle's completion refuses in the program itself, whatever the split
+
+
+def pir_verdict(
+    pp: int,
+    vpp: int,
+    placement: Placement,
+    layers_per_segment: Sequence[int],
+    pir: PirInput,
+) -> PirSplit:
+    """`pir_split`, and before it what Paddle's completion refuses in the program itself
+    (`completion_refusal`): the verdict `plan` gives a conversion of a PIR program."""
+    split = pir_split(pp, vpp, placement, layers_per_segment, pir.stage_layers)
+    refused = completion_refusal(pir, vpp)
+    return split if refused is None else replace(split, reason=refused)
+
+
+def completion_refusal(pir: PirInput, vpp: int) -> str | None:
+    """Why Paddle 3.3.1's `complete_chunk_id` refuses this program at `vpp` whatever the
+    split, in the order it finds out; None when it does not (it runs at vpp > 1 only).
+
+    1. `_get_seg_struct_names`: an op between the first and the last layer op, on a mesh,
+       that is in no layer `vpp_seg_method` names and is no reshard raises ValueError;
+    2. `get_pp_stage_by_process_mesh`: a mesh is on stage r // (world // pp) of its ranks
+       r, or on none when they disagree; the layers on a stage mesh Paddle puts on no or
+       another stage are counted there, and the split is dealt from those counts (its
+       assertion that every stage holds vpp layers fails on a stage with none).
+    """
+    if vpp < 2:
+        return None
+    if pir.strays:
+        return stray_refusal(pir.strays, pir.vpp_seg_method)
+    return rank_order_refusal(pir.stage_ranks)
+
+
+def stray_refusal(strays: Sequence[StrayOp], seg_method: str) -> str:
+    first = strays[0]
+    more = f" (and {len(strays) - 1} more)" if len(strays) > 1 else ""
+    # Another repeated layer class: the stray ops are in two or more of its instances.
+    instances: dict[str, set[str]] = {}
+    for stray in strays:
+        if stray.part:
+            instances.setdefault(re.sub(r"_\d+$", "", stray.part), set()).add(stray.part)
+    classes = sorted(c for c, seen in instances.items() if len(seen) > 1)
+    fix = "move it into a layer's forward (or out of the layers' span)"
+    if classes and all(s.part and re.sub(r"_\d+$", "", s.part) in classes for s in strays):
+        names = "|".join([seg_method, *classes])
+        fix = (
+            f"it is in a layer of class {', '.join(classes)}: name every layer class in "
+            f"vpp_seg_method (plan with `--seg-method '{names}'`)"
+        )
+    return (
+        f"Paddle's PIR completion raises ValueError on {first.label}{more} between layers "
+        f"{first.after} and {first.before} (struct name {first.struct!r}): every op between "
+        "the first and the last layer must be in a layer vpp_seg_method names, or a reshard "
+        f'("The op {first.type} without seg_method in its struct_name should only be '
+        f'reshard"); {fix}'
+    )
+
+
+def paddle_stage(ranks: Sequence[int], world: int, pp: int) -> int | None:
+    """The stage Paddle 3.3.1 gives a mesh (`get_pp_stage_by_process_mesh`): rank r is on
+    stage r // (world // pp) (`get_pp_stage_by_rank`); None when its ranks disagree."""
+    group = max(world // pp, 1)
+    stages = {r // group for r in ranks}
+    return stages.pop() if len(stages) == 1 else None
+
+
+def rank_order_refusal(stage_ranks: Sequence[Sequence[int]]) -> str | None:
+    """Why Paddle's completion cannot place the stages where the program has them: it
+    reads a mesh's stage from its ranks (`paddle_stage`), not from the program."""
+    pp = len(stage_ranks)
+    if pp < 2:
+        return None
+    world = len({r for ranks in stage_ranks for r in ranks})
+    group = max(world // pp, 1)
+    for s, ranks in enumerate(stage_ranks):
+        got = paddle_stage(ranks, world, pp)
+        if got == s:
+            continue
+        ids = "[" + ", ".join(map(str, ranks)) + "]"
+        said = (
+            f"on stages {', '.join(map(str, sorted({r // group for r in ranks})))}"
+            if got is None
+            else f"on stage {got}"
+        )
+        return (
+            f"Paddle's PIR completion reads a stage from the ranks (rank r is on stage "
+            f"r // (world / pp) = r // {group}, get_pp_stage_by_rank), so stage mesh {s}'s "
+            f"ranks {ids} are {said}: it counts stage {s}'s layers on no stage or another "
+            "(and asserts that every stage holds at least vpp_degree layers); give stage s "
+            f"the ranks {group}*s to {group}*s+{group - 1}, dp and tp inside a stage (a mesh of "
+            "shape [pp, ...] whose first dimension is the stage)"
+        )
     return None
 
 
@@ -198,9 +371,10 @@ def pir_mode(c: LaunchCandidate) -> str | PirMismatch:
             else f"Paddle's PIR completion takes vpp_degree > 1 with schedule_mode VPP only "
             f"(complete_chunk_id), not {mode}"
         )
-    if mode == "VPP" and c.micro_batches < c.pp:
+    if mode in ("VPP", "1F1B") and c.micro_batches < c.pp:
         return PirMismatch(
-            f"Paddle's PIR VPP schedule needs accumulate_steps >= pp ({c.micro_batches} < {c.pp})"
+            f"Paddle's PIR {mode} schedule needs accumulate_steps >= pp ({c.micro_batches} < "
+            f"{c.pp}: its job list asserts it); use FThenB, or more micro-batches"
         )
     return mode
 
@@ -212,7 +386,7 @@ def pir_mode(c: LaunchCandidate) -> str | PirMismatch:
 def candidate_strategy(c: LaunchCandidate, pir: PirInput) -> PirStrategy | PirMismatch:
     """The PIR strategy that runs candidate `c` of a PIR program, or why none does: the
     split first (it does not depend on the schedule), then the schedule."""
-    split = pir_split(c.pp, c.vpp, c.placement, c.layers_per_segment, pir.stage_layers)
+    split = pir_verdict(c.pp, c.vpp, c.placement, c.layers_per_segment, pir)
     return _strategy(c, pir, split)
 
 
@@ -237,7 +411,7 @@ def _strategy(c: LaunchCandidate, pir: PirInput, split: PirSplit) -> PirStrategy
 def pir_paddle_settings(c: LaunchCandidate, pir: PirInput) -> Settings:
     """Paddle's launch settings for a candidate of a PIR program: the strategy, with a note
     saying where the model puts its layers; or why Paddle cannot run it."""
-    split = pir_split(c.pp, c.vpp, c.placement, c.layers_per_segment, pir.stage_layers)
+    split = pir_verdict(c.pp, c.vpp, c.placement, c.layers_per_segment, pir)
     got = _strategy(c, pir, split)
     if isinstance(got, PirMismatch):
         return Settings("paddle", False, (), got.reason)
@@ -255,6 +429,38 @@ def pir_launch_settings(c: LaunchCandidate, pir: PirInput) -> tuple[Settings, Se
     return pir_paddle_settings(c, pir), megatron_settings(c), torch_settings(c)
 
 
+def simulated_verdicts(base: Planned, runs: Sequence[SimResult]) -> tuple[str, ...]:
+    """`simulate` on a PIR program Paddle has not completed yet: for each schedule
+    simulated that Paddle's PIR pipeline cannot run on this plan, why (and the fix), as
+    `plan` says it of its candidates. The merged schedules (vpp 1 as simulated) are judged
+    as the same model at vpp 1, each stage holding its plan's layers."""
+    block = base.index.global_block
+    if any(block.ops.chunk[op] > 0 for op in block.forward_ops):
+        return ()  # already completed (by Paddle): nothing of Paddle's to say about it
+    plan, pir = base.plan, pir_input(base)
+    sizes = tuple(len(s.layers) for s in plan.segments)
+    totals = [0] * plan.pp
+    for segment in plan.segments:
+        totals[segment.stage] += len(segment.layers)
+    out = []
+    for r in runs:
+        merged = r.vpp == 1 and plan.vpp > 1
+        c = LaunchCandidate(
+            schedule=r.schedule,
+            pp=plan.pp,
+            vpp=1 if merged else plan.vpp,
+            placement="loop" if merged else plan.placement,
+            micro_batches=r.micro_batches,
+            group_size=r.group_size,
+            layers_per_segment=tuple(totals) if merged else sizes,
+            layer_class=plan.layer_class,
+        )
+        got = candidate_strategy(c, pir)
+        if isinstance(got, PirMismatch):
+            out.append(f"Paddle (PIR) cannot run {r.title} on this plan: {got.reason}")
+    return tuple(out)
+
+
 def held_layers(layer_stages: Sequence[int], pp: int) -> tuple[int, ...]:
     """How many layers each of `pp` stages holds, from each layer's stage."""
     held = [0] * pp
@@ -262,6 +468,59 @@ def held_layers(layer_stages: Sequence[int], pp: int) -> tuple[int, ...]:
         if 0 <= s < pp:
             held[s] += 1
     return tuple(held)
+
+
+# ---------------------------------------------------------------------------
+# What the completion reads from a program
+
+
+def pir_input(base: Planned) -> PirInput:
+    """What Paddle's PIR completion reads from a planned program: its layers per stage
+    mesh, the vpp_seg_method that names its layers as vppctl found them, the ops between
+    layers in none, and each stage mesh's ranks."""
+    index, plan = base.index, base.plan
+    block = index.global_block
+    structs = {block.ops.struct[op] for op in block.forward_ops}
+    seg_method = seg_method_for(
+        plan.layer_class, plan.seg_method, (s.decode(errors="replace") for s in structs)
+    )
+    return PirInput(
+        stage_layers=held_layers(base.facts.stages, plan.pp),
+        vpp_seg_method=seg_method,
+        strays=stray_ops(base),
+        stage_ranks=tuple(tuple(index.meshes[m].process_ids) for m in base.stages),
+    )
+
+
+def stray_ops(base: Planned) -> tuple[StrayOp, ...]:
+    """The forward ops between the first and the last layer that are in no layer and on a
+    mesh (the reader reads through reshards: they are no ops here), as Paddle's completion
+    sees them."""
+    index, layers = base.index, base.layers
+    block = index.global_block
+    ops = block.ops
+    on_mesh = [i for i in layers.strays if block.op_mesh[i] != NO_MESH]
+    if not on_mesh:
+        return ()
+    first = layers.layers[0]
+    struct0 = ops.struct[first.last].decode(errors="replace")
+    prefix = struct0[: max(struct0.find(first.name), 0)]
+    out = []
+    for i in on_mesh:
+        k = layers.op_layer[i]  # the layer it joined: the next one
+        struct = ops.struct[i].decode(errors="replace")
+        part = struct[len(prefix) :].split("/")[0] if struct.startswith(prefix) else ""
+        out.append(
+            StrayOp(
+                label=index.op_label(0, i),
+                type=ops.type[i].decode(errors="replace"),
+                struct=struct,
+                after=layers.names[max(k - 1, 0)],
+                before=layers.names[k],
+                part=part or None,
+            )
+        )
+    return tuple(out)
 
 
 # ---------------------------------------------------------------------------

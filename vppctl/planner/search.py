@@ -86,9 +86,10 @@ from vppctl.planner.pir import (
     PirStrategy,
     candidate_strategy,
     held_layers,
+    pir_input,
     pir_launch_settings,
     pir_split,
-    seg_method_for,
+    short_stage_refusal,
 )
 from vppctl.planner.simulate import ProgramModel, SizedPlan, check_p2p, program_runtime
 from vppctl.program import Program, read_plan
@@ -387,7 +388,7 @@ def search_plans(
     pp, n = base.plan.pp, base.plan.n_layers
     model = ProgramModel(base, opts.memory, opts.p2p_cost, opts.link, costs, opts.fill)
     opts = _measured_search(opts, model.measured, pp)
-    pir = _pir_input(base) if program.is_pir else None
+    pir = pir_input(base) if program.is_pir else None
     search = _Search(runtime, refused=Counter(), notes=Counter())
     found: list[Candidate] = []
     over: list[Candidate] = []
@@ -527,20 +528,6 @@ class _Search:
         return False
 
 
-def _pir_input(base: Planned) -> PirInput:
-    """What Paddle's PIR completion reads from the program: its layers per stage mesh, and
-    the vpp_seg_method that names its layers as vppctl found them."""
-    block = base.index.global_block
-    structs = {block.ops.struct[op] for op in block.forward_ops}
-    plan = base.plan
-    return PirInput(
-        stage_layers=held_layers(base.facts.stages, plan.pp),
-        vpp_seg_method=seg_method_for(
-            plan.layer_class, plan.seg_method, (s.decode(errors="replace") for s in structs)
-        ),
-    )
-
-
 def _base(program: Program, opts: PlanSearchOptions) -> Planned:
     """The program indexed and its layers found once: a one-chunk balanced plan."""
     recorded = read_plan(program.header)
@@ -589,19 +576,33 @@ def _plans(
             )
             try:
                 plan = replan(base, options).plan
-            except ConversionError:
+            except ConversionError as e:
                 short = split == "keep" and min(held_layers(base.facts.stages, pp)) < vpp
                 if search.runtime == "paddle-pir" and short:
                     rule = RULE["R6"]
-                    search.refused[f"{rule.id}: {rule.says}"] += 1
+                    held = held_layers(base.facts.stages, pp)
+                    why = f"{rule.id}: {rule.says}: {short_stage_refusal(held, vpp)}"
+                    search.refused[why] += 1
                 else:
-                    search.refused[f"split {split} refused by convert"] += 1
+                    why = f"{e}{_paddle_too(base, split, vpp)}"
+                    search.refused[f"split {split} refused at vpp {vpp}: {why}"] += 1
                 continue
             sizes = tuple(len(s.layers) for s in plan.segments)
             if sizes not in seen:
                 seen.add(sizes)
                 plans.append((plan, split))
     return plans
+
+
+def _paddle_too(base: Planned, split: Split, vpp: int) -> str:
+    """For keep refused on a PIR program: Paddle's completion refuses the same stages, and
+    the layers per stage mesh it would take (`short_stage_refusal`)."""
+    if split != "keep" or not base.index.program.is_pir:
+        return ""
+    held = held_layers(base.facts.stages, base.plan.pp)
+    if all(n >= vpp for n in held):
+        return ""
+    return f"; and Paddle's PIR completion: {short_stage_refusal(held, vpp)}"
 
 
 def _schedule_runs_on(schedule: Schedule, vpp: int, placement: Placement) -> bool:

@@ -59,7 +59,7 @@ from vppctl.planner.memory import (
     StageMemory,
     stage_memory,
 )
-from vppctl.planner.pir import held_layers, pir_split
+from vppctl.planner.pir import held_layers, pir_split, simulated_verdicts
 from vppctl.program import Program
 from vppctl.schedule import (
     GROUPED,
@@ -543,12 +543,14 @@ def simulate_program(
         plan, resolved.recorded, resolved.split, model.measure, sized.segment_costs,
         cost_ratios(options), sized.measured,
     )  # fmt: skip
+    runs = tuple(run for run, _ in steps)
+    paddle = simulated_verdicts(resolved.planned, runs) if program.is_pir else ()
     return Simulation(
-        tuple(run for run, _ in steps),
+        runs,
         simulated,
         tuple(stages for _, stages in steps),
         opts,
-        (*resolved.warnings, *model.warnings),
+        (*resolved.warnings, *model.warnings, *paddle),
         runtime,
         sized.hop,
         sized.measured,

@@ -295,6 +295,9 @@ def plan_heading(o: PlanOutcome) -> list[str]:
             f"a PIR program (Paddle 3.x), its stage meshes holding {held} layers: vppctl "
             "converts no PIR; each row says whether Paddle's PIR completion makes its split"
         )
+        refused = planner.completion_refusal(r.pir, 2)
+        if refused is not None:
+            lines.append(f"Paddle's PIR completion refuses it at every vpp_degree > 1: {refused}")
     memory = f"memory at micro-batch size {opts.memory.micro_batch_size}{seq}{limit}"
     if r.measured is None:
         lines.append(f"costs: {measure}; {memory}")
@@ -510,10 +513,13 @@ def pir_best_lines(o: PlanOutcome, launched: Sequence[Conversion]) -> list[str]:
         return []
     i = r.best_on_pir
     if i is None:
-        return [
-            f"Paddle (PIR) runs none of these candidates: it runs {pir_schedules()}, "
-            "loop-placed, on splits its completion makes (--split keep does)"
-        ]
+        refused = planner.completion_refusal(r.pir, 2) is not None
+        which = (
+            "and at vpp > 1 its completion refuses this program (above)"
+            if refused
+            else "loop-placed, on splits its completion makes (--split keep does)"
+        )
+        return [f"Paddle (PIR) runs none of these candidates: it runs {pir_schedules()}, {which}"]
     c = r.candidates[i]
     shown = next((k for k, v in enumerate(launched, start=1) if v.best is c), None)
     if shown is not None:
