@@ -1,0 +1,33 @@
+"""The Paddle bridge: vppctl inside PaddlePaddle's own builds (the `paddle` extra).
+
+One module per job, behind this face: `legacy` exports a legacy static program
+(`ProgramDesc`) with its auto-parallel annotations and applies a converted one back onto
+Paddle's `DistributedContext`; `versions` says which Paddle is at hand and which Paddle
+runs what vppctl writes; `errors` holds what the bridge raises. Paddle itself is imported
+only when a call needs it, so vppctl works without it.
+
+Other packages import these names from here, never a module of this package.
+"""
+
+from vppctl.paddle.errors import (
+    AnnotationError,
+    PaddleBridgeError,
+    PaddleUnavailableError,
+    ProgramMismatchError,
+    ScheduleUnsupportedError,
+)
+from vppctl.paddle.legacy import apply_annotations, export_program
+from vppctl.paddle.versions import check_legacy_schedule
+from vppctl.schedule import PADDLE_SCHEDULE_MODES
+
+__all__ = [
+    "PADDLE_SCHEDULE_MODES",
+    "AnnotationError",
+    "PaddleBridgeError",
+    "PaddleUnavailableError",
+    "ProgramMismatchError",
+    "ScheduleUnsupportedError",
+    "apply_annotations",
+    "check_legacy_schedule",
+    "export_program",
+]
