@@ -177,6 +177,9 @@ def verify_file(
     violation found is in the report (a program with violations is not an error)."""
     options = VerifyOptions() if options is None else options
     _options("verify_file", options, VerifyOptions)
+    plan = options.plan
+    if str(path) == STDIO and isinstance(plan, (str, os.PathLike)) and os.fspath(plan) == STDIO:
+        raise UsageError("the program and --plan cannot both be read from stdin; name a file")
     with observing(progress):
         program = read_program(path)
         return verify_program(program, options)

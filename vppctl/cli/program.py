@@ -181,6 +181,14 @@ def convert(
     help="Expected placement. Default: the recorded plan's, else loop.",
 )
 @click.option(
+    "--plan",
+    type=PATH,
+    metavar="PLAN",
+    help="Check the program against a PIR plan (the file vppctl convert writes for a PIR "
+    "program): its pp, vpp, layer regex and each virtual stage's layers, an empty first or "
+    "last virtual stage included.",
+)
+@click.option(
     "--output-format",
     type=click.Choice(OUTPUT_FORMATS, case_sensitive=False),
     help="full: a table (default); concise: one line per violation; json: one JSON object; "
@@ -208,6 +216,7 @@ def verify(
     vpp: int | None,
     seg_method: str | None,
     placement: str | None,
+    plan: str | None,
     output_format: str | None,
     as_json: bool,
     statistics: bool,
@@ -218,6 +227,7 @@ def verify(
 
     \b
     vppctl verify prog.vpp.pb
+    vppctl verify completed.json --plan plan.json   # Paddle's PIR build under pir_plan
     vppctl verify prog.vpp.pb --output-format concise
     vppctl verify prog.vpp.pb --output-format github      # in a GitHub Actions step
     vppctl verify prog.vpp.pb --output-format junit > verify.xml
@@ -247,7 +257,7 @@ def verify(
         raise click.UsageError(
             "Missing argument 'PROG' (the program to check; --rules alone lists the rules)."
         )
-    opts = vppctl.VerifyOptions(pp, vpp, cast("Placement | None", placement), seg_method)
+    opts = vppctl.VerifyOptions(pp, vpp, cast("Placement | None", placement), seg_method, plan)
     result = vppctl.verify_file(prog, opts, progress=observer(quiet))
     _render_verify(result, form, statistics)
     if not result.valid:
