@@ -67,6 +67,7 @@ _API = {
     "verify_program": "verify",
     "Plan": "plan",
     "Segment": "plan",
+    "PirPlan": "plan",
     "RULES": "verify",
     # errors: every one a call above can raise
     "VppctlError": "errors",
@@ -98,6 +99,7 @@ __all__ = [
     "NoConversionFits",
     "OutOfMemoryError",
     "Pictures",
+    "PirPlan",
     "Plan",
     "PlanOptions",
     "PlanOutcome",
@@ -169,7 +171,7 @@ if TYPE_CHECKING:  # the names, re-exported, for type checkers (`X`: PEP 484)
         SimulatedPlan,
         SimulateOutcome,
     )
-    from vppctl.plan import Plan, PlanOptions, Segment
+    from vppctl.plan import PirPlan, Plan, PlanOptions, Segment
     from vppctl.planner import (
         MemoryOptions,
         PlanSearchOptions,

@@ -36,6 +36,7 @@ from vppctl.convert import ConvertOptions, converted
 from vppctl.engine import regex_budget
 from vppctl.errors import UsageError
 from vppctl.outcomes import ConvertOutcome, DumpOutcome, SampleOutcome
+from vppctl.plan import PirPlan
 from vppctl.program import (
     STDIO,
     Output,
@@ -139,7 +140,12 @@ def convert_file(
     atomically, through a symbolic link to its target). Nothing is written on failure.
     With `options.micro_batches`, also simulate the converted plan's bubble
     (`outcome.bubble`); a micro-batch count a schedule refuses leaves that schedule out
-    with a warning, never the conversion."""
+    with a warning, never the conversion.
+
+    A PIR program (Paddle 3.x JSON) is converted in memory, and what is written is the
+    plan Paddle's PIR completion follows under `vppctl.paddle.pir_plan`
+    (`outcome.result.pir_plan`, JSON: vppctl/report/schemas/pir-plan.json); it takes no
+    `in_place` or `strip_callstack`."""
     _options("convert_file", options, ConvertOptions)
     in_place = options.in_place
     if in_place and out is not None:
@@ -154,15 +160,45 @@ def convert_file(
     micro_batches = options.micro_batches
     with observing(progress):
         program = read_program(src)
+        if program.is_pir:
+            _plan_only(options)
         result, planned = converted(program, options)
         bubble, sim_warnings = (
             (None, ())
             if micro_batches is None
             else planner.converted_bubble(planned, micro_batches)
         )
-        written, save_warnings = write_program(program, output)
+        if result.pir_plan is None:
+            written, save_warnings = write_program(program, output)
+        else:
+            written, save_warnings = _write_pir_plan(result.pir_plan, output)
     warnings = (*result.warnings, *sim_warnings, *save_warnings)
     return ConvertOutcome(result, output.shown, written, bubble, warnings, output.is_stdout)
+
+
+def _plan_only(options: ConvertOptions) -> None:
+    """Refuse what a PIR program's conversion cannot do: it writes a plan file, not the
+    program."""
+    for name, why in (
+        ("in_place", "writes over the input, and a PIR program's conversion writes a plan file"),
+        (
+            "strip_callstack",
+            "drops attributes from the program written, and a PIR program's "
+            "conversion writes a plan file",
+        ),
+    ):
+        if getattr(options, name):
+            raise UsageError(
+                f"{validate.where(options, name)} {why} (for vppctl.paddle.pir_plan), not the "
+                "program: drop it, and name the plan with -o PLAN.json"
+            )
+
+
+def _write_pir_plan(plan: PirPlan, output: Output) -> tuple[int, list[str]]:
+    """The plan file, as `PirPlan.dumps` gives it (deterministic JSON)."""
+    data = plan.dumps().encode()
+    output.write(data)
+    return len(data), output.warnings()
 
 
 # -- verify, inspect -------------------------------------------------------------

@@ -121,12 +121,15 @@ def convert(
 
     SRC is a program file, or - for stdin (binary, or protobuf text, detected).
     The table (or --json) goes to stdout, or to stderr when the program does.
+    For a PIR program (Paddle 3.x JSON) the plan is written instead, which Paddle's
+    own build follows under vppctl.paddle.pir_plan.
 
     \b
     vppctl convert prog.pb --vpp 2
     vppctl convert - --vpp 2 -o - < prog.pb > prog.vpp.pb
     vppctl convert prog.pb --vpp 2 --seg-method DecoderLayer -o out.pb --json
     vppctl convert prog.pb --vpp 2 --split balanced --cost flops
+    vppctl convert prog.json --vpp 2 --layers-per-chunk 1,3,3,1 -o plan.json
     """
     plan = vppctl.PlanOptions(
         vpp=vpp,

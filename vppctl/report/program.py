@@ -95,6 +95,11 @@ def convert_notes(o: ConvertOutcome) -> list[str]:
             notes.append(peak_memory_line(bubble))
     if r.callstack_bytes_saved is not None:
         notes.append(f"stripped op_callstack: {human_bytes(r.callstack_bytes_saved)} saved")
+    if r.pir_plan is not None:
+        notes.append(
+            "a PIR program: written is the plan for vppctl.paddle.pir_plan (vpp_seg_method "
+            f"{r.pir_plan.seg_method!r}), which Paddle's PIR completion follows; not the program"
+        )
     return notes
 
 

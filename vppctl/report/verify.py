@@ -53,9 +53,11 @@ def verify_line(report: VerifyReport) -> str:
 
 
 def no_plan_note(report: VerifyReport) -> str:
-    # vppctl converts no PIR program: Paddle's own PIR completion does (docs/paddle.md)
+    # vppctl writes no PIR program: Paddle's own PIR build converts it, following a vppctl
+    # plan under vppctl.paddle.pir_plan or its own split (docs/paddle.md)
     convert = (
-        "Paddle's PIR completion (vpp_degree > 1) first; `vppctl plan` gives its strategy"
+        "Paddle's PIR completion (vpp_degree > 1) first, with the plan `vppctl convert` "
+        "writes (vppctl.paddle.pir_plan) or its own split"
         if report.pir
         else "`vppctl convert` first"
     )
