@@ -9,10 +9,14 @@ bridge imports it only when called).
     installed one) cannot schedule a legacy program with ``schedule_mode``: only
     Paddle 3.0.0's legacy-IR pipeline scheduler runs them all (VPP included); 3.1.0
     to 3.3.1 schedule PIR programs only, and 2.6 has no VPP scheduler.
+
+``warn_untested(version)`` says once per process that ``pir_plan`` was not tested with
+that Paddle (``PIR_PLAN_TESTED`` lists those it was).
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from vppctl.paddle.errors import PaddleUnavailableError, ScheduleUnsupportedError
@@ -45,3 +49,27 @@ def check_legacy_schedule(schedule_mode: str, version: str | None = None) -> Non
     refusal = paddle_legacy_refusal(version, schedule_mode)
     if refusal is not None:
         raise ScheduleUnsupportedError(refusal)
+
+
+# The Paddle releases `pir_plan` was tested with (the CPU wheel: tests/paddle/test_pir.py).
+PIR_PLAN_TESTED: tuple[str, ...] = ("3.3.1",)
+_warned: set[str] = set()
+
+
+def warn_untested(version: str) -> None:
+    """Say once per process, as a warning, that `pir_plan` was not tested with this Paddle
+    (it still checks every internal it touches is there, and raises naming a missing one)."""
+    if version in PIR_PLAN_TESTED or version in _warned:
+        return
+    _warned.add(version)
+    warnings.warn(
+        f"vppctl.paddle.pir_plan is tested with Paddle {', '.join(PIR_PLAN_TESTED)}, not "
+        f"{version}: it checks that the Paddle internals it touches are there, not what "
+        "they do",
+        UntestedPaddleWarning,
+        stacklevel=4,
+    )
+
+
+class UntestedPaddleWarning(UserWarning):
+    """`pir_plan` runs on a Paddle release it was not tested with."""
