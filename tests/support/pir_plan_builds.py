@@ -670,6 +670,7 @@ def main(job_path: str, out_path: str) -> None:
     job = json.loads(Path(job_path).read_text())
     case = for_vpp(CASES[job["case"]])
     out_dir = Path(job["out_dir"])
+    out_dir.mkdir(parents=True, exist_ok=True)
     rank, full = job.get("rank", 0), job.get("full", False)
     result: dict[str, Any] = {"builds": {}, "same": {}, "plans": dict(job.get("plans", {}))}
     if job.get("splits"):
