@@ -262,6 +262,14 @@ def test_another_paddle_is_warned_about_once_and_a_missing_internal_is_named(
     assert found["nested"].startswith("PirPlanError: pir_plan is already active")
 
 
+def test_docs_name_every_paddle_internal_pir_plan_touches() -> None:
+    from vppctl.paddle import INTERNALS
+
+    page = (paths.ROOT / "docs" / "paddle.md").read_text()
+    for module, attribute in INTERNALS.values():
+        assert f"{module.rsplit('.', 1)[-1]}.{attribute}" in page, attribute
+
+
 # -- VPPCTL_SLOW=1: every kind and split, every rank --------------------------------------------
 
 # Per kind: the splits beyond Paddle's (each `vppctl convert` arguments), besides Paddle's
