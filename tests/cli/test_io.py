@@ -22,6 +22,8 @@ import pytest
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.sample import SampleOptions, build_sample
 
+pytestmark = pytest.mark.heavy  # tens of seconds: started first (tests/conftest.py)
+
 SAMPLE = build_sample(SampleOptions(layers=8, pp=4, hidden=64, vocab=1000))
 ROOT = paths.ROOT
 

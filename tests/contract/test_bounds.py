@@ -27,6 +27,8 @@ from vppctl.engine import layers
 from vppctl.engine.layers import REGEX_SECONDS
 from vppctl.sample import SampleOptions, build_sample
 
+pytestmark = pytest.mark.heavy  # tens of seconds: started first (tests/conftest.py)
+
 SLOW = pytest.mark.slow
 
 CAP_BYTES = 3 << 30  # the address space a child may map at all (a runaway becomes an error)

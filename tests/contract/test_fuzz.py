@@ -42,7 +42,7 @@ a tenth of its inputs.
 
 Rounds (inputs are numbered; input n of seed s is rebuilt by `mutant(s, n)`):
 
-    # CI round: fixed seed, 1,500 inputs, about 30 s
+    # CI round: fixed seed, 1,200 inputs, about 20 s on a quiet 2-core machine
     /tmp/venv/bin/python -m pytest tests/contract/test_fuzz.py -q
 
     # long round: 50,000 inputs (VPPCTL_SLOW=1), about 10 minutes; -s shows
@@ -84,6 +84,8 @@ from fuzzing import (
     run_round,
     wire_fields,
 )
+
+pytestmark = pytest.mark.heavy  # tens of seconds: started first (tests/conftest.py)
 
 _ROUNDS: dict[int, Outcome] = {}  # the CI round's outcome, once it has run
 

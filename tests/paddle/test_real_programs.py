@@ -49,7 +49,7 @@ from real_programs import CASES, CASES_BY_NAME
 from vppctl import paddle as bridge
 from vppctl.program._proto import program_pb2 as pb
 
-pytestmark = pytest.mark.paddle
+pytestmark = [pytest.mark.paddle, pytest.mark.heavy]
 
 #: Cases that wait for a fix, and why.
 PENDING: dict[str, str] = {}

@@ -53,6 +53,8 @@ from vppctl.program import atomic
 from vppctl.program.destinations import resolve_output
 from vppctl.program.files import interrupted, write_all
 
+pytestmark = pytest.mark.heavy  # tens of seconds: started first (tests/conftest.py)
+
 SRC = layered([0, 0, 1, 1], backward=True, optimizer=True).bytes()
 OLD = b"an earlier output that must survive"
 HAS_TMPFILE = bool(getattr(os, "O_TMPFILE", 0)) and os.path.isdir("/proc/self/fd")

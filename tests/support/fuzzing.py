@@ -33,7 +33,7 @@ from vppctl.engine import layers
 from vppctl.program._proto import program_pb2 as pb
 
 CI_SEED = 20251130
-CI_INPUTS = 1500
+CI_INPUTS = 1200
 LONG_INPUTS = int(os.environ.get("VPPCTL_FUZZ_ROUNDS") or 50_000)
 LONG_SEED = int(os.environ.get("VPPCTL_FUZZ_SEED") or 1)
 TABLE_EVERY = 20  # one input in twenty also goes through the table renderers
@@ -598,7 +598,7 @@ HOSTILE: dict[str, Callable[[random.Random], bytes]] = {
     ),
 }
 TEXT_HOSTILE = frozenset({"escaped_text"})  # written as .pbtxt
-HOSTILE_SHARE = 0.01  # of the inputs; each class is drawn about 3 times in the CI round
+HOSTILE_SHARE = 0.015  # of the inputs; each class is drawn 2-3 times in the CI round
 
 
 def _named(name: str) -> bytes:
@@ -641,7 +641,7 @@ def mutant(seed: int, n: int) -> tuple[Base, bytes, list[str]]:
     return base, data, done
 
 
-REENCODE_SHARE = 0.05  # of the binary inputs: re-encoded after their mutations
+REENCODE_SHARE = 0.07  # of the binary inputs: re-encoded after their mutations
 REENCODED = "re-encoded"  # the last mutation, when it is one (tests/support/reencode.py)
 
 
