@@ -37,7 +37,7 @@ from pir_plan_builds import CASES, for_vpp, run
 
 from vppctl.plan import PirPlan, read_pir_plan
 
-pytestmark = pytest.mark.paddle
+pytestmark = [pytest.mark.paddle, pytest.mark.heavy]  # ~35 s of Paddle builds: started first
 
 SEG = {"gpt": "DecoderLayer", "llama": "LlamaDecoderLayer"}
 

@@ -102,7 +102,8 @@ def test_verify_of_a_plain_pir_program_points_to_paddles_completion(tmp_path: Pa
     r = invoke("verify", str(path), "--vpp", "2", exit_code=1)
     said = r.stdout.replace("\n", " ")
     assert "needs Paddle's PIR completion (vpp_degree > 1) first" in said, said
-    assert "vppctl convert" not in said
+    assert "with the plan `vppctl convert` writes (vppctl.paddle.pir_plan)" in said, said
+    assert "`vppctl convert` first" not in said  # a legacy program's advice: no PIR is written
 
 
 def _seeded(case: str, edit: str) -> Program:
