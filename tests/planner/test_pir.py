@@ -1,12 +1,9 @@
-"""`plan` on a PIR program (issue 25, item 2; issue 35, item 3): the Paddle PIR strategy of
-each candidate.
+"""`plan` on a PIR program (issue 25, item 2): the Paddle PIR strategy of each candidate.
 
-Paddle's own completion (`complete_chunk_id`) converts a PIR program, with its own split
-or, under `vppctl.paddle.pir_plan`, with the plan `vppctl convert` writes. So for a PIR
-program every row of `plan` says how Paddle runs its split (tests/planner/test_pir_launch.py:
-by its strategy alone, with where the model must put its layers; with pir_plan; or not),
-and every candidate's Paddle launch settings are the PIR strategy that runs it, or why
-Paddle cannot. The facts are checked
+vppctl converts no PIR program; Paddle's own completion does (`complete_chunk_id`). So
+for a PIR program every row of `plan` says whether Paddle's PIR completion makes its
+split (and where the model must put its layers), and every candidate's Paddle launch
+settings are the PIR strategy that runs it, or why Paddle cannot. The facts are checked
 against the reference: the schedule_modes Paddle 3.3.1 runs on a PIR program are read
 from its passes, the strategy round-trips into a real `paddle.distributed.Strategy`, and
 on the checked-in programs (tests/data/pir_reference/) the strategy `plan` gives is the one
@@ -169,14 +166,9 @@ def test_plans_strategy_round_trips_into_the_strategy_paddle_was_built_with(case
 
 
 def test_every_candidate_of_a_pir_program_says_how_paddle_runs_it_or_why_not() -> None:
-    data = plan_json("gpt_keep_pp2_v2", "--placement", "loop,v", "--vpp", "2,4")
-    launches = {v["paddle_pir"]["launch"] for v in data["conversions"]}
-    assert launches == {"strategy", "pir_plan", "cannot"}
-    for v in data["conversions"]:  # a convert command exactly where the plan is needed
-        needs_plan = v["paddle_pir"]["launch"] == "pir_plan"
-        assert (v["argv"] is not None) == needs_plan == bool(v["paddle_pir"]["python"])
-        if needs_plan:
-            assert v["argv"][:2] == ["vppctl", "convert"] and "--vpp" in v["argv"]
+    data = plan_json("gpt_keep_pp2_v2", "--placement", "loop,v")
+    assert data["candidates"] and all(c["command"] is None for c in data["candidates"])
+    assert all(v["command"] is None and v["argv"] is None for v in data["conversions"])
     for c in data["candidates"]:
         paddle = c["launch"]["paddle"]
         assert paddle["runs"] == bool(paddle["settings"]) and paddle["note"]
@@ -190,10 +182,9 @@ def test_every_candidate_of_a_pir_program_says_how_paddle_runs_it_or_why_not() -
 
 
 def test_a_split_paddles_completion_cannot_make_is_said_in_json_and_table(tmp_path: Path) -> None:
-    """gpt_keep: 7 + 5 layers. V placement is refused with the reason; a balanced split that
-    is not dealt as Paddle deals a stage's layers runs with vppctl.paddle.pir_plan (its
-    convert command writes the plan); uniform (6 + 6) is Paddle's strategy alone, with the
-    layers to move (tests/planner/test_pir_launch.py: the three ways)."""
+    """gpt_keep: 7 + 5 layers. V placement, and a balanced split that is not dealt as Paddle
+    deals a stage's layers, are refused with the reason; uniform (6 + 6) is taken, with the
+    layers to move."""
     path = tmp_path / "gpt_keep.json"
     path.write_bytes(reference("gpt_keep_pp2_v2", "plain"))
     args = ["plan", str(path), "-m", "8", "--vpp", "2,4"]
@@ -205,40 +196,24 @@ def test_a_split_paddles_completion_cannot_make_is_said_in_json_and_table(tmp_pa
         "stage_layers": [7, 5],
         "chunk_layers": [[4, 3], [3, 2]],
         "moves_layers": False,
-        "launch": "strategy",
-        "python": [],
     }
     assert by[2, "loop", "uniform"]["takes"] and by[2, "loop", "uniform"]["moves_layers"]
     assert "loop placement" in by[2, "v", "uniform"]["reason"]
     balanced = by[4, "loop", "balanced"]
     assert not balanced["takes"] and balanced["chunk_layers"][0] == [1, 2, 2, 1]
     assert "deals a stage's 6 layers as 2+2+1+1" in balanced["reason"]
-    assert balanced["launch"] == "pir_plan"
-    written = tmp_path / "gpt_keep.vpp.json"  # where the convert command writes the plan
-    assert balanced["python"] == [
-        f'with vppctl.paddle.pir_plan("{written}"):',
-        "    dist_model.train()",
-    ]
-    assert by[2, "v", "uniform"]["launch"] == "cannot" and by[2, "v", "uniform"]["python"] == []
-    commands = {(v["vpp"], v["placement"], v["split"]): v["argv"] for v in data["conversions"]}
-    assert commands[4, "loop", "balanced"][:5] == ["vppctl", "convert", str(path), "--vpp", "4"]
-    assert commands[2, "loop", "keep"] is None and commands[2, "v", "uniform"] is None
     r = invoke(*args, "--top", "100")
     out = r.stdout
-    assert "to convert:" not in out
+    assert "vppctl convert " not in out and "to convert:" not in out
     assert "a PIR program (Paddle 3.x), its stage meshes holding 7, 5 layers" in out
     assert "in Paddle (PIR):" in out
     assert "Paddle (PIR) cannot: Paddle's PIR completion places segment k" in out
+    assert "deals a stage's 6 layers as 2+2+1+1" in out
     assert (
-        "Paddle (PIR), strategy only: layers 0–6 on stage 0's mesh, 7–11 on stage 1's; "
-        "vpp_degree 2 deals them 4+3 | 3+2 (the program's own stage meshes); Paddle runs it "
-        "best as vpp at m 8" in out
+        "Paddle (PIR) takes it: the stage meshes hold 7, 5 layers, as the program's do; "
+        "vpp_degree 2 deals them 4+3 | 3+2; Paddle runs it best as vpp at m 8" in out
     )
-    assert "layers 0–5 on stage 0's mesh, 6–11 on stage 1's; vpp_degree 2 deals them 3+3" in out
-    assert (
-        f"Paddle (PIR), with vppctl.paddle.pir_plan: `vppctl convert {path} --vpp 4 --split "
-        'balanced --cost flops`, then `with vppctl.paddle.pir_plan("' in out
-    )
+    assert "the model must put 6, 6 layers on the stage meshes, not the program's 7, 5" in out
     assert "best in Paddle (PIR): vpp " in out and "schedule_mode='VPP'" in out
 
 

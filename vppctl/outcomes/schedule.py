@@ -18,7 +18,6 @@ from vppctl.planner import (
     Conversion,
     MemoryOptions,
     PirInput,
-    PirLaunch,
     PirSplit,
     PlanResult,
     PlanSearchOptions,
@@ -26,8 +25,6 @@ from vppctl.planner import (
     StageMemory,
     iec,
     pir_split,
-    pir_split_launch,
-    plan_file_of,
     shell,
     worst_stage,
 )
@@ -256,22 +253,13 @@ def conversion_split(conversion: Conversion, pir: PirInput) -> PirSplit:
     return pir_split(c.pp, c.vpp, c.placement, c.layers_per_segment, pir.stage_layers)
 
 
-def conversion_launch(conversion: Conversion, pir: PirInput) -> PirLaunch:
-    """How a PIR program's conversion runs on Paddle: its strategy alone, with
-    vppctl.paddle.pir_plan (the plan its `vppctl convert` command writes), or not."""
-    command = conversion.command
-    plan_file = plan_file_of(command[2]) if command else "PLAN.json"
-    return pir_split_launch(conversion_split(conversion, pir), plan_file, command)
-
-
 def settings_json(s: Settings) -> dict[str, Any]:
     settings = {k: list(v) if isinstance(v, tuple) else v for k, v in s.settings}
     return {"runs": s.runs, "settings": settings, "note": s.note}
 
 
 def command_json(command: Sequence[str]) -> dict[str, Any]:
-    """`command` and `argv` of a conversion: null where no `vppctl convert` makes it (a PIR
-    program's split Paddle's strategy alone makes, or that Paddle cannot run)."""
+    """`command` and `argv` of a conversion: null for a PIR program (vppctl converts none)."""
     if not command:
         return {"command": None, "argv": None}
     return {"command": shell(command), "argv": list(command)}
@@ -328,15 +316,13 @@ def over_limit_json(
     }
 
 
-def pir_split_json(split: PirSplit, launch: PirLaunch) -> dict[str, Any]:
+def pir_split_json(split: PirSplit) -> dict[str, Any]:
     return {
         "takes": split.takes,
         "reason": split.reason,
         "stage_layers": list(split.stage_layers),
         "chunk_layers": [list(chunks) for chunks in split.chunk_layers],
         "moves_layers": split.moves_layers,
-        "launch": launch.how,
-        "python": list(launch.python),
     }
 
 
@@ -344,11 +330,7 @@ def conversion_json(
     conversion: Conversion, index: dict[int, int], pir: PirInput | None = None
 ) -> dict[str, Any]:
     c = conversion.best
-    split = (
-        None
-        if pir is None
-        else pir_split_json(conversion_split(conversion, pir), conversion_launch(conversion, pir))
-    )
+    split = None if pir is None else pir_split_json(conversion_split(conversion, pir))
     return {
         **command_json(conversion.command),
         "paddle_pir": split,

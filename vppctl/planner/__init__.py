@@ -4,10 +4,8 @@ Which plan a program is simulated with and what each of its segments costs
 (`costs`), how many bytes each stage holds (`memory`), a plan's step simulated with
 its costs and memory, the one path `simulate`, `convert --micro-batches` and the
 search take (`simulate`), `plan`'s search over conversions and schedules (`search`),
-how to launch a candidate under Paddle, Megatron-Core and torch (`launch`), the
-Paddle PIR strategy that runs a plan, or why Paddle's PIR completion cannot (`pir`), and
-how a split runs on Paddle's PIR pipeline: its strategy alone, with
-vppctl.paddle.pir_plan, or not (`pir_launch`).
+how to launch a candidate under Paddle, Megatron-Core and torch (`launch`), and the
+Paddle PIR strategy that runs a plan, or why Paddle's PIR completion cannot (`pir`).
 It sits above the conversion engine (it plans programs as `convert` does) and the
 pure simulator (`vppctl.schedule`). Names load on first use: a plain `convert` loads
 none of it.
@@ -41,10 +39,6 @@ _NAMES = {
     "PirStrategy": "pir",
     "pir_launch_settings": "pir",
     "pir_split": "pir",
-    "PIR_HOWS": "pir_launch",
-    "PirLaunch": "pir_launch",
-    "pir_split_launch": "pir_launch",
-    "plan_file_of": "pir_launch",
     "LaunchCandidate": "launch",
     "Settings": "launch",
     "launch_settings": "launch",
@@ -70,7 +64,6 @@ _NAMES = {
     "shell": "search",
 }
 __all__ = [
-    "PIR_HOWS",
     "PIR_MODES",
     "PIR_SCHEDULE_MODES",
     "Bubble",
@@ -84,7 +77,6 @@ __all__ = [
     "MemoryOptions",
     "NoPlanFits",
     "PirInput",
-    "PirLaunch",
     "PirMismatch",
     "PirSplit",
     "PirStrategy",
@@ -108,8 +100,6 @@ __all__ = [
     "parse_size",
     "pir_launch_settings",
     "pir_split",
-    "pir_split_launch",
-    "plan_file_of",
     "resolve_plan",
     "search_plans",
     "shell",
@@ -150,7 +140,6 @@ if TYPE_CHECKING:
         pir_launch_settings,
         pir_split,
     )
-    from vppctl.planner.pir_launch import PIR_HOWS, PirLaunch, pir_split_launch, plan_file_of
     from vppctl.planner.search import (
         Candidate,
         Conversion,

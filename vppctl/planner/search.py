@@ -5,11 +5,9 @@ once; every candidate is a plan `convert` would make (`convert.replan` with `con
 own options, so each candidate's `vppctl convert` command reproduces it exactly),
 timed with the program's forward FLOPs per segment (backward I = W = F) and sized
 with its bytes per stage (`vppctl.planner.memory`). A PIR program is searched the
-same way (the simulator does not read the IR); Paddle's launch settings are the PIR
-strategy that makes Paddle's own completion run them, or why it cannot
-(`vppctl.planner.pir`), and a split its completion cannot make alone runs with
-`vppctl.paddle.pir_plan`: only those candidates carry the `vppctl convert` command,
-which writes the plan (`vppctl.planner.pir_launch`).
+same way (the simulator does not read the IR), but vppctl converts no PIR: its
+candidates carry no command, and Paddle's launch settings are the PIR strategy that
+makes Paddle's own completion run them, or why it cannot (`vppctl.planner.pir`).
 
 Candidates, and what a runtime would refuse (left out, never shown):
 
@@ -61,12 +59,12 @@ from vppctl.planner.launch import LaunchCandidate, Settings, launch_settings, me
 from vppctl.planner.memory import MemoryOptions, StageMemory, iec, worst_stage
 from vppctl.planner.pir import (
     PirInput,
+    PirStrategy,
+    candidate_strategy,
     held_layers,
     pir_launch_settings,
-    pir_split,
     seg_method_for,
 )
-from vppctl.planner.pir_launch import pir_plan_settings, pir_split_launch, plan_file_of
 from vppctl.planner.simulate import ProgramModel, SizedPlan
 from vppctl.program import Program, read_plan
 from vppctl.schedule import (
@@ -173,22 +171,13 @@ class Candidate:
         self, layer_class: str, micro_batch_size: int, pir: PirInput | None = None
     ) -> tuple[Settings, ...]:
         """Paddle's, Megatron-Core's and torch's settings to run this candidate; Paddle's
-        as the PIR strategy when `pir` says what a PIR program holds (with the plan
-        `vppctl.paddle.pir_plan` follows, where the candidate has a convert command)."""
+        as the PIR strategy when `pir` says what a PIR program holds."""
         c = self._launch_candidate(layer_class, micro_batch_size)
-        if pir is None:
-            return launch_settings(c)
-        found = pir_launch_settings(c, pir)
-        if self.command:  # a split Paddle's completion makes under vppctl.paddle.pir_plan
-            plan_file = plan_file_of(self.command[2])
-            paddle = pir_plan_settings(c, pir, plan_file, self.command)
-            if paddle is not None:
-                return (paddle, *found[1:])
-        return found
+        return launch_settings(c) if pir is None else pir_launch_settings(c, pir)
 
     def runs_on_pir(self, pir: PirInput) -> bool:
         """Whether Paddle's PIR completion and pipeline run this candidate."""
-        return self.launch("", 1, pir)[0].runs
+        return isinstance(candidate_strategy(self._launch_candidate("", 1), pir), PirStrategy)
 
     def _launch_candidate(self, layer_class: str, micro_batch_size: int) -> LaunchCandidate:
         return LaunchCandidate(
@@ -210,9 +199,7 @@ class Conversion:
     Paddle's completion is asked for) and every candidate that was simulated on it, best
     first: the schedules and micro-batch counts it ran under."""
 
-    # () where no `vppctl convert` makes it: a PIR program's split that Paddle's strategy
-    # alone makes, or that Paddle cannot run
-    command: tuple[str, ...]
+    command: tuple[str, ...]  # () for a PIR program: vppctl converts none
     candidates: tuple[Candidate, ...]
 
     @property
@@ -296,12 +283,9 @@ def search_plans(program: Program, source: str, opts: PlanSearchOptions) -> Plan
     over: list[Candidate] = []
     plans = [(plan, split, _schedules(plan, opts)) for plan, split in _plans(base, opts, refused)]
     progress.phase("searching", sum(len(s) for *_, s in plans) * len(opts.micro_batches))
-    pir = _pir_input(base) if program.is_pir else None
     for plan, split, schedules in plans:
         sized = model.sized(plan)
-        command = convert_command(source, plan, split, opts)
-        if pir is not None and not _needs_pir_plan(plan, pir):
-            command = ()  # Paddle's strategy alone makes it, or nothing does
+        command = () if program.is_pir else convert_command(source, plan, split, opts)
         for schedule in schedules:
             for m in opts.micro_batches:
                 timed = _pipeline(pipelines, schedule, plan, m, refused)
@@ -321,7 +305,7 @@ def search_plans(program: Program, source: str, opts: PlanSearchOptions) -> Plan
         refused=tuple(sorted(refused.items())),
         warnings=(*base.plan.warnings, *model.warnings),
         over=tuple(over),
-        pir=pir,
+        pir=_pir_input(base) if program.is_pir else None,
     )
     if not found:
         error = _nothing_fits(over, refused, opts)
@@ -329,14 +313,6 @@ def search_plans(program: Program, source: str, opts: PlanSearchOptions) -> Plan
             raise NoPlanFits(str(error), result)
         raise error
     return result
-
-
-def _needs_pir_plan(plan: Plan, pir: PirInput) -> bool:
-    """Whether a PIR program's plan runs on Paddle with `vppctl.paddle.pir_plan` (and so
-    has a `vppctl convert` command, which writes the plan), not by its strategy alone."""
-    sizes = [len(s.layers) for s in plan.segments]
-    split = pir_split(plan.pp, plan.vpp, plan.placement, sizes, pir.stage_layers)
-    return pir_split_launch(split, "").how == "pir_plan"
 
 
 def _pir_input(base: Planned) -> PirInput:

@@ -17,7 +17,7 @@ from vppctl.outcomes import (
     SimulatedPlan,
     SimulateOutcome,
     comparison_pair,
-    conversion_launch,
+    conversion_split,
 )
 from vppctl.planner import MemoryOptions, StageMemory, iec, worst_stage
 from vppctl.report.common import (
@@ -219,9 +219,8 @@ def plan_heading(o: PlanOutcome) -> list[str]:
     if r.pir is not None:
         held = ", ".join(map(str, r.pir.stage_layers))
         lines.append(
-            f"a PIR program (Paddle 3.x), its stage meshes holding {held} layers: each row "
-            "says how Paddle runs its split (strategy only, with vppctl.paddle.pir_plan, or "
-            "cannot)"
+            f"a PIR program (Paddle 3.x), its stage meshes holding {held} layers: vppctl "
+            "converts no PIR; each row says whether Paddle's PIR completion makes its split"
         )
     lines.append(
         f"costs: {measure}; memory at micro-batch size {opts.memory.micro_batch_size}{seq}{limit}"
@@ -293,13 +292,12 @@ def plan_notes(o: PlanOutcome, shown: int) -> list[str]:
 
 
 def pir_row_text(conversion: Conversion, pir: PirInput, best: Candidate) -> str:
-    """A PIR program's row: how Paddle runs its split (by its strategy alone, the stage
-    mesh of each layer said; with vppctl.paddle.pir_plan, the commands said; or why it
-    cannot), and the best candidate Paddle runs on it."""
-    launch = conversion_launch(conversion, pir)
-    if launch.reason is not None:
-        return f"Paddle (PIR) cannot: {launch.reason}"
-    text = f"Paddle (PIR), {launch.text}"
+    """A PIR program's row: what the model holds and Paddle's completion deals, and the
+    best candidate Paddle runs on it; or why Paddle's completion cannot make the split."""
+    split = conversion_split(conversion, pir)
+    if split.reason is not None:
+        return f"Paddle (PIR) cannot: {split.reason}"
+    text = f"Paddle (PIR) takes it: {split.placement_text(pir.stage_layers)}"
     runs = conversion.best_on_pir(pir)
     if runs is None:
         return (
@@ -323,7 +321,7 @@ def candidate_text(c: Candidate, best: Candidate) -> str:
 
 def conversion_lines(o: PlanOutcome, conversions: Sequence[Conversion]) -> list[str]:
     """Per row, how to get its plan: the `vppctl convert` command, or for a PIR program
-    how Paddle runs its split; and what it was simulated under."""
+    whether Paddle's PIR completion makes its split; and what it was simulated under."""
     shell = planner.shell
     pir, best = o.result.pir, o.result.candidates[0]
     lines = ["to convert:" if pir is None else "in Paddle (PIR):"]
