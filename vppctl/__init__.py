@@ -79,6 +79,7 @@ _API = {
     "SimulationError": "schedule",
     "DeadlockError": "schedule",
     "ScheduleRefused": "schedule",
+    "LayoutError": "plan",
     "NoConversionFits": "outcomes",
 }
 
@@ -95,6 +96,7 @@ __all__ = [
     "DumpOptions",
     "DumpOutcome",
     "InspectOptions",
+    "LayoutError",
     "MemoryOptions",
     "NoConversionFits",
     "OutOfMemoryError",
@@ -171,7 +173,7 @@ if TYPE_CHECKING:  # the names, re-exported, for type checkers (`X`: PEP 484)
         SimulatedPlan,
         SimulateOutcome,
     )
-    from vppctl.plan import PirPlan, Plan, PlanOptions, Segment
+    from vppctl.plan import LayoutError, PirPlan, Plan, PlanOptions, Segment
     from vppctl.planner import (
         MemoryOptions,
         PlanSearchOptions,

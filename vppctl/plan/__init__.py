@@ -8,8 +8,9 @@ Terms: `pp` stages, `vpp` chunks per stage, `pp*vpp` segments. Segment k (its
 virtual stage) holds a contiguous run of layers in program order and sits on
 stage/chunk `place(k)` (`placement`). `partition` holds the options, the plan and
 how it is made; `balanced` the balanced splits, the stage-balanced search among
-them; `pirplan` the plan as Paddle's PIR completion takes it (the file `convert` writes
-for a PIR program, which `vppctl.paddle.pir_plan` reads).
+them; `layout` Megatron-Core's layout language (`--layout`, and the layout of a plan);
+`pirplan` the plan as Paddle's PIR completion takes it (the file `convert` writes for a
+PIR program, which `vppctl.paddle.pir_plan` reads).
 
 Other packages import these names from here, never a module of this package.
 """
@@ -24,6 +25,11 @@ from vppctl.plan.balanced import (
     stage_balanced_sizes,
     stage_balanced_split,
 )
+from vppctl.plan.layout import Finding as LayoutFinding
+from vppctl.plan.layout import Layout, LayoutError, format_layout, layout_of_counts, layout_split
+from vppctl.plan.layout import expand as expand_layout
+from vppctl.plan.layout import lint as lint_layout
+from vppctl.plan.layout import parse as parse_layout
 from vppctl.plan.partition import (
     LayerFacts,
     Plan,
@@ -66,6 +72,9 @@ __all__ = [
     "UNCOUNTED_OPS",
     "CostKind",
     "LayerFacts",
+    "Layout",
+    "LayoutError",
+    "LayoutFinding",
     "Mode",
     "PirPlan",
     "Placement",
@@ -79,11 +88,17 @@ __all__ = [
     "cannot_fill",
     "check_manual_layout",
     "choose_mode",
+    "expand_layout",
     "explicit_sizes",
+    "format_layout",
     "keep_sizes",
+    "layout_of_counts",
+    "layout_split",
+    "lint_layout",
     "make_plan",
     "paddle_layer",
     "paddle_seg_method",
+    "parse_layout",
     "place",
     "program_digest",
     "read_pir_plan",
