@@ -306,6 +306,7 @@ PIR_REFUSALS: dict[str, tuple[list[str], int, str]] = {
     "vpp 1": (["--vpp", "1", "--split", "keep"], 4, "pp 2, vpp 1"),
     "in place": (["--vpp", "2", "--in-place"], 2, "--in-place (ConvertOptions.in_place)"),
     "no call stacks": (["--vpp", "2", "--strip-callstack"], 2, "--strip-callstack"),
+    "parameter moves": (["--vpp", "2", "--moves", "MOVES"], 2, "--moves"),  # in tmp_path
 }
 
 
@@ -314,6 +315,7 @@ def test_what_paddle_s_completion_cannot_take_is_refused(
     programs: dict[str, Path], tmp_path: Path, name: str
 ) -> None:
     args, code, said = PIR_REFUSALS[name]
+    args = [str(tmp_path / "moves.json") if a == "MOVES" else a for a in args]
     src = tmp_path / "prog.json"
     src.write_bytes(programs["gpt_pp2_v2"].read_bytes())
     out = tmp_path / "plan.json"
