@@ -270,6 +270,8 @@ def test_convert_writes_the_plan_of_every_split(
 def test_convert_s_table_says_what_was_written(programs: dict[str, Path], tmp_path: Path) -> None:
     r = invoke("convert", programs["gpt_keep_pp2_v2"], "--vpp", "2", "-o", tmp_path / "p.json")
     assert "a PIR program: written is the plan for vppctl.paddle.pir_plan" in r.stdout
+    # the parameters it moves are Paddle's build's to move: no --moves map is offered
+    assert "move to another (stage, chunk); Paddle's build moves them" in r.stdout
     assert r.stderr.startswith(f"wrote {tmp_path / 'p.json'} (")
     legacy = invoke("convert", paths.SAMPLE, "--vpp", "2", "-o", tmp_path / "s.pb")
     assert r.stdout.splitlines()[1].split() == legacy.stdout.splitlines()[1].split()  # header

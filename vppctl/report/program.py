@@ -144,13 +144,14 @@ def peak_memory_line(bubble: Bubble) -> str:
 
 def moves_line(r: ConvertResult) -> str:
     """`parameters: 138 (25.2 MiB), 96 (12.0 MiB) move to another (stage, chunk)`: what a
-    checkpoint remap touches (`--moves` writes the map)."""
+    checkpoint remap touches (`--moves` writes the map; for a PIR program, whose plan is
+    written, Paddle's own build moves them)."""
     moved = [m for m in r.moves if m.moved]
     total = sum(m.bytes for m in r.moves)
+    how = "--moves FILE writes the map" if r.pir_plan is None else "Paddle's build moves them"
     return (
         f"parameters: {len(r.moves)} ({iec_short(total)}), {len(moved)} "
-        f"({iec_short(sum(m.bytes for m in moved))}) move to another (stage, chunk); "
-        "--moves FILE writes the map"
+        f"({iec_short(sum(m.bytes for m in moved))}) move to another (stage, chunk); {how}"
     )
 
 
