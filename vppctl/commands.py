@@ -36,6 +36,7 @@ from vppctl.convert import ConvertOptions, converted
 from vppctl.engine import regex_budget
 from vppctl.errors import UsageError
 from vppctl.outcomes import ConvertOutcome, DumpOutcome, SampleOutcome
+from vppctl.plan import PirPlan
 from vppctl.program import (
     STDIO,
     Output,
@@ -167,7 +168,12 @@ def convert_file(
     (`outcome.bubble`); a micro-batch count a schedule refuses leaves that schedule out
     with a warning, never the conversion. With `options.moves`, also write there (JSON,
     with the program, all or nothing) every parameter's (stage, chunk) before and after,
-    and its bytes: the map that remaps a checkpoint (`outcome.result.moves`)."""
+    and its bytes: the map that remaps a checkpoint (`outcome.result.moves`).
+
+    A PIR program (Paddle 3.x JSON) is converted in memory, and what is written is the
+    plan Paddle's PIR completion follows under `vppctl.paddle.pir_plan`
+    (`outcome.result.pir_plan`, JSON: vppctl/report/schemas/pir-plan.json); it takes no
+    `in_place`, `strip_callstack` or `moves`."""
     _order(
         "convert_file", "(src, out, options)", {"src": src, "out": out}, {"options": ConvertOptions}
     )
@@ -189,6 +195,8 @@ def convert_file(
     costs = _measured(options.costs_from, src)
     with observing(progress):
         program = read_program(src)
+        if program.is_pir:
+            _plan_only(options)
         result, planned = converted(program, options)
         bubble, sim_warnings = (
             (None, ())
@@ -207,7 +215,10 @@ def convert_file(
         if moves_output is not None:
             document = outcomes.moves_document(result, str(src), output.shown)
             beside.append((moves_output, (json.dumps(document, indent=1) + "\n").encode()))
-        written, save_warnings = write_program(program, output, beside=beside)
+        if result.pir_plan is None:
+            written, save_warnings = write_program(program, output, beside=beside)
+        else:
+            written, save_warnings = _write_pir_plan(result.pir_plan, output)
     warnings = (*result.warnings, *sim_warnings, *save_warnings)
     moves_written = None
     if moves_output is not None:
@@ -239,6 +250,36 @@ def _measured(costs_from: PathLike | None, prog: PathLike | None) -> Any:
     return planner.read_costs(str(costs_from))
 
 
+def _plan_only(options: ConvertOptions) -> None:
+    """Refuse what a PIR program's conversion cannot do: it writes a plan file, not the
+    program."""
+    for name, why in (
+        ("in_place", "writes over the input, and a PIR program's conversion writes a plan file"),
+        (
+            "strip_callstack",
+            "drops attributes from the program written, and a PIR program's "
+            "conversion writes a plan file",
+        ),
+        (
+            "moves",
+            "maps a checkpoint of the program written, and a PIR program's conversion writes "
+            "a plan file (Paddle places the parameters in its own build)",
+        ),
+    ):
+        if getattr(options, name):
+            raise UsageError(
+                f"{validate.where(options, name)} {why} (for vppctl.paddle.pir_plan), not the "
+                "program: drop it, and name the plan with -o PLAN.json"
+            )
+
+
+def _write_pir_plan(plan: PirPlan, output: Output) -> tuple[int, list[str]]:
+    """The plan file, as `PirPlan.dumps` gives it (deterministic JSON)."""
+    data = plan.dumps().encode()
+    output.write(data)
+    return len(data), output.warnings()
+
+
 # -- verify, inspect -------------------------------------------------------------
 
 
@@ -253,6 +294,9 @@ def verify_file(
     _paths("verify_file", path=path)
     options = VerifyOptions() if options is None else options
     _options("verify_file", options, VerifyOptions)
+    plan = options.plan
+    if str(path) == STDIO and isinstance(plan, (str, os.PathLike)) and os.fspath(plan) == STDIO:
+        raise UsageError("the program and --plan cannot both be read from stdin; name a file")
     with observing(progress):
         program = read_program(path)
         return verify_program(program, options)

@@ -116,6 +116,12 @@ _EMPTIED = Hint(
     code=0,
 )
 
+_NOT_A_PLAN = Hint(  # a PIR program given where its plan goes
+    "vppctl verify completed.json --plan prog.json",
+    ("vppctl convert prog.json --vpp 2 -o PLAN.json",),
+    trigger_code=3,
+)
+
 HINTS: dict[tuple[str, str], Hint] = {
     ("vppctl/program/files.py", "-o OUT"): _TERMINAL,
     ("vppctl/program/files.py", "-o -"): _TERMINAL,
@@ -136,6 +142,12 @@ HINTS: dict[tuple[str, str], Hint] = {
     ("vppctl/cli/program.py", "-o OUT"): Hint(
         "vppctl dump prog.pb --json", ("vppctl dump prog.pb --json -o OUT",)
     ),
+    ("vppctl/commands.py", "-o PLAN"): Hint(
+        "vppctl convert prog.json --vpp 2 --in-place",
+        ("vppctl convert prog.json --vpp 2 -o PLAN.json",),
+    ),
+    ("vppctl/plan/pirplan.py", "-o PLAN"): _NOT_A_PLAN,
+    ("vppctl/plan/pirplan.py", "vppctl convert PROG.json"): _NOT_A_PLAN,
     ("vppctl/report/verify.py", "vppctl verify -"): Hint(
         "vppctl verify completed.json", ("vppctl verify --rules",), trigger_code=1
     ),

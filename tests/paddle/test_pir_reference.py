@@ -98,12 +98,14 @@ def test_verify_cli_notes_the_rules_that_apply_in_part(tmp_path: Path) -> None:
 
 
 def test_verify_of_a_plain_pir_program_points_to_paddles_completion(tmp_path: Path) -> None:
-    """vppctl converts no PIR program: the note names Paddle's completion, not convert."""
+    """A PIR program not yet converted: the note names Paddle's completion (its own split,
+    or vppctl's plan under vppctl.paddle.pir_plan), not a converted program to verify."""
     path = json_file(tmp_path, "gpt_pp2_v2", "plain")
     r = invoke("verify", str(path), "--vpp", "2", exit_code=1)
     said = r.stdout.replace("\n", " ")
     assert "needs Paddle's PIR completion (vpp_degree > 1) first" in said, said
-    assert "vppctl convert" not in said
+    assert "with the plan `vppctl convert` writes (vppctl.paddle.pir_plan)" in said, said
+    assert "`vppctl convert` first" not in said  # a legacy program's advice: no PIR is written
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -208,33 +208,6 @@ def test_the_paddle_strategy_values_round_trip_into_a_real_strategy(planned: dic
     assert checked >= 5
 
 
-# -- vppctl.paddle says when the Paddle at hand cannot run the schedule -------------
-
-
-def test_check_legacy_schedule_follows_the_version_matrix() -> None:
-    from vppctl.paddle import ScheduleUnsupportedError, check_legacy_schedule
-
-    check_legacy_schedule("VPP", "3.0.0")
-    check_legacy_schedule("ZBH1", "3.0.0")
-    with pytest.raises(ScheduleUnsupportedError, match="Paddle 3.3.1 schedules PIR programs only"):
-        check_legacy_schedule("VPP", "3.3.1")
-    with pytest.raises(ScheduleUnsupportedError, match="has no VPP completion or scheduler"):
-        check_legacy_schedule("VPP", "2.6.2")
-    with pytest.raises(ScheduleUnsupportedError, match="unknown schedule_mode 'vpp'"):
-        check_legacy_schedule("vpp", "3.0.0")
-
-
-@pytest.mark.paddle
-def test_check_legacy_schedule_reads_the_installed_paddle() -> None:
-    import paddle
-
-    from vppctl.paddle import ScheduleUnsupportedError, check_legacy_schedule
-
-    assert paddle.__version__ == "3.3.1"  # the test extra
-    with pytest.raises(ScheduleUnsupportedError, match="Paddle 3.0.0 is the release"):
-        check_legacy_schedule("1F1B")
-
-
 def test_zbvpp_launches_under_paddle_with_the_runtimes_its_greedy_ran_with() -> None:
     paddle, megatron, torch = launch_settings(candidate("zbvpp", m=4))
     settings = dict(paddle.settings)

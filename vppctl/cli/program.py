@@ -142,12 +142,15 @@ def convert(
 
     SRC is a program file, or - for stdin (binary, or protobuf text, detected).
     The table (or --json) goes to stdout, or to stderr when the program does.
+    For a PIR program (Paddle 3.x JSON) the plan is written instead, which Paddle's
+    own build follows under vppctl.paddle.pir_plan.
 
     \b
     vppctl convert prog.pb --vpp 2
     vppctl convert - --vpp 2 -o - < prog.pb > prog.vpp.pb
     vppctl convert prog.pb --vpp 2 --seg-method DecoderLayer -o out.pb --json
     vppctl convert prog.pb --vpp 2 --split balanced --cost flops
+    vppctl convert prog.json --vpp 2 --layers-per-chunk 1,3,3,1 -o plan.json
     vppctl convert prog.pb --layout 'Et|t|t|t|t|t|t|tL' --moves moves.json
     """
     plan = vppctl.PlanOptions(
@@ -215,6 +218,14 @@ def convert(
     help="Expected placement. Default: the recorded plan's, else loop.",
 )
 @click.option(
+    "--plan",
+    type=PATH,
+    metavar="PLAN",
+    help="Check the program against a PIR plan (the file vppctl convert writes for a PIR "
+    "program): its pp, vpp, layer regex and each virtual stage's layers, an empty first or "
+    "last virtual stage included.",
+)
+@click.option(
     "--output-format",
     type=click.Choice(OUTPUT_FORMATS, case_sensitive=False),
     help="full: a table (default); concise: one line per violation; json: one JSON object; "
@@ -255,6 +266,7 @@ def verify(
     vpp: int | None,
     seg_method: str | None,
     placement: str | None,
+    plan: str | None,
     output_format: str | None,
     as_json: bool,
     statistics: bool,
@@ -268,6 +280,7 @@ def verify(
 
     \b
     vppctl verify prog.vpp.pb
+    vppctl verify completed.json --plan plan.json   # Paddle's PIR build under pir_plan
     vppctl verify prog.vpp.pb --output-format concise
     vppctl verify prog.vpp.pb --output-format github      # in a GitHub Actions step
     vppctl verify prog.vpp.pb --output-format junit > verify.xml
@@ -301,7 +314,13 @@ def verify(
     click.get_current_context().ensure_object(dict)["source"] = prog  # named by a failure's report
     chosen, waived = selection(prog, select, ignore, isolated)
     opts = vppctl.VerifyOptions(
-        pp, vpp, cast("Placement | None", placement), seg_method, select=chosen, ignore=waived
+        pp,
+        vpp,
+        cast("Placement | None", placement),
+        seg_method,
+        select=chosen,
+        ignore=waived,
+        plan=plan,
     )
     result = vppctl.verify_file(prog, opts, progress=observer(quiet))
     _render_verify(result, form, statistics)

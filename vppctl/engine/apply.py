@@ -117,12 +117,16 @@ class ApplyResult:
     warnings: tuple[str, ...]
 
 
-def assign(index: ProgramIndex, plan: Plan, layers: LayerSet, forward: ForwardOps) -> Assignment:
-    """Run the rule passes in order; returns the assignment (nothing written yet)."""
+def assign(
+    index: ProgramIndex, plan: Plan, layers: LayerSet, forward: ForwardOps, *, pir: bool = False
+) -> Assignment:
+    """Run the rule passes in order; returns the assignment (nothing written yet). `pir`:
+    a program read from Paddle's PIR, whose values are where the op computing them runs
+    (a sum's output too: PIR_RULES' V011)."""
     a = Assignment.start(index, plan.vpp)
     walker = _SubBlocks(index, a)
     AssignForward(index, plan, layers, a, walker).run()
-    AssignBackward(index, a, walker, forward).run()
+    AssignBackward(index, a, walker, forward, pir=pir).run()
     AssignOptimizer(index, a, walker).run()
     _chunk_unreached(index, a, walker.done)
     _report_odd_meshes(index, a)
@@ -280,13 +284,21 @@ class AssignBackward:
     pass's dependency `nop`s among them) takes the op that wrote its first input,
     else the first input variable that has a mesh. Outputs take the op's mesh and
     chunk id, except a `sum`/`grad_add` output, which takes its forward variable's
-    (the name before `@GRAD`).
+    (the name before `@GRAD`); in a PIR program (`pir`) it too takes the op's, as a PIR
+    value is where the op computing it runs.
     """
 
     def __init__(
-        self, index: ProgramIndex, a: Assignment, walker: _SubBlocks, forward: ForwardOps
+        self,
+        index: ProgramIndex,
+        a: Assignment,
+        walker: _SubBlocks,
+        forward: ForwardOps,
+        *,
+        pir: bool = False,
     ) -> None:
         self.index, self.a, self.walker = index, a, walker
+        self.pir = pir
         self.block = index.global_block
         self.forward = forward
         self.unmapped: list[int] = []
@@ -311,7 +323,7 @@ class AssignBackward:
                 mesh, chunk = self._grad_source(i, last_writer)
             a.place_op(0, i, mesh if mesh != NO_MESH else None, chunk)
             for v in block.outputs(i):
-                if is_sum and v >= 0:
+                if is_sum and v >= 0 and not self.pir:
                     f = self.index.forward_var(v)
                     fm, fc = (a.var_mesh[f], a.var_chunk[f]) if f is not None else (NO_MESH, -1)
                     a.set_var(v, fm if fm != NO_MESH else mesh, fc if fc >= 0 else chunk)

@@ -29,6 +29,7 @@ from vppctl.program.load import (
     to_full,
 )
 from vppctl.program.pir import PirOrigin
+from vppctl.program.planfile import MAX_PLAN_BYTES, read_pir_plan_file
 from vppctl.program.reads import (
     VarTensor,
     as_text,
@@ -86,6 +87,7 @@ __all__ = [
     "KINDS",
     "LOSS",
     "LOSS_GRAD",
+    "MAX_PLAN_BYTES",
     "MAX_PROGRAM_BYTES",
     "NO_CHUNK_NAME",
     "NO_VAR",
@@ -125,6 +127,7 @@ __all__ = [
     "parse_program",
     "program_meshes",
     "read_input",
+    "read_pir_plan_file",
     "read_plan",
     "read_program",
     "resolve_output",

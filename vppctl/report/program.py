@@ -105,6 +105,11 @@ def convert_notes(o: ConvertOutcome) -> list[str]:
         notes.append(moves_line(r))
     if r.callstack_bytes_saved is not None:
         notes.append(f"stripped op_callstack: {human_bytes(r.callstack_bytes_saved)} saved")
+    if r.pir_plan is not None:
+        notes.append(
+            "a PIR program: written is the plan for vppctl.paddle.pir_plan (vpp_seg_method "
+            f"{r.pir_plan.seg_method!r}), which Paddle's PIR completion follows; not the program"
+        )
     return notes
 
 
@@ -151,13 +156,14 @@ def peak_memory_line(bubble: Bubble) -> str:
 
 def moves_line(r: ConvertResult) -> str:
     """`parameters: 138 (25.2 MiB), 96 (12.0 MiB) move to another (stage, chunk)`: what a
-    checkpoint remap touches (`--moves` writes the map)."""
+    checkpoint remap touches (`--moves` writes the map; for a PIR program, whose plan is
+    written, Paddle's own build moves them)."""
     moved = [m for m in r.moves if m.moved]
     total = sum(m.bytes for m in r.moves)
+    how = "--moves FILE writes the map" if r.pir_plan is None else "Paddle's build moves them"
     return (
         f"parameters: {len(r.moves)} ({iec_short(total)}), {len(moved)} "
-        f"({iec_short(sum(m.bytes for m in moved))}) move to another (stage, chunk); "
-        "--moves FILE writes the map"
+        f"({iec_short(sum(m.bytes for m in moved))}) move to another (stage, chunk); {how}"
     )
 
 

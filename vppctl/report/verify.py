@@ -91,7 +91,8 @@ def no_plan_note(report: VerifyReport) -> str:
     return (
         f"{checked} ({source}no op carries a chunk id past 0: each is checked as chunk 0), "
         f"{report.placement} placement; a program not yet converted needs Paddle's PIR "
-        "completion (vpp_degree > 1) first; `vppctl plan` gives its strategy"
+        "completion (vpp_degree > 1) first, with the plan `vppctl convert` writes "
+        "(vppctl.paddle.pir_plan) or its own split"
     )
 
 

@@ -367,7 +367,7 @@ def _check_optimizer(c: Checker) -> None:
     """
     index = c.index
     block = index.global_block
-    vppctl_plan = c.expect.plan_segments is not None
+    vppctl_plan = c.expect.recorded is not None  # a plan vppctl recorded in the program
     for op, p in block.ops.param.items():
         if p < 0 or not block.ops.role[op] & OPTIMIZE:
             continue

@@ -2,13 +2,15 @@
 
 The verifier's rules (`vppctl.verify.checks`) take an `Expectation`: stage and chunk
 counts, placement, stage meshes and layers. For `verify` these come from the
-options first, then from the plan the program records, then from the program
+options first, then from a PIR plan given (`--plan`: the file `convert` writes for a
+PIR program), then from the plan the program records, then from the program
 itself (its chunk ids, detected layers). Disagreements between those sources
 are violations too (V012, V015), reported with the rest.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import ClassVar
@@ -25,8 +27,8 @@ from vppctl.engine import (
 )
 from vppctl.errors import ConversionError, UsageError
 from vppctl.gcpause import gc_paused
-from vppctl.plan import MAX_DEGREE, Placement
-from vppctl.program import Program, RecordedPlan, read_plan
+from vppctl.plan import MAX_DEGREE, PirPlan, Placement
+from vppctl.program import Program, RecordedPlan, read_pir_plan_file, read_plan
 from vppctl.verify.checks import verify
 from vppctl.verify.outcome import VerifyReport
 from vppctl.verify.rules import RULES, Cause, Expectation, Violation
@@ -53,6 +55,10 @@ class VerifyOptions:
     # every rule. The violations of a rule not enforced are counted apart (`ignored`).
     select: Sequence[str] | None = None
     ignore: Sequence[str] = ()
+    # A PIR plan (a file `convert` wrote for a PIR program, or a PirPlan): the program is
+    # checked against its pp, vpp, seg_method and each virtual stage's layers, its empty
+    # first or last virtual stage included
+    plan: str | os.PathLike[str] | PirPlan | None = None
 
     FLAGS: ClassVar[Mapping[str, str]] = {
         "pp": "--pp",
@@ -61,6 +67,7 @@ class VerifyOptions:
         "seg_method": "--seg-method",
         "select": "--select",
         "ignore": "--ignore",
+        "plan": "--plan",
     }
 
     def __post_init__(self) -> None:
@@ -85,6 +92,10 @@ class VerifyOptions:
                     legal + (f"; {', '.join(unknown)} names no rule" if unknown else ""),
                 )
             object.__setattr__(self, field, codes)
+        if self.plan is not None and not isinstance(self.plan, (str, os.PathLike, PirPlan)):
+            raise validate.refuse(
+                self, "plan", "a path (str or os.PathLike), '-', a PirPlan or None"
+            )
 
     @property
     def enforced(self) -> tuple[str, ...]:
@@ -102,13 +113,18 @@ def verify_program(program: Program, options: VerifyOptions | None = None) -> Ve
     elif not isinstance(options, VerifyOptions):
         raise UsageError(validate.wrong_options("verify_program", "VerifyOptions", options))
     pp, vpp, placement = options.pp, options.vpp, options.placement
-    seg_method = options.seg_method
+    pir_plan = _pir_plan(options.plan)
+    seg_method = options.seg_method or (pir_plan.seg_method if pir_plan else None)
     index = build_index(program)
     recorded = read_plan(program.header)
     stages, globals_ = index.stage_mesh_ids()
     early: list[Violation] = []
     n_pp = len(stages)
-    for label, want in (("--pp", pp), ("the recorded plan's pp", recorded and recorded.pp)):
+    for label, want in (
+        ("--pp", pp),
+        ("the PIR plan's pp", pir_plan and pir_plan.pp),
+        ("the recorded plan's pp", recorded and recorded.pp),
+    ):
         if want and want != n_pp:
             message = f"{label} is {want} but the program has {n_pp} stage meshes"
             early.append(_early(Cause.COUNT_MISMATCH, message))
@@ -119,11 +135,16 @@ def verify_program(program: Program, options: VerifyOptions | None = None) -> Ve
     chunked = _chunks_used(index)
     if program.is_pir and chunked < 2:
         _one_chunk(index)
-    n_vpp = vpp or (recorded.vpp if recorded else 0) or max(chunked, 1)
-    if recorded and recorded.vpp and vpp and recorded.vpp != vpp:
-        message = f"--vpp is {vpp} but the recorded plan says {recorded.vpp}"
+    planned_vpp = pir_plan.vpp if pir_plan else (recorded.vpp if recorded else 0)
+    n_vpp = vpp or planned_vpp or max(chunked, 1)
+    if planned_vpp and vpp and planned_vpp != vpp:
+        said = "the PIR plan" if pir_plan else "the recorded plan"
+        message = f"--vpp is {vpp} but {said} says {planned_vpp}"
         early.append(_early(Cause.COUNT_MISMATCH, message))
     where: Placement = placement or _recorded_placement(recorded)
+    if pir_plan and where != "loop":
+        message = f"--placement is {where} but a PIR plan is loop-placed (Paddle runs no other)"
+        early.append(_early(Cause.PLAN_MISMATCH, message))
     layers, problem = _layers(index, seg_method, recorded)
     if problem:
         early.append(Violation(Cause.LAYERS_NOT_FOUND, 0, -1, "", problem))
@@ -134,9 +155,10 @@ def verify_program(program: Program, options: VerifyOptions | None = None) -> Ve
         stage_mesh_ids=tuple(stages),
         global_mesh_ids=tuple(globals_),
         layers=layers,
-        plan_segments=recorded.segments if recorded else None,
+        plan_segments=pir_plan.segments if pir_plan else recorded.segments if recorded else None,
         recorded=recorded,
         pir=program.is_pir,
+        empty_segments=frozenset(pir_plan.empty) if pir_plan else frozenset(),
     )
     found = early + verify(index, expect)
     rules = options.enforced
@@ -157,6 +179,13 @@ def verify_program(program: Program, options: VerifyOptions | None = None) -> Ve
         source=program.source,
         chunk_ids=chunked > 1,
     )
+
+
+def _pir_plan(plan: str | os.PathLike[str] | PirPlan | None) -> PirPlan | None:
+    """The PIR plan given: as it is, or read from its file (ProgramFileError, exit 3)."""
+    if plan is None or isinstance(plan, PirPlan):
+        return plan
+    return read_pir_plan_file(plan)
 
 
 def _chunks_used(index: ProgramIndex) -> int:

@@ -4,7 +4,7 @@ V012), checked against the placement the plan and the rules give.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from vppctl.choices import COST_KINDS, MODES, PLACEMENTS, SPLITS
 from vppctl.engine import (
@@ -73,31 +73,46 @@ def _segments_of(
                 f"segments (again from layer {first.name}); a segment is one run of layers",
             )
         seen.setdefault((stage, chunk), r)
-    if exp.pp * exp.vpp > len(layers):  # listing every empty pair could run to millions
+    want_of, n_held = _held(c)
+    empty = exp.empty_segments
+    if n_held > len(layers):  # listing every empty pair could run to millions
         c.add(
             Cause.EMPTY_SEGMENT,
             0,
             -1,
-            f"{cannot_fill(len(layers), exp.pp * exp.vpp, exp.pp)}: some (stage, chunk) "
-            "holds no layer",
+            f"{cannot_fill(len(layers), n_held, exp.pp)}: some (stage, chunk) holds no layer",
         )
     else:
         for s in range(exp.pp):
             for ch in range(exp.vpp):
-                if (s, ch) not in seen:
+                if (s, ch) not in seen and (s, ch) not in empty:
                     c.add(Cause.EMPTY_SEGMENT, 0, -1, f"stage {s} chunk {ch} holds no layer")
-    for k, (stage, chunk, ks) in enumerate(runs[: exp.pp * exp.vpp]):
-        want = place(k, exp.pp, exp.placement)
+    for k, (stage, chunk, ks) in enumerate(runs[:n_held]):
+        want = want_of(k)
         if (stage, chunk) != want:
+            where = f"{exp.placement} placement"
+            if empty:
+                where = f"the PIR plan ({where}, its empty virtual stages left out)"
             c.add(
                 Cause.SEGMENT_MISPLACED,
                 0,
                 layers.layers[ks[0]].first,
                 f"segment {k} (from layer {layers.layers[ks[0]].name}) is on stage {stage} "
-                f"{chunk_text(chunk)}, but {exp.placement} placement puts it on stage {want[0]} "
-                f"chunk {want[1]}",
+                f"{chunk_text(chunk)}, but {where} puts it on stage {want[0]} chunk {want[1]}",
             )
     return runs
+
+
+def _held(c: Checker) -> tuple[Callable[[int], tuple[int, int]], int]:
+    """(where segment k sits, how many segments hold layers): every virtual stage in order
+    but those a PIR plan declares empty (its first, embedding only, or last, head only)."""
+    exp = c.expect
+    n = exp.pp * exp.vpp
+    if not exp.empty_segments:  # no list of pp*vpp places to build
+        return (lambda k: place(k, exp.pp, exp.placement)), n
+    places = (place(k, exp.pp, exp.placement) for k in range(n))
+    held = [p for p in places if p not in exp.empty_segments]
+    return held.__getitem__, len(held)
 
 
 def check_plan(c: Checker, runs: list[tuple[int, int, list[int]]]) -> None:
