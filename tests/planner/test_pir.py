@@ -24,7 +24,7 @@ from pir_cases import CASES, PARITY, PP, launched, parity, planned, program, ref
 from pir_programs import CASES as BUILDS
 
 from vppctl.convert import Planned
-from vppctl.plan import PlanOptions
+from vppctl.plan import PlanOptions, paddle_layer, paddle_seg_method
 from vppctl.planner import (
     PIR_MODES,
     PIR_SCHEDULE_MODES,
@@ -36,9 +36,7 @@ from vppctl.planner import (
 from vppctl.planner.pir import (
     candidate_strategy,
     dealt_layers,
-    paddle_layer,
     pir_paddle_settings,
-    seg_method_for,
 )
 from vppctl.schedule.runtimes import PADDLE_MODES
 
@@ -342,12 +340,12 @@ def test_vpp_seg_method_is_the_layer_class_unless_paddle_would_read_it_otherwise
 
     regex = r"(?<=^/GPTModel/)DecoderLayer(?:_\d+)?(?=/)"
     structs = ["/GPTModel/DecoderLayer_3/MLP/", "/GPTModel/Embedding/", "/"]
-    assert seg_method_for("DecoderLayer", regex, structs) == "DecoderLayer"
+    assert paddle_seg_method("DecoderLayer", regex, structs) == "DecoderLayer"
     # A final norm whose path holds the class name: Paddle would take it for a layer.
     extra = [*structs, "/GPTModel/FinalDecoderLayerNorm/"]
     assert paddle_layer(re.compile("DecoderLayer", re.I), extra[-1]) == "DecoderLayerNorm"
-    assert seg_method_for("DecoderLayer", regex, extra) == regex
-    assert seg_method_for("Decoder.Layer", regex, structs) == regex  # not a class name
+    assert paddle_seg_method("DecoderLayer", regex, extra) == regex
+    assert paddle_seg_method("Decoder.Layer", regex, structs) == regex  # not a class name
 
 
 def test_the_table_names_the_best_candidate_paddle_runs(tmp_path: Path) -> None:

@@ -35,13 +35,13 @@ Everything here is pure: plain values in, the strategy (`PirStrategy`) or the re
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from vppctl.choices import Placement, Schedule
 from vppctl.convert import Planned
 from vppctl.mesh import NO_MESH
-from vppctl.plan import place
+from vppctl.plan import paddle_seg_method, place
 from vppctl.planner.launch import (
     LaunchCandidate,
     Settings,
@@ -78,7 +78,9 @@ class PirInput:
     """What Paddle's PIR completion reads from the program being planned."""
 
     stage_layers: tuple[int, ...]  # layers the program puts on each stage's mesh
-    vpp_seg_method: str  # what to set as strategy.pipeline.vpp_seg_method (`seg_method_for`)
+    vpp_seg_method: (
+        str  # what to set as strategy.pipeline.vpp_seg_method (`vppctl.plan.paddle_seg_method`)
+    )
     strays: tuple[StrayOp, ...] = ()  # forward ops between layers in none (reshards aside)
     stage_ranks: tuple[tuple[int, ...], ...] = ()  # each stage mesh's ranks, stage 0 first
 
@@ -481,7 +483,7 @@ def pir_input(base: Planned) -> PirInput:
     index, plan = base.index, base.plan
     block = index.global_block
     structs = {block.ops.struct[op] for op in block.forward_ops}
-    seg_method = seg_method_for(
+    seg_method = paddle_seg_method(
         plan.layer_class, plan.seg_method, (s.decode(errors="replace") for s in structs)
     )
     return PirInput(
@@ -521,28 +523,3 @@ def stray_ops(base: Planned) -> tuple[StrayOp, ...]:
             )
         )
     return tuple(out)
-
-
-# ---------------------------------------------------------------------------
-# vpp_seg_method
-
-
-def seg_method_for(layer_class: str, seg_method: str, structs: Iterable[str]) -> str:
-    """The `vpp_seg_method` to give Paddle: the layer class (as a user writes it) when
-    Paddle reads it as it reads vppctl's layer regex on every forward op's struct name,
-    else that regex, which Paddle's reading also takes."""
-    if not layer_class.isidentifier():  # Paddle would read it as a regex: give the regex
-        return seg_method
-    by_class = re.compile(layer_class, re.IGNORECASE)
-    by_regex = re.compile(seg_method, re.IGNORECASE)
-    for struct in set(structs):
-        if paddle_layer(by_class, struct) != paddle_layer(by_regex, struct):
-            return seg_method
-    return layer_class
-
-
-def paddle_layer(seg_method: re.Pattern[str], struct: str) -> str | None:
-    """The layer Paddle's PIR completion (`_extract_seg_method`) reads from a struct name:
-    from the first match of `vpp_seg_method` (case-insensitive) to the next `/`."""
-    m = seg_method.search(struct)
-    return None if m is None else struct[m.start() :].split("/")[0]
