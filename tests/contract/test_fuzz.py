@@ -81,6 +81,7 @@ from fuzzing import (
     SLOW,
     UNVERIFIED,
     Outcome,
+    pir_plan_problems,
     bases,
     join_fields,
     mutant,
@@ -220,3 +221,27 @@ def test_pir_round_mutates_real_programs_with_every_aimed_mutation(pir_round: Ou
 def test_pir_round_fails_cleanly_and_loses_nothing(pir_round: Outcome) -> None:
     for kind in KINDS:
         assert not pir_round.failures[kind], pir_round.report(kind)
+
+
+def test_the_pir_round_checks_the_plan_convert_wrote(tmp_path: Path) -> None:
+    """A PIR program's conversion writes a plan, not a program: the round reads it back and
+    holds it to what convert reported (seeded: a program, another vpp, a layer twice)."""
+    import json
+
+    from vppctl.plan import PirPlan
+
+    plan = PirPlan(
+        pp=2, vpp=2, seg_method="L", virtual_stages=(("L_0",), ("L_1",), ("L_2",), ("L_3",))
+    )
+    out = tmp_path / "plan.json"
+    said = json.dumps({"pp": 2, "vpp": 2})
+    out.write_text(plan.dumps())
+    assert pir_plan_problems(out, said) == []
+    assert pir_plan_problems(out, json.dumps({"pp": 2, "vpp": 3}))  # not what it reported
+    twice = json.loads(plan.dumps())
+    twice["virtual_stages"][3]["layers"] = ["L_0"]
+    out.write_text(json.dumps(twice))
+    assert pir_plan_problems(out, said)  # read back, or a layer twice: flagged either way
+    out.write_text('{"base_code": {"magic": "pir"}}')
+    ((kind, why),) = pir_plan_problems(out, said)
+    assert kind == "unverified" and "does not read back" in why, why

@@ -28,6 +28,8 @@ from reencode import reencode
 
 from vppctl.cli import cli
 from vppctl.engine import layers
+from vppctl.errors import VppctlError
+from vppctl.plan import read_pir_plan
 from vppctl.program._proto import program_pb2 as pb
 
 CI_SEED = 20251130
@@ -711,6 +713,20 @@ def _check_json(stdout: str) -> str | None:
     return None
 
 
+def pir_plan_problems(out: Path, report: str) -> list[tuple[str, str]]:
+    """What is wrong with the plan file convert wrote for a PIR program: it must read back
+    as a plan (its schema's checks) of the conversion convert reported, every layer once."""
+    try:
+        plan = read_pir_plan(out.read_bytes(), out.name)
+    except VppctlError as e:
+        return [(UNVERIFIED, f"the plan convert wrote does not read back: {e}")]
+    said = json.loads(report)
+    layers = [name for stage in plan.virtual_stages for name in stage]
+    if (plan.pp, plan.vpp) != (said["pp"], said["vpp"]) or len(set(layers)) != len(layers):
+        return [(UNVERIFIED, f"the plan convert wrote is not the one it reported: {plan}")]
+    return []
+
+
 class Round:
     """Runs inputs through the CLI in one work directory and records every failure."""
 
@@ -751,6 +767,8 @@ class Round:
         if code == 0:
             if not out.exists():
                 problems.append((FILES, "convert exited 0 but wrote nothing"))
+            elif base.pir:  # a PIR program's conversion writes the plan for pir_plan
+                problems.extend(pir_plan_problems(out, report))
             else:
                 vcode, vout = check("verify", [str(out), "--json"])
                 if vcode != 0:
