@@ -560,7 +560,7 @@ def test_a_program_with_chunk_ids_is_simulated_as_they_split_it(
     """Was: `simulate` on Paddle's completed VPP program asked for --vpp, although `verify`
     reads vpp from the same chunk ids."""
     src = _pir(tmp_path, stages, chunks, "completed.json")
-    # a split Paddle's PIR completion does not make is refused under its runtime (R8)
+    # a split Paddle's PIR completion does not make runs under its runtime with pir_plan (R8)
     runtime = ["--runtime", "any"] if split == "explicit" else []
     plan = run_json(["simulate", str(src), "-m", "4", *runtime])["plan"]
     assert (plan["pp"], plan["vpp"], plan["placement"]) == (2, 2, "loop")
@@ -699,7 +699,10 @@ def test_a_layout_is_simulated_as_its_split(tmp_path: Path) -> None:
     assert "--layout" in no_program.stderr and "pass the program" in no_program.stderr
 
 
-def test_a_pir_program_runs_only_the_splits_paddles_completion_makes(tmp_path: Path) -> None:
+def test_a_pir_program_runs_only_the_splits_paddle_or_pir_plan_makes(tmp_path: Path) -> None:
+    """Under Paddle's PIR runtime: keep (Paddle's completion deals it) runs; balanced at
+    vpp 4 (R8: not dealt so) runs with vppctl.paddle.pir_plan, said in a warning; V
+    placement (R7) is refused: neither makes it."""
     from pir_cases import reference
 
     path = tmp_path / "gpt_keep.json"  # 7 + 5 layers on pp 2
@@ -707,11 +710,17 @@ def test_a_pir_program_runs_only_the_splits_paddles_completion_makes(tmp_path: P
     keep = run_json(["simulate", str(path), "--vpp", "4", "--split", "keep", "-m", "8"])
     assert keep["runtime"] == "paddle-pir"
     assert [r["schedule"] for r in keep["results"]] == ["1f1b", "vpp"]
+    assert not any("pir_plan" in w for w in keep["warnings"])
     args = ["simulate", str(path), "--vpp", "4", "--split", "balanced", "-m", "8"]
-    refused = invoke(*args, exit_code=2)
-    assert "Paddle 3.3.1 (PIR) cannot make this split for VPP" in refused.stderr
-    assert "deals a stage's 6 layers as 2+2+1+1" in refused.stderr
-    run_json([*args, "--runtime", "any"])  # Megatron's interleaved runs it
+    balanced = run_json(args)
+    assert [r["schedule"] for r in balanced["results"]] == ["1f1b", "vpp"]
+    (said,) = [w for w in balanced["warnings"] if "pir_plan" in w]
+    assert "runs Paddle VPP (v=4) on this plan with vppctl.paddle.pir_plan only" in said
+    assert "R8" in said and 'with vppctl.paddle.pir_plan("PLAN.json"): dist_model.train()' in said
+    v = ["simulate", str(path), "--vpp", "2", "--placement", "v", "-m", "8", "--schedule", "vpp"]
+    refused = invoke(*v, exit_code=2)
+    assert "Paddle 3.3.1 (PIR) cannot make this split for VPP (rule R7" in refused.stderr
+    assert "nor can vppctl.paddle.pir_plan" in refused.stderr
 
 
 @pytest.mark.parametrize("schedule", SCHEDULES)

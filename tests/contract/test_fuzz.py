@@ -81,10 +81,10 @@ from fuzzing import (
     SLOW,
     UNVERIFIED,
     Outcome,
-    pir_plan_problems,
     bases,
     join_fields,
     mutant,
+    pir_plan_problems,
     run_round,
     wire_fields,
 )

@@ -23,6 +23,7 @@ from vppctl.planner import (
     MeasuredStep,
     MemoryOptions,
     PirInput,
+    PirLaunch,
     PirSplit,
     PlanResult,
     PlanSearchOptions,
@@ -366,7 +367,8 @@ def layouts_json(split: Layouts) -> dict[str, Any]:
 
 
 def command_json(command: Sequence[str]) -> dict[str, Any]:
-    """`command` and `argv` of a conversion: null for a PIR program (vppctl converts none)."""
+    """`command` and `argv` of a conversion: null for a PIR program's split that needs no
+    `vppctl convert` (Paddle's strategy alone makes it, or Paddle cannot run it)."""
     if not command:
         return {"command": None, "argv": None}
     return {"command": shell(command), "argv": list(command)}
@@ -403,7 +405,10 @@ def candidate_json(
         "peak_bytes": worst.peak_bytes,
         "worst_stage": worst.stage,
         "per_stage": [{"stage": s.stage, **stage_memory_json(s)} for s in c.memory],
-        "launch": {s.runtime: settings_json(s) for s in launch},
+        "launch": {
+            **{s.runtime: settings_json(s) for s in launch},
+            "paddle_pir": None if pir is None else pir_launch_json(c.pir_launch(pir)),
+        },
         "layouts": layouts_json(split),
         "exact": {"makespan": str(c.makespan), "bubble": str(c.bubble)},
         **prediction_json(c.makespan, measured, None),
@@ -430,13 +435,26 @@ def over_limit_json(
     }
 
 
-def pir_split_json(split: PirSplit) -> dict[str, Any]:
+def pir_launch_json(launch: PirLaunch) -> dict[str, Any]:
+    """How a candidate's split runs on Paddle's PIR pipeline (`vppctl.planner.PirLaunch`)."""
+    return {
+        "how": launch.how,
+        "text": launch.text,
+        "python": list(launch.python),
+        "reason": launch.reason,
+        "rule": launch.rule,
+    }
+
+
+def pir_split_json(split: PirSplit, launch: PirLaunch) -> dict[str, Any]:
     return {
         "takes": split.takes,
         "reason": split.reason,
         "stage_layers": list(split.stage_layers),
         "chunk_layers": [list(chunks) for chunks in split.chunk_layers],
         "moves_layers": split.moves_layers,
+        "launch": launch.how,
+        "python": list(launch.python),
     }
 
 
@@ -444,7 +462,11 @@ def conversion_json(
     conversion: Conversion, index: dict[int, int], pir: PirInput | None = None
 ) -> dict[str, Any]:
     c = conversion.best
-    split = None if pir is None else pir_split_json(conversion_split(conversion, pir))
+    split = (
+        None
+        if pir is None
+        else pir_split_json(conversion_split(conversion, pir), c.pir_launch(pir))
+    )
     return {
         **command_json(conversion.command),
         "paddle_pir": split,

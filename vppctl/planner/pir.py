@@ -1,6 +1,6 @@
 """PIR strategy: the Paddle 3.x pipeline strategy that runs a planned candidate, or why none can.
 
-vppctl converts no PIR program (Paddle cannot load one back); Paddle converts it itself.
+vppctl writes no PIR program (Paddle cannot load one back); Paddle converts it itself.
 Its engine (`Engine._parallel_pir`, Paddle 3.3.1) runs `pir_pass.complete_chunk_id` on
 the forward program when `strategy.pipeline.schedule_mode` is "VPP", and that pass
 decides the split, from the program:
@@ -28,15 +28,22 @@ needs `accumulate_steps >= pp`. VPP on PIR runs vppctl's `vpp` order (the job li
 `_pir_create_job_list`); Megatron's `interleaved` only where the two are one order
 (`launch.paddle_mode`).
 
+A split the completion does not make itself (R6, R8 of `vppctl.schedule`) is built by
+`vppctl.paddle.pir_plan` from the plan file `vppctl convert` writes: any loop-placed
+split at vpp >= 2 without an empty middle virtual stage. So each split launches one of
+three ways (`PirLaunch`): by the strategy only, with `vppctl.paddle.pir_plan`, or not.
+
 Everything here is pure: plain values in, the strategy (`PirStrategy`) or the reason
 (`PirMismatch`) out, and the Paddle part of a candidate's launch settings from them.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Literal
 
 from vppctl.choices import Placement, Schedule
 from vppctl.convert import Planned
@@ -50,7 +57,7 @@ from vppctl.planner.launch import (
     paddle_mode,
     torch_settings,
 )
-from vppctl.schedule import PADDLE_MODES, SimResult
+from vppctl.schedule import PADDLE_MODES, SimResult, pir_split_rule
 
 # The schedule_modes Paddle 3.3.1 runs on a PIR program (the module docstring).
 PIR_MODES: tuple[str, ...] = ("FThenB", "1F1B", "VPP")
@@ -410,32 +417,164 @@ def _strategy(c: LaunchCandidate, pir: PirInput, split: PirSplit) -> PirStrategy
     )
 
 
-def pir_paddle_settings(c: LaunchCandidate, pir: PirInput) -> Settings:
+# ---------------------------------------------------------------------------
+# How a split is launched on Paddle's PIR pipeline
+
+PirHow = Literal["strategy", "pir_plan", "cannot"]
+PIR_HOWS: tuple[PirHow, ...] = ("strategy", "pir_plan", "cannot")
+PLAN_FILE = "PLAN.json"  # the plan file named where the program is read from stdin
+
+
+@dataclass(frozen=True)
+class PirLaunch:
+    """How a split runs on Paddle's PIR pipeline: by the strategy alone (`strategy`: Paddle's
+    completion makes it), with `vppctl.paddle.pir_plan` (`pir_plan`: the plan file `vppctl
+    convert` writes, and the two lines of Python that make Paddle's completion follow it),
+    or not (`cannot`, and why). `text` says it in one line, for a person."""
+
+    how: PirHow
+    text: str
+    python: tuple[str, ...] = ()  # pir_plan: the training script's two lines
+    reason: str | None = None  # cannot: why
+    rule: str | None = None  # pir_plan: the rule of Paddle's completion it needs the plan for
+
+    @property
+    def runs(self) -> bool:
+        return self.how != "cannot"
+
+
+def pir_split_launch(
+    pp: int,
+    vpp: int,
+    placement: Placement,
+    layers_per_segment: Sequence[int],
+    pir: PirInput,
+    convert: Sequence[str] = (),
+) -> PirLaunch:
+    """How a split (`layers_per_segment` in virtual-stage order) of the PIR program `pir`
+    describes runs on Paddle: Paddle's own refusals of the program first (a stray op, stage
+    meshes not rank blocks: `completion_refusal`, kept under `pir_plan`), then the split
+    Paddle's completion makes itself, then one `pir_plan` builds (loop placement at
+    vpp >= 2, no empty middle virtual stage). `convert`: the `vppctl convert` argv that
+    writes its plan file (`-o FILE` last)."""
+    refused = completion_refusal(pir, vpp)
+    if refused is not None:
+        return PirLaunch("cannot", f"cannot: {refused}", reason=refused)
+    split = pir_split(pp, vpp, placement, layers_per_segment, pir.stage_layers)
+    if split.takes:
+        text = f"strategy only: {stage_mesh_text(split.stage_layers)}"
+        if vpp > 1:
+            dealt = " | ".join("+".join(map(str, chunks)) for chunks in split.chunk_layers)
+            text += f"; vpp_degree {vpp} deals them {dealt}"
+        if split.moves_layers:
+            held = ", ".join(map(str, pir.stage_layers))
+            text += f" (the program's stage meshes hold {held}: move layers in the model)"
+        return PirLaunch("strategy", text)
+    reason = pir_plan_refusal(pp, vpp, placement, layers_per_segment)
+    if reason is not None:
+        return PirLaunch("cannot", f"cannot: {reason}", reason=reason)
+    plan_file = convert[-1] if convert else PLAN_FILE
+    python = pir_plan_lines(plan_file)
+    rule = pir_split_rule(placement, vpp, split.stage_layers)
+    command = f"`{' '.join(convert)}`, then " if convert else ""
+    return PirLaunch(
+        "pir_plan",
+        f"with vppctl.paddle.pir_plan: {command}`{python[0]} {python[1].strip()}` (the model "
+        f"as it is; Paddle's completion alone cannot make this split: {rule.id})",
+        python=python,
+        rule=rule.id,
+    )
+
+
+def pir_plan_refusal(
+    pp: int, vpp: int, placement: Placement, layers_per_segment: Sequence[int]
+) -> str | None:
+    """Why `vppctl.paddle.pir_plan` cannot build a split Paddle's completion does not make
+    itself (None when it can): Paddle runs the PIR VPP completion at vpp >= 2 only, its
+    VPP pass runs loop placement only, and an empty middle virtual stage degenerates."""
+    if vpp < 2:
+        return (
+            "at vpp_degree 1 Paddle's PIR completion does not run (a plan needs vpp >= 2): "
+            "put each stage's layers on its stage mesh"
+        )
+    if placement != "loop":
+        return (
+            f"Paddle's PIR VPP pass runs virtual stage k on stage k % pp, chunk k // pp (loop "
+            f"placement) and has no V-shaped schedule: it cannot take {placement} placement, "
+            "nor can vppctl.paddle.pir_plan; plan with --placement loop"
+        )
+    n = len(layers_per_segment)
+    for k in range(1, n - 1):
+        if layers_per_segment[k] == 0:
+            return (
+                f"virtual stage {k} (stage {k % pp}, chunk {k // pp}) holds no layer: only the "
+                "first (embedding only) or the last (head only) may be empty under "
+                "vppctl.paddle.pir_plan (Paddle's VPP pass degenerates on an empty middle chunk)"
+            )
+    return None
+
+
+def pir_plan_lines(plan_file: str) -> tuple[str, str]:
+    """The two lines of a training script that build its train program under the plan."""
+    return (f"with vppctl.paddle.pir_plan({json.dumps(plan_file)}):", "    dist_model.train()")
+
+
+def stage_mesh_text(stage_layers: Sequence[int]) -> str:
+    """`layers 0-5 on stage 0's mesh, 6-11 on stage 1's`: the stage mesh the model builds
+    each layer on, so that Paddle's completion makes the split."""
+    parts, first = [], 0
+    for s, n in enumerate(stage_layers):
+        layers = "none" if n == 0 else str(first) if n == 1 else f"{first}-{first + n - 1}"
+        parts.append(f"{layers} on stage {s}'s mesh" if s == 0 else f"{layers} on stage {s}'s")
+        first += n
+    return "layers " + ", ".join(parts)
+
+
+def candidate_launch(c: LaunchCandidate, pir: PirInput, convert: Sequence[str] = ()) -> PirLaunch:
+    """`pir_split_launch` of a candidate's split."""
+    return pir_split_launch(c.pp, c.vpp, c.placement, c.layers_per_segment, pir, convert)
+
+
+def pir_paddle_settings(c: LaunchCandidate, pir: PirInput, convert: Sequence[str] = ()) -> Settings:
     """Paddle's launch settings for a candidate of a PIR program: the strategy, with a note
-    saying where the model puts its layers; or why Paddle cannot run it."""
-    split = pir_verdict(c.pp, c.vpp, c.placement, c.layers_per_segment, pir)
-    got = _strategy(c, pir, split)
-    if isinstance(got, PirMismatch):
-        return Settings("paddle", False, (), got.reason)
-    note = f"a PIR program: {split.placement_text(pir.stage_layers)}"
-    if c.schedule != "vpp" and got.schedule_mode == "VPP":
+    saying where the model puts its layers (Paddle's completion makes the split) or the plan
+    file and the lines of `vppctl.paddle.pir_plan` (it cannot alone); or why Paddle cannot
+    run it (the split, or its schedule). `convert` writes the plan file."""
+    launch = candidate_launch(c, pir, convert)
+    if launch.how == "strategy":
+        split = pir_verdict(c.pp, c.vpp, c.placement, c.layers_per_segment, pir)
+        got = _strategy(c, pir, split)
+        if isinstance(got, PirMismatch):
+            return Settings("paddle", False, (), got.reason)
+        note = f"a PIR program: {split.placement_text(pir.stage_layers)}"
+        mode = got.schedule_mode
+    elif launch.how == "pir_plan":
+        found = pir_mode(c)
+        if isinstance(found, PirMismatch):
+            return Settings("paddle", False, (), found.reason)
+        note, mode = f"a PIR program: {launch.text}", found
+    else:
+        return Settings("paddle", False, (), launch.reason or launch.text)
+    if c.schedule != "vpp" and mode == "VPP":
         note = "the same order as Megatron's interleaved 1F1B here; " + note
-    settings = paddle_fields(c, got.schedule_mode, got.vpp_seg_method)
-    return Settings("paddle", True, settings, note)
+    return Settings("paddle", True, paddle_fields(c, mode, pir.vpp_seg_method), note)
 
 
-def pir_launch_settings(c: LaunchCandidate, pir: PirInput) -> tuple[Settings, Settings, Settings]:
+def pir_launch_settings(
+    c: LaunchCandidate, pir: PirInput, convert: Sequence[str] = ()
+) -> tuple[Settings, Settings, Settings]:
     """Paddle's (for a PIR program), Megatron-Core's and torch's settings for `c`. The
     latter two do not read the program: they run the same split and schedule of the same
     model, whatever IR Paddle traced it into."""
-    return pir_paddle_settings(c, pir), megatron_settings(c), torch_settings(c)
+    return pir_paddle_settings(c, pir, convert), megatron_settings(c), torch_settings(c)
 
 
 def simulated_verdicts(base: Planned, runs: Sequence[SimResult]) -> tuple[str, ...]:
     """`simulate` on a PIR program Paddle has not completed yet: for each schedule
     simulated that Paddle's PIR pipeline cannot run on this plan, why (and the fix), as
     `plan` says it of its candidates. The merged schedules (vpp 1 as simulated) are judged
-    as the same model at vpp 1, each stage holding its plan's layers."""
+    as the same model at vpp 1, each stage holding its plan's layers. A split only
+    `vppctl.paddle.pir_plan` makes is said so, with its two lines."""
     block = base.index.global_block
     if any(block.ops.chunk[op] > 0 for op in block.forward_ops):
         return ()  # already completed (by Paddle): nothing of Paddle's to say about it
@@ -457,9 +596,18 @@ def simulated_verdicts(base: Planned, runs: Sequence[SimResult]) -> tuple[str, .
             layers_per_segment=tuple(totals) if merged else sizes,
             layer_class=plan.layer_class,
         )
-        got = candidate_strategy(c, pir)
-        if isinstance(got, PirMismatch):
-            out.append(f"Paddle (PIR) cannot run {r.title} on this plan: {got.reason}")
+        settings = pir_paddle_settings(c, pir)
+        if not settings.runs:
+            out.append(f"Paddle (PIR) cannot run {r.title} on this plan: {settings.note}")
+            continue
+        launch = candidate_launch(c, pir)
+        if launch.how == "pir_plan":
+            out.append(
+                f"Paddle (PIR) runs {r.title} on this plan with vppctl.paddle.pir_plan only "
+                f"(its completion alone does not make this split: {launch.rule}): `vppctl "
+                f"convert` this program with the same options and -o {PLAN_FILE}, then "
+                f"`{launch.python[0]} {launch.python[1].strip()}`"
+            )
     return tuple(out)
 
 

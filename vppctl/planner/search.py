@@ -6,9 +6,11 @@ own options, so each candidate's `vppctl convert` command reproduces it exactly)
 timed with the program's forward FLOPs per segment (backward I = W = F) and its hops'
 bytes (`vppctl.planner.costs.Communication`), and sized with its bytes per stage
 (`vppctl.planner.memory`). A PIR program is searched the same way (the simulator does
-not read the IR), but vppctl converts no PIR: its candidates carry no command, and
-Paddle's launch settings are the PIR strategy that makes Paddle's own completion run
-them, or why it cannot (`vppctl.planner.pir`).
+not read the IR); each candidate launches on Paddle one of three ways
+(`vppctl.planner.pir.PirLaunch`): by the PIR strategy alone (Paddle's own completion
+makes the split: no command), with `vppctl.paddle.pir_plan` (its command is the `vppctl
+convert ... -o FILE` that writes the plan file), or not at all (left out under
+`paddle-pir`).
 
 Candidates run under one runtime (`--runtime`, default the program's own: Paddle 3.0.0
 for a legacy program, Paddle 3.3.1's PIR pipeline for a PIR one; `any`: each schedule
@@ -21,7 +23,8 @@ rule that refuses it (`vppctl.schedule.preflight`), never shown:
   not where its job list deadlocks), `interleaved-zb` (torch's group size); at vpp 2,
   V placement, `zbvpp`, `zbv`, `dualpipev`;
 * at the micro-batch counts its rules accept, and never m < pp;
-* under `paddle-pir`, only the splits Paddle's PIR completion makes;
+* under `paddle-pir`, only the splits Paddle's PIR completion makes, alone or under
+  `vppctl.paddle.pir_plan` (not V placement, nor an empty middle virtual stage);
 * splits `uniform` (where the layers divide), `keep` (where every stage keeps at
   least vpp layers) and `balanced` (stage-balanced, `--cost` measure); a split equal
   to an earlier one of the same vpp and placement is the same candidate; or the one
@@ -48,6 +51,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import cached_property
+from pathlib import PurePath
 from typing import ClassVar
 
 from vppctl import progress, validate
@@ -81,14 +85,17 @@ from vppctl.planner.launch import (
 from vppctl.planner.measured import MeasuredCosts, SegmentTimes
 from vppctl.planner.memory import MemoryOptions, StageMemory, iec, worst_stage
 from vppctl.planner.pir import (
+    PLAN_FILE,
     PirInput,
+    PirLaunch,
     PirSplit,
-    PirStrategy,
-    candidate_strategy,
+    candidate_launch,
     held_layers,
     pir_input,
     pir_launch_settings,
+    pir_paddle_settings,
     pir_split,
+    pir_split_launch,
     short_stage_refusal,
 )
 from vppctl.planner.simulate import ProgramModel, SizedPlan, check_p2p, program_runtime
@@ -226,7 +233,9 @@ class Candidate:
     bubble: Fraction  # idle share of the step
     p2p_messages: int
     memory: tuple[StageMemory, ...]
-    command: tuple[str, ...]  # the `vppctl convert` argv that produces the plan; () for PIR
+    # the `vppctl convert` argv that produces the plan (for a PIR program: its plan file for
+    # vppctl.paddle.pir_plan); () for a PIR program's split pir_plan is not needed for
+    command: tuple[str, ...]
     megatron_layout: str | None  # loop placement only
     hop: HopCost  # what a hop between stages cost in its step
 
@@ -251,9 +260,14 @@ class Candidate:
         self, layer_class: str, micro_batch_size: int, pir: PirInput | None = None
     ) -> tuple[Settings, ...]:
         """Paddle's, Megatron-Core's and torch's settings to run this candidate; Paddle's
-        as the PIR strategy when `pir` says what a PIR program holds."""
+        as the PIR strategy when `pir` says what a PIR program holds (with the plan file
+        of `vppctl.paddle.pir_plan` where its split needs it)."""
         c = self._launch_candidate(layer_class, micro_batch_size)
-        return launch_settings(c) if pir is None else pir_launch_settings(c, pir)
+        return launch_settings(c) if pir is None else pir_launch_settings(c, pir, self.command)
+
+    def pir_launch(self, pir: PirInput) -> PirLaunch:
+        """How its split runs on Paddle's PIR pipeline: strategy only, with pir_plan, or not."""
+        return candidate_launch(self._launch_candidate("", 1), pir, self.command)
 
     def layouts(self, pir: PirInput | None = None) -> Layouts:
         """Its split in each runtime's terms (`vppctl.planner.launch.layouts`); for a PIR
@@ -270,8 +284,9 @@ class Candidate:
         return pir_split(c.pp, c.vpp, c.placement, c.layers_per_segment, pir.stage_layers)
 
     def runs_on_pir(self, pir: PirInput) -> bool:
-        """Whether Paddle's PIR completion and pipeline run this candidate."""
-        return isinstance(candidate_strategy(self._launch_candidate("", 1), pir), PirStrategy)
+        """Whether Paddle's PIR completion (alone or under `vppctl.paddle.pir_plan`) and
+        pipeline run this candidate."""
+        return pir_paddle_settings(self._launch_candidate("", 1), pir, self.command).runs
 
     def _launch_candidate(self, layer_class: str, micro_batch_size: int) -> LaunchCandidate:
         return LaunchCandidate(
@@ -293,7 +308,7 @@ class Conversion:
     Paddle's completion is asked for) and every candidate that was simulated on it, best
     first: the schedules and micro-batch counts it ran under."""
 
-    command: tuple[str, ...]  # () for a PIR program: vppctl converts none
+    command: tuple[str, ...]  # () for a PIR program's split that needs no pir_plan
     candidates: tuple[Candidate, ...]
 
     @property
@@ -401,7 +416,9 @@ def search_plans(
     for plan, split, runs in plans:
         sized = model.sized(plan)
         measured = measured or sized.measured
-        command = () if program.is_pir else convert_command(source, plan, split, opts)
+        command = convert_command(source, plan, split, opts)
+        if pir is not None:
+            command = pir_plan_command(command, plan, pir)
         for schedule in runs:
             for m in opts.micro_batches:
                 timed = search.pipeline(schedule, plan, m)
@@ -519,12 +536,15 @@ class _Search:
         split (`vppctl.planner.pir`; the reason counted otherwise); true elsewhere."""
         if self.runtime != "paddle-pir" or pir is None or c.runs_on_pir(pir):
             return True
-        split = c.pir_split(pir)
-        if split.takes:  # the split is made, the strategy is not (preflight saw to the counts)
+        launch = c.pir_launch(pir)
+        if launch.runs:  # the split is made, the strategy is not (preflight saw to the counts)
             self.refused["Paddle (PIR) has no strategy that runs it"] += 1
-            return False
-        rule = pir_split_rule(c.placement, c.vpp, split.stage_layers)
-        self.refused[f"{rule.id}: {rule.says}"] += 1
+        elif c.placement != "loop":
+            split = c.pir_split(pir)
+            rule = pir_split_rule(c.placement, c.vpp, split.stage_layers)
+            self.refused[f"{rule.id}: {rule.says}"] += 1
+        else:
+            self.refused[f"Paddle (PIR) cannot: {launch.reason}"] += 1
         return False
 
 
@@ -700,6 +720,21 @@ def _nothing_fits(
         f"no candidate to simulate: {reasons or _NONE_ASKED}; ask for other "
         "--micro-batches, --vpp, --schedule or --split values"
     )
+
+
+def pir_plan_command(command: tuple[str, ...], plan: Plan, pir: PirInput) -> tuple[str, ...]:
+    """For a PIR program, `command` writing the plan file (`-o`, convert's default name)
+    where its split runs with `vppctl.paddle.pir_plan`; () where it needs none."""
+    sizes = [len(s.layers) for s in plan.segments]
+    launch = pir_split_launch(plan.pp, plan.vpp, plan.placement, sizes, pir)
+    if launch.how != "pir_plan":
+        return ()
+    source = command[2]
+    if source == "-":
+        return (*command, "-o", PLAN_FILE)
+    path = PurePath(source)
+    name = f"{path.stem}.vpp{path.suffix}" if path.suffix else f"{path.name}.vpp"
+    return (*command, "-o", str(path.with_name(name)))
 
 
 def convert_command(

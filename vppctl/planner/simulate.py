@@ -59,7 +59,7 @@ from vppctl.planner.memory import (
     StageMemory,
     stage_memory,
 )
-from vppctl.planner.pir import held_layers, pir_split, simulated_verdicts
+from vppctl.planner.pir import held_layers, pir_plan_refusal, pir_split, simulated_verdicts
 from vppctl.program import Program
 from vppctl.schedule import (
     GROUPED,
@@ -453,18 +453,21 @@ def simulate_schedules(
 def check_pir_split(
     runtime: Runtime, planned: Planned, schedules: Sequence[Schedule], placement: Placement
 ) -> None:
-    """Under Paddle PIR, the plan's split as Paddle's own completion makes it (its rules
-    R6-R8, `vppctl.planner.pir`), for a schedule that interleaves: refused (exit 2) naming
-    the rule otherwise."""
+    """Under Paddle PIR, for a schedule that interleaves, a split neither Paddle's own
+    completion (its rules R6-R8, `vppctl.planner.pir`) nor `vppctl.paddle.pir_plan` makes:
+    refused (exit 2) naming the rule. A split only `pir_plan` makes (R6, R8) runs."""
     plan = planned.plan
     if runtime != "paddle-pir" or plan.vpp < 2 or "vpp" not in schedules:
         return
     held = held_layers(planned.facts.stages, plan.pp)
     sizes = [len(s.layers) for s in plan.segments]
     split = pir_split(plan.pp, plan.vpp, placement, sizes, held)
-    if split.reason is not None:
+    if split.reason is None:
+        return
+    why = pir_plan_refusal(plan.pp, plan.vpp, placement, sizes)
+    if why is not None:
         rule = pir_split_rule(placement, plan.vpp, split.stage_layers)
-        raise split_refusal(rule, split.reason)
+        raise split_refusal(rule, f"{split.reason}; {why}" if placement == "loop" else why)
 
 
 # -- simulate ----------------------------------------------------------------------

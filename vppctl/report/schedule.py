@@ -19,7 +19,6 @@ from vppctl.outcomes import (
     SimulatedPlan,
     SimulateOutcome,
     comparison_pair,
-    conversion_split,
 )
 from vppctl.planner import MeasuredStep, MemoryOptions, SegmentTimes, StageMemory, iec, worst_stage
 from vppctl.report.common import (
@@ -292,8 +291,9 @@ def plan_heading(o: PlanOutcome) -> list[str]:
     if r.pir is not None:
         held = ", ".join(map(str, r.pir.stage_layers))
         lines.append(
-            f"a PIR program (Paddle 3.x), its stage meshes holding {held} layers: vppctl "
-            "converts no PIR; each row says whether Paddle's PIR completion makes its split"
+            f"a PIR program (Paddle 3.x), its stage meshes holding {held} layers: each row "
+            "says how Paddle runs its split: strategy only, with vppctl.paddle.pir_plan (the "
+            "plan file vppctl convert writes), or cannot"
         )
         refused = planner.completion_refusal(r.pir, 2)
         if refused is not None:
@@ -376,20 +376,32 @@ def plan_notes(o: PlanOutcome, shown: int) -> list[str]:
     return notes
 
 
-def pir_row_text(conversion: Conversion, pir: PirInput, best: Candidate) -> str:
-    """A PIR program's row: what the model holds and Paddle's completion deals, and the
-    best candidate Paddle runs on it; or why Paddle's completion cannot make the split."""
-    split = conversion_split(conversion, pir)
-    if split.reason is not None:
-        return f"Paddle (PIR) cannot: {split.reason}"
-    text = f"Paddle (PIR) takes it: {split.placement_text(pir.stage_layers)}"
+def pir_row_text(conversion: Conversion, pir: PirInput, best: Candidate) -> list[str]:
+    """A PIR program's row: how Paddle runs its split (strategy only: the stage mesh of each
+    layer and how Paddle deals them; with vppctl.paddle.pir_plan: the command that writes
+    the plan file and the two lines of Python; or why it cannot), and the best candidate
+    Paddle runs on it."""
+    launch = conversion.best.pir_launch(pir)
+    if launch.reason is not None:
+        return [f"Paddle (PIR) cannot: {launch.reason}"]
+    lines: list[str] = []
+    if launch.how == "strategy":
+        text = f"Paddle (PIR), {launch.text}"
+    else:
+        text = (
+            f"Paddle (PIR), with vppctl.paddle.pir_plan (Paddle's completion alone cannot "
+            f"make this split: {launch.rule})"
+        )
+        lines = [f"    {planner.shell(conversion.command)}", *(f"    {x}" for x in launch.python)]
     runs = conversion.best_on_pir(pir)
     if runs is None:
-        return (
+        text = (
             f"{text}; none of its schedules simulated runs on Paddle's PIR pipeline "
             f"(it runs {pir_schedules()})"
         )
-    return f"{text}; Paddle runs it best as {candidate_text(runs, best)}"
+    else:
+        text = f"{text}; Paddle runs it best as {candidate_text(runs, best)}"
+    return [text, *lines]
 
 
 def pir_schedules() -> str:
@@ -406,13 +418,14 @@ def candidate_text(c: Candidate, best: Candidate) -> str:
 
 def conversion_lines(o: PlanOutcome, conversions: Sequence[Conversion]) -> list[str]:
     """Per row, how to get its plan: the `vppctl convert` command, or for a PIR program
-    whether Paddle's PIR completion makes its split; and what it was simulated under."""
+    how Paddle runs its split (`pir_row_text`); and what it was simulated under."""
     shell = planner.shell
     pir, best = o.result.pir, o.result.candidates[0]
     lines = ["to convert:" if pir is None else "in Paddle (PIR):"]
     for i, conversion in enumerate(conversions, start=1):
-        how = shell(conversion.command) if pir is None else pir_row_text(conversion, pir, best)
-        lines.append(f"{i:>2}  {how}")
+        how = [shell(conversion.command)] if pir is None else pir_row_text(conversion, pir, best)
+        lines.append(f"{i:>2}  {how[0]}")
+        lines.extend(how[1:])
         lines.append(f"    {simulated_line(conversion)}")
     return lines
 
