@@ -13,8 +13,7 @@ from pathlib import Path
 import paths
 import pytest
 from commandline import invoke
-
-from vppctl.program._proto import program_pb2 as pb
+from verifykit import grads_moved
 
 
 @pytest.fixture(scope="module")
@@ -23,13 +22,7 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     tmp = tmp_path_factory.mktemp("config")
     good = tmp / "good.pb"
     invoke("convert", str(paths.SAMPLE), "--vpp", "2", "-o", str(good))
-    msg = pb.ProgramDesc.FromString(good.read_bytes())
-    moved = 0
-    for op in msg.blocks[0].ops:
-        if op.type == "transpose2_grad" and moved < 2:
-            op.dist_attr.chunk_id = 1 - op.dist_attr.chunk_id
-            moved += 1
-    return msg.SerializeToString()
+    return grads_moved(good.read_bytes())
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import paths
 import pytest
+from optionfuzz import OPTIONS_CLASSES
 
 import vppctl
 from vppctl.errors import ProgramFileError, UsageError, VppctlError
@@ -81,18 +82,12 @@ def test_arguments_in_the_wrong_order_are_said_as_such(tmp_path: Path) -> None:
     assert not out.exists()
 
 
-OPTIONS = [
-    vppctl.PlanOptions,
-    vppctl.ConvertOptions,
-    vppctl.VerifyOptions,
-    vppctl.InspectOptions,
-    vppctl.DumpOptions,
-    vppctl.SampleOptions,
-    vppctl.MemoryOptions,
-    vppctl.SimulateOptions,
-    vppctl.PlanSearchOptions,
-    vppctl.Pictures,
-]
+OPTIONS = OPTIONS_CLASSES  # every options class of the API (optionfuzz keeps the list)
+
+
+def test_the_list_holds_every_options_class_the_api_exports() -> None:
+    exported = {name for name in vppctl.__all__ if name.endswith("Options")}
+    assert exported <= {cls.__name__ for cls in OPTIONS}, exported
 
 
 @pytest.mark.parametrize("cls", OPTIONS, ids=lambda c: c.__name__)

@@ -65,69 +65,33 @@ def cut_bytes(data: bytes, cut: int, micro_batch_size: int = 1) -> int:
     return total
 
 
+def one_row(*extra: object) -> dict:  # type: ignore[type-arg]
+    """plan's JSON for the tour at m 8, vpp 1, uniform split, 1F1B: one row."""
+    return json_of(
+        "plan", TOUR, "-m", "8", "--vpp", "1", "--split", "uniform", "--schedule", "1f1b", *extra
+    )
+
+
 def test_a_hop_carries_the_programs_boundary_activations() -> None:
     data = TOUR.read_bytes()
-    plan = json_of(
-        "plan", TOUR, "-m", "8", "--vpp", "1", "--split", "uniform", "--schedule", "1f1b"
-    )
+    plan = one_row()
     (c,) = plan["candidates"]
     expected = max(cut_bytes(data, k) for k in (1, 2, 3))  # uniform: the program's own stages
     assert c["hop_bytes"] == expected == 1024 * 1024 * 4  # the hidden state: seq x hidden x fp32
-    four = json_of(
-        "plan",
-        TOUR,
-        "-m",
-        "8",
-        "--vpp",
-        "1",
-        "--split",
-        "uniform",
-        "--schedule",
-        "1f1b",
-        "--micro-batch-size",
-        "4",
-    )
+    four = one_row("--micro-batch-size", "4")
     assert four["candidates"][0]["hop_bytes"] == 4 * expected
 
 
 def test_the_time_unit_and_the_hop_come_from_the_link_preset() -> None:
-    plan = json_of(
-        "plan", TOUR, "-m", "8", "--vpp", "1", "--split", "uniform", "--schedule", "1f1b"
-    )
+    plan = one_row()
     p2p = plan["p2p"]
     link = LINKS[DEFAULT_LINK]
     assert p2p["source"] == "link" and p2p["link"]["name"] == DEFAULT_LINK
     assert p2p["seconds"] == pytest.approx(link.latency + p2p["hop_bytes"] / link.bandwidth)
     assert p2p["cost"] == pytest.approx(p2p["seconds"] / p2p["unit_seconds"], rel=1e-3)
-    nvlink = json_of(
-        "plan",
-        TOUR,
-        "-m",
-        "8",
-        "--vpp",
-        "1",
-        "--split",
-        "uniform",
-        "--schedule",
-        "1f1b",
-        "--link",
-        "h100-nvlink",
-    )["p2p"]
+    nvlink = one_row("--link", "h100-nvlink")["p2p"]
     assert nvlink["cost"] < p2p["cost"]  # 450 GB/s against 50 GB/s, the same FLOP/s
-    a100 = json_of(
-        "plan",
-        TOUR,
-        "-m",
-        "8",
-        "--vpp",
-        "1",
-        "--split",
-        "uniform",
-        "--schedule",
-        "1f1b",
-        "--link",
-        "a100-ib",
-    )["p2p"]
+    a100 = one_row("--link", "a100-ib")["p2p"]
     assert a100["unit_seconds"] == pytest.approx(p2p["unit_seconds"] * 989.4 / 312)
 
 

@@ -17,10 +17,10 @@ from xml.etree import ElementTree
 import paths
 import pytest
 from commandline import invoke
+from verifykit import grads_moved
 
 import vppctl
 from vppctl.errors import UsageError
-from vppctl.program._proto import program_pb2 as pb
 from vppctl.verify import RULES
 from vppctl.verify.selection import enforced, selectors
 
@@ -84,14 +84,8 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("selection")
     good = tmp / "good.pb"
     invoke("convert", str(paths.SAMPLE), "--vpp", "2", "-o", str(good))
-    msg = pb.ProgramDesc.FromString(good.read_bytes())
-    moved = 0
-    for op in msg.blocks[0].ops:
-        if op.type == "transpose2_grad" and moved < 2:
-            op.dist_attr.chunk_id = 1 - op.dist_attr.chunk_id
-            moved += 1
     bad = tmp / "bad.pb"
-    bad.write_bytes(msg.SerializeToString())
+    bad.write_bytes(grads_moved(good.read_bytes()))
     return bad
 
 
