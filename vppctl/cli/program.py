@@ -140,7 +140,8 @@ def convert(
 ) -> None:
     """Convert a plain-PP program to VPP (--vpp chunks per stage).
 
-    SRC is a program file, or - for stdin (binary, or protobuf text, detected).
+    SRC is a program file, or - for stdin: binary, protobuf text or PIR JSON, plain or
+    compressed with xz or gzip, told by its content.
     The table (or --json) goes to stdout, or to stderr when the program does.
     For a PIR program (Paddle 3.x JSON) the plan is written instead, which Paddle's
     own build follows under vppctl.paddle.pir_plan.
