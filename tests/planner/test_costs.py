@@ -21,13 +21,13 @@ from pathlib import Path
 import paths
 import pytest
 from commandline import invoke
+from programs import DTYPE_BYTES
 
 from vppctl.planner.costs import DEFAULT_LINK, LINKS
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.sample import SampleOptions, build_sample
 
 TOUR = paths.SAMPLE  # the README tour's program: 8 layers on pp 4
-DTYPE_BYTES = {pb.VarType.FP32: 4, pb.VarType.INT64: 8, pb.VarType.FP16: 2, pb.VarType.BF16: 2}
 
 
 def json_of(*args: object) -> dict:  # type: ignore[type-arg]
