@@ -39,16 +39,27 @@ and DualPipeV, at m = 2, 4 and 8 where torch runs them (DualPipeV needs m >= 4).
    of the two). A step is *clean* when each rank's run-queue wait over it (the second
    field of /proc/self/schedstat) is under 1% of it; a case with fewer than
    `--min-clean` clean steps is run again, up to `--tries` times, and flagged as noisy.
-3. The prediction. `vppctl simulate --costs-from` (its library call) reads the merged
-   trace of what the case's schedule runs (the median of each stage's events per kind)
-   and simulates the schedule; the table gives predicted, measured (the median of the
-   clean steps) and the signed error, with the noise beside it: the clean steps'
-   spread (max/min - 1) and the worst run-queue wait. Beside it, the error of the same
-   costs averaged over the stages (every stage the mean stage: all one `--costs F,B,W`
-   can say): what measuring each stage is worth.
+   Then `--profiled` more steps under the profiler, as a user profiles their job
+   (ProfilerStep#N around each step, the runtime's PP: events inside), each rank's
+   trace in OUT/step-<schedule>-m<m>-rank<r>.json. torch's GPipe and 1F1B classes record
+   no event per action, so their step is profiled under torch's runtime running the same
+   order with one stage per rank (`PROFILED_AS`).
+3. The prediction. `vppctl simulate --costs-from` (its library call) reads the case's
+   merged trace (OUT/case-<schedule>-m<m>.json: the isolated timings of what its schedule
+   runs, the posts, and its profiled step): each stage's costs are the medians of its
+   isolated events, and the runtime's per-action overhead is read from the profiled step
+   (each action's time in the step less its time alone, over the actions that cannot
+   have waited for a message; vppctl.planner.importers says how) and added to every
+   action. The table gives predicted, measured (the median of the clean steps) and the
+   signed error, with the noise beside it: the clean steps' spread (max/min - 1) and the
+   worst run-queue wait. Beside it, the error without the profiled step (isolated
+   timings alone: what the overhead is worth) and the error of the same costs averaged
+   over the stages (every stage the mean stage: all one `--costs F,B,W` can say): what
+   measuring each stage is worth.
 
 No constant of this benchmark enters the prediction: every time vppctl uses comes from
-the trace (and `--p2p-cost`, 0 unless given).
+the trace (and `--p2p-cost`, 0 unless given); the overhead is read from the same job's
+own profiled steps, never fitted to the measured step.
 """
 
 from __future__ import annotations
@@ -77,6 +88,10 @@ SCHEDULES = {
     "dualpipev": ("ScheduleDualPipeV", "dualpipev", "v", 2),
 }
 SPLIT = {"zb1p", "interleaved-zb", "zbv", "dualpipev"}  # schedules that run I and W apart
+# torch's single-stage schedules record no PP: event per action (GPipe names its spans
+# "Forward i", 1F1B none): their step is profiled as torch's runtime runs the same order
+# with one stage per rank (ScheduleLoopedBFS is GPipe's order, ScheduleInterleaved1F1B 1F1B's).
+PROFILED_AS = {"gpipe": "ScheduleLoopedBFS", "1f1b": "ScheduleInterleaved1F1B"}
 PP = 2
 CLEAN_WAIT = 0.01  # a step is clean when each rank waited under 1% of it on the run queue
 
@@ -178,6 +193,7 @@ def worker(rank: int, args: argparse.Namespace, port: int, out: Path) -> None:
     cases = [Case(name, m) for name in args.schedules for m in args.micro_batches if runs(name, m)]
     for case in cases:
         real_steps(rank, model, case, args)
+        profiled_step(rank, model, case, args, out)
     (out / f"steps-rank{rank}.json").write_text(json.dumps([asdict(c) for c in cases]))
     dist.destroy_process_group()
 
@@ -376,6 +392,53 @@ def real_steps(rank: int, model: Model, case: Case, args: argparse.Namespace) ->
             break
 
 
+def profiled_step(rank: int, model: Model, case: Case, args: argparse.Namespace, out: Path) -> None:
+    """Profile `--profiled` real steps of the case (after one untraced warm-up step under the
+    profiler), as a user profiles their job: torch's ProfilerStep#N events around each step
+    and the runtime's PP: events inside. vppctl reads the per-action overhead from it."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.pipelining import PipelineStage
+    from torch.distributed.pipelining import schedules as torch_schedules
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    cls_name, _, placement, vpp = SCHEDULES[case.schedule]
+    cls = getattr(torch_schedules, PROFILED_AS.get(case.schedule, cls_name))
+    n = PP * vpp
+    modules = stage_modules(model, n)
+    mine = held(rank, n, placement)
+    stages = [
+        PipelineStage(modules[s], s, n, torch.device("cpu"), group=dist.group.WORLD) for s in mine
+    ]
+    multi = issubclass(cls, torch_schedules.PipelineScheduleMulti)
+    runner = cls(stages if multi else stages[0], case.micro_batches, loss_fn=loss_fn)
+    batch = torch.randn(model.rows * case.micro_batches, model.hidden)
+    target = torch.randn(model.rows * case.micro_batches, model.hidden)
+    path = out / f"step-{case.schedule}-m{case.micro_batches}-rank{rank}.json"
+
+    def step() -> None:
+        args_ = (batch,) if 0 in mine else ()
+        kwargs = {"target": target} if n - 1 in mine else {}
+        runner.step(*args_, **kwargs)
+        for module in modules:
+            for p in module.parameters():
+                p.grad = None
+
+    for _ in range(args.warmup):
+        dist.barrier()
+        step()
+    plan = schedule(wait=0, warmup=1, active=args.profiled)
+    with profile(
+        activities=[ProfilerActivity.CPU],
+        schedule=plan,
+        on_trace_ready=lambda prof: prof.export_chrome_trace(str(path)),
+    ) as prof:
+        for _ in range(1 + args.profiled):
+            dist.barrier()
+            step()
+            prof.step()
+
+
 # -- the prediction and the table -----------------------------------------------------------
 
 
@@ -398,6 +461,19 @@ def trace_for(case: Case, out: Path) -> Path:
     _, _, placement, vpp = SCHEDULES[case.schedule]
     mode = "split" if case.schedule in SPLIT else "whole"
     return out / f"isolated-{shape_name(vpp, placement)}-{mode}.json"
+
+
+def with_step(case: Case, out: Path) -> Path:
+    """The case's isolated trace with its profiled real step merged in: what vppctl reads
+    the per-action overhead from."""
+    trace = trace_for(case, out)
+    events = json.loads(trace.read_text())["traceEvents"]
+    for rank in range(PP):
+        step = out / f"step-{case.schedule}-m{case.micro_batches}-rank{rank}.json"
+        events += json.loads(step.read_text())["traceEvents"]
+    path = out / f"case-{case.schedule}-m{case.micro_batches}.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
 
 
 def mean_stages(trace: Path) -> Path:
@@ -458,20 +534,22 @@ def report(out: Path, args: argparse.Namespace) -> int:
                     )
     header = (
         "schedule            m  predicted  measured   error  spread  max wait  clean"
-        "  mean-stage error  note"
+        "  without overhead  mean-stage error  note"
     )
     print(header)
     print("-" * len(header))
-    rows, errors, mean_errors = [], [], []
+    rows, errors, alone_errors, mean_errors = [], [], [], []
     for case in cases:
         clean = case.clean
         measured = statistics.median(clean or case.steps)
-        predicted = predict(trace_for(case, out), case, args)
+        predicted = predict(with_step(case, out), case, args)
         error = predicted / measured - 1
+        alone_error = predict(trace_for(case, out), case, args) / measured - 1
         mean_error = predict(mean_stages(trace_for(case, out)), case, args) / measured - 1
         noisy = len(clean) < args.min_clean
         if not noisy:
             errors.append(abs(error))
+            alone_errors.append(abs(alone_error))
             mean_errors.append(abs(mean_error))
         note = "noisy: too few clean steps" if noisy else ""
         rows.append(
@@ -481,6 +559,7 @@ def report(out: Path, args: argparse.Namespace) -> int:
                 "predicted_s": predicted,
                 "measured_s": measured,
                 "error": error,
+                "alone_error": alone_error,
                 "mean_stage_error": mean_error,
                 "spread": spread(clean),
                 "max_wait": max(case.waits),
@@ -492,13 +571,16 @@ def report(out: Path, args: argparse.Namespace) -> int:
         print(
             f"{case.schedule:<18} {case.micro_batches:>2}  {predicted:>8.4f}s  {measured:>7.4f}s"
             f"  {error:>+6.1%}  {spread(clean):>6.1%}  {max(case.waits):>8.2%}"
-            f"  {len(clean):>2}/{len(case.steps):<2}  {mean_error:>+16.1%}  {note}"
+            f"  {len(clean):>2}/{len(case.steps):<2}  {alone_error:>+16.1%}"
+            f"  {mean_error:>+16.1%}  {note}"
         )
     if errors:
         print(
             f"median |error| {statistics.median(errors):.1%}, max {max(errors):.1%} over "
             f"{len(errors)} clean cases (targets: median <= 5%, every case <= 10%); "
-            f"with mean-stage costs median {statistics.median(mean_errors):.1%}, "
+            f"without the per-action overhead median {statistics.median(alone_errors):.1%}, "
+            f"max {max(alone_errors):.1%}; with mean-stage costs median "
+            f"{statistics.median(mean_errors):.1%}, "
             f"max {max(mean_errors):.1%}"
         )
     else:
@@ -512,16 +594,17 @@ def report(out: Path, args: argparse.Namespace) -> int:
 def markdown(rows: Sequence[dict[str, Any]]) -> str:
     """The table as docs/performance.md gives it."""
     lines = [
-        "| schedule | m | predicted | measured | error | mean-stage error | clean steps "
-        "| spread | max wait |",
-        "| --- | --: | --: | --: | --: | --: | --: | --: | --: |",
+        "| schedule | m | predicted | measured | error | without overhead | mean-stage error "
+        "| clean steps | spread | max wait |",
+        "| --- | --: | --: | --: | --: | --: | --: | --: | --: | --: |",
     ]
     for r in rows:
         flag = " (noisy)" if r["noisy"] else ""
         lines.append(
             f"| {r['schedule']} | {r['micro_batches']} | {r['predicted_s'] * 1000:.0f} ms "
             f"| {r['measured_s'] * 1000:.0f} ms | {r['error']:+.1%}{flag} "
-            f"| {r['mean_stage_error']:+.1%} | {r['clean_steps']}/{r['steps']} "
+            f"| {r['alone_error']:+.1%} | {r['mean_stage_error']:+.1%} "
+            f"| {r['clean_steps']}/{r['steps']} "
             f"| {r['spread']:.1%} | {r['max_wait']:.1%} |"
         )
     return "\n".join(lines).replace("nan%", "-") + "\n"
@@ -538,6 +621,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--min-clean", type=int, default=3, help="clean steps a case needs")
     parser.add_argument("--tries", type=int, default=3, help="runs of a case at most")
     parser.add_argument("--repeat", type=int, default=9, help="isolated timings per stage")
+    parser.add_argument(
+        "--profiled", type=int, default=2, help="real steps profiled per case (the overhead)"
+    )
     parser.add_argument("--hidden", type=int, default=512)
     parser.add_argument("--rows", type=int, default=256, help="rows of a micro-batch")
     parser.add_argument("--blocks", type=int, default=8, help="Linear+GELU blocks in all")

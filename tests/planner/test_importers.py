@@ -184,6 +184,132 @@ def test_a_trace_as_a_bare_event_list_and_whole_backwards_alone(tmp_path: Path) 
     assert any("1 other PP: events" in n for n in costs.notes)
 
 
+# -- a real step in the trace: the runtime's per-action overhead ----------------------------
+
+# Placements of four virtual stages on two ranks ("a", "b"), and of two.
+OWNERS = {
+    "pp 2": {0: "a", 1: "b"},
+    "loop pp 2 vpp 2": {0: "a", 1: "b", 2: "a", 3: "b"},
+    "V pp 2": {0: "a", 1: "b", 2: "b", 3: "a"},
+}
+ALONE_US = {"F": 1000, "B": 2000, "I": 1200, "W": 800}
+GAP, FREE, WAITED = 10, 100, 5000  # us: between events; excess of free and waiting actions
+
+
+def could_not_wait(owner: dict[int, str], stage: int, kind: str) -> bool:
+    """The rule as the issue states it: an action cannot have waited for a message when
+    its input was made on its own rank."""
+    last = max(owner)
+    if kind == "F":
+        return stage == 0 or owner[stage - 1] == owner[stage]
+    if kind in ("B", "I"):
+        return stage == last or owner[stage + 1] == owner[stage]
+    return True  # W
+
+
+def stepped_trace(owner: dict[int, str], kinds: str, micro_batches: int = 2) -> list[Any]:
+    """Each stage timed alone (outside any step), then one profiled step per rank: an
+    UNSHARD first, then each action GAP after the previous one, lasting its time alone plus
+    FREE where it could not wait and WAITED where it could."""
+    events: list[Any] = []
+    for stage, pid in owner.items():
+        for kind in kinds:
+            for mb in range(3):
+                name = f"PP:{stage}{kind}{mb}"
+                events.append(
+                    {"ph": "X", "name": name, "ts": mb, "dur": ALONE_US[kind], "pid": pid}
+                )
+    for pid in sorted(set(owner.values())):
+        start = 1_000_000
+        events.append(
+            {"ph": "X", "name": "ProfilerStep#1", "ts": start, "dur": 900_000, "pid": pid}
+        )
+        events.append({"ph": "X", "name": "PP:0UNSHARD", "ts": start + 5, "dur": 5, "pid": pid})
+        cursor = start + 10
+        for stage in (s for s, p in owner.items() if p == pid):
+            for kind in kinds:
+                for mb in range(micro_batches):
+                    excess = FREE if could_not_wait(owner, stage, kind) else WAITED
+                    ts, dur = cursor + GAP, ALONE_US[kind] + excess
+                    events.append(
+                        {
+                            "ph": "X",
+                            "name": f"PP:{stage}{kind}{mb}",
+                            "ts": ts,
+                            "dur": dur,
+                            "pid": pid,
+                        }
+                    )
+                    cursor = ts + dur
+    return events
+
+
+@pytest.mark.parametrize("placement", OWNERS)
+@pytest.mark.parametrize("kinds", ["FB", "FIW"])
+def test_the_overhead_is_read_from_the_actions_that_could_not_wait(
+    tmp_path: Path, placement: str, kinds: str
+) -> None:
+    """Per kind, the median of slot (gap + span) less the time alone, over exactly the
+    actions whose input was made on their own rank; costs still from the times alone."""
+    owner = OWNERS[placement]
+    costs = read(write(tmp_path, "t.json", json.dumps(stepped_trace(owner, kinds))))
+    free = Counter(k for s in owner for k in kinds if could_not_wait(owner, s, k))
+    assert costs.overhead == {k: Fraction(GAP + FREE, 10**6) for k in sorted(free)}
+    (said,) = [n for n in costs.notes if n.startswith("per-action overhead")]
+    for kind, n in free.items():
+        assert f"{kind} +0.110 ms ({2 * n})" in said  # two micro-batches each
+    assert costs.timings[1].forward == Fraction(ALONE_US["F"], 10**6)  # alone, not the step
+    assert any("timed alone" in n for n in costs.notes)
+
+
+def test_a_post_in_the_step_is_its_time_there_and_the_first_event_has_no_gap(
+    tmp_path: Path,
+) -> None:
+    events = stepped_trace(OWNERS["pp 2"], "FB")
+    alone = {"ph": "X", "name": "PP:1RECV_F0", "ts": 0, "dur": 100, "pid": "b"}
+    # b's step: the post is its first event (no gap counted), then one after a gap of 40
+    events = [e for e in events if not (e["pid"] == "b" and e["name"] == "PP:0UNSHARD")]
+    b_end = max(e["ts"] + e["dur"] for e in events if e["pid"] == "b" and e["name"][:3] == "PP:")
+    first = {**alone, "ts": 1_000_001, "dur": 3}
+    later = {**alone, "name": "PP:1RECV_F1", "ts": b_end + 40, "dur": 250}
+    costs = read(write(tmp_path, "t.json", json.dumps([*events, alone, first, later])))
+    # the median of the step's two slots (3 and 290), not the 100 timed alone
+    assert costs.timings[1].forward == Fraction(ALONE_US["F"] * 2 + 3 + 290, 2 * 10**6)
+
+
+def test_a_trace_of_the_step_alone_reads_its_spans_and_says_they_read_high(
+    tmp_path: Path,
+) -> None:
+    events = [e for e in stepped_trace(OWNERS["pp 2"], "FB") if e["ts"] >= 1_000_000]
+    costs = read(write(tmp_path, "t.json", json.dumps(events)))
+    assert costs.overhead == {}
+    assert costs.timings[1].forward == Fraction(ALONE_US["F"] + WAITED, 10**6)
+    assert any("inside a profiled step" in n and "read high" in n for n in costs.notes)
+
+
+def test_a_real_zbv_step_beside_timings_alone_gives_f_i_and_w_overheads(tmp_path: Path) -> None:
+    """torch's own trace: rank 0 holds stages 0 and 3, rank 1 stages 1 and 2 (V): the
+    forwards of 0 and 2, the input gradients of 3 and 1, and every W could not wait."""
+    alone = json.loads(TORCH_ISOLATED.read_text())["traceEvents"]
+    step = json.loads(TORCH_STEP.read_text())["traceEvents"]
+    costs = read(write(tmp_path, "both.json", json.dumps({"traceEvents": alone + step})))
+    assert set(costs.overhead) == {"F", "I", "W"}
+    owner = {0: "a", 1: "b", 2: "b", 3: "a"}
+    in_steps = Counter()
+    for e in step:
+        got = re.fullmatch(r"PP:(\d+)([FIW])\d+", e.get("name", ""))
+        if e.get("ph") == "X" and got and could_not_wait(owner, int(got[1]), got[2]):
+            in_steps[got[2]] += 1
+    (said,) = [n for n in costs.notes if n.startswith("per-action overhead")]
+    for kind, n in in_steps.items():
+        assert re.search(rf"{kind} [+-]\d+\.\d+ ms \({n}\)", said)
+    # the costs are the times alone, the step's posts (none alone) added to them
+    for stage, alone_timing in read(TORCH_ISOLATED).timings.items():
+        got = costs.timings[stage]
+        assert got.weight == alone_timing.weight
+        assert got.forward > alone_timing.forward and got.backward > alone_timing.backward
+
+
 # -- Paddle's profiler ----------------------------------------------------------------------
 
 

@@ -32,11 +32,13 @@ the line or entry at fault.
 
 from __future__ import annotations
 
+import bisect
 import csv
 import io
 import json
 import math
 import re
+import statistics
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -291,6 +293,11 @@ class _Span:
     cat: str
     ts: float
     dur: float
+    pid: str = ""  # the process (a rank) the event ran in
+
+    @property
+    def end(self) -> float:
+        return self.ts + self.dur
 
 
 def _spans(data: Any) -> list[_Span]:
@@ -313,7 +320,7 @@ def _spans(data: Any) -> list[_Span]:
                 f"traceEvents[{i}] ({name[:40]!r}) has no time, or a duration of "
                 f"{e.get('dur')!r} microseconds"
             )
-        out.append(_Span(name, cat, ts, dur))
+        out.append(_Span(name, cat, ts, dur, str(e.get("pid", ""))))
     return out
 
 
@@ -340,16 +347,29 @@ def read_trace(data: Any, shown: str) -> MeasuredCosts | PaddleTrace:
 def _torch(
     actions: Sequence[tuple[re.Match[str], _Span]], spans: Sequence[_Span], source: CostsSource
 ) -> MeasuredCosts:
-    """Per stage, the median duration of its F, B, I and W events, plus the medians of the
-    runtime's posts around them where the trace has them (`_posts`)."""
-    durations: dict[tuple[int, str], list[float]] = {}
+    """Per stage, the median duration of its F, B, I and W events timed alone, plus the
+    medians of the runtime's posts around them (`_posts`); with a real step profiled in the
+    same trace, the runtime's per-action overhead read from it (`_overhead`)."""
     posts = [(m, s) for s in spans if (m := _TORCH_POST.fullmatch(s.name))]
+    windows = _step_windows(spans)
+    alone = [(m, s) for m, s in actions if not _inside(windows, s)]
+    stepped: list[_Span] = []
+    if alone and len(alone) < len(actions):  # timings alone, and a real step
+        stepped = [s for s in spans if s.name.startswith("PP:") and _inside(windows, s)]
+        actions = alone
+        posts = [(m, s) for m, s in posts if not _inside(windows, s)]
+    durations: dict[tuple[int, str], list[float]] = {}
     for m, span in (*actions, *posts):
         stage = int(m[1])
         if stage >= MAX_UNITS:
             raise ValueError(f"{span.name}: stage {stage} is outside 0..{MAX_UNITS - 1}")
         durations.setdefault((stage, m[2]), []).append(span.dur)
     stages = sorted({stage for stage, kind in durations if len(kind) == 1})
+    slots = _slots(stepped, windows)
+    posted: dict[tuple[int, str], list[float]] = {}  # the posts' slots in the step
+    for s in slots:
+        if len(s.kind) > 1:
+            posted.setdefault((s.stage, s.kind), []).append(s.slot)
     timings: dict[Key, Timing] = {}
     whole_left: list[int] = []
     for stage in stages:
@@ -371,37 +391,148 @@ def _torch(
             backward, weight = median_seconds(has["B"] or (), "us"), None
         else:
             raise ValueError(f"stage {stage} has forward events but no backward (B, or I and W)")
-        sent_f, sent_b = _posts(durations, stage, "F"), _posts(durations, stage, "B")
+        sent_f = _posts(durations, posted, stage, "F")
+        sent_b = _posts(durations, posted, stage, "B")
         timings[stage] = Timing(forward + sent_f, backward + sent_b, weight)
     notes = [
-        f"read {len(actions)} PP: events of stages {_ranges(stages)} (the median per stage "
-        "and kind)"
+        f"read {len(actions)} PP: events of stages {_ranges(stages)}"
+        + (" timed alone" if stepped else "")
+        + " (the median per stage and kind)"
     ]
     if posts:
         notes.append(
             f"read {len(posts)} SEND/RECV posts: each stage's median RECV_F and SEND_F added "
             "to its forward, RECV_B and SEND_B to its backward"
         )
+    overhead: dict[str, Fraction] = {}
+    if stepped:
+        overhead, said = _overhead(slots, durations, 1 + stages[-1])
+        notes += said
+    elif windows and all(_inside(windows, s) for _, s in actions):
+        notes.append(
+            "every PP: event lies inside a profiled step (ProfilerStep#): their spans include "
+            "waits for messages, so the costs read high; time each stage alone in the same "
+            "trace and the step gives the per-action overhead instead"
+        )
     if whole_left:
         notes.append(
             f"B events of stages {_ranges(whole_left)} not read: their I and W are (schedules "
             "without the split run I + W)"
         )
-    others = sum(1 for s in spans if s.name.startswith("PP:")) - len(actions) - len(posts)
+    read = len(actions) + len(posts) + len(stepped)
+    others = sum(1 for s in spans if s.name.startswith("PP:")) - read
     if others:
         notes.append(f"{others} other PP: events (overlapped pairs, unshard, ...) not read")
     steps = [s.dur for s in spans if s.name.startswith("ProfilerStep#")]
     step = median_seconds(steps, "us") if steps else None
-    return MeasuredCosts(source, "stage", timings, 1 + stages[-1], step, tuple(notes))
+    return MeasuredCosts(source, "stage", timings, 1 + stages[-1], step, tuple(notes), overhead)
 
 
-def _posts(durations: Mapping[tuple[int, str], list[float]], stage: int, kind: str) -> Fraction:
+def _step_windows(spans: Sequence[_Span]) -> dict[str, list[tuple[float, float]]]:
+    """Per process, its profiled steps (`ProfilerStep#N` events) as (start, end), in order."""
+    windows: dict[str, list[tuple[float, float]]] = {}
+    for s in spans:
+        if s.name.startswith("ProfilerStep#"):
+            windows.setdefault(s.pid, []).append((s.ts, s.end))
+    for w in windows.values():
+        w.sort()
+    return windows
+
+
+def _inside(windows: Mapping[str, Sequence[tuple[float, float]]], span: _Span) -> bool:
+    """Whether `span` began inside one of its process's profiled steps."""
+    mine = windows.get(span.pid, ())
+    i = bisect.bisect_right(mine, (span.ts, math.inf)) - 1
+    return i >= 0 and mine[i][0] <= span.ts < mine[i][1]
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """One PP: event of a real step, with the time its rank spent on it: from the end of
+    the rank's previous PP: event in the step (its start, for the step's first) to its end."""
+
+    stage: int
+    kind: str  # F, B, I, W, SEND_F, ... (an action's or a post's)
+    pid: str
+    slot: float  # microseconds
+
+
+def _slots(
+    stepped: Sequence[_Span], windows: Mapping[str, Sequence[tuple[float, float]]]
+) -> list[_Slot]:
+    out: list[_Slot] = []
+    last_end: dict[tuple[str, int], float] = {}  # (process, step) -> its previous event's end
+    for span in sorted(stepped, key=lambda s: (s.pid, s.ts)):
+        mine = windows[span.pid]
+        step = bisect.bisect_right(mine, (span.ts, math.inf)) - 1
+        before = last_end.get((span.pid, step))
+        last_end[(span.pid, step)] = max(span.end, before or span.end)
+        m = _TORCH_ACTION.fullmatch(span.name) or _TORCH_POST.fullmatch(span.name)
+        if m is None:  # UNSHARD, REDUCE_GRAD, ...: their time is not an action's
+            continue
+        gap = 0.0 if before is None else max(0.0, span.ts - before)
+        out.append(_Slot(int(m[1]), m[2], span.pid, gap + span.dur))
+    return out
+
+
+def _overhead(
+    slots: Sequence[_Slot], alone: Mapping[tuple[int, str], Sequence[float]], stages: int
+) -> tuple[dict[str, Fraction], list[str]]:
+    """The runtime's per-action overhead, per kind (F, B, I, W): the median, over the real
+    step's actions that cannot have waited for a message, of the action's slot less the
+    same stage's median timed alone. An action cannot have waited when its input was made
+    on its own rank: a forward of the first stage or of a stage whose previous stage runs
+    on the same rank, a backward (B or I) of the last stage or of a stage whose next stage
+    runs on the same rank, and every weight gradient (W)."""
+    held: dict[str, set[int]] = {}
+    for s in slots:
+        if len(s.kind) == 1:
+            held.setdefault(s.pid, set()).add(s.stage)
+    median = {key: statistics.median(values) for key, values in alone.items() if values}
+    excess: dict[str, list[float]] = {}
+    for s in slots:
+        mine = held.get(s.pid, set())
+        if s.kind == "F":
+            free = s.stage == 0 or s.stage - 1 in mine
+        elif s.kind in ("B", "I"):
+            free = s.stage == stages - 1 or s.stage + 1 in mine
+        else:
+            free = s.kind == "W"
+        base = median.get((s.stage, s.kind))
+        if base is None and s.kind == "B" and (s.stage, "I") in median:
+            base = median[(s.stage, "I")] + median.get((s.stage, "W"), 0.0)
+        if free and base is not None:
+            excess.setdefault(s.kind, []).append(s.slot - base)
+    overhead = {kind: median_seconds(values, "us") for kind, values in sorted(excess.items())}
+    shown = ", ".join(
+        f"{kind} {float(overhead[kind]) * 1000:+.3f} ms ({len(excess[kind])})" for kind in overhead
+    )
+    if not overhead:
+        return {}, [
+            "the profiled step has no action that could not wait for a message: no "
+            "per-action overhead read"
+        ]
+    said = [
+        f"per-action overhead read from the profiled step: {shown} (the median of each "
+        "action's time in the step less its time alone, over the actions in brackets, "
+        "those that could not wait for a message); added to every action of that kind"
+    ]
+    return overhead, said
+
+
+def _posts(
+    alone: Mapping[tuple[int, str], list[float]],
+    stepped: Mapping[tuple[int, str], list[float]],
+    stage: int,
+    kind: str,
+) -> Fraction:
     """The median time a rank spends posting the receive before and the send after one of
-    the stage's forwards ("F") or backwards ("B"); 0 where the trace has none (a first or
+    the stage's forwards ("F") or backwards ("B"): in the profiled step where the trace has
+    one (a post does not wait), else timed alone; 0 where the trace has none (a first or
     last stage, a neighbour on the same rank, or timings taken without the runtime)."""
     total = Fraction(0)
     for post in (f"RECV_{kind}", f"SEND_{kind}"):
-        values = durations.get((stage, post))
+        values = stepped.get((stage, post)) or alone.get((stage, post))
         if values:
             total += median_seconds(values, "us")
     return total

@@ -85,6 +85,9 @@ class MeasuredCosts:
     stage_count: int = 0
     step: Fraction | None = None  # a whole step measured in the trace (its profiler steps)
     notes: tuple[str, ...] = ()  # what the importer read, and what it left out
+    # The runtime's per-action overhead, seconds per action of a kind (F, B, I, W), read
+    # from a real step: added to every action of that kind (`_summed` says how).
+    overhead: Mapping[str, Fraction] = field(default_factory=dict)
 
     @property
     def has_weight(self) -> bool:
@@ -148,6 +151,7 @@ class SegmentTimes:
     weight_measured: bool  # the file gave the weight gradient apart
     filled: tuple[str, ...] = ()  # what was filled from the estimate (`layer 3`, `post`)
     notes: tuple[str, ...] = field(default=())
+    overhead: Mapping[str, Fraction] = field(default_factory=dict)  # as MeasuredCosts'
 
     @property
     def ticks(self) -> tuple[list[int], list[int], list[int]]:
@@ -298,15 +302,16 @@ def _summed(
     filled: Sequence[Key],
 ) -> SegmentTimes:
     split = all(timings[k].weight is not None for group in keys for k in group)
+    o_forward, o_input, o_weight = _overhead(costs.overhead, split)
     forward, input_grad, weight_grad, stash = [], [], [], []
     for group in keys:
         parts = [timings[k] for k in group]
-        forward.append(sum((t.forward for t in parts), Fraction(0)))
+        forward.append(_at_least_0(sum((t.forward for t in parts), o_forward)))
         if split:
-            input_grad.append(sum((t.backward for t in parts), Fraction(0)))
-            weight_grad.append(sum((t.weight or Fraction(0) for t in parts), Fraction(0)))
+            input_grad.append(_at_least_0(sum((t.backward for t in parts), o_input)))
+            weight_grad.append(_at_least_0(sum((t.weight or Fraction(0) for t in parts), o_weight)))
         else:  # a whole backward, split evenly where a schedule splits it
-            whole = sum((t.whole for t in parts), Fraction(0))
+            whole = _at_least_0(sum((t.whole for t in parts), o_input + o_weight))
             input_grad.append(whole / 2)
             weight_grad.append(whole / 2)
         sizes = [t.activation_bytes for t in parts]
@@ -326,7 +331,28 @@ def _summed(
         split,
         tuple(key_text(costs.per, k) for k in filled),
         tuple(notes),
+        costs.overhead,
     )
+
+
+def _overhead(overhead: Mapping[str, Fraction], split: bool) -> tuple[Fraction, ...]:
+    """The overhead added to each virtual stage's forward, input gradient and weight
+    gradient. A whole backward (B) measured, where the costs split it: half to each part;
+    an input (I) and a weight gradient (W) measured, where the backward is whole: both."""
+    zero = Fraction(0)
+    forward = overhead.get("F", zero)
+    if "I" in overhead or "W" in overhead:
+        input_grad, weight = overhead.get("I", zero), overhead.get("W", zero)
+    else:
+        input_grad = weight = overhead.get("B", zero) / 2
+    if not split:  # one backward action: its overhead whole, halved as the backward is
+        both = overhead["B"] if "B" in overhead else input_grad + weight
+        input_grad, weight = both / 2, both / 2
+    return forward, input_grad, weight
+
+
+def _at_least_0(value: Fraction) -> Fraction:
+    return max(value, Fraction(0))
 
 
 def relative_error(predicted: Fraction, measured: Fraction) -> Fraction:
