@@ -37,9 +37,12 @@ and DualPipeV, at m = 2, 4 and 8 where torch runs them (DualPipeV needs m >= 4).
 2. The real step. For each case, warm-up steps and then `--steps` steps, each timed
    from a barrier to the end of `schedule.step()` on both ranks (the step is the later
    of the two). A step is *clean* when each rank's run-queue wait over it (the second
-   field of /proc/self/schedstat) is under 1% of it; a case with fewer than
-   `--min-clean` clean steps is run again, up to `--tries` times, and flagged as noisy.
-   Then `--profiled` more steps under the profiler, as a user profiles their job
+   field of /proc/self/schedstat) is under 1% of it and the hypervisor took no clock
+   tick from either rank's core (the steal field of /proc/stat: a virtual machine's
+   neighbours, which the run queue cannot see); a case with fewer than `--min-clean`
+   clean steps is run again, up to `--tries` times, and flagged as noisy.
+   Then `--profiled` more steps under the profiler (again, up to `--tries` times, until
+   every one is clean), as a user profiles their job
    (ProfilerStep#N around each step, the runtime's PP: events inside), each rank's
    trace in OUT/step-<schedule>-m<m>-rank<r>.json. torch's GPipe and 1F1B classes record
    no event per action, so their step is profiled under torch's runtime running the same
@@ -110,11 +113,19 @@ class Case:
     micro_batches: int
     steps: list[float] = field(default_factory=list)  # every step timed, seconds
     waits: list[float] = field(default_factory=list)  # the worse rank's wait share per step
+    # per step, the clock ticks the hypervisor took from either rank's core (/proc/stat steal)
+    steals: list[int] = field(default_factory=list)
     tries: int = 0
+    profiled_tries: int = 0  # profiles of its real steps until one was clean
+    profiled_clean: bool = False  # the last profile's steps were all clean
 
     @property
     def clean(self) -> list[float]:
-        return [s for s, w in zip(self.steps, self.waits) if w < CLEAN_WAIT]
+        return [
+            s
+            for s, w, stolen in zip(self.steps, self.waits, self.steals)
+            if w < CLEAN_WAIT and not stolen
+        ]
 
 
 # -- the model, one module per virtual stage ---------------------------------------------
@@ -167,6 +178,16 @@ def held(rank: int, n_stages: int, placement: str) -> list[int]:
 
 
 # -- one rank -----------------------------------------------------------------------------
+
+
+def stolen(core: int) -> int:
+    """Clock ticks the hypervisor has taken from `core` so far (/proc/stat's steal): time a
+    virtual machine's run-queue wait cannot see."""
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith(f"cpu{core} "):
+                return int(line.split()[8])
+    return 0
 
 
 def schedstat_wait() -> float:
@@ -360,9 +381,11 @@ def real_steps(rank: int, model: Model, case: Case, args: argparse.Namespace) ->
     batch = torch.randn(model.rows * case.micro_batches, model.hidden)
     target = torch.randn(model.rows * case.micro_batches, model.hidden)
 
-    def step() -> tuple[float, float]:
+    core = args.cores[rank]
+
+    def step() -> tuple[float, float, int]:
         dist.barrier()
-        wait, began = schedstat_wait(), time.perf_counter()
+        wait, steal, began = schedstat_wait(), stolen(core), time.perf_counter()
         kwargs: dict[str, Any] = {}
         if 0 in held(rank, n, placement):
             kwargs["x"] = batch
@@ -371,11 +394,11 @@ def real_steps(rank: int, model: Model, case: Case, args: argparse.Namespace) ->
         x = kwargs.pop("x", None)
         schedule.step(*(() if x is None else (x,)), **kwargs)
         took = time.perf_counter() - began
-        waited = schedstat_wait() - wait
+        waited, steals = schedstat_wait() - wait, stolen(core) - steal
         for module in modules:
             for p in module.parameters():
                 p.grad = None
-        return took, waited
+        return took, waited, steals
 
     for attempt in range(args.tries):
         for _ in range(args.warmup):
@@ -388,6 +411,7 @@ def real_steps(rank: int, model: Model, case: Case, args: argparse.Namespace) ->
             took = max(gathered[r][k][0] for r in range(PP))
             case.steps.append(took)
             case.waits.append(max(gathered[r][k][1] / gathered[r][k][0] for r in range(PP)))
+            case.steals.append(max(gathered[r][k][2] for r in range(PP)))
         if len(case.clean) >= args.min_clean:
             break
 
@@ -416,27 +440,40 @@ def profiled_step(rank: int, model: Model, case: Case, args: argparse.Namespace,
     target = torch.randn(model.rows * case.micro_batches, model.hidden)
     path = out / f"step-{case.schedule}-m{case.micro_batches}-rank{rank}.json"
 
-    def step() -> None:
+    core = args.cores[rank]
+
+    def step() -> bool:
+        """One step; whether it was clean on this rank."""
+        dist.barrier()
+        wait, steal, began = schedstat_wait(), stolen(core), time.perf_counter()
         args_ = (batch,) if 0 in mine else ()
         kwargs = {"target": target} if n - 1 in mine else {}
         runner.step(*args_, **kwargs)
+        took = time.perf_counter() - began
+        clean = (schedstat_wait() - wait) / took < CLEAN_WAIT and stolen(core) == steal
         for module in modules:
             for p in module.parameters():
                 p.grad = None
+        return clean
 
     for _ in range(args.warmup):
-        dist.barrier()
         step()
-    plan = schedule(wait=0, warmup=1, active=args.profiled)
-    with profile(
-        activities=[ProfilerActivity.CPU],
-        schedule=plan,
-        on_trace_ready=lambda prof: prof.export_chrome_trace(str(path)),
-    ) as prof:
-        for _ in range(1 + args.profiled):
-            dist.barrier()
-            step()
-            prof.step()
+    for attempt in range(args.tries):  # until every profiled step was clean on both ranks
+        plan = schedule(wait=0, warmup=1, active=args.profiled)
+        with profile(
+            activities=[ProfilerActivity.CPU],
+            schedule=plan,
+            on_trace_ready=lambda prof: prof.export_chrome_trace(str(path)),
+        ) as prof:
+            clean = []
+            for _ in range(1 + args.profiled):
+                clean.append(step())
+                prof.step()
+        verdicts: list[Any] = [None] * PP
+        dist.all_gather_object(verdicts, all(clean[1:]))
+        case.profiled_tries, case.profiled_clean = attempt + 1, all(verdicts)
+        if all(verdicts):
+            break
 
 
 # -- the prediction and the table -----------------------------------------------------------
@@ -552,6 +589,8 @@ def report(out: Path, args: argparse.Namespace) -> int:
             alone_errors.append(abs(alone_error))
             mean_errors.append(abs(mean_error))
         note = "noisy: too few clean steps" if noisy else ""
+        if not case.profiled_clean:
+            note += ("; " if note else "") + "profiled steps noisy"
         rows.append(
             {
                 "schedule": case.schedule,
@@ -564,6 +603,9 @@ def report(out: Path, args: argparse.Namespace) -> int:
                 "spread": spread(clean),
                 "max_wait": max(case.waits),
                 "clean_steps": len(clean),
+                "profiled_tries": case.profiled_tries,
+                "profiled_clean": case.profiled_clean,
+                "steals": sum(case.steals),
                 "steps": len(case.steps),
                 "noisy": noisy,
             }
@@ -622,7 +664,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tries", type=int, default=3, help="runs of a case at most")
     parser.add_argument("--repeat", type=int, default=9, help="isolated timings per stage")
     parser.add_argument(
-        "--profiled", type=int, default=2, help="real steps profiled per case (the overhead)"
+        "--profiled", type=int, default=4, help="real steps profiled per case (the overhead)"
     )
     parser.add_argument("--hidden", type=int, default=512)
     parser.add_argument("--rows", type=int, default=256, help="rows of a micro-batch")

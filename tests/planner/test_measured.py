@@ -194,3 +194,18 @@ def test_an_overhead_below_an_actions_time_leaves_it_at_zero_not_negative() -> N
     costs = with_overhead(stages(t("0.1", "0.2", "0.1"), t("1", "2", "1")), F="-0.5", W="-0.2")
     times = segment_times(costs, None, 2, 1, None, fill=False)
     assert times.forward == (0, F("0.5")) and times.weight_grad == (0, F("0.8"))
+
+
+def test_a_whole_backward_timed_apart_is_kept_per_virtual_stage_with_its_overhead() -> None:
+    """Parts without one run I + W; the overhead of a whole backward (B) is added once."""
+    rows = {0: replace(t("1", "2", "1"), full=F("2.5")), 1: t("1", "2", "1")}
+    rows |= {2: t("1", "1", "1"), 3: replace(t("1", "1", "1"), full=F("1.5"))}
+    costs = with_overhead(layers(rows), B="0.25")
+    estimate = Estimate((1, 1, 1, 1), None, None, "flops")
+    times = segment_times(costs, [2, 2], 2, 1, estimate, fill=False)
+    assert times.full == (F("5.75"), F("3.75"))
+    assert times.full_ticks == [5_750_000_000, 3_750_000_000]
+    without = segment_times(
+        layers({k: t("1", "2", "1") for k in range(4)}), [2, 2], 2, 1, estimate, fill=False
+    )
+    assert without.full is None and without.full_ticks is None

@@ -371,7 +371,7 @@ def _torch(
         if len(s.kind) > 1:
             posted.setdefault((s.stage, s.kind), []).append(s.slot)
     timings: dict[Key, Timing] = {}
-    whole_left: list[int] = []
+    both: list[int] = []  # stages with B events beside their I and W
     for stage in stages:
         has = {kind: durations.get((stage, kind)) for kind in "FBIW"}
         if not has["F"]:
@@ -382,18 +382,20 @@ def _torch(
                 f"stage {stage} has {present} events but no {absent}: a split backward needs both"
             )
         forward = median_seconds(has["F"] or (), "us")
+        full: Fraction | None = None
+        sent_f = _posts(durations, posted, stage, "F")
+        sent_b = _posts(durations, posted, stage, "B")
         if has["I"]:
             backward = median_seconds(has["I"] or (), "us")
             weight: Fraction | None = median_seconds(has["W"] or (), "us")
             if has["B"]:
-                whole_left.append(stage)
+                both.append(stage)
+                full = median_seconds(has["B"] or (), "us") + sent_b
         elif has["B"]:
             backward, weight = median_seconds(has["B"] or (), "us"), None
         else:
             raise ValueError(f"stage {stage} has forward events but no backward (B, or I and W)")
-        sent_f = _posts(durations, posted, stage, "F")
-        sent_b = _posts(durations, posted, stage, "B")
-        timings[stage] = Timing(forward + sent_f, backward + sent_b, weight)
+        timings[stage] = Timing(forward + sent_f, backward + sent_b, weight, None, full)
     notes = [
         f"read {len(actions)} PP: events of stages {_ranges(stages)}"
         + (" timed alone" if stepped else "")
@@ -414,10 +416,10 @@ def _torch(
             "waits for messages, so the costs read high; time each stage alone in the same "
             "trace and the step gives the per-action overhead instead"
         )
-    if whole_left:
+    if both:
         notes.append(
-            f"B events of stages {_ranges(whole_left)} not read: their I and W are (schedules "
-            "without the split run I + W)"
+            f"stages {_ranges(both)} have B events beside their I and W: a whole backward "
+            "(B) runs its own median, the split ones I and W"
         )
     read = len(actions) + len(posts) + len(stepped)
     others = sum(1 for s in spans if s.name.startswith("PP:")) - read

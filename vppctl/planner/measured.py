@@ -64,6 +64,9 @@ class Timing:
     backward: Fraction
     weight: Fraction | None = None
     activation_bytes: int | None = None
+    # With `weight`: the whole backward timed in one pass too, where the file has it (what
+    # schedules that run it whole take instead of backward + weight).
+    full: Fraction | None = None
 
     @property
     def whole(self) -> Fraction:
@@ -152,6 +155,9 @@ class SegmentTimes:
     filled: tuple[str, ...] = ()  # what was filled from the estimate (`layer 3`, `post`)
     notes: tuple[str, ...] = field(default=())
     overhead: Mapping[str, Fraction] = field(default_factory=dict)  # as MeasuredCosts'
+    # Where the weight gradient is apart and some part's whole backward was timed in one
+    # pass too: each virtual stage's whole backward (a B action's time; else I + W).
+    full: tuple[Fraction, ...] | None = None
 
     @property
     def ticks(self) -> tuple[list[int], list[int], list[int]]:
@@ -160,6 +166,11 @@ class SegmentTimes:
             [int(t * NS) for t in kind]
             for kind in (self.forward, self.input_grad, self.weight_grad)
         )
+
+    @property
+    def full_ticks(self) -> list[int] | None:
+        """The whole backward's nanoseconds per virtual stage, where it was measured."""
+        return None if self.full is None else [int(t * NS) for t in self.full]
 
 
 def segment_times(
@@ -303,13 +314,17 @@ def _summed(
 ) -> SegmentTimes:
     split = all(timings[k].weight is not None for group in keys for k in group)
     o_forward, o_input, o_weight = _overhead(costs.overhead, split)
-    forward, input_grad, weight_grad, stash = [], [], [], []
+    o_full = costs.overhead.get("B", o_input + o_weight)
+    measured_full = split and any(timings[k].full is not None for g in keys for k in g)
+    forward, input_grad, weight_grad, stash, full = [], [], [], [], []
     for group in keys:
         parts = [timings[k] for k in group]
         forward.append(_at_least_0(sum((t.forward for t in parts), o_forward)))
         if split:
             input_grad.append(_at_least_0(sum((t.backward for t in parts), o_input)))
             weight_grad.append(_at_least_0(sum((t.weight or Fraction(0) for t in parts), o_weight)))
+            whole_parts = (t.whole if t.full is None else t.full for t in parts)
+            full.append(_at_least_0(sum(whole_parts, o_full)))
         else:  # a whole backward, split evenly where a schedule splits it
             whole = _at_least_0(sum((t.whole for t in parts), o_input + o_weight))
             input_grad.append(whole / 2)
@@ -332,6 +347,7 @@ def _summed(
         tuple(key_text(costs.per, k) for k in filled),
         tuple(notes),
         costs.overhead,
+        tuple(full) if measured_full else None,
     )
 
 
