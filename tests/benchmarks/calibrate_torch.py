@@ -24,16 +24,17 @@ and DualPipeV, at m = 2, 4 and 8 where torch runs them (DualPipeV needs m >= 4).
    torch's own functions (`stage_backward`, `stage_backward_input`,
    `stage_backward_weight`), each call inside `record_function("PP:<stage><F|B|I|W><mb>")`,
    torch's own event names, under `torch.profiler`: one profile of the forward and the
-   whole backward (what GPipe, 1F1B and interleaved 1F1B run), one of the forward and
-   the input and weight gradients (what the zero-bubble schedules run; torch computes
-   no input gradient on the first stage, its W is the whole backward). A profile whose
+   whole backward (what GPipe, 1F1B and interleaved 1F1B run, and DualPipeV in and after
+   its overlapped pairs), one of the forward and the input and weight gradients (what
+   the zero-bubble schedules run; torch computes no input gradient on the first stage,
+   its W is the whole backward). A profile whose
    calls waited 1% or more of their time on the run queue is taken again (up to
    `--tries`). Then what the runtime posts around each action, alone too: each message
    between stages on different ranks posted as torch's runtime posts it (`_batch_p2p`)
    inside torch's names, `PP:<stage>SEND_F<mb>`, `RECV_F`, `SEND_B`, `RECV_B`, the
-   transfer waited for outside them. The two ranks' traces are merged into one Chrome
-   trace per plan shape and kind (OUT/isolated-<shape>-<whole|split>.json): what a user
-   would profile.
+   transfer waited for outside them. The two ranks' traces, both profiles and the
+   posts, are merged into one Chrome trace per plan shape (OUT/isolated-<shape>.json):
+   what a user would profile.
 2. The real step. For each case, warm-up steps and then `--steps` steps, each timed
    from a barrier to the end of `schedule.step()` on both ranks (the step is the later
    of the two). A step is *clean* when each rank's run-queue wait over it (the second
@@ -479,25 +480,24 @@ def profiled_step(rank: int, model: Model, case: Case, args: argparse.Namespace,
 # -- the prediction and the table -----------------------------------------------------------
 
 
-def merged_trace(out: Path, name: str) -> Path:
-    """The ranks' isolated traces as one Chrome trace (each rank's events, one file): the
-    stages' timings of one kind, and the runtime's posts."""
+def merged_trace(out: Path, shape: str) -> Path:
+    """The ranks' isolated traces of a plan shape as one Chrome trace (each rank's events,
+    one file): every stage timed whole (F, B) and split (F, I, W), and the runtime's posts.
+    Schedules that split the backward run I and W, whole backwards run B."""
     events: list[Any] = []
-    shape = name.rsplit("-", 1)[0]
     for rank in range(PP):
-        for part in (f"isolated-{name}", f"posts-{shape}"):
+        for part in (f"isolated-{shape}-whole", f"isolated-{shape}-split", f"posts-{shape}"):
             data = json.loads((out / f"{part}-rank{rank}.json").read_text())
             events += data["traceEvents"]
-    path = out / f"isolated-{name}.json"
+    path = out / f"isolated-{shape}.json"
     path.write_text(json.dumps({"traceEvents": events}))
     return path
 
 
 def trace_for(case: Case, out: Path) -> Path:
-    """The isolated costs of what the case's schedule runs: F and B, or F, I and W."""
+    """The isolated costs of the case's plan shape (`merged_trace`)."""
     _, _, placement, vpp = SCHEDULES[case.schedule]
-    mode = "split" if case.schedule in SPLIT else "whole"
-    return out / f"isolated-{shape_name(vpp, placement)}-{mode}.json"
+    return out / f"isolated-{shape_name(vpp, placement)}.json"
 
 
 def with_step(case: Case, out: Path) -> Path:
@@ -554,10 +554,8 @@ def spread(values: Sequence[float]) -> float:
 
 def report(out: Path, args: argparse.Namespace) -> int:
     cases = [Case(**c) for c in json.loads((out / "steps-rank0.json").read_text())]
-    for name in {
-        trace_for(c, out).name.removeprefix("isolated-").removesuffix(".json") for c in cases
-    }:
-        merged_trace(out, name)
+    for shape in {trace_for(c, out).stem.removeprefix("isolated-") for c in cases}:
+        merged_trace(out, shape)
     noise = [json.loads((out / f"isolated-noise-rank{r}.json").read_text()) for r in range(PP)]
     print(f"load average before: {args.load_before}; after: {os.getloadavg()[0]:.2f}")
     for rank, shapes in enumerate(noise):

@@ -150,61 +150,15 @@ def test_summing_layers_into_segments_loses_and_adds_nothing(
     assert times.weight_measured == split
 
 
-# -- the runtime's per-action overhead, read from a real step -------------------------------
-
-
-def with_overhead(costs: MeasuredCosts, **overhead: str) -> MeasuredCosts:
-    return replace(costs, overhead={k: F(v) for k, v in overhead.items()})
-
-
-@pytest.mark.parametrize(
-    ("weight", "overhead", "input_grad", "weight_grad"),
-    [
-        # a whole backward measured, a whole backward's overhead: the halves get half each
-        (None, {"B": "0.2"}, F("1.6"), F("1.6")),
-        # a split backward, the overhead of a whole one: half to each part
-        ("1", {"B": "0.2"}, F("2.1"), F("1.1")),
-        # a split backward, each part's own overhead
-        ("1", {"I": "0.3", "W": "0.1"}, F("2.3"), F("1.1")),
-        # a whole backward, the parts' overheads: both on the one action
-        (None, {"I": "0.3", "W": "0.1"}, F("1.7"), F("1.7")),
-    ],
-)
-def test_each_action_gets_its_kinds_overhead_once_per_virtual_stage(
-    weight: str | None, overhead: dict[str, str], input_grad: F, weight_grad: F
-) -> None:
-    backward = "3" if weight is None else "2"
-    row = t("1", backward, weight)
-    costs = with_overhead(stages(row, row), F="0.05", **overhead)
-    times = segment_times(costs, None, 2, 1, None, fill=False)
-    assert times.forward == (F("1.05"), F("1.05"))
-    assert times.input_grad == (input_grad, input_grad)
-    assert times.weight_grad == (weight_grad, weight_grad)
-    assert times.overhead == costs.overhead
-
-
-def test_per_layer_costs_get_the_overhead_per_action_not_per_layer() -> None:
-    costs = with_overhead(layers({k: t("1", "2", "1") for k in range(4)}), F="0.5")
-    estimate = Estimate((1, 1, 1, 1), None, None, "flops")
-    times = segment_times(costs, [2, 2], 2, 1, estimate, fill=False)
-    assert times.forward == (F("2.5"), F("2.5"))
-
-
-def test_an_overhead_below_an_actions_time_leaves_it_at_zero_not_negative() -> None:
-    costs = with_overhead(stages(t("0.1", "0.2", "0.1"), t("1", "2", "1")), F="-0.5", W="-0.2")
-    times = segment_times(costs, None, 2, 1, None, fill=False)
-    assert times.forward == (0, F("0.5")) and times.weight_grad == (0, F("0.8"))
-
-
-def test_a_whole_backward_timed_apart_is_kept_per_virtual_stage_with_its_overhead() -> None:
-    """Parts without one run I + W; the overhead of a whole backward (B) is added once."""
+def test_a_whole_backward_timed_apart_is_kept_per_virtual_stage() -> None:
+    """Parts without one run I + W."""
     rows = {0: replace(t("1", "2", "1"), full=F("2.5")), 1: t("1", "2", "1")}
     rows |= {2: t("1", "1", "1"), 3: replace(t("1", "1", "1"), full=F("1.5"))}
-    costs = with_overhead(layers(rows), B="0.25")
+    costs = layers(rows)
     estimate = Estimate((1, 1, 1, 1), None, None, "flops")
     times = segment_times(costs, [2, 2], 2, 1, estimate, fill=False)
-    assert times.full == (F("5.75"), F("3.75"))
-    assert times.full_ticks == [5_750_000_000, 3_750_000_000]
+    assert times.full == (F("5.5"), F("3.5"))
+    assert times.full_ticks == [5_500_000_000, 3_500_000_000]
     without = segment_times(
         layers({k: t("1", "2", "1") for k in range(4)}), [2, 2], 2, 1, estimate, fill=False
     )

@@ -32,13 +32,11 @@ the line or entry at fault.
 
 from __future__ import annotations
 
-import bisect
 import csv
 import io
 import json
 import math
 import re
-import statistics
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -62,6 +60,17 @@ from vppctl.planner.measured import (
     key_text,
     median_seconds,
     seconds,
+)
+from vppctl.planner.realstep import (
+    ACTION_EVENT,
+    POST_EVENT,
+    Slot,
+    Span,
+    inside,
+    overhead,
+    posted,
+    slots,
+    step_windows,
 )
 from vppctl.program import FORWARD_ROLES, Bound, is_backward, read_input
 from vppctl.schedule import MAX_UNITS
@@ -279,28 +288,10 @@ def from_json(data: Any, shown: str) -> MeasuredCosts:
 
 # -- Chrome traces -------------------------------------------------------------------------
 
-_TORCH_ACTION = re.compile(r"PP:(\d+)([FBIW])(\d+)")
-# The runtime's own point-to-point posts around a stage's actions (`_PipelineScheduleRuntime`
-# runs each as an action of the rank's order): RECV_F before and SEND_F after its forward,
-# RECV_B before and SEND_B after its backward (or input gradient).
-_TORCH_POST = re.compile(r"PP:(\d+)(SEND_F|RECV_F|SEND_B|RECV_B)(\d+)")
 _PADDLE_NAME = re.compile(r"([^\[]*)(?:\[.*)?", re.S)
 
 
-@dataclass(frozen=True)
-class _Span:
-    name: str
-    cat: str
-    ts: float
-    dur: float
-    pid: str = ""  # the process (a rank) the event ran in
-
-    @property
-    def end(self) -> float:
-        return self.ts + self.dur
-
-
-def _spans(data: Any) -> list[_Span]:
+def _spans(data: Any) -> list[Span]:
     """The complete ("X") events of a Chrome trace: a list, or an object's traceEvents."""
     events = data if isinstance(data, list) else data.get("traceEvents")
     if not isinstance(events, list):
@@ -320,7 +311,7 @@ def _spans(data: Any) -> list[_Span]:
                 f"traceEvents[{i}] ({name[:40]!r}) has no time, or a duration of "
                 f"{e.get('dur')!r} microseconds"
             )
-        out.append(_Span(name, cat, ts, dur, str(e.get("pid", ""))))
+        out.append(Span(name, cat, ts, dur, str(e.get("pid", ""))))
     return out
 
 
@@ -333,7 +324,7 @@ def _finite(value: object) -> float | None:
 def read_trace(data: Any, shown: str) -> MeasuredCosts | PaddleTrace:
     """A torch or Paddle profiler trace, told apart by its events."""
     spans = _spans(data)
-    torch = [(m, s) for s in spans if (m := _TORCH_ACTION.fullmatch(s.name))]
+    torch = [(m, s) for s in spans if (m := ACTION_EVENT.fullmatch(s.name))]
     if torch:
         return _torch(torch, spans, CostsSource(shown, "torch-trace", "us"))
     if any(s.cat == "Operator" for s in spans):
@@ -345,19 +336,21 @@ def read_trace(data: Any, shown: str) -> MeasuredCosts | PaddleTrace:
 
 
 def _torch(
-    actions: Sequence[tuple[re.Match[str], _Span]], spans: Sequence[_Span], source: CostsSource
+    actions: Sequence[tuple[re.Match[str], Span]], spans: Sequence[Span], source: CostsSource
 ) -> MeasuredCosts:
     """Per stage, the median duration of its F, B, I and W events timed alone, plus the
     medians of the runtime's posts around them (`_posts`); with a real step profiled in the
-    same trace, the runtime's per-action overhead read from it (`_overhead`)."""
-    posts = [(m, s) for s in spans if (m := _TORCH_POST.fullmatch(s.name))]
-    windows = _step_windows(spans)
-    alone = [(m, s) for m, s in actions if not _inside(windows, s)]
-    stepped: list[_Span] = []
+    same trace, the runtime's per-action overhead read from it (`vppctl.planner.realstep`)."""
+    posts = [(m, s) for s in spans if (m := POST_EVENT.fullmatch(s.name))]
+    windows = step_windows(spans)
+    alone = [(m, s) for m, s in actions if not inside(windows, s)]
+    found: list[Slot] = []
     if alone and len(alone) < len(actions):  # timings alone, and a real step
-        stepped = [s for s in spans if s.name.startswith("PP:") and _inside(windows, s)]
+        found = slots(spans, windows)
+        stepped = len(actions) - len(alone) + len(posts)
         actions = alone
-        posts = [(m, s) for m, s in posts if not _inside(windows, s)]
+        posts = [(m, s) for m, s in posts if not inside(windows, s)]
+        stepped -= len(posts)
     durations: dict[tuple[int, str], list[float]] = {}
     for m, span in (*actions, *posts):
         stage = int(m[1])
@@ -365,11 +358,7 @@ def _torch(
             raise ValueError(f"{span.name}: stage {stage} is outside 0..{MAX_UNITS - 1}")
         durations.setdefault((stage, m[2]), []).append(span.dur)
     stages = sorted({stage for stage, kind in durations if len(kind) == 1})
-    slots = _slots(stepped, windows)
-    posted: dict[tuple[int, str], list[float]] = {}  # the posts' slots in the step
-    for s in slots:
-        if len(s.kind) > 1:
-            posted.setdefault((s.stage, s.kind), []).append(s.slot)
+    in_step = posted(found)
     timings: dict[Key, Timing] = {}
     both: list[int] = []  # stages with B events beside their I and W
     for stage in stages:
@@ -383,8 +372,8 @@ def _torch(
             )
         forward = median_seconds(has["F"] or (), "us")
         full: Fraction | None = None
-        sent_f = _posts(durations, posted, stage, "F")
-        sent_b = _posts(durations, posted, stage, "B")
+        sent_f = _posts(durations, in_step, stage, "F")
+        sent_b = _posts(durations, in_step, stage, "B")
         if has["I"]:
             backward = median_seconds(has["I"] or (), "us")
             weight: Fraction | None = median_seconds(has["W"] or (), "us")
@@ -398,7 +387,7 @@ def _torch(
         timings[stage] = Timing(forward + sent_f, backward + sent_b, weight, None, full)
     notes = [
         f"read {len(actions)} PP: events of stages {_ranges(stages)}"
-        + (" timed alone" if stepped else "")
+        + (" timed alone" if found else "")
         + " (the median per stage and kind)"
     ]
     if posts:
@@ -406,11 +395,13 @@ def _torch(
             f"read {len(posts)} SEND/RECV posts: each stage's median RECV_F and SEND_F added "
             "to its forward, RECV_B and SEND_B to its backward"
         )
-    overhead: dict[str, Fraction] = {}
-    if stepped:
-        overhead, said = _overhead(slots, durations, 1 + stages[-1])
-        notes += said
-    elif windows and all(_inside(windows, s) for _, s in actions):
+    per_kind: dict[str, Fraction] = {}
+    if found:
+        read = overhead(found, durations)
+        timings = {k: read.folded(k, t) for k, t in timings.items() if isinstance(k, int)}
+        per_kind = dict(read.per_kind)
+        notes += read.notes()
+    elif windows and all(inside(windows, s) for _, s in actions):
         notes.append(
             "every PP: event lies inside a profiled step (ProfilerStep#): their spans include "
             "waits for messages, so the costs read high; time each stage alone in the same "
@@ -421,105 +412,13 @@ def _torch(
             f"stages {_ranges(both)} have B events beside their I and W: a whole backward "
             "(B) runs its own median, the split ones I and W"
         )
-    read = len(actions) + len(posts) + len(stepped)
-    others = sum(1 for s in spans if s.name.startswith("PP:")) - read
+    counted = len(actions) + len(posts) + (stepped if found else 0)
+    others = sum(1 for s in spans if s.name.startswith("PP:")) - counted
     if others:
         notes.append(f"{others} other PP: events (overlapped pairs, unshard, ...) not read")
     steps = [s.dur for s in spans if s.name.startswith("ProfilerStep#")]
     step = median_seconds(steps, "us") if steps else None
-    return MeasuredCosts(source, "stage", timings, 1 + stages[-1], step, tuple(notes), overhead)
-
-
-def _step_windows(spans: Sequence[_Span]) -> dict[str, list[tuple[float, float]]]:
-    """Per process, its profiled steps (`ProfilerStep#N` events) as (start, end), in order."""
-    windows: dict[str, list[tuple[float, float]]] = {}
-    for s in spans:
-        if s.name.startswith("ProfilerStep#"):
-            windows.setdefault(s.pid, []).append((s.ts, s.end))
-    for w in windows.values():
-        w.sort()
-    return windows
-
-
-def _inside(windows: Mapping[str, Sequence[tuple[float, float]]], span: _Span) -> bool:
-    """Whether `span` began inside one of its process's profiled steps."""
-    mine = windows.get(span.pid, ())
-    i = bisect.bisect_right(mine, (span.ts, math.inf)) - 1
-    return i >= 0 and mine[i][0] <= span.ts < mine[i][1]
-
-
-@dataclass(frozen=True)
-class _Slot:
-    """One PP: event of a real step, with the time its rank spent on it: from the end of
-    the rank's previous PP: event in the step (its start, for the step's first) to its end."""
-
-    stage: int
-    kind: str  # F, B, I, W, SEND_F, ... (an action's or a post's)
-    pid: str
-    slot: float  # microseconds
-
-
-def _slots(
-    stepped: Sequence[_Span], windows: Mapping[str, Sequence[tuple[float, float]]]
-) -> list[_Slot]:
-    out: list[_Slot] = []
-    last_end: dict[tuple[str, int], float] = {}  # (process, step) -> its previous event's end
-    for span in sorted(stepped, key=lambda s: (s.pid, s.ts)):
-        mine = windows[span.pid]
-        step = bisect.bisect_right(mine, (span.ts, math.inf)) - 1
-        before = last_end.get((span.pid, step))
-        last_end[(span.pid, step)] = max(span.end, before or span.end)
-        m = _TORCH_ACTION.fullmatch(span.name) or _TORCH_POST.fullmatch(span.name)
-        if m is None:  # UNSHARD, REDUCE_GRAD, ...: their time is not an action's
-            continue
-        gap = 0.0 if before is None else max(0.0, span.ts - before)
-        out.append(_Slot(int(m[1]), m[2], span.pid, gap + span.dur))
-    return out
-
-
-def _overhead(
-    slots: Sequence[_Slot], alone: Mapping[tuple[int, str], Sequence[float]], stages: int
-) -> tuple[dict[str, Fraction], list[str]]:
-    """The runtime's per-action overhead, per kind (F, B, I, W): the median, over the real
-    step's actions that cannot have waited for a message, of the action's slot less the
-    same stage's median timed alone. An action cannot have waited when its input was made
-    on its own rank: a forward of the first stage or of a stage whose previous stage runs
-    on the same rank, a backward (B or I) of the last stage or of a stage whose next stage
-    runs on the same rank, and every weight gradient (W)."""
-    held: dict[str, set[int]] = {}
-    for s in slots:
-        if len(s.kind) == 1:
-            held.setdefault(s.pid, set()).add(s.stage)
-    median = {key: statistics.median(values) for key, values in alone.items() if values}
-    excess: dict[str, list[float]] = {}
-    for s in slots:
-        mine = held.get(s.pid, set())
-        if s.kind == "F":
-            free = s.stage == 0 or s.stage - 1 in mine
-        elif s.kind in ("B", "I"):
-            free = s.stage == stages - 1 or s.stage + 1 in mine
-        else:
-            free = s.kind == "W"
-        base = median.get((s.stage, s.kind))
-        if base is None and s.kind == "B" and (s.stage, "I") in median:
-            base = median[(s.stage, "I")] + median.get((s.stage, "W"), 0.0)
-        if free and base is not None:
-            excess.setdefault(s.kind, []).append(s.slot - base)
-    overhead = {kind: median_seconds(values, "us") for kind, values in sorted(excess.items())}
-    shown = ", ".join(
-        f"{kind} {float(overhead[kind]) * 1000:+.3f} ms ({len(excess[kind])})" for kind in overhead
-    )
-    if not overhead:
-        return {}, [
-            "the profiled step has no action that could not wait for a message: no "
-            "per-action overhead read"
-        ]
-    said = [
-        f"per-action overhead read from the profiled step: {shown} (the median of each "
-        "action's time in the step less its time alone, over the actions in brackets, "
-        "those that could not wait for a message); added to every action of that kind"
-    ]
-    return overhead, said
+    return MeasuredCosts(source, "stage", timings, 1 + stages[-1], step, tuple(notes), per_kind)
 
 
 def _posts(
@@ -554,7 +453,7 @@ def _ranges(values: Sequence[int]) -> str:
 # -- Paddle: the profiler's op events matched to the program's ops -------------------------
 
 
-def _paddle_steps(spans: Sequence[_Span]) -> tuple[tuple[tuple[str, float], ...], ...]:
+def _paddle_steps(spans: Sequence[Span]) -> tuple[tuple[tuple[str, float], ...], ...]:
     """Per profiler step (`ProfileStep#N`; the whole trace when there is none), its
     Operator events as (op type, microseconds), in time order."""
     ops = sorted((s for s in spans if s.cat == "Operator"), key=lambda s: s.ts)

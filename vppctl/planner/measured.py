@@ -88,8 +88,8 @@ class MeasuredCosts:
     stage_count: int = 0
     step: Fraction | None = None  # a whole step measured in the trace (its profiler steps)
     notes: tuple[str, ...] = ()  # what the importer read, and what it left out
-    # The runtime's per-action overhead, seconds per action of a kind (F, B, I, W), read
-    # from a real step: added to every action of that kind (`_summed` says how).
+    # The runtime's per-action overhead read from a real step, seconds per action of each
+    # kind (F, B, I, W; the median over stages): already in the timings, said in reports.
     overhead: Mapping[str, Fraction] = field(default_factory=dict)
 
     @property
@@ -313,20 +313,17 @@ def _summed(
     filled: Sequence[Key],
 ) -> SegmentTimes:
     split = all(timings[k].weight is not None for group in keys for k in group)
-    o_forward, o_input, o_weight = _overhead(costs.overhead, split)
-    o_full = costs.overhead.get("B", o_input + o_weight)
     measured_full = split and any(timings[k].full is not None for g in keys for k in g)
     forward, input_grad, weight_grad, stash, full = [], [], [], [], []
     for group in keys:
         parts = [timings[k] for k in group]
-        forward.append(_at_least_0(sum((t.forward for t in parts), o_forward)))
+        forward.append(sum((t.forward for t in parts), Fraction(0)))
         if split:
-            input_grad.append(_at_least_0(sum((t.backward for t in parts), o_input)))
-            weight_grad.append(_at_least_0(sum((t.weight or Fraction(0) for t in parts), o_weight)))
-            whole_parts = (t.whole if t.full is None else t.full for t in parts)
-            full.append(_at_least_0(sum(whole_parts, o_full)))
+            input_grad.append(sum((t.backward for t in parts), Fraction(0)))
+            weight_grad.append(sum((t.weight or Fraction(0) for t in parts), Fraction(0)))
+            full.append(sum((t.whole if t.full is None else t.full for t in parts), Fraction(0)))
         else:  # a whole backward, split evenly where a schedule splits it
-            whole = _at_least_0(sum((t.whole for t in parts), o_input + o_weight))
+            whole = sum((t.whole for t in parts), Fraction(0))
             input_grad.append(whole / 2)
             weight_grad.append(whole / 2)
         sizes = [t.activation_bytes for t in parts]
@@ -349,26 +346,6 @@ def _summed(
         costs.overhead,
         tuple(full) if measured_full else None,
     )
-
-
-def _overhead(overhead: Mapping[str, Fraction], split: bool) -> tuple[Fraction, ...]:
-    """The overhead added to each virtual stage's forward, input gradient and weight
-    gradient. A whole backward (B) measured, where the costs split it: half to each part;
-    an input (I) and a weight gradient (W) measured, where the backward is whole: both."""
-    zero = Fraction(0)
-    forward = overhead.get("F", zero)
-    if "I" in overhead or "W" in overhead:
-        input_grad, weight = overhead.get("I", zero), overhead.get("W", zero)
-    else:
-        input_grad = weight = overhead.get("B", zero) / 2
-    if not split:  # one backward action: its overhead whole, halved as the backward is
-        both = overhead["B"] if "B" in overhead else input_grad + weight
-        input_grad, weight = both / 2, both / 2
-    return forward, input_grad, weight
-
-
-def _at_least_0(value: Fraction) -> Fraction:
-    return max(value, Fraction(0))
 
 
 def relative_error(predicted: Fraction, measured: Fraction) -> Fraction:
