@@ -24,31 +24,48 @@ and DualPipeV, at m = 2, 4 and 8 where torch runs them (DualPipeV needs m >= 4).
    torch's own functions (`stage_backward`, `stage_backward_input`,
    `stage_backward_weight`), each call inside `record_function("PP:<stage><F|B|I|W><mb>")`,
    torch's own event names, under `torch.profiler`: one profile of the forward and the
-   whole backward (what GPipe, 1F1B and interleaved 1F1B run), one of the forward and
-   the input and weight gradients (what the zero-bubble schedules run; torch computes
-   no input gradient on the first stage, its W is the whole backward). A profile whose
+   whole backward (what GPipe, 1F1B and interleaved 1F1B run, and DualPipeV in and after
+   its overlapped pairs), one of the forward and the input and weight gradients (what
+   the zero-bubble schedules run; torch computes no input gradient on the first stage,
+   its W is the whole backward). A profile whose
    calls waited 1% or more of their time on the run queue is taken again (up to
    `--tries`). Then what the runtime posts around each action, alone too: each message
    between stages on different ranks posted as torch's runtime posts it (`_batch_p2p`)
    inside torch's names, `PP:<stage>SEND_F<mb>`, `RECV_F`, `SEND_B`, `RECV_B`, the
-   transfer waited for outside them. The two ranks' traces are merged into one Chrome
-   trace per plan shape and kind (OUT/isolated-<shape>-<whole|split>.json): what a user
-   would profile.
+   transfer waited for outside them. The two ranks' traces, both profiles and the
+   posts, are merged into one Chrome trace per plan shape (OUT/isolated-<shape>.json):
+   what a user would profile.
 2. The real step. For each case, warm-up steps and then `--steps` steps, each timed
    from a barrier to the end of `schedule.step()` on both ranks (the step is the later
    of the two). A step is *clean* when each rank's run-queue wait over it (the second
-   field of /proc/self/schedstat) is under 1% of it; a case with fewer than
-   `--min-clean` clean steps is run again, up to `--tries` times, and flagged as noisy.
-3. The prediction. `vppctl simulate --costs-from` (its library call) reads the merged
-   trace of what the case's schedule runs (the median of each stage's events per kind)
-   and simulates the schedule; the table gives predicted, measured (the median of the
-   clean steps) and the signed error, with the noise beside it: the clean steps'
-   spread (max/min - 1) and the worst run-queue wait. Beside it, the error of the same
-   costs averaged over the stages (every stage the mean stage: all one `--costs F,B,W`
-   can say): what measuring each stage is worth.
+   field of /proc/self/schedstat) is under 1% of it and at most one clock tick (10 ms) of
+   either rank's core went to another process or to the hypervisor (`foreign`:
+   /proc/stat against /proc/self/stat, which differ by a tick either way; a virtual
+   machine's neighbours are invisible to the run queue); a
+   case with fewer than `--min-clean` clean steps is run again, up to `--tries` times,
+   and flagged as noisy. Then `--profiled` more steps under the profiler (again, up to
+   `--tries` times, until no other process took more than a tick of either core in any), as a user
+   profiles their job
+   (ProfilerStep#N around each step, the runtime's PP: events inside), each rank's
+   trace in OUT/step-<schedule>-m<m>-rank<r>.json. torch's GPipe and 1F1B classes record
+   no event per action, so their step is profiled under torch's runtime running the same
+   order with one stage per rank (`PROFILED_AS`).
+3. The prediction. `vppctl simulate --costs-from` (its library call) reads the case's
+   merged trace (OUT/case-<schedule>-m<m>.json: the isolated timings of what its schedule
+   runs, the posts, and its profiled step): each stage's costs are the medians of its
+   isolated events, and the runtime's per-action overhead is read from the profiled step
+   (each action's time in the step less its time alone, over the actions that cannot
+   have waited for a message; vppctl.planner.importers says how) and added to every
+   action. The table gives predicted, measured (the median of the clean steps) and the
+   signed error, with the noise beside it: the clean steps' spread (max/min - 1) and the
+   worst run-queue wait. Beside it, the error without the profiled step (isolated
+   timings alone: what the overhead is worth) and the error of the same costs averaged
+   over the stages (every stage the mean stage: all one `--costs F,B,W` can say): what
+   measuring each stage is worth.
 
 No constant of this benchmark enters the prediction: every time vppctl uses comes from
-the trace (and `--p2p-cost`, 0 unless given).
+the trace (and `--p2p-cost`, 0 unless given); the overhead is read from the same job's
+own profiled steps, never fitted to the measured step.
 """
 
 from __future__ import annotations
@@ -77,8 +94,15 @@ SCHEDULES = {
     "dualpipev": ("ScheduleDualPipeV", "dualpipev", "v", 2),
 }
 SPLIT = {"zb1p", "interleaved-zb", "zbv", "dualpipev"}  # schedules that run I and W apart
+# torch's single-stage schedules record no PP: event per action (GPipe names its spans
+# "Forward i", 1F1B none): their step is profiled as torch's runtime runs the same order
+# with one stage per rank (ScheduleLoopedBFS is GPipe's order, ScheduleInterleaved1F1B 1F1B's).
+PROFILED_AS = {"gpipe": "ScheduleLoopedBFS", "1f1b": "ScheduleInterleaved1F1B"}
 PP = 2
 CLEAN_WAIT = 0.01  # a step is clean when each rank waited under 1% of it on the run queue
+# ...and at most one clock tick of either core went to another process: the process's own
+# time is accounted exactly, the core's by ticks, so the two differ by a tick either way.
+FOREIGN_TICKS = 1
 
 
 @dataclass(frozen=True)
@@ -95,11 +119,19 @@ class Case:
     micro_batches: int
     steps: list[float] = field(default_factory=list)  # every step timed, seconds
     waits: list[float] = field(default_factory=list)  # the worse rank's wait share per step
+    # per step, the clock ticks in which either rank's core ran another process (`foreign`)
+    foreigns: list[int] = field(default_factory=list)
     tries: int = 0
+    profiled_tries: int = 0  # profiles of its real steps until one was clean
+    profiled_clean: bool = False  # the last profile's steps were all clean
 
     @property
     def clean(self) -> list[float]:
-        return [s for s, w in zip(self.steps, self.waits) if w < CLEAN_WAIT]
+        return [
+            s
+            for s, w, others in zip(self.steps, self.waits, self.foreigns)
+            if w < CLEAN_WAIT and others <= FOREIGN_TICKS
+        ]
 
 
 # -- the model, one module per virtual stage ---------------------------------------------
@@ -154,6 +186,19 @@ def held(rank: int, n_stages: int, placement: str) -> list[int]:
 # -- one rank -----------------------------------------------------------------------------
 
 
+def foreign(core: int) -> int:
+    """Clock ticks so far in which `core` ran something other than this process, or the
+    hypervisor took it (/proc/stat's busy and steal ticks of the core less this process's
+    own, /proc/self/stat: the process is pinned to the core). A tick samples whatever runs,
+    so the two counts agree tick for tick."""
+    with open("/proc/stat") as f:
+        line = next(x for x in f if x.startswith(f"cpu{core} "))
+    user, nice, system, _, _, irq, softirq, steal = (int(v) for v in line.split()[1:9])
+    with open("/proc/self/stat") as f:
+        own = f.read().rsplit(")", 1)[1].split()
+    return user + nice + system + irq + softirq + steal - int(own[11]) - int(own[12])
+
+
 def schedstat_wait() -> float:
     """This thread's time waiting on a run queue so far, seconds (/proc/self/schedstat)."""
     with open("/proc/self/schedstat") as f:
@@ -178,6 +223,7 @@ def worker(rank: int, args: argparse.Namespace, port: int, out: Path) -> None:
     cases = [Case(name, m) for name in args.schedules for m in args.micro_batches if runs(name, m)]
     for case in cases:
         real_steps(rank, model, case, args)
+        profiled_step(rank, model, case, args, out)
     (out / f"steps-rank{rank}.json").write_text(json.dumps([asdict(c) for c in cases]))
     dist.destroy_process_group()
 
@@ -344,9 +390,11 @@ def real_steps(rank: int, model: Model, case: Case, args: argparse.Namespace) ->
     batch = torch.randn(model.rows * case.micro_batches, model.hidden)
     target = torch.randn(model.rows * case.micro_batches, model.hidden)
 
-    def step() -> tuple[float, float]:
+    core = args.cores[rank]
+
+    def step() -> tuple[float, float, int]:
         dist.barrier()
-        wait, began = schedstat_wait(), time.perf_counter()
+        wait, others, began = schedstat_wait(), foreign(core), time.perf_counter()
         kwargs: dict[str, Any] = {}
         if 0 in held(rank, n, placement):
             kwargs["x"] = batch
@@ -355,11 +403,11 @@ def real_steps(rank: int, model: Model, case: Case, args: argparse.Namespace) ->
         x = kwargs.pop("x", None)
         schedule.step(*(() if x is None else (x,)), **kwargs)
         took = time.perf_counter() - began
-        waited = schedstat_wait() - wait
+        waited, others = schedstat_wait() - wait, foreign(core) - others
         for module in modules:
             for p in module.parameters():
                 p.grad = None
-        return took, waited
+        return took, waited, others
 
     for attempt in range(args.tries):
         for _ in range(args.warmup):
@@ -372,32 +420,106 @@ def real_steps(rank: int, model: Model, case: Case, args: argparse.Namespace) ->
             took = max(gathered[r][k][0] for r in range(PP))
             case.steps.append(took)
             case.waits.append(max(gathered[r][k][1] / gathered[r][k][0] for r in range(PP)))
+            case.foreigns.append(max(gathered[r][k][2] for r in range(PP)))
         if len(case.clean) >= args.min_clean:
+            break
+
+
+def profiled_step(rank: int, model: Model, case: Case, args: argparse.Namespace, out: Path) -> None:
+    """Profile `--profiled` real steps of the case (after one untraced warm-up step under the
+    profiler), as a user profiles their job: torch's ProfilerStep#N events around each step
+    and the runtime's PP: events inside. vppctl reads the per-action overhead from it."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.pipelining import PipelineStage
+    from torch.distributed.pipelining import schedules as torch_schedules
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    cls_name, _, placement, vpp = SCHEDULES[case.schedule]
+    cls = getattr(torch_schedules, PROFILED_AS.get(case.schedule, cls_name))
+    n = PP * vpp
+    modules = stage_modules(model, n)
+    mine = held(rank, n, placement)
+    stages = [
+        PipelineStage(modules[s], s, n, torch.device("cpu"), group=dist.group.WORLD) for s in mine
+    ]
+    multi = issubclass(cls, torch_schedules.PipelineScheduleMulti)
+    runner = cls(stages if multi else stages[0], case.micro_batches, loss_fn=loss_fn)
+    batch = torch.randn(model.rows * case.micro_batches, model.hidden)
+    target = torch.randn(model.rows * case.micro_batches, model.hidden)
+    path = out / f"step-{case.schedule}-m{case.micro_batches}-rank{rank}.json"
+
+    core = args.cores[rank]
+
+    def step() -> bool:
+        """One step; whether no other process ran on this rank's core meanwhile (its own
+        threads may: gloo's keep the main thread waiting 1-2% under the interleaved
+        schedules, which is the job's own cost, not noise)."""
+        dist.barrier()
+        others = foreign(core)
+        args_ = (batch,) if 0 in mine else ()
+        kwargs = {"target": target} if n - 1 in mine else {}
+        runner.step(*args_, **kwargs)
+        clean = foreign(core) - others <= FOREIGN_TICKS
+        for module in modules:
+            for p in module.parameters():
+                p.grad = None
+        return clean
+
+    for _ in range(args.warmup):
+        step()
+    for attempt in range(args.tries):  # until every profiled step was clean on both ranks
+        plan = schedule(wait=0, warmup=1, active=args.profiled)
+        with profile(
+            activities=[ProfilerActivity.CPU],
+            schedule=plan,
+            on_trace_ready=lambda prof: prof.export_chrome_trace(str(path)),
+        ) as prof:
+            clean = []
+            for _ in range(1 + args.profiled):
+                clean.append(step())
+                prof.step()
+        verdicts: list[Any] = [None] * PP
+        dist.all_gather_object(verdicts, all(clean[1:]))
+        case.profiled_tries, case.profiled_clean = attempt + 1, all(verdicts)
+        if all(verdicts):
             break
 
 
 # -- the prediction and the table -----------------------------------------------------------
 
 
-def merged_trace(out: Path, name: str) -> Path:
-    """The ranks' isolated traces as one Chrome trace (each rank's events, one file): the
-    stages' timings of one kind, and the runtime's posts."""
+def merged_trace(out: Path, shape: str) -> Path:
+    """The ranks' isolated traces of a plan shape as one Chrome trace (each rank's events,
+    one file): every stage timed whole (F, B) and split (F, I, W), and the runtime's posts.
+    Schedules that split the backward run I and W, whole backwards run B."""
     events: list[Any] = []
-    shape = name.rsplit("-", 1)[0]
     for rank in range(PP):
-        for part in (f"isolated-{name}", f"posts-{shape}"):
+        for part in (f"isolated-{shape}-whole", f"isolated-{shape}-split", f"posts-{shape}"):
             data = json.loads((out / f"{part}-rank{rank}.json").read_text())
             events += data["traceEvents"]
-    path = out / f"isolated-{name}.json"
+    path = out / f"isolated-{shape}.json"
     path.write_text(json.dumps({"traceEvents": events}))
     return path
 
 
 def trace_for(case: Case, out: Path) -> Path:
-    """The isolated costs of what the case's schedule runs: F and B, or F, I and W."""
+    """The isolated costs of the case's plan shape (`merged_trace`)."""
     _, _, placement, vpp = SCHEDULES[case.schedule]
-    mode = "split" if case.schedule in SPLIT else "whole"
-    return out / f"isolated-{shape_name(vpp, placement)}-{mode}.json"
+    return out / f"isolated-{shape_name(vpp, placement)}.json"
+
+
+def with_step(case: Case, out: Path) -> Path:
+    """The case's isolated trace with its profiled real step merged in: what vppctl reads
+    the per-action overhead from."""
+    trace = trace_for(case, out)
+    events = json.loads(trace.read_text())["traceEvents"]
+    for rank in range(PP):
+        step = out / f"step-{case.schedule}-m{case.micro_batches}-rank{rank}.json"
+        events += json.loads(step.read_text())["traceEvents"]
+    path = out / f"case-{case.schedule}-m{case.micro_batches}.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    return path
 
 
 def mean_stages(trace: Path) -> Path:
@@ -441,10 +563,8 @@ def spread(values: Sequence[float]) -> float:
 
 def report(out: Path, args: argparse.Namespace) -> int:
     cases = [Case(**c) for c in json.loads((out / "steps-rank0.json").read_text())]
-    for name in {
-        trace_for(c, out).name.removeprefix("isolated-").removesuffix(".json") for c in cases
-    }:
-        merged_trace(out, name)
+    for shape in {trace_for(c, out).stem.removeprefix("isolated-") for c in cases}:
+        merged_trace(out, shape)
     noise = [json.loads((out / f"isolated-noise-rank{r}.json").read_text()) for r in range(PP)]
     print(f"load average before: {args.load_before}; after: {os.getloadavg()[0]:.2f}")
     for rank, shapes in enumerate(noise):
@@ -458,22 +578,26 @@ def report(out: Path, args: argparse.Namespace) -> int:
                     )
     header = (
         "schedule            m  predicted  measured   error  spread  max wait  clean"
-        "  mean-stage error  note"
+        "  without overhead  mean-stage error  note"
     )
     print(header)
     print("-" * len(header))
-    rows, errors, mean_errors = [], [], []
+    rows, errors, alone_errors, mean_errors = [], [], [], []
     for case in cases:
         clean = case.clean
         measured = statistics.median(clean or case.steps)
-        predicted = predict(trace_for(case, out), case, args)
+        predicted = predict(with_step(case, out), case, args)
         error = predicted / measured - 1
+        alone_error = predict(trace_for(case, out), case, args) / measured - 1
         mean_error = predict(mean_stages(trace_for(case, out)), case, args) / measured - 1
         noisy = len(clean) < args.min_clean
         if not noisy:
             errors.append(abs(error))
+            alone_errors.append(abs(alone_error))
             mean_errors.append(abs(mean_error))
         note = "noisy: too few clean steps" if noisy else ""
+        if not case.profiled_clean:
+            note += ("; " if note else "") + "profiled steps noisy"
         rows.append(
             {
                 "schedule": case.schedule,
@@ -481,10 +605,14 @@ def report(out: Path, args: argparse.Namespace) -> int:
                 "predicted_s": predicted,
                 "measured_s": measured,
                 "error": error,
+                "alone_error": alone_error,
                 "mean_stage_error": mean_error,
                 "spread": spread(clean),
                 "max_wait": max(case.waits),
                 "clean_steps": len(clean),
+                "profiled_tries": case.profiled_tries,
+                "profiled_clean": case.profiled_clean,
+                "foreign_ticks": sum(case.foreigns),
                 "steps": len(case.steps),
                 "noisy": noisy,
             }
@@ -492,13 +620,16 @@ def report(out: Path, args: argparse.Namespace) -> int:
         print(
             f"{case.schedule:<18} {case.micro_batches:>2}  {predicted:>8.4f}s  {measured:>7.4f}s"
             f"  {error:>+6.1%}  {spread(clean):>6.1%}  {max(case.waits):>8.2%}"
-            f"  {len(clean):>2}/{len(case.steps):<2}  {mean_error:>+16.1%}  {note}"
+            f"  {len(clean):>2}/{len(case.steps):<2}  {alone_error:>+16.1%}"
+            f"  {mean_error:>+16.1%}  {note}"
         )
     if errors:
         print(
             f"median |error| {statistics.median(errors):.1%}, max {max(errors):.1%} over "
             f"{len(errors)} clean cases (targets: median <= 5%, every case <= 10%); "
-            f"with mean-stage costs median {statistics.median(mean_errors):.1%}, "
+            f"without the per-action overhead median {statistics.median(alone_errors):.1%}, "
+            f"max {max(alone_errors):.1%}; with mean-stage costs median "
+            f"{statistics.median(mean_errors):.1%}, "
             f"max {max(mean_errors):.1%}"
         )
     else:
@@ -512,16 +643,17 @@ def report(out: Path, args: argparse.Namespace) -> int:
 def markdown(rows: Sequence[dict[str, Any]]) -> str:
     """The table as docs/performance.md gives it."""
     lines = [
-        "| schedule | m | predicted | measured | error | mean-stage error | clean steps "
-        "| spread | max wait |",
-        "| --- | --: | --: | --: | --: | --: | --: | --: | --: |",
+        "| schedule | m | predicted | measured | error | without overhead | mean-stage error "
+        "| clean steps | spread | max wait |",
+        "| --- | --: | --: | --: | --: | --: | --: | --: | --: | --: |",
     ]
     for r in rows:
         flag = " (noisy)" if r["noisy"] else ""
         lines.append(
             f"| {r['schedule']} | {r['micro_batches']} | {r['predicted_s'] * 1000:.0f} ms "
             f"| {r['measured_s'] * 1000:.0f} ms | {r['error']:+.1%}{flag} "
-            f"| {r['mean_stage_error']:+.1%} | {r['clean_steps']}/{r['steps']} "
+            f"| {r['alone_error']:+.1%} | {r['mean_stage_error']:+.1%} "
+            f"| {r['clean_steps']}/{r['steps']} "
             f"| {r['spread']:.1%} | {r['max_wait']:.1%} |"
         )
     return "\n".join(lines).replace("nan%", "-") + "\n"
@@ -538,6 +670,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--min-clean", type=int, default=3, help="clean steps a case needs")
     parser.add_argument("--tries", type=int, default=3, help="runs of a case at most")
     parser.add_argument("--repeat", type=int, default=9, help="isolated timings per stage")
+    parser.add_argument(
+        "--profiled", type=int, default=4, help="real steps profiled per case (the overhead)"
+    )
     parser.add_argument("--hidden", type=int, default=512)
     parser.add_argument("--rows", type=int, default=256, help="rows of a micro-batch")
     parser.add_argument("--blocks", type=int, default=8, help="Linear+GELU blocks in all")

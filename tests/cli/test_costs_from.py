@@ -102,6 +102,40 @@ def test_a_torch_trace_of_real_steps_gives_the_measured_step() -> None:
     assert any("other PP: events" in n for n in data["measured"]["notes"])
 
 
+def test_a_profiled_step_beside_the_timings_alone_adds_each_actions_overhead(
+    tmp_path: Path,
+) -> None:
+    """pp 2, one micro-batch, FThenB: the step is the chain F0 F1 B1 B0, each action its
+    time alone plus its kind's overhead, read from the step's actions that could not wait
+    (stage 0's forward: +200 us, stage 1's backward: +500 us; the others waited)."""
+    alone = {(0, "F"): 1000, (0, "B"): 2000, (1, "F"): 1500, (1, "B"): 3000}
+    events: list[dict[str, Any]] = [
+        {"ph": "X", "name": f"PP:{s}{k}0", "ts": 0, "dur": d, "pid": s}
+        for (s, k), d in alone.items()
+    ]
+    for pid, actions in ((0, [("F", 190), ("B", 7000)]), (1, [("F", 4000), ("B", 490)])):
+        events.append({"ph": "X", "name": "ProfilerStep#1", "ts": 10**6, "dur": 10**5, "pid": pid})
+        events.append({"ph": "X", "name": f"PP:{pid}UNSHARD", "ts": 10**6, "dur": 5, "pid": pid})
+        cursor = 10**6 + 5
+        for kind, excess in actions:
+            dur = alone[(pid, kind)] + excess
+            events.append(
+                {"ph": "X", "name": f"PP:{pid}{kind}0", "ts": cursor + 10, "dur": dur, "pid": pid}
+            )
+            cursor += 10 + dur
+    trace = tmp_path / "trace.json"
+    trace.write_text(json.dumps({"traceEvents": events}))
+    args = ("simulate", "--pp", "2", "--vpp", "1", "-m", "1", "--schedule", "fthenb")
+    args = (*args, "--costs-from", trace)
+    data = checked("simulate", run_json(*args))
+    assert data["measured"]["action_overhead_s"] == {"B": 0.0005, "F": 0.0002}
+    (result,) = data["results"]
+    assert result["exact"]["makespan"] == str(Fraction(1200 + 1700 + 3500 + 2500, 10**6))
+    assert "per-action overhead read from the profiled step: B +0.500 ms (1), F +0.200 ms (1)" in (
+        invoke(*args).stdout
+    )
+
+
 def test_simulate_without_costs_from_says_no_seconds() -> None:
     data = checked("simulate", run_json("simulate", "--pp", "2", "--vpp", "2", "-m", "4"))
     assert data["time_unit"] == "the unit of --costs" and data["measured"] is None

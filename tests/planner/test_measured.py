@@ -4,6 +4,7 @@ filled from the program's estimate scaled to what is."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from fractions import Fraction
 
 import pytest
@@ -147,3 +148,18 @@ def test_summing_layers_into_segments_loses_and_adds_nothing(
     whole = sum(t.whole for t in timings.values())
     assert sum(times.input_grad) + sum(times.weight_grad) == whole
     assert times.weight_measured == split
+
+
+def test_a_whole_backward_timed_apart_is_kept_per_virtual_stage() -> None:
+    """Parts without one run I + W."""
+    rows = {0: replace(t("1", "2", "1"), full=F("2.5")), 1: t("1", "2", "1")}
+    rows |= {2: t("1", "1", "1"), 3: replace(t("1", "1", "1"), full=F("1.5"))}
+    costs = layers(rows)
+    estimate = Estimate((1, 1, 1, 1), None, None, "flops")
+    times = segment_times(costs, [2, 2], 2, 1, estimate, fill=False)
+    assert times.full == (F("5.5"), F("3.5"))
+    assert times.full_ticks == [5_500_000_000, 3_500_000_000]
+    without = segment_times(
+        layers({k: t("1", "2", "1") for k in range(4)}), [2, 2], 2, 1, estimate, fill=False
+    )
+    assert without.full is None and without.full_ticks is None

@@ -497,3 +497,44 @@ def test_to_json_can_include_every_step() -> None:
     data = simulation_json([simulate(2, 2, 2, "interleaved")], steps=True)
     assert len(data["results"][0]["steps"]) == 2 * 2 * 2 * 2
     assert data["comparison"] is None  # one schedule: nothing to compare
+
+
+# -- a whole backward measured apart ---------------------------------------------------------
+
+F_, I_, W_, FULL = (
+    [Fraction(2), Fraction(3)],
+    [Fraction(3), Fraction(2)],
+    [Fraction(1)] * 2,
+    [
+        Fraction(7, 2),
+        Fraction(5, 2),
+    ],
+)
+
+
+def test_a_measured_whole_backward_is_what_a_schedule_without_the_split_runs() -> None:
+    """1F1B runs only whole backwards: with `full` it is 1F1B on a whole backward of
+    `full`, whatever I and W say."""
+    with_full = simulate(2, 1, 4, "1f1b", F_, I_, weight=W_, full=FULL)
+    assert with_full.makespan == simulate(2, 1, 4, "1f1b", F_, FULL).makespan
+    assert with_full.makespan != simulate(2, 1, 4, "1f1b", F_, I_, weight=W_).makespan
+
+
+@pytest.mark.parametrize("schedule", ["dualpipev", "zbv", "zb1p"])
+def test_each_action_runs_its_own_measured_time(schedule: str) -> None:
+    """DualPipeV mixes whole backwards (B) with split ones (I, W): each step lasts its kind's
+    cost on its virtual stage; the split-only schedules never run `full`."""
+    vpp = 1 if schedule == "zb1p" else 2
+    n = 2 * vpp
+    f, i, w = F_ * vpp, I_ * vpp, W_ * vpp
+    full = [Fraction(5 + k, 2) for k in range(n)]
+    result = simulate(2, vpp, 4, schedule, f, i, weight=w, full=full)  # type: ignore[arg-type]
+    cost = {"F": f, "I": i, "W": w, "B": full}
+    assert all(s.end - s.start == cost[s.kind][s.virtual_stage] for s in result.steps)
+    kinds = {s.kind for s in result.steps}
+    assert ("B" in kinds) == (schedule == "dualpipev")
+
+
+def test_a_whole_backward_needs_the_weight_apart() -> None:
+    with pytest.raises(SimulationError, match="whole backward cost needs the weight"):
+        simulate(2, 1, 4, "1f1b", F_, I_, full=FULL)

@@ -160,6 +160,7 @@ def measured_json(
         "weight_measured": measured.weight_measured,
         "filled": list(measured.filled),
         "notes": list(measured.notes),
+        "action_overhead_s": {kind: rounded(o) for kind, o in measured.overhead.items()},
         "measured_step_s": None if step is None else rounded(step.seconds),
         "measured_step_from": None if step is None else step.source,
     }

@@ -61,6 +61,17 @@ from vppctl.planner.measured import (
     median_seconds,
     seconds,
 )
+from vppctl.planner.realstep import (
+    ACTION_EVENT,
+    POST_EVENT,
+    Slot,
+    Span,
+    inside,
+    overhead,
+    posted,
+    slots,
+    step_windows,
+)
 from vppctl.program import FORWARD_ROLES, Bound, is_backward, read_input
 from vppctl.schedule import MAX_UNITS
 
@@ -277,23 +288,10 @@ def from_json(data: Any, shown: str) -> MeasuredCosts:
 
 # -- Chrome traces -------------------------------------------------------------------------
 
-_TORCH_ACTION = re.compile(r"PP:(\d+)([FBIW])(\d+)")
-# The runtime's own point-to-point posts around a stage's actions (`_PipelineScheduleRuntime`
-# runs each as an action of the rank's order): RECV_F before and SEND_F after its forward,
-# RECV_B before and SEND_B after its backward (or input gradient).
-_TORCH_POST = re.compile(r"PP:(\d+)(SEND_F|RECV_F|SEND_B|RECV_B)(\d+)")
 _PADDLE_NAME = re.compile(r"([^\[]*)(?:\[.*)?", re.S)
 
 
-@dataclass(frozen=True)
-class _Span:
-    name: str
-    cat: str
-    ts: float
-    dur: float
-
-
-def _spans(data: Any) -> list[_Span]:
+def _spans(data: Any) -> list[Span]:
     """The complete ("X") events of a Chrome trace: a list, or an object's traceEvents."""
     events = data if isinstance(data, list) else data.get("traceEvents")
     if not isinstance(events, list):
@@ -313,7 +311,7 @@ def _spans(data: Any) -> list[_Span]:
                 f"traceEvents[{i}] ({name[:40]!r}) has no time, or a duration of "
                 f"{e.get('dur')!r} microseconds"
             )
-        out.append(_Span(name, cat, ts, dur))
+        out.append(Span(name, cat, ts, dur, str(e.get("pid", ""))))
     return out
 
 
@@ -326,7 +324,7 @@ def _finite(value: object) -> float | None:
 def read_trace(data: Any, shown: str) -> MeasuredCosts | PaddleTrace:
     """A torch or Paddle profiler trace, told apart by its events."""
     spans = _spans(data)
-    torch = [(m, s) for s in spans if (m := _TORCH_ACTION.fullmatch(s.name))]
+    torch = [(m, s) for s in spans if (m := ACTION_EVENT.fullmatch(s.name))]
     if torch:
         return _torch(torch, spans, CostsSource(shown, "torch-trace", "us"))
     if any(s.cat == "Operator" for s in spans):
@@ -338,20 +336,31 @@ def read_trace(data: Any, shown: str) -> MeasuredCosts | PaddleTrace:
 
 
 def _torch(
-    actions: Sequence[tuple[re.Match[str], _Span]], spans: Sequence[_Span], source: CostsSource
+    actions: Sequence[tuple[re.Match[str], Span]], spans: Sequence[Span], source: CostsSource
 ) -> MeasuredCosts:
-    """Per stage, the median duration of its F, B, I and W events, plus the medians of the
-    runtime's posts around them where the trace has them (`_posts`)."""
+    """Per stage, the median duration of its F, B, I and W events timed alone, plus the
+    medians of the runtime's posts around them (`_posts`); with a real step profiled in the
+    same trace, the runtime's per-action overhead read from it (`vppctl.planner.realstep`)."""
+    posts = [(m, s) for s in spans if (m := POST_EVENT.fullmatch(s.name))]
+    windows = step_windows(spans)
+    alone = [(m, s) for m, s in actions if not inside(windows, s)]
+    found: list[Slot] = []
+    if alone and len(alone) < len(actions):  # timings alone, and a real step
+        found = slots(spans, windows)
+        stepped = len(actions) - len(alone) + len(posts)
+        actions = alone
+        posts = [(m, s) for m, s in posts if not inside(windows, s)]
+        stepped -= len(posts)
     durations: dict[tuple[int, str], list[float]] = {}
-    posts = [(m, s) for s in spans if (m := _TORCH_POST.fullmatch(s.name))]
     for m, span in (*actions, *posts):
         stage = int(m[1])
         if stage >= MAX_UNITS:
             raise ValueError(f"{span.name}: stage {stage} is outside 0..{MAX_UNITS - 1}")
         durations.setdefault((stage, m[2]), []).append(span.dur)
     stages = sorted({stage for stage, kind in durations if len(kind) == 1})
+    in_step = posted(found)
     timings: dict[Key, Timing] = {}
-    whole_left: list[int] = []
+    both: list[int] = []  # stages with B events beside their I and W
     for stage in stages:
         has = {kind: durations.get((stage, kind)) for kind in "FBIW"}
         if not has["F"]:
@@ -362,46 +371,69 @@ def _torch(
                 f"stage {stage} has {present} events but no {absent}: a split backward needs both"
             )
         forward = median_seconds(has["F"] or (), "us")
+        full: Fraction | None = None
+        sent_f = _posts(durations, in_step, stage, "F")
+        sent_b = _posts(durations, in_step, stage, "B")
         if has["I"]:
             backward = median_seconds(has["I"] or (), "us")
             weight: Fraction | None = median_seconds(has["W"] or (), "us")
             if has["B"]:
-                whole_left.append(stage)
+                both.append(stage)
+                full = median_seconds(has["B"] or (), "us") + sent_b
         elif has["B"]:
             backward, weight = median_seconds(has["B"] or (), "us"), None
         else:
             raise ValueError(f"stage {stage} has forward events but no backward (B, or I and W)")
-        sent_f, sent_b = _posts(durations, stage, "F"), _posts(durations, stage, "B")
-        timings[stage] = Timing(forward + sent_f, backward + sent_b, weight)
+        timings[stage] = Timing(forward + sent_f, backward + sent_b, weight, None, full)
     notes = [
-        f"read {len(actions)} PP: events of stages {_ranges(stages)} (the median per stage "
-        "and kind)"
+        f"read {len(actions)} PP: events of stages {_ranges(stages)}"
+        + (" timed alone" if found else "")
+        + " (the median per stage and kind)"
     ]
     if posts:
         notes.append(
             f"read {len(posts)} SEND/RECV posts: each stage's median RECV_F and SEND_F added "
             "to its forward, RECV_B and SEND_B to its backward"
         )
-    if whole_left:
+    per_kind: dict[str, Fraction] = {}
+    if found:
+        read = overhead(found, durations)
+        timings = {k: read.folded(k, t) for k, t in timings.items() if isinstance(k, int)}
+        per_kind = dict(read.per_kind)
+        notes += read.notes()
+    elif windows and all(inside(windows, s) for _, s in actions):
         notes.append(
-            f"B events of stages {_ranges(whole_left)} not read: their I and W are (schedules "
-            "without the split run I + W)"
+            "every PP: event lies inside a profiled step (ProfilerStep#): their spans include "
+            "waits for messages, so the costs read high; time each stage alone in the same "
+            "trace and the step gives the per-action overhead instead"
         )
-    others = sum(1 for s in spans if s.name.startswith("PP:")) - len(actions) - len(posts)
+    if both:
+        notes.append(
+            f"stages {_ranges(both)} have B events beside their I and W: a whole backward "
+            "(B) runs its own median, the split ones I and W"
+        )
+    counted = len(actions) + len(posts) + (stepped if found else 0)
+    others = sum(1 for s in spans if s.name.startswith("PP:")) - counted
     if others:
         notes.append(f"{others} other PP: events (overlapped pairs, unshard, ...) not read")
     steps = [s.dur for s in spans if s.name.startswith("ProfilerStep#")]
     step = median_seconds(steps, "us") if steps else None
-    return MeasuredCosts(source, "stage", timings, 1 + stages[-1], step, tuple(notes))
+    return MeasuredCosts(source, "stage", timings, 1 + stages[-1], step, tuple(notes), per_kind)
 
 
-def _posts(durations: Mapping[tuple[int, str], list[float]], stage: int, kind: str) -> Fraction:
+def _posts(
+    alone: Mapping[tuple[int, str], list[float]],
+    stepped: Mapping[tuple[int, str], list[float]],
+    stage: int,
+    kind: str,
+) -> Fraction:
     """The median time a rank spends posting the receive before and the send after one of
-    the stage's forwards ("F") or backwards ("B"); 0 where the trace has none (a first or
+    the stage's forwards ("F") or backwards ("B"): in the profiled step where the trace has
+    one (a post does not wait), else timed alone; 0 where the trace has none (a first or
     last stage, a neighbour on the same rank, or timings taken without the runtime)."""
     total = Fraction(0)
     for post in (f"RECV_{kind}", f"SEND_{kind}"):
-        values = durations.get((stage, post))
+        values = stepped.get((stage, post)) or alone.get((stage, post))
         if values:
             total += median_seconds(values, "us")
     return total
@@ -421,7 +453,7 @@ def _ranges(values: Sequence[int]) -> str:
 # -- Paddle: the profiler's op events matched to the program's ops -------------------------
 
 
-def _paddle_steps(spans: Sequence[_Span]) -> tuple[tuple[tuple[str, float], ...], ...]:
+def _paddle_steps(spans: Sequence[Span]) -> tuple[tuple[tuple[str, float], ...], ...]:
     """Per profiler step (`ProfileStep#N`; the whole trace when there is none), its
     Operator events as (op type, microseconds), in time order."""
     ops = sorted((s for s in spans if s.cat == "Operator"), key=lambda s: s.ts)

@@ -64,6 +64,9 @@ class Timing:
     backward: Fraction
     weight: Fraction | None = None
     activation_bytes: int | None = None
+    # With `weight`: the whole backward timed in one pass too, where the file has it (what
+    # schedules that run it whole take instead of backward + weight).
+    full: Fraction | None = None
 
     @property
     def whole(self) -> Fraction:
@@ -85,6 +88,9 @@ class MeasuredCosts:
     stage_count: int = 0
     step: Fraction | None = None  # a whole step measured in the trace (its profiler steps)
     notes: tuple[str, ...] = ()  # what the importer read, and what it left out
+    # The runtime's per-action overhead read from a real step, seconds per action of each
+    # kind (F, B, I, W; the median over stages): already in the timings, said in reports.
+    overhead: Mapping[str, Fraction] = field(default_factory=dict)
 
     @property
     def has_weight(self) -> bool:
@@ -148,6 +154,10 @@ class SegmentTimes:
     weight_measured: bool  # the file gave the weight gradient apart
     filled: tuple[str, ...] = ()  # what was filled from the estimate (`layer 3`, `post`)
     notes: tuple[str, ...] = field(default=())
+    overhead: Mapping[str, Fraction] = field(default_factory=dict)  # as MeasuredCosts'
+    # Where the weight gradient is apart and some part's whole backward was timed in one
+    # pass too: each virtual stage's whole backward (a B action's time; else I + W).
+    full: tuple[Fraction, ...] | None = None
 
     @property
     def ticks(self) -> tuple[list[int], list[int], list[int]]:
@@ -156,6 +166,11 @@ class SegmentTimes:
             [int(t * NS) for t in kind]
             for kind in (self.forward, self.input_grad, self.weight_grad)
         )
+
+    @property
+    def full_ticks(self) -> list[int] | None:
+        """The whole backward's nanoseconds per virtual stage, where it was measured."""
+        return None if self.full is None else [int(t * NS) for t in self.full]
 
 
 def segment_times(
@@ -298,13 +313,15 @@ def _summed(
     filled: Sequence[Key],
 ) -> SegmentTimes:
     split = all(timings[k].weight is not None for group in keys for k in group)
-    forward, input_grad, weight_grad, stash = [], [], [], []
+    measured_full = split and any(timings[k].full is not None for g in keys for k in g)
+    forward, input_grad, weight_grad, stash, full = [], [], [], [], []
     for group in keys:
         parts = [timings[k] for k in group]
         forward.append(sum((t.forward for t in parts), Fraction(0)))
         if split:
             input_grad.append(sum((t.backward for t in parts), Fraction(0)))
             weight_grad.append(sum((t.weight or Fraction(0) for t in parts), Fraction(0)))
+            full.append(sum((t.whole if t.full is None else t.full for t in parts), Fraction(0)))
         else:  # a whole backward, split evenly where a schedule splits it
             whole = sum((t.whole for t in parts), Fraction(0))
             input_grad.append(whole / 2)
@@ -326,6 +343,8 @@ def _summed(
         split,
         tuple(key_text(costs.per, k) for k in filled),
         tuple(notes),
+        costs.overhead,
+        tuple(full) if measured_full else None,
     )
 
 

@@ -358,8 +358,9 @@ class SizedPlan:
             f, b, w = cost_ratios(options)
             forward = self.forward()
             costs = [c * f for c in forward], [c * b for c in forward], [c * w for c in forward]
+        full = measured.full if measured is not None else None
         runs = simulate_schedules(
-            plan.pp, plan.vpp, plan.placement, costs, options, runtime, self.hop.cost, only
+            plan.pp, plan.vpp, plan.placement, costs, options, runtime, self.hop.cost, only, full
         )
         sizes = self.activations()
         return tuple(
@@ -374,7 +375,8 @@ class SizedPlan:
         if self.measured is not None:  # integer nanoseconds
             forward, input_grad, weight_grad = self.measured.ticks
             hop_ns = round(self.hop.cost * NS)
-            makespan, busy = pipe.makespan(forward, input_grad, weight_grad, hop_ns)
+            full = self.measured.full_ticks
+            makespan, busy = pipe.makespan(forward, input_grad, weight_grad, hop_ns, full)
             span = Fraction(makespan, NS)
         else:
             unit = Fraction(sum(self.segment_costs), plan.pp) or Fraction(1)
@@ -415,12 +417,14 @@ def simulate_schedules(
     runtime: Runtime,
     hop: Fraction,
     only: Schedule | None = None,
+    full: Sequence[Fraction] | None = None,
 ) -> tuple[SimResult, ...]:
     """The step under the one schedule `options` asks for, or under 1F1B and `runtime`'s
     schedule that interleaves the plan (`vppctl.schedule.comparison`), side by side; each
     checked against `runtime`'s rules first (`check_runtime`: a refusal is exit 2 in the
     runtime's words), whose notes join the result's warnings. A hop costs `hop`; `only`
-    keeps one schedule of the default comparison."""
+    keeps one schedule of the default comparison; `full` is each virtual stage's whole
+    backward where it was measured apart (else a whole backward runs I + W)."""
     forward, backward, weight = costs if costs is not None else (None, None, None)
     m, group = options.micro_batches, options.group_size
     if options.schedule is not None:
@@ -444,7 +448,7 @@ def simulate_schedules(
             size = default_group_size(runtime, schedule, pp, m)
         result = simulate(
             pp, vpp, m, schedule, forward, backward, hop,
-            weight=weight, placement=placement, group_size=size,
+            weight=weight, placement=placement, group_size=size, full=full,
         )  # fmt: skip
         results.append(replace(result, warnings=(*result.warnings, *notes)))
     return tuple(results)
@@ -585,7 +589,8 @@ def simulate_counts(
         forward = [f] * n, [b] * n, [w] * n
     runtime = options.runtime or "any"
     hop = no_program_hop(options.p2p_cost, seconds=costs is not None)
-    runs = simulate_schedules(pp, vpp, placement, forward, options, runtime, hop.cost)
+    full = times.full if times is not None else None
+    runs = simulate_schedules(pp, vpp, placement, forward, options, runtime, hop.cost, full=full)
     return Simulation(
         runs,
         runtime=runtime,

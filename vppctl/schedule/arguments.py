@@ -103,11 +103,27 @@ def _costs(
 
 @dataclass(frozen=True)
 class Costs:
-    """Per virtual stage: forward, input-gradient and weight-gradient costs."""
+    """Per virtual stage: forward, input-gradient and weight-gradient costs, and where it
+    was measured apart the whole backward (`full`: what a B action costs; else I + W)."""
 
     forward: tuple[Fraction, ...]
     input_grad: tuple[Fraction, ...]
     weight_grad: tuple[Fraction, ...]
+    full: tuple[Fraction, ...] | None = None
+
+    @property
+    def all(self) -> tuple[Fraction, ...]:
+        """Every cost, to find their common denominator."""
+        return (*self.forward, *self.input_grad, *self.weight_grad, *(self.full or ()))
+
+    def ticks(self, scale: int) -> list[list[int]]:
+        """Forward, input, weight and whole-backward costs times `scale`, as integers (the
+        whole backward I + W where it was not measured apart)."""
+        full = self.full or tuple(i + w for i, w in zip(self.input_grad, self.weight_grad))
+        return [
+            [int(c * scale) for c in values]
+            for values in (self.forward, self.input_grad, self.weight_grad, full)
+        ]
 
 
 def resolve_costs(
@@ -115,9 +131,11 @@ def resolve_costs(
     forward: Sequence[float | Fraction] | None,
     backward: Sequence[float | Fraction] | None,
     weight: Sequence[float | Fraction] | None,
+    full: Sequence[float | Fraction] | None = None,
 ) -> Costs:
     """Unit forwards by default; without ``weight`` the backward is whole and split
-    evenly into B and W; with ``weight`` the backward is the input gradient only."""
+    evenly into B and W; with ``weight`` the backward is the input gradient only, and
+    ``full`` (only with ``weight``) what a whole backward costs, measured apart."""
     fwd = _costs(forward, count, "forward") or tuple(Fraction(1) for _ in range(count))
     bwd = _costs(backward, count, "backward")
     wgt = _costs(weight, count, "weight")
@@ -128,7 +146,10 @@ def resolve_costs(
         bwd = fwd
     if not any(fwd) and not any(bwd) and not any(wgt):
         raise fail("all costs are zero: give at least one virtual stage a positive cost")
-    return Costs(fwd, bwd, wgt)
+    measured = _costs(full, count, "whole backward")
+    if measured is not None and weight is None:
+        raise fail("a whole backward cost needs the weight cost apart: pass weight too")
+    return Costs(fwd, bwd, wgt, measured)
 
 
 def parse_unit_costs(text: str) -> tuple[Fraction, Fraction, Fraction]:

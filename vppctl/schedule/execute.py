@@ -392,11 +392,15 @@ class Pipeline:
         return tuple(totals)
 
     def durations(
-        self, forward: Sequence[int], input_grad: Sequence[int], weight_grad: Sequence[int]
+        self,
+        forward: Sequence[int],
+        input_grad: Sequence[int],
+        weight_grad: Sequence[int],
+        full: Sequence[int] | None = None,
     ) -> list[list[int]]:
         """Per stage and position, the action's duration in ticks (per simulated virtual
-        stage costs); a whole backward B runs I + W."""
-        whole = [i + w for i, w in zip(input_grad, weight_grad)]
+        stage costs); a whole backward B runs `full`, by default I + W."""
+        whole = full if full is not None else [i + w for i, w in zip(input_grad, weight_grad)]
         table = (forward, whole, input_grad, weight_grad)
         return [[table[k][v] for k, v in zip(cols.kinds, cols.virtual)] for cols in self.stages]
 
@@ -406,11 +410,15 @@ class Pipeline:
         input_grad: Sequence[int],
         weight_grad: Sequence[int],
         hop: int = 0,
+        full: Sequence[int] | None = None,
     ) -> tuple[int, list[int]]:
         """The makespan and each stage's busy time, in the integer units of the costs
-        (one cost per plan virtual stage)."""
+        (one cost per plan virtual stage; `full` a whole backward's, by default I + W)."""
         durations = self.durations(
-            self.merged(forward), self.merged(input_grad), self.merged(weight_grad)
+            self.merged(forward),
+            self.merged(input_grad),
+            self.merged(weight_grad),
+            None if full is None else self.merged(full),
         )
         if hop:
             run = time_stages(self.stages, durations, hop, record=False)
@@ -455,14 +463,8 @@ class Pipeline:
 
     def simulate(self, asked: Asked, costs: Costs, hop: Fraction) -> SimResult:
         """Time the pipeline with exact costs (per plan virtual stage) and measure it."""
-        scale = math.lcm(
-            *(c.denominator for c in (*costs.forward, *costs.input_grad, *costs.weight_grad, hop))
-        )
-        ticks = [
-            self.merged([int(c * scale) for c in values])
-            for values in (costs.forward, costs.input_grad, costs.weight_grad)
-        ]
-        durations = self.durations(*ticks)
+        scale = math.lcm(*(c.denominator for c in (*costs.all, hop)))
+        durations = self.durations(*(self.merged(t) for t in costs.ticks(scale)))
         run = time_stages(self.stages, durations, int(hop * scale), record=True)
         raise_if_stuck(self, run)
         busy = [sum(d) for d in durations]

@@ -105,6 +105,7 @@ def simulate(
     weight: Sequence[float | Fraction] | None = None,
     placement: Placement | None = None,
     group_size: int | None = None,
+    full: Sequence[float | Fraction] | None = None,
 ) -> SimResult:
     """Simulate one training step of ``schedule`` and measure it.
 
@@ -112,8 +113,9 @@ def simulate(
     ``forward`` defaults to 1. Without ``weight``, ``backward`` is the whole backward
     (default twice the forward), split evenly into I and W where a schedule needs the
     split; with ``weight``, ``backward`` is the input-gradient cost (default the
-    forward) and ``weight`` the weight-gradient cost. ``p2p_cost`` is added to every
-    send between two different stages.
+    forward) and ``weight`` the weight-gradient cost; then ``full``, where the whole
+    backward was measured apart, is what a whole backward (a B action) costs instead of
+    I + W. ``p2p_cost`` is added to every send between two different stages.
 
     ``placement`` is the plan's (default: loop, or V for ``zbv`` and ``dualpipev``, which
     need ``vpp == 2`` and V placement). ``group_size`` is the micro-batch group size of
@@ -133,7 +135,7 @@ def simulate(
     check_counts(pp, vpp, micro_batches, schedule)
     check_size(pp, vpp, micro_batches)  # before anything grows with pp * vpp
     check_placement(schedule, vpp, placement)
-    costs = resolve_costs(pp * vpp, forward, backward, weight)
+    costs = resolve_costs(pp * vpp, forward, backward, weight, full)
     hop = exact(p2p_cost, "p2p cost")
     pipe, group = Pipeline.of(
         schedule, pp, vpp, micro_batches, placement=placement, group_size=group_size
@@ -172,15 +174,11 @@ def simulate_orders(
     check_size(pp, vpp, micro_batches)
     costs = resolve_costs(pp * vpp, forward, backward, weight)
     hop = exact(p2p_cost, "p2p cost")
-    scale = math.lcm(
-        *(c.denominator for c in (*costs.forward, *costs.input_grad, *costs.weight_grad, hop))
-    )
+    scale = math.lcm(*(c.denominator for c in (*costs.all, hop)))
     pipe = Pipeline(orders, vpp, placement)
-    ticks = [
-        [int(c * scale) for c in values]
-        for values in (costs.forward, costs.input_grad, costs.weight_grad)
-    ]
-    run = time_stages(pipe.stages, pipe.durations(*ticks), int(hop * scale), record=True)
+    run = time_stages(
+        pipe.stages, pipe.durations(*costs.ticks(scale)), int(hop * scale), record=True
+    )
     raise_if_stuck(pipe, run)
     return pipe.steps(run, scale)
 
