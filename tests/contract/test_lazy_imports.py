@@ -3,7 +3,9 @@
 What a command may not need loads on first use, through its package's lazy face
 (`vppctl._lazy`); ruff keeps imports out of functions (pyproject.toml). These tests
 pin the result where it matters most: a plain `vppctl convert` loads exactly the
-modules below, and `vppctl --help` loads no library module at all. A new import shows
+modules below, and `vppctl --help` loads no library module at all; neither loads rich
+where stdout and stderr are pipes (what they print there is plain text:
+tests/cli/test_plain.py). A new import shows
 up here by name: load it on use, through its package's face, or add it to the set
 when the command needs it.
 """
@@ -11,6 +13,7 @@ when the command needs it.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -33,8 +36,9 @@ try:
 except SystemExit as e:
     code = e.code
 loaded = sorted(m for m in sys.modules if m == "vppctl" or m.startswith("vppctl."))
+rich = sorted(m for m in sys.modules if m == "rich" or m.startswith("rich."))
 with open(report, "w") as f:
-    json.dump({"exit": code, "modules": loaded}, f)
+    json.dump({"exit": code, "modules": loaded, "rich": rich}, f)
 """
 
 # A plain `vppctl convert PROG --vpp 2`: the command line, the call, reading, indexing,
@@ -102,8 +106,7 @@ CONVERT = {
     "vppctl.program.wire",
     "vppctl.progress",
     "vppctl.report",
-    "vppctl.report.common",
-    "vppctl.report.program",
+    "vppctl.report.plain",
     "vppctl.sample",
     "vppctl.schedule",
     "vppctl.shapes",
@@ -148,7 +151,11 @@ HELP = {
 }
 
 
-def _loaded(tmp_path: Path, *args: str) -> set[str]:
+def _loaded(
+    tmp_path: Path, *args: str, env: dict[str, str] | None = None, rich: bool = False
+) -> set[str]:
+    """The vppctl modules the command line loaded; it must not load rich (stdout and stderr
+    are pipes here) unless `rich` says it may."""
     report = tmp_path / "modules.json"
     run = subprocess.run(
         [sys.executable, "-c", CHILD, str(report), *args],
@@ -156,11 +163,14 @@ def _loaded(tmp_path: Path, *args: str) -> set[str]:
         text=True,
         cwd=tmp_path,
         check=False,
+        env=env,
     )
     assert report.exists(), run.stderr
     found = json.loads(report.read_text())
     assert found["exit"] == 0, run.stderr
-    return set(found["modules"])
+    if not rich:
+        assert found["rich"] == [], "rich loaded where it prints nothing styled"
+    return set(found["modules"]) | {f"rich: {m}" for m in found["rich"]}
 
 
 def _differences(loaded: set[str], expected: set[str]) -> str:
@@ -175,6 +185,20 @@ def _differences(loaded: set[str], expected: set[str]) -> str:
 def test_a_plain_convert_loads_only_what_it_uses(tmp_path: Path) -> None:
     loaded = _loaded(tmp_path, "convert", str(SAMPLE), "--vpp", "2", "-o", "out.pb", "-q")
     assert loaded == CONVERT, _differences(loaded, CONVERT)
+
+
+def test_a_convert_to_a_pipe_loads_no_renderer_but_the_plain_one(tmp_path: Path) -> None:
+    """Its table on stdout, the `wrote` line and the log's phase lines on stderr (a pipe
+    each): plain lines, no rich (tests/cli/test_plain.py holds them to rich's)."""
+    env = {**os.environ, "VPPCTL_PROGRESS": "on"}
+    env.pop("FORCE_COLOR", None)
+    env.pop("TTY_COMPATIBLE", None)
+    args = ("convert", str(SAMPLE), "--vpp", "2", "-o", "out.pb")
+    loaded = _loaded(tmp_path, *args, env=env)
+    assert loaded == CONVERT, _differences(loaded, CONVERT)
+    forced = {**env, "FORCE_COLOR": "1"}  # a terminal, says the environment: rich draws
+    loaded = _loaded(tmp_path, *args, env=forced, rich=True)
+    assert {"vppctl.report.program", "rich: rich.table"} <= loaded
 
 
 def test_help_loads_no_library_module(tmp_path: Path) -> None:
