@@ -43,7 +43,8 @@ with open(report, "w") as f:
 
 # A plain `vppctl convert PROG --vpp 2`: the command line, the call, reading, indexing,
 # planning, writing, the self-check and the table. No simulator, planner or sample
-# generator module (only their packages' faces), no renderer but convert's, no PIR reader.
+# generator module (only their packages' faces), no renderer but the plain one (stdout is
+# a pipe), no PIR reader or PIR plan, no layout language or balanced search (not asked for).
 CONVERT = {
     "vppctl",
     "vppctl._lazy",
@@ -77,10 +78,7 @@ CONVERT = {
     "vppctl.outcomes.memory",
     "vppctl.outcomes.program",
     "vppctl.plan",
-    "vppctl.plan.balanced",
-    "vppctl.plan.layout",
     "vppctl.plan.partition",
-    "vppctl.plan.pirplan",
     "vppctl.plan.placement",
     "vppctl.planner",
     "vppctl.program",
