@@ -36,7 +36,7 @@ try:
 except SystemExit as e:
     code = e.code
 loaded = sorted(m for m in sys.modules if m == "vppctl" or m.startswith("vppctl."))
-watched = ("rich", "tomllib", "tomli", "xml", "difflib", "hashlib")
+watched = ("rich", "tomllib", "tomli", "xml", "hashlib")
 others = sorted(m for m in sys.modules if m.split(".")[0] in watched)
 with open(report, "w") as f:
     json.dump({"exit": code, "modules": loaded, "others": others}, f)
@@ -154,8 +154,8 @@ def _loaded(
     tmp_path: Path, *args: str, env: dict[str, str] | None = None, rich: bool = False
 ) -> set[str]:
     """The vppctl modules the command line loaded. It must not load rich (stdout and stderr
-    are pipes here) unless `rich` says it may, nor TOML, XML, difflib or hashlib (verify's
-    policy file, a JUnit failure, a misspelt field, a PIR plan's digest)."""
+    are pipes here) unless `rich` says it may, nor TOML, XML or hashlib (verify's
+    policy file, a JUnit failure, a PIR plan's digest)."""
     report = tmp_path / "modules.json"
     run = subprocess.run(
         [sys.executable, "-c", CHILD, str(report), *args],
