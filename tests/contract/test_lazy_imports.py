@@ -93,7 +93,6 @@ CONVERT = {
     "vppctl.program.literals",
     "vppctl.program.load",
     "vppctl.program.pir",
-    "vppctl.program.pir.tables",
     "vppctl.program.planfile",
     "vppctl.program.reads",
     "vppctl.program.record",

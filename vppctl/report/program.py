@@ -4,6 +4,7 @@ the JSON of each is its outcome's `to_json()`). Each renderer reads one outcome.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
@@ -11,7 +12,6 @@ from rich.table import Table
 from vppctl.choices import ProgramLayout
 from vppctl.convert import ConvertResult
 from vppctl.outcomes import ConvertOutcome
-from vppctl.program import PirOrigin
 from vppctl.report.common import (
     TABLE_ROWS,
     compact_table,
@@ -22,6 +22,9 @@ from vppctl.report.common import (
 )
 from vppctl.report.plain import convert_grid, convert_notes, convert_title
 from vppctl.summary import ChunkLayers, Summary
+
+if TYPE_CHECKING:  # a PIR program's: loaded with its reader
+    from vppctl.program import PirOrigin
 
 
 def convert_table(r: ConvertResult) -> Table:
