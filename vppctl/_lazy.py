@@ -8,10 +8,11 @@ and reaches the name where it calls it (`planner.simulate_program(...)`): import
 package loads only its face, so `vppctl --help` and a plain `convert` load nothing they
 do not use (tests/test_lazy_imports.py pins both). vppctl never imports inside a
 function: ruff's PLC0415 keeps it so, and its TID253 list in pyproject.toml names the
-only exceptions, third-party modules costly or not always there (rich, Paddle). A
-package whose every user needs all of it (engine, program, verify) keeps a plain face,
-and so does cli, whose import registers the commands. Type checkers read the names
-from each face's `if TYPE_CHECKING:` imports.
+only exceptions, modules costly or not always there (rich, Paddle; TOML, XML). A
+package whose every user needs all of it (engine, verify) keeps a plain face, and so
+does cli, whose import registers the commands; program's is plain but for the one name
+a PIR program brings (`PirOrigin`). Type checkers read the names from each face's
+`if TYPE_CHECKING:` imports.
 """
 
 from __future__ import annotations

@@ -36,7 +36,6 @@ from vppctl.convert import ConvertOptions, converted
 from vppctl.engine import regex_budget
 from vppctl.errors import UsageError
 from vppctl.outcomes import ConvertOutcome, DumpOutcome, SampleOutcome
-from vppctl.plan import PirPlan
 from vppctl.program import (
     STDIO,
     Output,
@@ -56,8 +55,9 @@ from vppctl.progress import Observer, observing
 from vppctl.summary import InspectOptions, Summary, summarize
 from vppctl.verify import VerifyOptions, VerifyReport, verify_program
 
-if TYPE_CHECKING:  # the schedule side, the planner and the sample generator load on use
+if TYPE_CHECKING:  # the schedule side, the planner, the sample generator and PIR plans load on use
     from vppctl.outcomes import PlanOutcome, SimulateOutcome
+    from vppctl.plan import PirPlan
     from vppctl.planner import PlanSearchOptions, SimulateOptions
     from vppctl.sample import SampleOptions
     from vppctl.schedule import SimResult

@@ -20,8 +20,9 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
+from vppctl import plan as plans  # the PIR plan's names load on use (a PIR program's)
 from vppctl import progress, validate
 from vppctl.choices import LINKS, MAX_MICRO_BATCHES, RUNTIMES, Fill, Link, Runtime
 from vppctl.engine import (
@@ -49,14 +50,10 @@ from vppctl.gcpause import gc_paused
 from vppctl.mesh import NO_MESH, MeshId
 from vppctl.plan import (
     LayerFacts,
-    PirPlan,
     Plan,
     PlanOptions,
     PlanSpec,
     make_plan,
-    paddle_layer,
-    paddle_seg_method,
-    program_digest,
     virtual_stages,
 )
 from vppctl.program import (
@@ -69,6 +66,9 @@ from vppctl.program import (
     write_plan,
 )
 from vppctl.verify import Expectation, Violation, refuse_input_problems, verify
+
+if TYPE_CHECKING:
+    from vppctl.plan import PirPlan
 
 # vppctl reads PIR programs but writes none: Paddle 3.3.1 cannot load a distributed PIR program
 # it serialized itself ("Unknown id dist_op"), and its PIR VPP completion rewrites the graph
@@ -427,9 +427,9 @@ def pir_plan_of(planned: Planned, source: str) -> PirPlan:
     block = index.global_block
     structs, roles = block.ops.struct, block.ops.role
     texts = {raw: raw.decode("utf-8", "replace") for raw in {structs[i] for i in block.forward_ops}}
-    seg_method = paddle_seg_method(layers.layer_class, layers.seg_method, texts.values())
+    seg_method = plans.paddle_seg_method(layers.layer_class, layers.seg_method, texts.values())
     regex = re.compile(seg_method, re.IGNORECASE)
-    named = {raw: paddle_layer(regex, text) for raw, text in texts.items()}
+    named = {raw: plans.paddle_layer(regex, text) for raw, text in texts.items()}
     names = [""] * len(layers)  # Paddle's name of each of vppctl's layers
     counts = [0] * len(layers)
     matched = [i for i in block.forward_ops if named[structs[i]] is not None]
@@ -461,7 +461,7 @@ def pir_plan_of(planned: Planned, source: str) -> PirPlan:
         if named.get(structs[i]) is None and roles[i] in FORWARD_ROLES:
             _refuse_stray(index, i, cannot)
     by_name = iter(names)
-    return PirPlan(
+    return plans.PirPlan(
         pp=plan.pp,
         vpp=plan.vpp,
         seg_method=seg_method,
@@ -469,7 +469,7 @@ def pir_plan_of(planned: Planned, source: str) -> PirPlan:
         split=plan.split if plan.split != "balanced" else f"balanced by {plan.cost_kind}",
         source=source,
         layer_ops=tuple(counts),
-        digest=program_digest(seg_method, names, counts),
+        digest=plans.program_digest(seg_method, names, counts),
     )
 
 

@@ -12,7 +12,6 @@ that format too (`failure_junit`, `failure_github`): a CI job that uploads the r
 from __future__ import annotations
 
 from typing import Any
-from xml.etree import ElementTree
 
 from vppctl._version import __version__
 from vppctl.errors import VppctlError
@@ -75,6 +74,8 @@ def failure_junit(command: str, source: str | None, failure: dict[str, Any]) -> 
     error (not a failure: nothing was checked). Deterministic, as the report is."""
     counts = {"tests": "1", "failures": "0", "errors": "1"}
     name = f"vppctl {command}" + (f" {printable(source)}" if source is not None else "")
+    from xml.etree import ElementTree
+
     suites = ElementTree.Element("testsuites", {"name": f"vppctl {command}", **counts})
     suite = ElementTree.SubElement(suites, "testsuite", {"name": name, **counts, "skipped": "0"})
     case = ElementTree.SubElement(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from vppctl import validate
 from vppctl.choices import ProgramLayout
@@ -27,7 +27,6 @@ from vppctl.mesh import NO_MESH, Mesh
 from vppctl.program import (
     KINDS,
     OpKind,
-    PirOrigin,
     Program,
     RecordedPlan,
     callstack_ops,
@@ -36,6 +35,9 @@ from vppctl.program import (
 )
 from vppctl.shapes import document
 from vppctl.verify import layers_json, recorded_plan_json
+
+if TYPE_CHECKING:  # a PIR program's: loaded with its reader
+    from vppctl.program import PirOrigin
 
 
 @dataclass(frozen=True)

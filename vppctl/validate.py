@@ -17,7 +17,6 @@ calls (`api_names`) add a note naming the API's fields for the flags it mentions
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 import math
 import os
@@ -83,6 +82,8 @@ def _unknown_field(cls: type, key: str, fields: Sequence[str]) -> str:
     if meant:
         text += f": {flag} is {meant}"
     else:
+        import difflib
+
         close = difflib.get_close_matches(key, fields, 1)
         if close:
             text += f"; did you mean {close[0]!r}?"

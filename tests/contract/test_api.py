@@ -27,7 +27,7 @@ import pytest
 from commandline import invoke
 
 import vppctl
-from vppctl import choices, commands
+from vppctl import choices, commands, program
 from vppctl.cli import cli
 from vppctl.errors import VppctlError
 
@@ -149,6 +149,7 @@ def _hints(obj: Any) -> dict[str, Any]:
     type checkers only)."""
     names = {name: getattr(vppctl, name) for name in vppctl.__all__}
     names.update(vars(choices))
+    names["PirOrigin"] = program.PirOrigin  # loaded on use, with the PIR reader
     return typing.get_type_hints(obj, localns=names)
 
 

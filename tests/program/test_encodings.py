@@ -49,6 +49,7 @@ from reencode import KINDS, fields, reencode, varint
 
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.program.load import parse_program
+from vppctl.program.wire import field_pieces, fields_size
 
 ROOT = paths.ROOT
 SAMPLES = ROOT / "samples"
@@ -429,3 +430,22 @@ def test_forward_op_id_ahead_of_the_type_and_given_twice(tmp_path: Path) -> None
     expected = assert_read_alike(tmp_path, data, variant, ["--vpp", "2"])
     assert expected.program is not None
     assert any(o.HasField("forward_op_id") for o in expected.program.blocks[0].ops)
+
+
+# Every length class of a varint length prefix: 1 to 4 bytes, each bound and its neighbours.
+_FRAMED_LENGTHS = sorted({0, 1} | {b + d for b in (1 << 7, 1 << 14, 1 << 21) for d in (-1, 0, 1)})
+
+
+@pytest.mark.parametrize("tag", [b"\x1a", b"\x22"], ids=["vars", "ops"])
+def test_saved_items_are_framed_as_protobuf_frames_them(tag: bytes) -> None:
+    """`field_pieces` (each item's tag and length, the prefixes made on first use) frames
+    items of every length class as protobuf does, in pieces that join to the whole field,
+    the same when a length comes again."""
+    rng = random.Random(34)
+    items = [rng.randbytes(n) for n in _FRAMED_LENGTHS] * 2 + [b"x"] * 10_000
+    rng.shuffle(items)
+    expected = b"".join(tag + varint(len(item)) + item for item in items)
+    pieces = list(field_pieces(tag, items))
+    assert len(pieces) > 1
+    assert b"".join(pieces) == expected
+    assert fields_size(items) == len(expected)

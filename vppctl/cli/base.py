@@ -27,14 +27,16 @@ import sys
 import time
 import traceback
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
 from vppctl._version import __version__
 from vppctl.cli.streams import (
+    Diagnostics,
     ReportStreamError,
     Stream,
+    diagnostics,
     echo_error,
     print_json,
     report_console,
@@ -60,13 +62,11 @@ from vppctl.escape import printable
 from vppctl.shapes import failure_document, failure_github, failure_junit, failure_object
 from vppctl.units import human_bytes
 
-if TYPE_CHECKING:
-    from rich.console import Console
-
 __all__ = [
     "BUG_REPORT",
     "EXIT_CODES_HELP",
     "cli",
+    "diagnostics",
     "exit_codes",
     "expect_outputs",
     "json_printed",
@@ -419,15 +419,11 @@ def main() -> None:
 # -- output ---------------------------------------------------------------------
 
 
-def wrote(console: Console, output: str, size: int) -> None:
-    from rich.text import Text
-
+def wrote(err: Diagnostics, output: str, size: int) -> None:
     where = "stdout" if output == "-" else output
-    console.print(Text(printable(f"wrote {where} ({human_bytes(size)})")))
+    err.say(f"wrote {where} ({human_bytes(size)})")
 
 
-def warn(console: Console, warnings: Iterator[str] | list[str] | tuple[str, ...]) -> None:
-    from rich.text import Text
-
+def warn(err: Diagnostics, warnings: Iterator[str] | list[str] | tuple[str, ...]) -> None:
     for w in warnings:
-        console.print(Text(printable(f"warning: {w}"), style="yellow"))
+        err.say(f"warning: {w}", style="yellow")

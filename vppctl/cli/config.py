@@ -24,11 +24,6 @@ import vppctl
 from vppctl.errors import UsageError
 from vppctl.escape import printable
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
-
 CONFIG_NAME = "pyproject.toml"
 _KEYS = ("select", "ignore")
 
@@ -42,6 +37,16 @@ class VerifyPolicy:
     path: Path | None = None
 
 
+def _toml(text: str) -> dict[str, Any]:
+    """`text` read as TOML (ValueError when it is not); the reader loads here, for verify."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python 3.10
+        import tomli as tomllib
+    data: dict[str, Any] = tomllib.loads(text)
+    return data
+
+
 def find_config(program: str) -> Path | None:
     """The nearest pyproject.toml with a [tool.vppctl] table, from the program's directory
     (the current one for `-`) upwards; None when there is none."""
@@ -51,7 +56,7 @@ def find_config(program: str) -> Path | None:
         try:
             if not candidate.is_file():
                 continue
-            data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+            data = _toml(candidate.read_text(encoding="utf-8"))
         except (OSError, ValueError, UnicodeDecodeError) as e:
             if candidate.exists():
                 raise UsageError(
@@ -70,7 +75,7 @@ def verify_policy(program: str) -> VerifyPolicy:
     path = find_config(program)
     if path is None:
         return VerifyPolicy()
-    table = tomllib.loads(path.read_text(encoding="utf-8"))["tool"]["vppctl"]
+    table = _toml(path.read_text(encoding="utf-8"))["tool"]["vppctl"]
     where = f"{printable(str(path))} [tool.vppctl"
     if not isinstance(table, dict):
         raise UsageError(f"{where}] is not a table; write [tool.vppctl.verify] in it")

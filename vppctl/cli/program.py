@@ -12,13 +12,13 @@ import vppctl.report
 from vppctl.choices import LAYOUTS, MAX_LAYERS, OPTIMIZERS, OUTPUT_FORMATS, PLACEMENTS
 from vppctl.cli.base import (
     cli,
+    diagnostics,
     exit_codes,
     expect_outputs,
     outputs_written,
     print_json,
     report_console,
     same_as_stdout,
-    stderr_console,
     stdout_console,
     warn,
     write_text,
@@ -43,6 +43,7 @@ from vppctl.cli.options import (
     seg_method_option,
 )
 from vppctl.cli.progress import observer
+from vppctl.cli.streams import StreamName, plain, write_lines
 from vppctl.errors import (
     EXIT_CONVERT,
     EXIT_FILE,
@@ -193,12 +194,23 @@ def convert(
         if to_stderr:
             return  # stderr holds the JSON and nothing else (its warnings are in it)
     else:
-        vppctl.report.render_convert(report_console(to_stderr), outcome)
-    err = stderr_console(quiet)
+        _render_convert(outcome, to_stderr)
+    err = diagnostics(quiet)
     wrote(err, outcome.output, outcome.bytes_written)
     if outcome.moves_written is not None:
         wrote(err, *outcome.moves_written)
     warn(err, outcome.warnings)
+
+
+def _render_convert(outcome: vppctl.ConvertOutcome, to_stderr: bool) -> None:
+    """The table: as plain lines where rich would print none styled (no rich loaded), else
+    through rich."""
+    name: StreamName = "stderr" if to_stderr else "stdout"
+    lines = vppctl.report.convert_lines(outcome) if plain(name) else None
+    if lines is not None:
+        write_lines(name, lines, report=True)
+    else:
+        vppctl.report.render_convert(report_console(to_stderr), outcome)
 
 
 # -- verify ----------------------------------------------------------------------
@@ -420,10 +432,10 @@ def dump(prog: str, output: str | None, strip_callstack: bool, as_json: bool, qu
     outputs_written([outcome.output], stdout=to_stdout)
     if as_json:
         print_json(outcome.to_json())
-    err = stderr_console(quiet)
+    err = diagnostics(quiet)
     if outcome.callstack_bytes_saved is not None:
         saved = human_bytes(outcome.callstack_bytes_saved)
-        err.print(f"stripped op_callstack: {saved} saved")
+        err.say(f"stripped op_callstack: {saved} saved")
     if not to_stdout:
         wrote(err, outcome.output, outcome.bytes_written)
     warn(err, outcome.warnings)
@@ -513,7 +525,7 @@ def sample(
     )
     to_stderr = same_as_stdout(output)
     expect_outputs()
-    err = stderr_console(quiet or (as_json and to_stderr))
+    err = diagnostics(quiet or (as_json and to_stderr))
     progress = observer(quiet, json_on_stderr=as_json and to_stderr)
     outcome = vppctl.sample_file(output, opts, progress=progress)
     outputs_written([outcome.output], stdout=to_stderr)

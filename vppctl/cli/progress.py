@@ -22,8 +22,7 @@ import os
 import time
 from typing import TYPE_CHECKING
 
-from vppctl.cli.streams import is_terminal, stderr_console
-from vppctl.escape import printable
+from vppctl.cli.streams import Diagnostics, is_terminal, stderr_console
 from vppctl.progress import UNITS, Observer, Phase
 from vppctl.units import human_bytes
 
@@ -41,7 +40,7 @@ def observer(quiet: bool, *, json_on_stderr: bool = False) -> Observer | None:
         return None
     if is_terminal("stderr"):
         return BarObserver(stderr_console())
-    return LogObserver(stderr_console())
+    return LogObserver(Diagnostics())
 
 
 def wanted() -> bool:
@@ -58,8 +57,8 @@ def _count(n: int, unit: str | None) -> str:
 class LogObserver:
     """Plain phase lines with elapsed seconds (module docstring)."""
 
-    def __init__(self, console: Console) -> None:
-        self.console = console
+    def __init__(self, err: Diagnostics) -> None:
+        self.err = err
         self.name: Phase | None = None
         self.total: int | None = None
         self.done = 0
@@ -94,9 +93,7 @@ class LogObserver:
             self._say(f"{self.name}: {elapsed:.1f} s{detail}")
 
     def _say(self, text: str) -> None:
-        from rich.text import Text
-
-        self.console.print(Text(printable(text)))
+        self.err.say(text)
 
 
 class BarObserver:

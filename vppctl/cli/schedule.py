@@ -20,6 +20,7 @@ from vppctl.choices import (
 )
 from vppctl.cli.base import (
     cli,
+    diagnostics,
     exit_codes,
     expect_outputs,
     json_printed,
@@ -240,7 +241,7 @@ def simulate(
         console = report_console(to_stderr)
         vppctl.report.render_simulation(console, outcome, suggest_files=not outcome.written)
     if not (as_json and to_stderr):  # a stream with JSON carries nothing else
-        err = stderr_console(quiet)
+        err = diagnostics(quiet)
         for path, size in outcome.written:
             wrote(err, path, size)
         warn(err, outcome.warnings)
@@ -388,4 +389,4 @@ def plan(
         print_json(outcome.to_json())
     else:
         vppctl.report.render_plan(stdout_console(), outcome, top)
-    warn(stderr_console(quiet), outcome.result.warnings)
+    warn(diagnostics(quiet), outcome.result.warnings)

@@ -25,6 +25,7 @@ import sys
 from typing import IO, TYPE_CHECKING, Any, Literal
 
 from vppctl.errors import ProgramFileError, os_reason
+from vppctl.escape import printable
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -157,6 +158,55 @@ def console(name: StreamName, *, report: bool, quiet: bool = False) -> Console:
     )
     made.picture_columns = None if terminal else PIPE_PICTURE_COLUMNS
     return made
+
+
+def plain(name: StreamName) -> bool:
+    """Whether rich would print to `name` without styles, as plain text: the stream is no
+    terminal and the environment does not say it is one (rich's rule: TTY_COMPATIBLE=1, or
+    FORCE_COLOR set and not empty, unless TTY_COMPATIBLE=0). There a report may be written
+    as lines (`vppctl.report.plain`), without loading rich."""
+    said = os.environ.get("TTY_COMPATIBLE", "")
+    if said in ("0", "1"):
+        forced = said == "1"
+    else:
+        forced = os.environ.get("FORCE_COLOR", "") != ""
+    return not forced and not is_terminal(name)
+
+
+def write_lines(name: StreamName, lines: list[str], *, report: bool) -> None:
+    """Plain lines on `name` (`report`: a failure is a ReportStreamError, as rich's)."""
+    stream = Stream(name, report=report)
+    stream.write("".join(line + "\n" for line in lines))
+    stream.flush()
+
+
+class Diagnostics:
+    """Where `wrote` lines, warnings and a log's phase lines go: stderr, through rich at a
+    terminal (in colour), as plain lines elsewhere (without loading rich); nowhere when
+    quiet."""
+
+    def __init__(self, quiet: bool = False) -> None:
+        self.quiet = quiet
+        self.plain = not quiet and plain("stderr")
+        self._console: Console | None = None
+
+    def say(self, text: str, style: str | None = None) -> None:
+        """One line of text (escaped here), in `style` where styles show."""
+        if self.quiet:
+            return
+        if self.plain:
+            write_lines("stderr", [printable(text)], report=False)
+            return
+        from rich.text import Text
+
+        if self._console is None:
+            self._console = stderr_console()
+        self._console.print(Text(printable(text), style=style or ""))
+
+
+def diagnostics(quiet: bool = False) -> Diagnostics:
+    """stderr's diagnostics (`Diagnostics`), for a command run with `quiet` or not."""
+    return Diagnostics(quiet)
 
 
 def stdout_console() -> Console:

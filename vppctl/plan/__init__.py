@@ -12,57 +12,64 @@ them; `layout` Megatron-Core's layout language (`--layout`, and the layout of a 
 `pirplan` the plan as Paddle's PIR completion takes it (the file `convert` writes for a
 PIR program, which `vppctl.paddle.pir_plan` reads).
 
-Other packages import these names from here, never a module of this package.
+Other packages import these names from here, never a module of this package. Names
+load on first use: a plain `convert` of a legacy program loads neither the layout
+language, the balanced search nor the PIR plan (tests/contract/test_lazy_imports.py).
 """
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from vppctl._lazy import face
 
 # The plan's option types, re-exported: their one definition is vppctl.choices.
 from vppctl.choices import MAX_DEGREE, CostKind, Mode, Placement, Split
-from vppctl.plan.balanced import (
-    IMPROVE_BUDGET,
-    PROOF_BUDGET,
-    StageSplit,
-    balanced_sizes,
-    stage_balanced_sizes,
-    stage_balanced_split,
-)
-from vppctl.plan.layout import Finding as LayoutFinding
-from vppctl.plan.layout import Layout, LayoutError, format_layout, layout_of_counts, layout_split
-from vppctl.plan.layout import expand as expand_layout
-from vppctl.plan.layout import lint as lint_layout
-from vppctl.plan.layout import parse as parse_layout
-from vppctl.plan.partition import (
-    LayerFacts,
-    Plan,
-    PlanOptions,
-    PlanSpec,
-    Segment,
-    check_manual_layout,
-    choose_mode,
-    explicit_sizes,
-    keep_sizes,
-    make_plan,
-    segment_costs,
-    uniform_sizes,
-)
-from vppctl.plan.pirplan import (
-    PIR_PLAN_FORMAT,
-    PIR_PLAN_VERSION,
-    UNCOUNTED_OPS,
-    PirPlan,
-    paddle_layer,
-    paddle_seg_method,
-    program_digest,
-    read_pir_plan,
-)
-from vppctl.plan.placement import (
-    cannot_fill,
-    place,
-    stage_imbalance,
-    stage_loads,
-    virtual_stage,
-    virtual_stages,
-)
 
+# name -> the module of this package that defines it (under that name)
+_NAMES = {
+    "IMPROVE_BUDGET": "balanced",
+    "PROOF_BUDGET": "balanced",
+    "StageSplit": "balanced",
+    "balanced_sizes": "balanced",
+    "stage_balanced_sizes": "balanced",
+    "stage_balanced_split": "balanced",
+    "LayoutFinding": "layout",
+    "Layout": "layout",
+    "LayoutError": "layout",
+    "format_layout": "layout",
+    "layout_of_counts": "layout",
+    "layout_split": "layout",
+    "expand_layout": "layout",
+    "lint_layout": "layout",
+    "parse_layout": "layout",
+    "LayerFacts": "partition",
+    "Plan": "partition",
+    "PlanOptions": "partition",
+    "PlanSpec": "partition",
+    "Segment": "partition",
+    "check_manual_layout": "partition",
+    "choose_mode": "partition",
+    "explicit_sizes": "partition",
+    "keep_sizes": "partition",
+    "make_plan": "partition",
+    "segment_costs": "partition",
+    "uniform_sizes": "partition",
+    "PIR_PLAN_FORMAT": "pirplan",
+    "PIR_PLAN_VERSION": "pirplan",
+    "UNCOUNTED_OPS": "pirplan",
+    "PirPlan": "pirplan",
+    "paddle_layer": "pirplan",
+    "paddle_seg_method": "pirplan",
+    "program_digest": "pirplan",
+    "read_pir_plan": "pirplan",
+    "cannot_fill": "placement",
+    "place": "placement",
+    "stage_imbalance": "placement",
+    "stage_loads": "placement",
+    "virtual_stage": "placement",
+    "virtual_stages": "placement",
+}
 __all__ = [
     "IMPROVE_BUDGET",
     "MAX_DEGREE",
@@ -111,3 +118,59 @@ __all__ = [
     "virtual_stage",
     "virtual_stages",
 ]
+
+if TYPE_CHECKING:  # the names, re-exported, for type checkers
+    from vppctl.plan.balanced import (
+        IMPROVE_BUDGET,
+        PROOF_BUDGET,
+        StageSplit,
+        balanced_sizes,
+        stage_balanced_sizes,
+        stage_balanced_split,
+    )
+    from vppctl.plan.layout import Finding as LayoutFinding
+    from vppctl.plan.layout import (
+        Layout,
+        LayoutError,
+        format_layout,
+        layout_of_counts,
+        layout_split,
+    )
+    from vppctl.plan.layout import expand as expand_layout
+    from vppctl.plan.layout import lint as lint_layout
+    from vppctl.plan.layout import parse as parse_layout
+    from vppctl.plan.partition import (
+        LayerFacts,
+        Plan,
+        PlanOptions,
+        PlanSpec,
+        Segment,
+        check_manual_layout,
+        choose_mode,
+        explicit_sizes,
+        keep_sizes,
+        make_plan,
+        segment_costs,
+        uniform_sizes,
+    )
+    from vppctl.plan.pirplan import (
+        PIR_PLAN_FORMAT,
+        PIR_PLAN_VERSION,
+        UNCOUNTED_OPS,
+        PirPlan,
+        paddle_layer,
+        paddle_seg_method,
+        program_digest,
+        read_pir_plan,
+    )
+    from vppctl.plan.placement import (
+        cannot_fill,
+        place,
+        stage_imbalance,
+        stage_loads,
+        virtual_stage,
+        virtual_stages,
+    )
+
+
+__getattr__, __dir__ = face(__name__, _NAMES, globals())

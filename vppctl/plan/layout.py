@@ -674,3 +674,8 @@ def _bare(e: LayoutError) -> str:
     text = str(e)
     suffix = f" (Megatron-Core: '{words}')"
     return text[: -len(suffix)] if words and text.endswith(suffix) else text
+
+
+# The names these go by in the package's face (`vppctl.plan`), which reads each from here.
+LayoutFinding = Finding
+expand_layout, lint_layout, parse_layout = expand, lint, parse

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
+from vppctl import plan as plans  # the balanced search and the layout language load on use
 from vppctl import validate
 from vppctl.choices import (
     COST_KINDS,
@@ -26,8 +27,6 @@ from vppctl.choices import (
 )
 from vppctl.errors import ConversionError, UsageError
 from vppctl.mesh import Mesh
-from vppctl.plan.balanced import stage_balanced_sizes
-from vppctl.plan.layout import layout_split
 from vppctl.plan.placement import place, refuse_too_few, stage_imbalance, stage_loads
 from vppctl.units import runs_text
 
@@ -109,7 +108,7 @@ class PlanOptions:
         layers, and the layout's warnings; unchanged without a layout."""
         if self.layout is None:
             return self, []
-        layout, warnings = layout_split(self.layout, pp, self.vpp, n_layers)
+        layout, warnings = plans.layout_split(self.layout, pp, self.vpp, n_layers)
         counts = layout.decoders_per_stage()
         options = replace(
             self, vpp=layout.vpp, split="explicit", layers_per_chunk=counts, layout=None
@@ -378,6 +377,6 @@ def _sizes(facts: LayerFacts, pp: int, opts: PlanSpec) -> list[int]:
         raise refuse_too_few(n, pp * vpp, pp)
     if opts.split == "keep":
         return keep_sizes(facts.stages, pp, vpp, opts.placement)
-    return stage_balanced_sizes(
+    return plans.stage_balanced_sizes(
         facts.costs, pp, vpp, opts.placement, facts.pre_cost, facts.post_cost
     )

@@ -14,9 +14,13 @@ The generated protobuf modules (`_proto`)
 are imported nowhere else but the builders (`vppctl.sample`, `vppctl.paddle`): ruff's
 banned-api in pyproject.toml says so, once.
 
-Other packages import these names from here, never a module of this package.
+Other packages import these names from here, never a module of this package. `PirOrigin`
+loads on first use, with the PIR reader: a binary or text program never loads it.
 """
 
+from typing import TYPE_CHECKING
+
+from vppctl._lazy import face
 from vppctl.program.destinations import resolve_output
 from vppctl.program.files import STDIO, Bound, Input, Output, interrupted, read_input, write_all
 from vppctl.program.limits import memory_guarded
@@ -28,7 +32,6 @@ from vppctl.program.load import (
     read_program,
     to_full,
 )
-from vppctl.program.pir import PirOrigin
 from vppctl.program.planfile import MAX_PLAN_BYTES, read_pir_plan_file
 from vppctl.program.reads import (
     VarTensor,
@@ -146,3 +149,9 @@ __all__ = [
     "write_program",
     "write_serialized",
 ]
+
+if TYPE_CHECKING:
+    from vppctl.program.pir import PirOrigin
+
+# The one name loaded on use (from the `pir` package's own lazy face).
+__getattr__, __dir__ = face(__name__, {"PirOrigin": "pir"}, globals())

@@ -27,7 +27,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError
@@ -40,7 +40,6 @@ from vppctl.program._proto import program_pb2 as pb
 from vppctl.program._proto import view_pb2 as view
 from vppctl.program.files import STDIO, read_input
 from vppctl.program.literals import cut_long_literals
-from vppctl.program.pir import PirOrigin
 from vppctl.program.sniff import (
     MAX_DEPTH,
     MAX_PROGRAM_BYTES,
@@ -63,6 +62,9 @@ from vppctl.program.wire import (
     varint,
     varint_at,
 )
+
+if TYPE_CHECKING:  # a PIR program's origin: its reader loads on use
+    from vppctl.program.pir import PirOrigin
 
 TEXT_SUFFIXES = (".pbtxt", ".textproto", ".txtpb")
 # Each block costs vppctl a few KB of side tables whatever its size: a bound keeps a small

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import os
 import stat
+from typing import TYPE_CHECKING
 
+from vppctl import plan as plans  # the PIR plan's reader loads on use
 from vppctl.errors import ProgramFileError
-from vppctl.plan import PirPlan, read_pir_plan
 from vppctl.program.files import STDIO, read_input
+
+if TYPE_CHECKING:
+    from vppctl.plan import PirPlan
 
 # A plan names each layer once: even a million layers of 40-character names fit.
 MAX_PLAN_BYTES = 64 << 20
@@ -32,4 +36,4 @@ def read_pir_plan_file(spec: str | os.PathLike[str]) -> PirPlan:
                 f"file holds at most {MAX_PLAN_BYTES} (vppctl convert writes a few per layer)"
             )
     source = read_input(spec, limit=MAX_PLAN_BYTES)
-    return read_pir_plan(bytes(source.data), source.shown)
+    return plans.read_pir_plan(bytes(source.data), source.shown)

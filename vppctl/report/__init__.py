@@ -5,8 +5,10 @@ Every renderer reads one command's outcome or a result inside it; none computes
 anything of its own. Tables fit an 80-column terminal (a pipe gets whole lines:
 `vppctl.cli.streams`). `program` renders convert and inspect; `verify` renders verify in
 each of its output formats, and the rules; `schedule` renders simulate and plan;
-`common` holds what they share. Names load on first use: `vppctl --help` loads no
-renderer (nor rich), and a plain `convert` neither the simulator nor the planner. The
+`common` holds what they share, and `plain` what a pipe gets without rich (the convert
+report laid out as rich lays it out, and the number formats). Names load on first use:
+`vppctl --help` loads no renderer (nor rich), a plain `convert` neither the simulator nor
+the planner, nor rich when its report goes to a pipe or a file. The
 pictures of a schedule (terminal timeline, SVG, trace) are `vppctl.schedule.timeline`'s.
 The JSON Schema of each command's `--json` ships in `schemas/`.
 """
@@ -20,14 +22,16 @@ from vppctl._lazy import face
 _NAMES = {
     "BUBBLE_DEFINITION": "common",
     "TABLE_ROWS": "common",
-    "compact_layers": "common",
+    "compact_layers": "plain",
     "compact_table": "common",
-    "human": "common",
+    "human": "plain",
     "human_bytes": "common",
-    "iec_short": "common",
+    "iec_short": "plain",
     "picture_columns": "common",
     "printed": "common",
-    "convert_notes": "program",
+    "convert_grid": "plain",
+    "convert_lines": "plain",
+    "convert_notes": "plain",
     "convert_table": "program",
     "render_convert": "program",
     "render_summary": "program",
@@ -49,6 +53,8 @@ __all__ = [
     "compact_layers",
     "compact_table",
     "concise_lines",
+    "convert_grid",
+    "convert_lines",
     "convert_notes",
     "convert_table",
     "github_lines",
@@ -75,16 +81,20 @@ if TYPE_CHECKING:
     from vppctl.report.common import (
         BUBBLE_DEFINITION,
         TABLE_ROWS,
-        compact_layers,
         compact_table,
-        human,
         human_bytes,
-        iec_short,
         picture_columns,
         printed,
     )
-    from vppctl.report.program import (
+    from vppctl.report.plain import (
+        compact_layers,
+        convert_grid,
+        convert_lines,
         convert_notes,
+        human,
+        iec_short,
+    )
+    from vppctl.report.program import (
         convert_table,
         render_convert,
         render_summary,

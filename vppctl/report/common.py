@@ -4,15 +4,16 @@ one definition (`vppctl.shapes`'), the width of a picture on a terminal or a pip
 
 from __future__ import annotations
 
-import re
-from collections.abc import Sequence
-
 from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from vppctl.escape import printable
+from vppctl.report.plain import Grid
+from vppctl.report.plain import compact_layers as compact_layers
+from vppctl.report.plain import human as human
+from vppctl.report.plain import iec_short as iec_short
 from vppctl.shapes import BUBBLE_DEFINITION as BUBBLE_DEFINITION
 from vppctl.units import human_bytes as human_bytes
 
@@ -30,44 +31,6 @@ def picture_columns(console: Console) -> int:
     return columns or console.width
 
 
-def human(n: float) -> str:
-    """1234567 -> 1.2M."""
-    for unit, size in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(n) >= size:
-            return f"{n / size:.1f}{unit}"
-    return f"{n:g}"
-
-
-def iec_short(n: int) -> str:
-    """At most eight characters: `493 MiB`, `6.30 GiB`, `46.3 GiB`."""
-    for unit, size in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            value = n / size
-            digits = 0 if value >= 100 else 1 if value >= 10 else 2
-            return f"{value:.{digits}f} {unit}"
-    return f"{n} B"
-
-
-_NUMBERED = re.compile(r"(.*)_(\d+)")
-
-
-def compact_layers(names: Sequence[str]) -> str:
-    """A run of layers in one short cell: `DecoderLayer_103…111 (9)`, `DecoderLayer…_4 (5)`
-    (Paddle's first instance has no suffix), else `first … last (n)`; one layer: its name."""
-    if len(names) <= 1:
-        return "".join(names)
-    first, last = names[0], names[-1]
-    numbered = _NUMBERED.fullmatch(last)
-    if numbered is not None:
-        prefix, number = numbered.groups()
-        if first == prefix:
-            return f"{first}…_{number} ({len(names)})"
-        head = _NUMBERED.fullmatch(first)
-        if head is not None and head[1] == prefix:
-            return f"{first}…{number} ({len(names)})"
-    return f"{first} … {last} ({len(names)})"
-
-
 def compact_table(title: str | None = None) -> Table:
     """A compact table: no outer edge, one space of padding, a rule under the header."""
     return Table(
@@ -79,6 +42,16 @@ def compact_table(title: str | None = None) -> Table:
         padding=(0, 1),
         collapse_padding=True,
     )
+
+
+def rich_table(grid: Grid) -> Table:
+    """A compact table of `grid`'s columns and cells (what `Grid.lines` lays out plainly)."""
+    table = compact_table()
+    for column in grid.columns:
+        table.add_column(column.header, justify=column.justify, no_wrap=not column.wrap)
+    for row in grid.rows:
+        table.add_row(*map(Text, row))
+    return table
 
 
 # Rows a terminal table shows; the JSON always holds everything.

@@ -9,108 +9,26 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.table import Table
 
-from vppctl import planner, schedule
 from vppctl.choices import ProgramLayout
 from vppctl.convert import ConvertResult
-from vppctl.outcomes import ConvertOutcome, vpp_verdict
-from vppctl.plan import Plan
-from vppctl.program import PirOrigin
+from vppctl.outcomes import ConvertOutcome
 from vppctl.report.common import (
     TABLE_ROWS,
-    compact_layers,
     compact_table,
     human,
     human_bytes,
-    iec_short,
     printed,
+    rich_table,
 )
+from vppctl.report.plain import convert_grid, convert_notes, convert_title
 from vppctl.summary import ChunkLayers, Summary
-from vppctl.units import seconds_text
 
-if TYPE_CHECKING:  # the planner's, as convert --micro-batches found it
-    from vppctl.planner import Bubble
-
-
-def layers_line(plan: Plan) -> str:
-    how = "detected" if plan.detected else f"--seg-method {plan.seg_method}"
-    return f"layers: {plan.layer_class} x {plan.n_layers} ({how})"
-
-
-def convert_title(r: ConvertResult) -> str:
-    p = r.plan
-    return (
-        f"pp {p.pp} x vpp {p.vpp}, {p.mode} mode: {r.ops_changed}/{r.n_ops} ops, "
-        f"{r.vars_changed}/{r.n_vars} vars changed"
-    )
+if TYPE_CHECKING:  # a PIR program's: loaded with its reader
+    from vppctl.program import PirOrigin
 
 
 def convert_table(r: ConvertResult) -> Table:
-    p = r.plan
-    show_cost = p.cost_kind != "params"
-    table = compact_table()
-    for name, justify in (
-        ("VS", "right"),
-        ("Stg", "right"),
-        ("Ch", "right"),
-        ("Mesh", "left"),
-        ("Layers", "left"),
-        ("Fwd", "right"),
-        ("Bwd", "right"),
-        ("Opt", "right"),
-        ("Params", "right"),
-    ):
-        table.add_column(name, justify=justify, no_wrap=name != "Layers")  # type: ignore[arg-type]
-    if show_cost:
-        table.add_column(p.cost_kind.capitalize(), justify="right", no_wrap=True)
-    for seg, st in zip(p.segments, r.stats):
-        row = [
-            str(seg.virtual_stage),
-            str(seg.stage),
-            str(seg.chunk),
-            str(seg.mesh),
-            compact_layers(seg.layers),
-            str(st.forward),
-            str(st.backward),
-            str(st.optimizer),
-            human(st.params),
-        ]
-        if show_cost:
-            row.append(human(seg.cost))
-        table.add_row(*map(printed, row))
-    return table
-
-
-def convert_notes(o: ConvertOutcome) -> list[str]:
-    r, bubble = o.result, o.bubble
-    p = r.plan
-    notes = [
-        layers_line(p),
-        f"placement: {p.placement}; split: {p.split}",
-        f"imbalance: {p.imbalance:.2f} (max/mean segment {p.cost_kind})",
-        f"cross-stage edges per micro-batch: {r.edges_before} -> {r.edges_after}",
-    ]
-    notes.append(f"stage imbalance: {p.stage_imbalance:.2f} (busiest/mean stage {p.cost_kind})")
-    if bubble is not None:
-        notes.append(bubble_line(bubble))
-        notes.append(bubble.hop.text())
-        if bubble.measured is not None and bubble.measured.filled:
-            filled = ", ".join(bubble.measured.filled)
-            notes.append(f"not measured, filled from the program's estimate: {filled}")
-        if bubble.memory:
-            notes.append(peak_memory_line(bubble))
-        verdict = vpp_verdict(bubble)
-        if verdict is not None:
-            notes.append(f"why: {verdict}")
-    if r.moves:
-        notes.append(moves_line(r))
-    if r.callstack_bytes_saved is not None:
-        notes.append(f"stripped op_callstack: {human_bytes(r.callstack_bytes_saved)} saved")
-    if r.pir_plan is not None:
-        notes.append(
-            "a PIR program: written is the plan for vppctl.paddle.pir_plan (vpp_seg_method "
-            f"{r.pir_plan.seg_method!r}), which Paddle's PIR completion follows; not the program"
-        )
-    return notes
+    return rich_table(convert_grid(r))
 
 
 def render_convert(console: Console, o: ConvertOutcome) -> None:
@@ -120,51 +38,6 @@ def render_convert(console: Console, o: ConvertOutcome) -> None:
     console.print(convert_table(o.result))
     for line in convert_notes(o):
         console.print(printed(line))
-
-
-def bubble_line(bubble: Bubble) -> str:
-    """`bubble at m=8 (FLOP costs): 1F1B 35.1% -> interleaved 1F1B 23.5% of the step`: the
-    idle share of the step, as `simulate` prints it for the same program."""
-    names = schedule.SCHEDULE_NAMES
-    shown = " -> ".join(f"{names[s]} {float(share):.1%}" for s, share in bubble.schedules.items())
-    measure = "FLOP" if bubble.measure == "flops" else "op"
-    runtime = f"--runtime {bubble.runtime}"
-    if not shown:
-        return f"bubble at m={bubble.micro_batches} ({runtime}): no schedule could run it"
-    if bubble.measured is None:
-        return (
-            f"bubble at m={bubble.micro_batches} ({measure} costs, {runtime}): {shown} of the step"
-        )
-    steps = " -> ".join(seconds_text(float(step)) for step in bubble.steps.values())
-    return (
-        f"bubble at m={bubble.micro_batches} (measured costs, {bubble.measured.source.path}, "
-        f"{runtime}): {shown} of the step; step {steps}"
-    )
-
-
-def peak_memory_line(bubble: Bubble) -> str:
-    """`worst stage's peak: 1F1B 3.99 GiB -> interleaved 1F1B 5.08 GiB (stage 0)`, at
-    micro-batch size 1 (`vppctl simulate --micro-batch-size` sizes others)."""
-    shown, stages = [], []
-    for s, memory in bubble.memory.items():
-        worst = planner.worst_stage(memory)
-        shown.append(f"{schedule.SCHEDULE_NAMES[s]} {iec_short(worst.peak_bytes)}")
-        stages.append(str(worst.stage))
-    where = f"stage {stages[0]}" if len(set(stages)) == 1 else f"stages {', '.join(stages)}"
-    return f"worst stage's peak: {' -> '.join(shown)} ({where})"
-
-
-def moves_line(r: ConvertResult) -> str:
-    """`parameters: 138 (25.2 MiB), 96 (12.0 MiB) move to another (stage, chunk)`: what a
-    checkpoint remap touches (`--moves` writes the map; for a PIR program, whose plan is
-    written, Paddle's own build moves them)."""
-    moved = [m for m in r.moves if m.moved]
-    total = sum(m.bytes for m in r.moves)
-    how = "--moves FILE writes the map" if r.pir_plan is None else "Paddle's build moves them"
-    return (
-        f"parameters: {len(r.moves)} ({iec_short(total)}), {len(moved)} "
-        f"({iec_short(sum(m.bytes for m in moved))}) move to another (stage, chunk); {how}"
-    )
 
 
 def pir_line(origin: PirOrigin) -> str:

@@ -13,8 +13,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
+from vppctl import plan as plans  # the PIR plan loads on use
 from vppctl import validate
 from vppctl.choices import PLACEMENTS
 from vppctl.engine import (
@@ -27,12 +28,15 @@ from vppctl.engine import (
 )
 from vppctl.errors import ConversionError, UsageError
 from vppctl.gcpause import gc_paused
-from vppctl.plan import MAX_DEGREE, PirPlan, Placement
+from vppctl.plan import MAX_DEGREE, Placement
 from vppctl.program import Program, RecordedPlan, read_pir_plan_file, read_plan
 from vppctl.verify.checks import verify
 from vppctl.verify.outcome import VerifyReport
 from vppctl.verify.rules import RULES, Cause, Expectation, Violation
 from vppctl.verify.selection import enforced, selectors, unknown_selectors
+
+if TYPE_CHECKING:
+    from vppctl.plan import PirPlan
 
 
 def _early(cause: Cause, message: str) -> Violation:
@@ -92,7 +96,7 @@ class VerifyOptions:
                     legal + (f"; {', '.join(unknown)} names no rule" if unknown else ""),
                 )
             object.__setattr__(self, field, codes)
-        if self.plan is not None and not isinstance(self.plan, (str, os.PathLike, PirPlan)):
+        if self.plan is not None and not isinstance(self.plan, (str, os.PathLike, plans.PirPlan)):
             raise validate.refuse(
                 self, "plan", "a path (str or os.PathLike), '-', a PirPlan or None"
             )
@@ -183,7 +187,7 @@ def verify_program(program: Program, options: VerifyOptions | None = None) -> Ve
 
 def _pir_plan(plan: str | os.PathLike[str] | PirPlan | None) -> PirPlan | None:
     """The PIR plan given: as it is, or read from its file (ProgramFileError, exit 3)."""
-    if plan is None or isinstance(plan, PirPlan):
+    if plan is None or isinstance(plan, plans.PirPlan):
         return plan
     return read_pir_plan_file(plan)
 
