@@ -28,9 +28,10 @@ stream is refused as soon as its first bytes cannot begin a program, so
 from __future__ import annotations
 
 import codecs
+import mmap
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,8 @@ from vppctl.program import pir  # its reader loads on use: most programs are not
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.program._proto import view_pb2 as view
 from vppctl.program.files import STDIO, read_input
+from vppctl.program.framing import Framing, find_framing
+from vppctl.program.items import Buffer, Items
 from vppctl.program.literals import cut_long_literals
 from vppctl.program.pir import PirOrigin
 from vppctl.program.wire import (
@@ -51,8 +54,6 @@ from vppctl.program.wire import (
     VAR_TAG,
     block_field_start,
     block_head,
-    field_pieces,
-    fields_size,
     varint,
     varint_at,
 )
@@ -67,26 +68,52 @@ MAX_BLOCKS = 1 << 14
 MAX_DEPTH = 100
 
 
-@dataclass
 class Block:
-    """One block: its ops and variables as serialized messages, and its other fields."""
+    """One block: its ops and variables, each a serialized message (`Items`: ranges of the
+    bytes read, or a list), and its other fields. A list assigned to `ops` or `vars`
+    becomes their Items."""
 
-    idx: int
-    parent_idx: int
-    ops: list[bytes]
-    vars: list[bytes]
-    head: bytes  # the serialized fields before `vars` (idx, parent_idx)
-    tail: bytes  # the serialized fields after `ops` (forward_block_idx, unknown fields)
+    def __init__(
+        self,
+        idx: int,
+        parent_idx: int,
+        ops: Sequence[bytes],
+        vars: Sequence[bytes],
+        head: bytes,
+        tail: bytes,
+    ) -> None:
+        self.idx = idx
+        self.parent_idx = parent_idx
+        self._ops = Items.of(ops)
+        self._vars = Items.of(vars)
+        self.head = head  # the serialized fields before `vars` (idx, parent_idx)
+        self.tail = tail  # the serialized fields after `ops` (forward_block_idx, unknown fields)
+
+    @property
+    def ops(self) -> Items:
+        return self._ops
+
+    @ops.setter
+    def ops(self, items: Sequence[bytes]) -> None:
+        self._ops = Items.of(items)
+
+    @property
+    def vars(self) -> Items:
+        return self._vars
+
+    @vars.setter
+    def vars(self, items: Sequence[bytes]) -> None:
+        self._vars = Items.of(items)
 
     def size(self) -> int:
         """Bytes of this block's serialized message."""
-        return len(self.head) + fields_size(self.vars) + fields_size(self.ops) + len(self.tail)
+        return len(self.head) + self.vars.field_size() + self.ops.field_size() + len(self.tail)
 
-    def pieces(self, size: int | None = None) -> Iterator[bytes]:
+    def pieces(self, size: int | None = None) -> Iterator[bytes | memoryview]:
         """The block as a `ProgramDesc.blocks` field, in pieces (`size`: its size, if known)."""
         yield block_field_start(self.head, self.size() if size is None else size)
-        yield from field_pieces(VAR_TAG, self.vars)
-        yield from field_pieces(OP_TAG, self.ops)
+        yield from self.vars.pieces(VAR_TAG)
+        yield from self.ops.pieces(OP_TAG)
         yield self.tail
 
 
@@ -105,7 +132,7 @@ class Program:
     def is_pir(self) -> bool:
         return self.pir is not None
 
-    def pieces(self, sizes: list[int] | None = None) -> Iterator[bytes]:
+    def pieces(self, sizes: list[int] | None = None) -> Iterator[bytes | memoryview]:
         """The serialized program, in pieces (protobuf's canonical field order); `sizes`:
         the blocks' sizes, if known."""
         for k, block in enumerate(self.blocks):
@@ -151,10 +178,13 @@ def read_program(spec: str | os.PathLike[str], *, text: bool | None = None) -> P
     if text is None and is_text_name(spec):
         text = True
     check = _StreamCheck("stdin" if os.fspath(spec) == STDIO else os.fspath(spec), text)
-    source = read_input(spec, limit=MAX_PROGRAM_BYTES, check=check)
+    source = read_input(spec, limit=MAX_PROGRAM_BYTES, check=check, mapped=text is not True)
     if text is None:  # told apart by content, the same way for a file and for stdin
         text = check.is_text() if source.stream else _starts_like_text(source.data)
-    data, shown, size = source.data, source.shown, len(source.data)
+    shown, size = source.shown, len(source.data)
+    if not text and not _looks_like_json(source.data):
+        return _binary(source.data, source=shown)
+    data = in_memory(source.data)  # the text and PIR readers take bytes, not a mapped file
     del source
     if not text and _looks_like_json(data):
         return _parse_pir(data, source=shown)
@@ -168,7 +198,7 @@ def read_program(spec: str | os.PathLike[str], *, text: bool | None = None) -> P
 _SNIFF_BYTES = 1 << 16
 
 
-def _starts_like_text(data: bytes | bytearray) -> bool:
+def _starts_like_text(data: Buffer | bytearray) -> bool:
     """The format rule of `looks_like_text` on the start of a file: text when its first
     _SNIFF_BYTES are UTF-8 (a character cut at the end allowed) without NUL bytes and
     begin with a field name or a comment."""
@@ -412,13 +442,59 @@ def parse_program(
     not hold a program."""
     if not text and _looks_like_json(data):
         return _parse_pir(data, source=source)
+    if not text:
+        return _binary(bytes(data), source=source)  # a copy: the caller may change `data`
     return _split(_parse(data, source=source, text=text), source=source, size=len(data))
+
+
+def _binary(data: Buffer | bytearray, *, source: str) -> Program:
+    """A binary program: kept as ranges of `data` when protobuf framed it (`framing`),
+    else parsed whole (which says why when it is not a program)."""
+    if isinstance(data, bytearray):
+        data = bytes(data)
+    framing = find_framing(data, MAX_BLOCKS) if data else None
+    program = _from_framing(data, framing, source) if framing is not None else None
+    if program is not None:
+        return program
+    size = len(data)
+    msg = _parse(in_memory(data), source=source, text=False)
+    del data  # the lazy message holds its own copy
+    return _split(msg, source=source, size=size)
+
+
+def in_memory(data: Buffer | bytearray) -> bytes | bytearray:
+    """`data` as bytes in memory (a mapped file copied)."""
+    return data[:] if isinstance(data, mmap.mmap) else data
+
+
+def _from_framing(buf: Buffer, framing: Framing, source: str) -> Program | None:
+    """The program whose blocks `framing` found in `buf`, or None when its other fields are
+    not what the whole parse would read (then the program is parsed whole)."""
+    try:
+        header = view.LazyProgram.FromString(framing.header)
+    except DecodeError:
+        return None
+    if header.blocks:
+        return None
+    blocks = []
+    for b in framing.blocks:
+        rest = b.head + b.tail  # what the block holds besides its vars and ops
+        try:  # as a block of a program: nesting counts from the program, as the whole parse's
+            lazy = view.LazyProgram.FromString(block_field_start(rest, len(rest))).blocks[0]
+        except DecodeError:
+            return None
+        if lazy.vars or lazy.ops or lazy.SerializeToString() != rest:
+            return None
+        ops = Items(buf=buf, starts=b.ops.starts, ends=b.ops.ends, region=b.ops.region)
+        vars_ = Items(buf=buf, starts=b.vars.starts, ends=b.vars.ends, region=b.vars.region)
+        blocks.append(Block(b.idx, b.parent_idx, ops, vars_, head=b.head, tail=b.tail))
+    return Program(blocks=blocks, header=header, source=source, size=len(buf))
 
 
 _PIR_START = re.compile(rb'\s*\{\s*"base_code"\s*:\s*\{')  # how every PIR program's JSON begins
 
 
-def _looks_like_json(data: bytes | bytearray) -> bool:
+def _looks_like_json(data: Buffer | bytearray) -> bool:
     """JSON (a PIR program, `vppctl.program.pir`): the first non-blank byte opens an object,
     which neither a binary ProgramDesc nor protobuf text can begin with."""
     return data[:64].lstrip()[:1] == b"{"

@@ -27,7 +27,7 @@ import os
 import re
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate, repeat
 from operator import add, itemgetter
@@ -382,7 +382,7 @@ class _OpScan:
         return role
 
     def columns(
-        self, ops: list[bytes], lookup: Callable[[bytes, int], int], block_idx: int
+        self, ops: Sequence[bytes], lookup: Callable[[bytes, int], int], block_idx: int
     ) -> OpColumns:
         roles = self.role
         # Only forward ops' layer paths and ids are used, and only backward ops' links.

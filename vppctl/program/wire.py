@@ -129,6 +129,11 @@ def fields_size(items: list[bytes]) -> int:
     return total
 
 
+def prefixed(tag: bytes, n: int) -> bytes:
+    """The tag (VAR_TAG or OP_TAG) and length of a var or op field of n bytes."""
+    return _PREFIXES[tag][n] if n < _PREFIXED else tag + varint(n)
+
+
 def field_pieces(tag: bytes, items: list[bytes]) -> Iterator[bytes]:
     """A repeated length-delimited field (VAR_TAG or OP_TAG) of `items`, framed, in pieces of
     a few thousand items each."""
