@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import mmap
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from operator import gt
 from typing import overload
 
@@ -33,7 +33,17 @@ _JOIN = 1 << 22  # bytes joined into one piece of output
 class Items(Sequence[bytes]):
     """A block's ops or variables (see the module docstring)."""
 
-    __slots__ = ("_buf", "_delta", "_edits", "_ends", "_list", "_region", "_starts")
+    __slots__ = (
+        "_buf",
+        "_delta",
+        "_edits",
+        "_ends",
+        "_list",
+        "_region",
+        "_starts",
+        "rewritten",
+        "spliced",
+    )
 
     def __init__(
         self,
@@ -54,6 +64,10 @@ class Items(Sequence[bytes]):
         self._region = region
         self._edits: dict[int, Edit] = {}
         self._delta = 0  # bytes the edits add to the field (negative: remove)
+        # Counted by the editors (vppctl.program.rewrite): items edited by splicing one field
+        # in, and items rewritten whole where a splice would not give the same bytes.
+        self.spliced = 0
+        self.rewritten = 0
 
     @classmethod
     def of(cls, items: Sequence[bytes]) -> Items:
@@ -131,6 +145,16 @@ class Items(Sequence[bytes]):
         """Item i as it was read, whatever edit it has had since."""
         return self._old(i)
 
+    def framed_run(self, lo: int, hi: int) -> bytes:
+        """Items lo..hi-1 as read, framed as they lie in the bytes read (items over a buffer)."""
+        buf = self._buf
+        assert buf is not None
+        return buf[self._ends[lo - 1] if lo else self._region : self._ends[hi - 1]]
+
+    def edited(self, i: int) -> bool:
+        """Whether item i has been replaced or spliced since it was read (Items over a buffer)."""
+        return i in self._edits
+
     def field_of(self, i: int) -> tuple[int, int, bytes] | None:
         """Item i's spliced field (lo, hi, new field bytes), or None when it has none."""
         edit = self._edits.get(i)
@@ -159,7 +183,30 @@ class Items(Sequence[bytes]):
             old = self._list[i]
             self._list[i] = old[:lo] + field + old[hi:]
             return
-        self._record(i, (lo, hi, field), self._ends[i] - self._starts[i] - (hi - lo) + len(field))
+        grow = len(field) - (hi - lo)
+        if grow or i in self._edits:
+            self._record(i, (lo, hi, field), self._ends[i] - self._starts[i] + grow)
+        else:  # the usual edit: a field of the same size, once
+            self._edits[i] = (lo, hi, field)
+
+    def splice_all(self, splices: Iterable[tuple[int, int, int, bytes]]) -> None:
+        """`splice(i, lo, hi, field)` for each (i, lo, hi, field), in one call."""
+        edits = self._edits
+        for i, lo, hi, field in splices:
+            if self._list is not None or len(field) != hi - lo or i in edits:
+                self.splice(i, lo, hi, field)
+            else:
+                edits[i] = (lo, hi, field)
+
+    @property
+    def has_edits(self) -> bool:
+        return bool(self._edits)
+
+    def ranges(self) -> tuple[Buffer, array[int], array[int]]:
+        """(buf, starts, ends): item i as read is buf[starts[i]:ends[i]] (Items over a buffer;
+        for editors that read many items)."""
+        assert self._buf is not None
+        return self._buf, self._starts, self._ends
 
     def _record(self, i: int, edit: Edit, size: int) -> None:
         was = self._edits.get(i)
@@ -198,30 +245,26 @@ class Items(Sequence[bytes]):
         starts, ends, edits = self._starts, self._ends, self._edits
         parts: list[bytes | memoryview] = []
         add = parts.append
-        pending = 0  # bytes in parts
         pos = self._region  # the first byte of the input not yet written
+        flush = pos + _JOIN  # where the parts are joined and yielded
         for i in self._edit_order():
             edit = edits[i]
-            s, e = starts[i], ends[i]
+            s = starts[i]
             if isinstance(edit, bytes):
-                lo, hi, field = 0, e - s, edit
+                lo, hi, field = 0, ends[i] - s, edit
             else:
                 lo, hi, field = edit
-            new = e - s - (hi - lo) + len(field)
-            if new != e - s:  # a new length prefix: the run before ends at the old one
-                frame = ends[i - 1] if i else self._region
-                add(view[pos:frame])
-                add(prefixed(tag, new))
-                pending += frame - pos
+            if len(field) != hi - lo:  # a new length prefix: the run before ends at the old one
+                add(view[pos : ends[i - 1] if i else self._region])
+                add(prefixed(tag, ends[i] - s - (hi - lo) + len(field)))
                 pos = s
             add(view[pos : s + lo])
             add(field)
-            pending += s + lo - pos + len(field)
             pos = s + hi
-            if pending >= _JOIN:
+            if pos >= flush:
                 yield b"".join(parts)
                 parts.clear()
-                pending = 0
+                flush = pos + _JOIN
         add(view[pos : ends[-1]])
         yield b"".join(parts)
 
