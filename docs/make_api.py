@@ -116,6 +116,7 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "SimulationError",
             "DeadlockError",
             "ScheduleRefused",
+            "LayoutError",
             "NoConversionFits",
         ),
     ),

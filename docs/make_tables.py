@@ -1,6 +1,7 @@
 """Write the tables of the docs that the code already holds, between their markers:
 the verify rules (docs/verify.md), how the rules apply to a PIR program
-(docs/paddle.md) and the exit codes of each command (docs/ci.md).
+(docs/paddle.md), the exit codes of each command (docs/ci.md), and each runtime's
+rules and the link presets (docs/plan.md).
 
     python docs/make_tables.py            # rewrite the tables in place
     python docs/make_tables.py --check    # exit 1 if a table is not what this writes
@@ -39,6 +40,37 @@ def pir_rules_table() -> str:
     return "\n".join(["| rule | on a PIR program |", "| --- | --- |", *rows])
 
 
+def runtime_rules_table() -> str:
+    from vppctl.schedule import RULES, RUNTIME_NAMES
+
+    rows = []
+    for r in RULES:
+        words = f'"{_cell(r.words)}"' if r.words else "(none)"
+        kind = "refused" if r.refuses else "noted"
+        if r.breaks is None:
+            kind = "any m" if r.id not in ("P1", "R1", "M0", "T9", "P8") else "refused"
+        if r.id == "P8":
+            kind = "refused (the simulator finds the cycle)"
+        if r.split:
+            kind = "refused (checked on the split)"
+        where = RUNTIME_NAMES[r.runtime]
+        rows.append(f"| {r.id} | {where} | {_cell(r.says)} | `{r.source}` | {words} | {kind} |")
+    head = "| rule | runtime | says | source (file, function) | the runtime's words | vppctl |"
+    return "\n".join([head, "| --- | --- | --- | --- | --- | --- |", *rows])
+
+
+def links_table() -> str:
+    from vppctl.planner import DEFAULT_LINK, LINKS
+
+    rows = [
+        f"| `{p.name}`{' (default)' if p.name == DEFAULT_LINK else ''} | {p.device} | "
+        f"{p.flops / 1e12:g} | {p.link} | {p.bandwidth / 1e9:g} | {p.latency * 1e6:g} |"
+        for p in LINKS.values()
+    ]
+    head = "| `--link` | device | TFLOP/s (dense BF16) | link | GB/s per direction | us per hop |"
+    return "\n".join([head, "| --- | --- | --- | --- | --- | --- |", *rows])
+
+
 def command_exit_codes(command: str) -> list[int]:
     """The exit codes a command's --help lists (its epilog, the one source of both)."""
     from vppctl.cli import cli
@@ -62,6 +94,8 @@ TABLES: tuple[tuple[str, str, Callable[[], str]], ...] = (
     ("verify.md", "rules", rules_table),
     ("paddle.md", "pir-rules", pir_rules_table),
     ("ci.md", "exit-codes", exit_codes_table),
+    ("plan.md", "runtime-rules", runtime_rules_table),
+    ("plan.md", "links", links_table),
 )
 
 

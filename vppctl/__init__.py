@@ -78,6 +78,7 @@ _API = {
     "SimulationError": "schedule",
     "DeadlockError": "schedule",
     "ScheduleRefused": "schedule",
+    "LayoutError": "plan",
     "NoConversionFits": "outcomes",
 }
 
@@ -94,6 +95,7 @@ __all__ = [
     "DumpOptions",
     "DumpOutcome",
     "InspectOptions",
+    "LayoutError",
     "MemoryOptions",
     "NoConversionFits",
     "OutOfMemoryError",
@@ -169,7 +171,7 @@ if TYPE_CHECKING:  # the names, re-exported, for type checkers (`X`: PEP 484)
         SimulatedPlan,
         SimulateOutcome,
     )
-    from vppctl.plan import Plan, PlanOptions, Segment
+    from vppctl.plan import LayoutError, Plan, PlanOptions, Segment
     from vppctl.planner import (
         MemoryOptions,
         PlanSearchOptions,

@@ -33,6 +33,12 @@ Schedule = Literal[
     "zbv",
     "dualpipev",
 ]
+# The runtimes whose rules `plan`, `simulate` and `convert -m` apply (vppctl.schedule.runtimes):
+# Paddle 3.0.0 on a legacy ProgramDesc, Paddle 3.3.1 on a PIR program, Megatron-Core, torch's
+# pipelining, or any of them (each schedule under the runtime whose order it is).
+Runtime = Literal["paddle", "paddle-pir", "megatron", "torch", "any"]
+# The device and link a pipeline hop is timed on (vppctl.planner.costs.LINKS).
+Link = Literal["h100-nvlink", "h100-ib", "a100-nvlink", "a100-ib"]
 # The sample generator's layer layout and optimizer (vppctl.sample).
 Layout = Literal["blocked", "interleaved"]
 Optimizer = Literal["adamw", "sgd", "none"]
@@ -47,6 +53,8 @@ SPLITS: tuple[Split, ...] = get_args(Split)
 COST_KINDS: tuple[CostKind, ...] = get_args(CostKind)
 MODES: tuple[Mode, ...] = get_args(Mode)
 SCHEDULES: tuple[Schedule, ...] = get_args(Schedule)
+RUNTIMES: tuple[Runtime, ...] = get_args(Runtime)
+LINKS: tuple[Link, ...] = get_args(Link)
 LAYOUTS: tuple[Layout, ...] = get_args(Layout)
 OPTIMIZERS: tuple[Optimizer, ...] = get_args(Optimizer)
 PROGRAM_LAYOUTS: tuple[ProgramLayout, ...] = get_args(ProgramLayout)

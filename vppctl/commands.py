@@ -139,7 +139,9 @@ def convert_file(
     atomically, through a symbolic link to its target). Nothing is written on failure.
     With `options.micro_batches`, also simulate the converted plan's bubble
     (`outcome.bubble`); a micro-batch count a schedule refuses leaves that schedule out
-    with a warning, never the conversion."""
+    with a warning, never the conversion. With `options.moves`, also write there (JSON,
+    with the program, all or nothing) every parameter's (stage, chunk) before and after,
+    and its bytes: the map that remaps a checkpoint (`outcome.result.moves`)."""
     _options("convert_file", options, ConvertOptions)
     in_place = options.in_place
     if in_place and out is not None:
@@ -151,6 +153,8 @@ def convert_file(
     else:
         fix = "pass --in-place to overwrite it, or -o another path"
         output = program_output(default_output(src) if out is None else out, (src,), fix)
+    moves = options.moves
+    moves_output = None if moves is None else _moves_output(moves, src, output)
     micro_batches = options.micro_batches
     with observing(progress):
         program = read_program(src)
@@ -158,11 +162,34 @@ def convert_file(
         bubble, sim_warnings = (
             (None, ())
             if micro_batches is None
-            else planner.converted_bubble(planned, micro_batches)
+            else planner.converted_bubble(
+                planned, micro_batches, options.runtime or "paddle", options.p2p_cost, options.link
+            )
         )
-        written, save_warnings = write_program(program, output)
+        beside = []
+        if moves_output is not None:
+            document = outcomes.moves_document(result, str(src), output.shown)
+            beside.append((moves_output, (json.dumps(document, indent=1) + "\n").encode()))
+        written, save_warnings = write_program(program, output, beside=beside)
     warnings = (*result.warnings, *sim_warnings, *save_warnings)
-    return ConvertOutcome(result, output.shown, written, bubble, warnings, output.is_stdout)
+    moves_written = None
+    if moves_output is not None:
+        warnings += tuple(moves_output.warnings())
+        moves_written = (moves_output.shown, len(beside[0][1]))
+    return ConvertOutcome(
+        result, output.shown, written, bubble, warnings, output.is_stdout, moves_written
+    )
+
+
+def _moves_output(spec: PathLike, src: PathLike, program: Output) -> Output:
+    """Where `--moves` goes: JSON, never the input, the program's file, or stdout beside a
+    program on stdout."""
+    output = resolve_output(spec, binary=False, inputs=(src,), fix="write to another path")
+    if output.same_file(program):
+        raise UsageError(f"-o and --moves name the same file {spec}; give each its own")
+    if output.is_stdout and program.is_stdout:
+        raise UsageError("-o and --moves both write to stdout; give one of them a file")
+    return output
 
 
 # -- verify, inspect -------------------------------------------------------------
@@ -306,7 +333,8 @@ def simulate_run(
     program: its recorded plan, so `options.plan.vpp` is not needed), costs are its
     segments' forward FLOPs, and `outcome.memory` holds each stage's bytes. Without it,
     every chunk costs `options.costs`. `options.schedule` None compares 1F1B with the
-    plan's interleaving schedule."""
+    runtime's schedule that interleaves the plan; `options.runtime` None is the program's
+    own runtime (`any` without one), whose rules refuse what it would refuse (exit 2)."""
     pictures = Pictures() if pictures is None else pictures
     _options("simulate_run", pictures, Pictures)
     _options("simulate_run", options, planner.SimulateOptions)
@@ -336,8 +364,11 @@ def simulate_run(
             found.memory,
             found.memory_options,
             warnings,
+            found.runtime,
+            found.hop,
         )
-    runs = planner.simulate_counts(options)
+    counted = planner.simulate_counts(options)
+    runs = counted.results
     pp, vpp = runs[-1].pp, runs[-1].plan_vpp
     drawing = _Drawing(
         pictures.svg_width,
@@ -347,7 +378,9 @@ def simulate_run(
     )
     written = tuple(_pictures(runs, outputs, drawing))
     warnings = (*outcomes.simulation_warnings(runs), *_link_warnings(outputs))
-    return outcomes.SimulateOutcome(runs, None, written, warnings=warnings)
+    return outcomes.SimulateOutcome(
+        runs, None, written, warnings=warnings, runtime=counted.runtime, hop=counted.hop
+    )
 
 
 @dataclass(frozen=True)

@@ -8,23 +8,29 @@ its own verifier: that raises SelfCheckError and the CLI writes nothing.
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 from typing import ClassVar
 
 from vppctl import progress, validate
-from vppctl.choices import MAX_MICRO_BATCHES
+from vppctl.choices import LINKS, MAX_MICRO_BATCHES, RUNTIMES, Link, Runtime
 from vppctl.engine import (
     ForwardOps,
     LayerCosts,
     LayerSet,
+    Move,
     ProgramIndex,
     build_index,
     check_seg_method,
     cross_stage_edges,
     layer_costs,
     param_elements,
+    parameter_moves,
+    parameter_places,
+    parameter_vars,
     precheck,
     resolve_layers,
     with_matches,
@@ -50,9 +56,10 @@ PIR_REFUSAL = (
 
 @dataclass(frozen=True)
 class ConvertOptions:
-    """What `convert` is asked: the plan (`plan.vpp` is required), how to find the layers,
-    and what else to do. `convert_program` takes the first four; `micro_batches` and
-    `in_place` are `convert_file`'s. Checked when made (UsageError, exit 2)."""
+    """What `convert` is asked: the plan (`plan.vpp` is required, or `plan.layout`), how to
+    find the layers, and what else to do. `convert_program` takes the first four;
+    `micro_batches`, `in_place`, `runtime` and `moves` are `convert_file`'s. Checked when
+    made (UsageError, exit 2)."""
 
     plan: PlanOptions
     seg_method: str | None = None  # regex naming the repeated layer; None: detected
@@ -60,6 +67,16 @@ class ConvertOptions:
     strip_callstack: bool = False  # drop op_callstack attributes
     micro_batches: int | None = None  # also simulate the converted plan's bubble at m
     in_place: bool = False  # write over the input (no `out`)
+    # Whose schedules and rules that bubble is simulated under (None: Paddle 3.0.0's, the
+    # runtime of the legacy programs vppctl writes).
+    runtime: Runtime | None = None
+    # What a hop between stages costs in that bubble: given, in units of the mean stage's
+    # forward (0 leaves hops out), or None: the program's boundary bytes over `link`
+    # (None: h100-ib), as `simulate` times it.
+    p2p_cost: float | Fraction | None = None
+    link: Link | None = None
+    # Also write every parameter's (stage, chunk) before and after there, as JSON.
+    moves: str | os.PathLike[str] | None = None
 
     FLAGS: ClassVar[Mapping[str, str]] = {
         "seg_method": "--seg-method",
@@ -67,16 +84,45 @@ class ConvertOptions:
         "strip_callstack": "--strip-callstack",
         "micro_batches": "--micro-batches",
         "in_place": "--in-place",
+        "runtime": "--runtime",
+        "p2p_cost": "--p2p-cost",
+        "link": "--link",
+        "moves": "--moves",
     }
     NESTED: ClassVar[Mapping[str, type]] = {"plan": PlanOptions}
 
     def __post_init__(self) -> None:
         validate.nested(self, "plan", PlanOptions)
-        self.plan.spec()  # vpp is required
+        if self.plan.layout is None:
+            self.plan.spec()  # vpp is required, or a layout that gives it
         check_seg_method(self, "seg_method")
         for name in ("strict", "strip_callstack", "in_place"):
             validate.flag(self, name)
         validate.integer(self, "micro_batches", 1, MAX_MICRO_BATCHES, optional=True)
+        validate.choice(self, "runtime", RUNTIMES, optional=True)
+        if self.moves is not None and not isinstance(self.moves, (str, os.PathLike)):
+            raise validate.refuse(self, "moves", "a path (str or os.PathLike), '-' or None")
+        if self.p2p_cost is not None:
+            validate.number(self, "p2p_cost")
+        validate.choice(self, "link", LINKS, optional=True)
+        if self.p2p_cost is not None and self.link is not None:
+            raise UsageError(
+                f"{validate.where(self, 'p2p_cost')} gives a hop's cost itself, and "
+                f"{validate.where(self, 'link')} would time it from the program's bytes: "
+                "pass one of them"
+            )
+        for name, what in (
+            ("runtime", "names whose schedules simulate"),
+            ("p2p_cost", "is a hop's cost in"),
+            ("link", "times the hops of"),
+        ):
+            if getattr(self, name) is not None and self.micro_batches is None:
+                flag = validate.where(self, name)
+                raise UsageError(
+                    f"{flag} {what} the bubble of "
+                    f"{validate.where(self, 'micro_batches')}: pass both, or drop "
+                    f"{flag.split(' ')[0]}"
+                )
 
 
 @dataclass(frozen=True)
@@ -105,6 +151,8 @@ class ConvertResult:
     edges_after: int
     callstack_bytes_saved: int | None
     warnings: tuple[str, ...] = field(default=())
+    # Every parameter once: its (stage, chunk) before and after, and its bytes.
+    moves: tuple[Move, ...] = field(default=())
 
 
 @dataclass(frozen=True)
@@ -121,30 +169,38 @@ class Planned:
 
 
 def plan_program(program: Program, opts: ConvertOptions) -> Planned:
-    """Load -> index -> layers -> plan: refusals up front, then the pure plan (rules 1-5)."""
-    spec = opts.plan.spec()
+    """Load -> index -> layers -> plan: refusals up front, then the pure plan (rules 1-5).
+    A layout (`PlanOptions.layout`) is resolved once the stages and layers are known."""
+    asked = opts.plan
     index = build_index(program)
     progress.phase("planning")
     precheck.check_structure(index)
     stages, globals_ = index.stage_mesh_ids()
-    precheck.check_pp(stages, spec)
+    precheck.check_pp(
+        stages, (replace(asked, layout=None, vpp=1, split=None) if asked.layout else asked).spec()
+    )
     precheck.check_meshes(index, stages, globals_)
     forward = ForwardOps(index)
     precheck.check_forward_links(index, forward)
     layers = resolve_layers(index, opts.seg_method, read_plan(program.header), strict=opts.strict)
+    resolved, warnings = asked.resolved(len(stages), len(layers))
+    spec = resolved.spec()
+    if asked.layout:
+        precheck.check_pp(stages, spec)
     facts = _facts(index, layers, stages, layer_costs(index, layers, spec.cost))
-    plan = _plan(index, layers, facts, stages, spec)
+    plan = _plan(index, layers, facts, stages, spec, warnings)
     return Planned(index, forward, layers, facts, plan, tuple(stages), tuple(globals_))
 
 
 def replan(planned: Planned, opts: PlanOptions) -> Planned:
     """The same program planned with other options (index and layers reused)."""
+    opts, warnings = opts.resolved(planned.plan.pp, planned.plan.n_layers)
     spec = opts.spec()
     index, layers, facts = planned.index, planned.layers, planned.facts
     if spec.cost != planned.plan.cost_kind:
         costs = layer_costs(index, layers, spec.cost)
         facts = replace(facts, costs=costs.layers, pre_cost=costs.pre, post_cost=costs.post)
-    plan = _plan(index, layers, facts, planned.stages, spec)
+    plan = _plan(index, layers, facts, planned.stages, spec, warnings)
     return replace(planned, facts=facts, plan=plan)
 
 
@@ -154,9 +210,11 @@ def _plan(
     facts: LayerFacts,
     stages: Sequence[MeshId],
     opts: PlanSpec,
+    warnings: Sequence[str] = (),
 ) -> Plan:
+    said = (*layers.warnings, *warnings)
     try:
-        plan = make_plan(facts, [index.meshes[m] for m in stages], opts, warnings=layers.warnings)
+        plan = make_plan(facts, [index.meshes[m] for m in stages], opts, warnings=said)
     except ConversionError as e:
         raise with_matches(layers, e) from None
     precheck.check_strays(index, layers, plan)
@@ -173,11 +231,12 @@ def convert_program(program: Program, options: ConvertOptions) -> ConvertResult:
     it raises. `options.micro_batches` and `options.in_place` are `convert_file`'s."""
     if not isinstance(options, ConvertOptions):
         raise UsageError(validate.wrong_options("convert_program", "ConvertOptions", options))
-    for name in ("micro_batches", "in_place"):
+    for name in ("micro_batches", "in_place", "moves"):
         if getattr(options, name):
             raise UsageError(
                 f"{validate.where(options, name)} is convert_file's (a Program in memory has "
-                "no file to write over or bubble to report): drop it, or call convert_file"
+                "no file to write over, bubble to report or move map to write): drop it, or "
+                "call convert_file"
             )
     return converted(program, options)[0]
 
@@ -192,6 +251,8 @@ def converted(program: Program, opts: ConvertOptions) -> tuple[ConvertResult, Pl
     planned = plan_program(program, opts)
     index, layers, plan, stages = planned.index, planned.layers, planned.plan, planned.stages
     edges_before = cross_stage_edges(index, stages)
+    params = parameter_vars(index)
+    before = parameter_places(index, stages, params)
     progress.phase("applying", sum(b.n_ops for b in index.blocks))
     applied = write(index, assign(index, plan, layers, planned.forward))
     violations = verify(index, expectation(planned))
@@ -213,6 +274,7 @@ def converted(program: Program, opts: ConvertOptions) -> tuple[ConvertResult, Pl
         edges_after=cross_stage_edges(index, stages),
         callstack_bytes_saved=saved,
         warnings=(*plan.warnings, *applied.warnings),
+        moves=parameter_moves(index, params, before, parameter_places(index, stages, params)),
     )
     return result, planned
 

@@ -19,6 +19,7 @@ from vppctl.errors import VppctlError
 # Raise one when a key of that shape changes meaning or goes away.
 SCHEMAS = {
     "convert": 1,
+    "moves": 1,
     "verify": 1,
     "verify-rules": 1,
     "inspect": 1,

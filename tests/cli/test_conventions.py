@@ -37,10 +37,11 @@ def test_choices_take_any_case_and_mean_the_token(tmp_path: Path) -> None:
                "--cost", "Flops", "-o", out, "--json").stdout
     )  # fmt: skip
     assert (data["placement"], data["split"], data["cost"]) == ("v", "uniform", "flops")
-    sim = json.loads(invoke("simulate", out, "-m", "8", "--schedule", "ZBV", "--json").stdout)
+    sim = invoke("simulate", out, "-m", "8", "--schedule", "ZBV", "--runtime", "Torch", "--json")
+    sim = json.loads(sim.stdout)
     assert [r["schedule"] for r in sim["results"]] == ["zbv"]
     plan = invoke("plan", SAMPLE, "-m", "8", "--schedule", "ZBV,1F1B", "--placement", "V,Loop",
-                  "--json").stdout  # fmt: skip
+                  "--runtime", "ANY", "--json").stdout  # fmt: skip
     assert {c["schedule"] for c in json.loads(plan)["candidates"]} <= {"zbv", "1f1b"}
     bad = invoke("plan", SAMPLE, "-m", "8", "--schedule", "zbv,gpipe", exit_code=2)
     assert "'gpipe' is not one of fthenb, 1f1b" in bad.stderr

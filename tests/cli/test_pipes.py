@@ -72,11 +72,12 @@ def test_convert_rows_and_notes_are_whole_lines(piped: dict[str, Result]) -> Non
     notes = out[19:]
     assert notes[0] == "layers: DecoderLayer x 126 (detected)"
     assert re.fullmatch(
-        r"bubble at m=16 \(FLOP costs\): 1F1B [\d.]+% -> interleaved 1F1B [\d.]+% of the step",
+        r"bubble at m=16 \(FLOP costs, --runtime paddle\): 1F1B [\d.]+% -> Paddle VPP [\d.]+% of "
+        r"the step",
         next(x for x in notes if x.startswith("bubble at")),
     )
     assert re.fullmatch(
-        r"worst stage's peak: 1F1B [\d.]+ GiB -> interleaved 1F1B [\d.]+ GiB \(stages? [\d, ]+\)",
+        r"worst stage's peak: 1F1B [\d.]+ GiB -> Paddle VPP [\d.]+ GiB \(stages? [\d, ]+\)",
         next(x for x in notes if x.startswith("worst stage's peak")),
     )
     assert re.fullmatch(r"wrote \S+ \([\d.]+ MB\)", lines(piped["convert"], "stderr")[-1])
@@ -91,7 +92,7 @@ def test_simulate_records_are_whole_lines(piped: dict[str, Result]) -> None:
     assert re.fullmatch(r"makespan +[\d.]+ +[\d.]+", makespan)
     (gain,) = [x for x in out if " vs 1F1B (v=1): " in x]
     assert re.fullmatch(
-        r"interleaved 1F1B \(v=2\) vs 1F1B \(v=1\): makespan [\d.]+ -> [\d.]+ \([\d.]+% "
+        r"Paddle VPP \(v=2\) vs 1F1B \(v=1\): makespan [\d.]+ -> [\d.]+ \([\d.]+% "
         r"shorter\), bubble [\d.]+% -> [\d.]+% of the step, stage 0 activations [\d.]+ -> "
         r"[\d.]+ stages \(x[\d.]+\)",
         gain,

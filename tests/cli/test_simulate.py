@@ -107,23 +107,41 @@ def percents(line: str) -> list[str]:
 def test_convert_and_simulate_give_the_same_bubble(tmp_path: Path, placement) -> None:
     src, out = sample(tmp_path), tmp_path / "o.pb"
     args = ["convert", str(src), "--vpp", "2", "--placement", placement, "-m", "8"]
+    args += ["--runtime", "any"]
     converted = invoke(*args, "-o", str(out), env={"COLUMNS": "80"})
     line = next(x for x in converted.stdout.splitlines() if x.startswith("bubble at m=8"))
-    assert "(FLOP costs)" in line and line.endswith("of the step")
+    assert "(FLOP costs, --runtime any)" in line and line.endswith("of the step")
     shown = percents(line)
     assert len(shown) == 2
     # simulate of the converted program and of the input with the same options
-    from_output = run_json(["simulate", str(out), "-m", "8"])
-    from_input = run_json(["simulate", str(src), "--vpp", "2", "--placement", placement, "-m", "8"])
+    from_output = run_json(["simulate", str(out), "-m", "8", "--runtime", "any"])
+    from_input = run_json(
+        [
+            "simulate",
+            str(src),
+            "--vpp",
+            "2",
+            "--placement",
+            placement,
+            "-m",
+            "8",
+            "--runtime",
+            "any",
+        ]
+    )
     for data in (from_output, from_input):
         assert [f"{r['bubble']:.1%}" for r in data["results"]] == shown
-    table = invoke("simulate", str(out), "-m", "8").stdout
+    table = invoke("simulate", str(out), "-m", "8", "--runtime", "any").stdout
     row = next(x for x in table.splitlines() if x.startswith("bubble (idle share of the step)"))
     assert percents(row) == shown
     convert_json = run_json([*args, "-o", str(tmp_path / "o2.pb")])["bubble"]
     second = "interleaved" if placement == "loop" else "zbv"
-    assert set(convert_json) == {"definition", "micro_batches", "costs", "schedules"}
+    assert set(convert_json) == {
+        "definition", "micro_batches", "costs", "runtime", "schedules", "p2p_cost",
+        "hop_bytes", "stage_loads", "why",
+    }  # fmt: skip
     assert list(convert_json["schedules"]) == ["1f1b", second]
+    assert convert_json["p2p_cost"] == from_output["p2p"]["cost"] > 0
     assert [convert_json["schedules"]["1f1b"], convert_json["schedules"][second]] == [
         r["bubble"] for r in from_output["results"]
     ]
@@ -141,22 +159,23 @@ def test_convert_with_a_micro_batch_count_interleaving_refuses_still_converts(
 ) -> None:
     src, out = sample(tmp_path), tmp_path / "o.pb"
     # m = 6 at pp 4: Megatron's default group size 4 leaves a last group of 2 < pp.
-    result = invoke("convert", str(src), "--vpp", "2", "-m", "6", "-o", str(out))
+    megatron = ["--runtime", "megatron"]
+    result = invoke("convert", str(src), "--vpp", "2", "-m", "6", *megatron, "-o", str(out))
     assert out.stat().st_size > 0
     line = next(x for x in result.stdout.splitlines() if x.startswith("bubble at m=6"))
     assert "1F1B" in line and "interleaved" not in line
     assert "no interleaved bubble at --micro-batches 6" in result.stderr
     assert "legal --group-size values: 6" in result.stderr
     assert "the conversion is unaffected" in result.stderr
-    data = run_json(["convert", str(src), "--vpp", "2", "-m", "6", "-o", str(out)])
-    assert set(data["bubble"]) == {"definition", "micro_batches", "costs", "schedules"}
-    assert list(data["bubble"]["schedules"]) == ["1f1b"]
+    data = run_json(["convert", str(src), "--vpp", "2", "-m", "6", *megatron, "-o", str(out)])
+    assert list(data["bubble"]["schedules"]) == ["1f1b"] and data["bubble"]["why"] is None
 
 
 def test_fewer_micro_batches_than_stages_warn_in_convert(tmp_path: Path) -> None:
     src = sample(tmp_path)
-    result = invoke("convert", str(src), "--vpp", "2", "-m", "2", "-o", str(tmp_path / "o.pb"))
-    assert "micro-batches (2) < pp (4)" in result.stderr
+    args = ["convert", str(src), "--vpp", "2", "-m", "2", "--runtime", "megatron"]
+    result = invoke(*args, "-o", str(tmp_path / "o.pb"))
+    assert "micro-batches (2) < pp (4)" in result.stderr  # Megatron's 1F1B takes any m
     assert "no interleaved bubble" in result.stderr
 
 
@@ -181,7 +200,7 @@ def test_a_v_placed_program_runs_the_v_order(tmp_path: Path) -> None:
     src, out = sample(tmp_path), tmp_path / "o.pb"
     args = ["convert", str(src), "--vpp", "2", "--placement", "v", "-o", str(out)]
     invoke(*args)
-    data = run_json(["simulate", str(out), "-m", "8"])
+    data = run_json(["simulate", str(out), "-m", "8", "--runtime", "torch"])
     assert [r["schedule"] for r in data["results"]] == ["1f1b", "zbv"]
     zbv = data["results"][1]
     assert zbv["placement"] == "v"
@@ -189,8 +208,15 @@ def test_a_v_placed_program_runs_the_v_order(tmp_path: Path) -> None:
     stage0 = {a[: a.index(next(c for c in a if c.isalpha()))] for a in zbv["per_stage"][0]["order"]}
     stage3 = {a[: a.index(next(c for c in a if c.isalpha()))] for a in zbv["per_stage"][3]["order"]}
     assert stage0 == {"0", "7"} and stage3 == {"3", "4"}
-    interleaved = invoke("simulate", str(out), "-m", "8", "--schedule", "interleaved", exit_code=2)
+    args = ["simulate", str(out), "-m", "8", "--schedule", "interleaved", "--runtime", "torch"]
+    interleaved = invoke(*args, exit_code=2)
     assert "V-placed" in interleaved.stderr
+    paddle = invoke("simulate", str(out), "-m", "8", exit_code=2)  # Paddle: ZBVPP, m == pp
+    assert "breaks rule P6" in paddle.stderr
+    assert [r["schedule"] for r in run_json(["simulate", str(out), "-m", "4"])["results"]] == [
+        "1f1b",
+        "zbvpp",
+    ]
 
 
 def test_uniform_impossible_falls_back_to_balanced_with_a_warning(tmp_path: Path) -> None:
@@ -362,6 +388,7 @@ def test_memory_per_stage_is_in_the_table_and_the_json(tmp_path: Path, terminal)
 def test_memory_limit_flags_the_stages_over_it(tmp_path: Path) -> None:
     src = sample(tmp_path)
     base = ["simulate", str(src), "--vpp", "2", "-m", "8", "--schedule", "interleaved"]
+    base += ["--runtime", "any"]
     peaks = [s["peak_bytes"] for s in run_json(base)["results"][0]["per_stage"]]
     limit = sorted(peaks)[1]  # between the lowest and the highest peak
     data = run_json([*base, "--memory-limit", str(limit)], exit_code=1)
@@ -393,8 +420,10 @@ def test_simulate_plans_as_convert_does_with_the_same_options(
 ) -> None:
     src, out = sample(tmp_path, layers=10), tmp_path / "o.pb"
     converted = run_json(["convert", str(src), "--vpp", "2", *options, "-o", str(out)])
-    simulated = run_json(["simulate", str(src), "--vpp", "2", "-m", "8", *options])
-    as_converted = run_json(["simulate", str(out), "-m", "8"])
+    simulated = run_json(
+        ["simulate", str(src), "--vpp", "2", "-m", "8", *options, "--runtime", "any"]
+    )
+    as_converted = run_json(["simulate", str(out), "-m", "8", "--runtime", "any"])
     counts = [len(s["layers"]) for s in converted["segments"]]
     assert simulated["plan"]["layers_per_segment"] == counts
     assert as_converted["plan"]["layers_per_segment"] == counts
@@ -501,3 +530,148 @@ def test_schedule_takes_paddles_schedule_mode_names_in_any_case(given: str, cano
     vpp = "2" if canonical == "vpp" else "1"
     data = run_json(["simulate", "--pp", "4", "--vpp", vpp, "-m", "8", "--schedule", given])
     assert data["results"][0]["schedule"] == canonical
+
+
+# -- under a runtime (issue 33) ---------------------------------------------------------
+
+
+def test_a_programs_own_runtime_is_the_default_and_the_header_says_it(tmp_path: Path) -> None:
+    src = sample(tmp_path)
+    data = run_json(["simulate", str(src), "--vpp", "2", "-m", "8"])
+    assert data["runtime"] == "paddle"
+    assert [r["schedule"] for r in data["results"]] == ["1f1b", "vpp"]  # Paddle's VPP
+    out = invoke("simulate", str(src), "--vpp", "2", "-m", "8").stdout
+    assert "runtime: Paddle 3.0.0 (legacy ProgramDesc)" in out and "--runtime any" in out
+    widened = run_json(["simulate", str(src), "--vpp", "2", "-m", "8", "--runtime", "any"])
+    assert [r["schedule"] for r in widened["results"]] == ["1f1b", "interleaved"]
+    assert run_json(["simulate", "--pp", "4", "--vpp", "2", "-m", "8"])["runtime"] == "any"
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--schedule", "zbv"], "has no zbv schedule (rule P1"),
+        (["--schedule", "eager1f1b", "-m", "6"], "breaks rule P4"),
+        (["--runtime", "torch", "--schedule", "1f1b", "-m", "3"], "breaks rule T2"),
+        (["--runtime", "megatron", "--schedule", "interleaved", "-m", "6"], "breaks rule M2"),
+        (["--runtime", "paddle-pir", "--schedule", "zbh1"], "has no zbh1 schedule (rule R1"),
+    ],
+)
+def test_what_the_runtime_refuses_is_exit_2_in_its_words(
+    tmp_path: Path, args: list[str], words: str
+) -> None:
+    src = sample(tmp_path)
+    m = [] if "-m" in args else ["-m", "8"]
+    result = invoke(
+        "simulate",
+        str(src),
+        "--vpp",
+        "1" if "1f1b" in args or "eager1f1b" in args or "zbh1" in args else "2",
+        *m,
+        *args,
+        exit_code=2,
+    )
+    assert words in result.stderr and "--runtime any" in result.stderr
+    assert result.stderr.count("\n") == 1  # one Error: line
+
+
+def test_a_note_the_runtime_runs_anyway_is_a_warning(tmp_path: Path) -> None:
+    src = sample(tmp_path)
+    result = invoke("simulate", str(src), "--vpp", "2", "-m", "6")  # pp 4 does not divide 6
+    assert "P13" in result.stderr and "prune_by_vpp" in result.stderr
+
+
+def test_torch_runs_its_own_group_size(tmp_path: Path) -> None:
+    src = sample(tmp_path)
+    data = run_json(["simulate", str(src), "--vpp", "2", "-m", "7", "--runtime", "torch"])
+    assert [r["group_size"] for r in data["results"]] == [None, 7]  # Megatron's default refuses
+    invoke("simulate", str(src), "--vpp", "2", "-m", "7", "--runtime", "megatron", exit_code=2)
+
+
+# -- --layout -------------------------------------------------------------------------
+
+
+def test_a_layout_is_simulated_as_its_split(tmp_path: Path) -> None:
+    src = sample(tmp_path)
+    data = run_json(["simulate", str(src), "--layout", "Et*3|t|t*2|t*2L", "-m", "8"])
+    assert data["plan"]["vpp"] == 1 and data["plan"]["split"] == "explicit"
+    assert data["plan"]["layers_per_segment"] == [3, 1, 2, 2]
+    uneven = run_json(
+        [
+            "simulate",
+            str(sample(tmp_path, 12, name="q.pb")),
+            "--layout",
+            "Et*2|(t|)*2t*2|t|t*2|t*2|tL",
+            "-m",
+            "8",
+        ]
+    )
+    assert uneven["plan"]["vpp"] == 2 and uneven["plan"]["layers_per_segment"] == [
+        2,
+        1,
+        1,
+        2,
+        1,
+        2,
+        2,
+        1,
+    ]
+    refused = invoke("simulate", str(src), "--layout", "Et*3|t|t*2|t*3L", "-m", "8", exit_code=2)
+    assert (
+        "--layout 'Et*3|t|t*2|t*3L': the layout has 9 transformer layers (t) but the model has 8"
+        in refused.stderr
+    )
+    no_program = invoke(
+        "simulate", "--pp", "4", "--vpp", "1", "-m", "8", "--layout", "Et|t|t|tL", exit_code=2
+    )
+    assert "--layout" in no_program.stderr and "pass the program" in no_program.stderr
+
+
+def test_a_pir_program_runs_only_the_splits_paddles_completion_makes(tmp_path: Path) -> None:
+    from pir_cases import reference
+
+    path = tmp_path / "gpt_keep.json"  # 7 + 5 layers on pp 2
+    path.write_bytes(reference("gpt_keep_pp2_v2", "plain"))
+    keep = run_json(["simulate", str(path), "--vpp", "4", "--split", "keep", "-m", "8"])
+    assert keep["runtime"] == "paddle-pir"
+    assert [r["schedule"] for r in keep["results"]] == ["1f1b", "vpp"]
+    args = ["simulate", str(path), "--vpp", "4", "--split", "balanced", "-m", "8"]
+    refused = invoke(*args, exit_code=2)
+    assert "Paddle 3.3.1 (PIR) cannot make this split for VPP" in refused.stderr
+    assert "deals a stage's 6 layers as 2+2+1+1" in refused.stderr
+    run_json([*args, "--runtime", "any"])  # Megatron's interleaved runs it
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_without_a_program_every_run_is_one_its_home_runtime_runs(schedule: str) -> None:
+    """No program: the runtime is `any`, each schedule under its home runtime's rules. At
+    every m up to 3pp, simulate runs exactly what those rules accept (and what Paddle's VPP
+    job list does not deadlock on), and refuses the rest in the runtime's words, exit 2."""
+    from vppctl.schedule import ScheduleRefused
+    from vppctl.schedule.runtimes import Counts, default_group_size, preflight
+
+    pp = 4
+    placement = "v" if schedule in V_SHAPED else "loop"
+    vpp = 1 if schedule in MERGED else 2
+    ran = refused = 0
+    for m in range(1, 3 * pp + 1):
+        args = ["simulate", "--pp", str(pp), "--vpp", str(vpp), "-m", str(m)]
+        args += ["--placement", placement, "--schedule", schedule]
+        counts = Counts(schedule, pp, vpp, m, placement)  # type: ignore[arg-type]
+        rule = preflight("any", counts)[0]
+        if rule is None:
+            group = default_group_size("any", schedule, pp, m)  # type: ignore[arg-type]
+            try:
+                simulate(pp, vpp, m, schedule, placement=placement, group_size=group)  # type: ignore[arg-type]
+            except ScheduleRefused:  # Paddle's VPP job list deadlocks (P8): refused as a cycle
+                assert "(rule P8, pipeline_vpp.py" in invoke(*args, exit_code=2).stderr
+                refused += 1
+                continue
+            data = run_json(args)
+            assert data["runtime"] == "any" and data["results"][0]["schedule"] == schedule
+            ran += 1
+        else:
+            result = invoke(*args, exit_code=2)
+            assert f"breaks rule {rule.reason.split(':')[0]}" in result.stderr, result.stderr
+            refused += 1
+    assert ran and ran + refused == 3 * pp  # each schedule runs somewhere, every m is decided

@@ -53,9 +53,12 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_convert(work: Path) -> None:
     out = work / "c.pb"
     plan = vppctl.PlanOptions(vpp=2, placement="v", split="balanced", cost="flops")
-    options = vppctl.ConvertOptions(plan=plan, micro_batches=8, strip_callstack=True)
+    options = vppctl.ConvertOptions(
+        plan=plan, micro_batches=8, strip_callstack=True, runtime="torch"
+    )
     outcome = vppctl.convert_file(SAMPLE, out, options)
     args = ["--placement", "v", "--split", "balanced", "--cost", "flops", "-m", "8"]
+    args += ["--runtime", "torch"]
     printed = cli_json("convert", SAMPLE, "--vpp", "2", *args, "--strip-callstack", "-o", out,
                        "--json")  # fmt: skip
     same(outcome.to_json(), printed)
@@ -124,9 +127,12 @@ def test_simulate_without_a_program() -> None:
 
 
 def test_plan(work: Path) -> None:
-    options = vppctl.PlanSearchOptions(micro_batches=(8, 16), schedules=("1f1b", "interleaved"))
+    options = vppctl.PlanSearchOptions(
+        micro_batches=(8, 16), schedules=("1f1b", "interleaved"), runtime="megatron"
+    )
     outcome = vppctl.plan_run(SAMPLE, options)
-    printed = cli_json("plan", SAMPLE, "-m", "8,16", "--schedule", "1f1b,interleaved", "--json")
+    args = ("-m", "8,16", "--schedule", "1f1b,interleaved", "--runtime", "megatron")
+    printed = cli_json("plan", SAMPLE, *args, "--json")
     same(outcome.to_json(), printed)
     assert printed["candidates"]
 

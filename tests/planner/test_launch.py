@@ -11,14 +11,30 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import paths
 import pytest
 from commandline import invoke
 
-from vppctl.planner.launch import LaunchCandidate, launch_settings
+from vppctl.choices import SCHEDULES
+from vppctl.plan import parse_layout, place
+from vppctl.planner.launch import (
+    LaunchCandidate,
+    deepspeed_uniform,
+    launch_settings,
+    layouts,
+    megatron_layout,
+    torchtitan_fqns,
+)
 from vppctl.sample import SampleOptions, build_sample
 from vppctl.schedule.interleaving import legal_group_sizes
 from vppctl.schedule.orders import order_names, stage_orders
-from vppctl.schedule.runtimes import PADDLE_MODES, PADDLE_SCHEDULE_MODES, paddle_legacy_refusal
+from vppctl.schedule.runtimes import (
+    HOME,
+    PADDLE_MODES,
+    PADDLE_SCHEDULE_MODES,
+    RUNTIME_SCHEDULES,
+    paddle_legacy_refusal,
+)
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +76,7 @@ def test_plan_prints_one_row_per_distinct_conversion(src: Path) -> None:
     assert commands and len(commands) == len(set(commands))
     simulated = [line for line in result.stdout.splitlines() if "simulated:" in line]
     assert len(simulated) == len(commands)
-    assert "fthenb, 1f1b, eager1f1b, zbh1, zb1p at m 8, 16" in result.stdout
+    assert "fthenb, 1f1b, eager1f1b, zbh1 at m 8, 16" in result.stdout  # Paddle's
 
 
 def test_conversions_in_json_list_what_each_was_simulated_under(planned: dict) -> None:  # type: ignore[type-arg]
@@ -115,7 +131,7 @@ def test_megatron_layout_or_layers_per_virtual_stage_by_split() -> None:
     assert uniform["--num-layers-per-virtual-pipeline-stage"] == 1
     uneven = candidate("interleaved", layers_per_segment=(2, 1, 1, 1, 1, 1, 1, 2))
     flags = dict(launch_settings(uneven)[1].settings)
-    assert flags["--pipeline-model-parallel-layout"] == "Et*2|t|t|t|t|t|t|t*2L"
+    assert flags["--pipeline-model-parallel-layout"] == "Et*2|(t|)*6t*2L"
     assert "--num-layers-per-virtual-pipeline-stage" not in flags
 
 
@@ -226,3 +242,191 @@ def test_zbvpp_launches_under_paddle_with_the_runtimes_its_greedy_ran_with() -> 
     assert settings["strategy.pipeline.program_runtimes"] == (61, 72, 71, 34, 3)
     assert "3.3.1 cannot" in paddle.note and "_get_max_memory" in paddle.note
     assert not megatron.runs and not torch.runs
+
+
+# -- under a runtime, every row runs there (issue 33, acceptance 1) ----------------------
+
+
+def plan_under(path: Path, *args: str) -> dict:  # type: ignore[type-arg]
+    return json.loads(invoke("plan", str(path), "-m", "4,6,8,12,16", *args, "--json").stdout)  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="module")
+def pir_program(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from pir_cases import reference
+
+    path = tmp_path_factory.mktemp("launch-pir") / "gpt_keep_plain.json"
+    path.write_bytes(reference("gpt_keep_pp2_v2", "plain"))  # 7 + 5 layers on pp 2
+    return path
+
+
+@pytest.mark.parametrize("runtime", [None, "megatron", "torch"])
+def test_every_row_of_a_legacy_program_runs_in_its_runtime(src: Path, runtime: str | None) -> None:
+    """Default: the legacy program's own runtime, Paddle 3.0.0; every candidate is one of
+    its schedules at counts its rules accept, and its launch settings there run."""
+    data = plan_under(src, *(["--runtime", runtime] if runtime else []))
+    expected = runtime or "paddle"
+    assert data["runtime"] == expected
+    schedules = {c["schedule"] for c in data["candidates"]}
+    assert schedules <= set(RUNTIME_SCHEDULES[expected]) and len(schedules) > 1
+    for c in data["candidates"]:
+        assert c["launch"][expected]["runs"], (c["schedule"], c["micro_batches"], c["launch"])
+    if expected == "paddle":
+        assert "zbvpp" not in schedules or all(
+            c["micro_batches"] == 4 for c in data["candidates"] if c["schedule"] == "zbvpp"
+        )
+
+
+def test_every_row_of_a_pir_program_runs_on_paddles_pir_pipeline(pir_program: Path) -> None:
+    data = plan_under(pir_program, "--vpp", "1,2,4")
+    assert data["runtime"] == "paddle-pir" and data["pir"] is not None
+    assert {c["schedule"] for c in data["candidates"]} <= {"fthenb", "1f1b", "vpp"}
+    for c in data["candidates"]:
+        paddle = c["launch"]["paddle"]
+        assert paddle["runs"], (c["schedule"], c["split"], paddle["note"])
+        assert paddle["settings"]["strategy.pipeline.schedule_mode"] in ("FThenB", "1F1B", "VPP")
+    reasons = {r["reason"] for r in data["refused"]}
+    assert any(r.startswith("R8: ") for r in reasons)  # splits its completion does not make
+
+
+def test_a_pir_split_paddle_does_not_make_is_counted_by_its_rule(pir_program: Path) -> None:
+    """Keep on the program's 7 + 5 layers: vpp 5 is dealt, vpp 6 leaves stage 1 short (R6);
+    a balanced split at vpp 4 gives a stage's chunks other counts than Paddle deals (R8)."""
+    data = plan_under(pir_program, "--vpp", "5,6", "--split", "keep")
+    assert {c["vpp"] for c in data["candidates"]} == {5}
+    assert [r["reason"] for r in data["refused"]] == [
+        "R6: VPP needs every stage mesh to hold at least vpp layers"
+    ]
+    balanced = plan_under(
+        pir_program, "--vpp", "4", "--split", "balanced,keep", "--schedule", "vpp"
+    )
+    reasons = {r["reason"] for r in balanced["refused"]}
+    assert any(r.startswith("R8: VPP deals each stage mesh's layers") for r in reasons), reasons
+
+
+def test_under_any_every_row_runs_in_the_runtime_whose_order_it_is(src: Path) -> None:
+    data = plan_under(src, "--runtime", "any")
+    assert data["runtime"] == "any"
+    assert {c["schedule"] for c in data["candidates"]} == set(SCHEDULES)
+    for c in data["candidates"]:
+        home = HOME[c["schedule"]]
+        runtime = "paddle" if home == "paddle-pir" else home
+        assert c["launch"][runtime]["runs"], (c["schedule"], c["micro_batches"], c["launch"])
+
+
+@pytest.mark.parametrize("runtime", ["any", "torch", "megatron"])
+def test_under_another_runtime_a_legacy_plan_names_the_best_paddle_runs(
+    src: Path, runtime: str
+) -> None:
+    """A legacy program's own runtime is Paddle 3.0.0: searched under another, the plan
+    still says which row Paddle runs best, and how (the issue: a PIR program had such a
+    line, a legacy program none)."""
+    data = plan_under(src, "--runtime", runtime)
+    runs = [c for c in data["candidates"] if c["launch"]["paddle"]["runs"]]
+    out = invoke("plan", str(src), "-m", "4,6,8,12,16", "--runtime", runtime).stdout
+    line = next(x for x in out.splitlines() if x.startswith("best in Paddle 3.0.0: "))
+    best = runs[0]
+    mode = best["launch"]["paddle"]["settings"]["strategy.pipeline.schedule_mode"]
+    if "launched above" in line:
+        shown = int(line.split("#")[1].split(",")[0])
+        assert f"to launch #{shown} ({best['schedule']}, m {best['micro_batches']}):" in out
+    else:
+        assert f"{best['schedule']} at m {best['micro_batches']}" in line
+        assert f"schedule_mode='{mode}'" in out.split(line)[1].splitlines()[2]
+    default = invoke("plan", str(src), "-m", "4,6,8,12,16").stdout
+    assert "best in Paddle" not in default  # every row is Paddle's there
+
+
+def test_a_schedule_outside_the_runtime_is_refused_naming_it(src: Path) -> None:
+    result = invoke("plan", str(src), "-m", "8", "--schedule", "interleaved", exit_code=2)
+    assert "has no interleaved schedule (rule P1" in result.stderr
+    assert "--runtime any" in result.stderr
+
+
+@pytest.mark.paddle
+@pytest.mark.parametrize("which", ["legacy", "pir"])
+def test_every_paddle_row_round_trips_into_a_real_strategy(
+    src: Path, pir_program: Path, which: str
+) -> None:
+    import paddle
+
+    data = plan_under(src if which == "legacy" else pir_program, "--vpp", "1,2")
+    defaults = paddle.distributed.Strategy().pipeline.to_dict()
+    for c in data["candidates"]:
+        launch = c["launch"]["paddle"]
+        assert launch["runs"]
+        fields = {k.removeprefix("strategy.pipeline."): v for k, v in launch["settings"].items()}
+        assert set(fields) <= set(defaults)
+        strategy = paddle.distributed.Strategy({"pipeline": fields})
+        assert {k: strategy.pipeline.to_dict()[k] for k in fields} == fields
+        if fields["vpp_degree"] > 1:  # Paddle reads vpp_degree under VPP and ZBVPP only
+            assert fields["schedule_mode"] in ("VPP", "ZBVPP") and fields["vpp_seg_method"]
+
+
+# -- the split in each runtime's own terms ------------------------------------------------
+
+EXPORTS = json.loads((paths.LAYOUTS / "exports.json").read_text())
+
+
+def test_the_exports_goldens_are_the_runtimes_own() -> None:
+    assert EXPORTS["versions"]["torchtitan"] == "0.3.0"
+    assert EXPORTS["versions"]["deepspeed"] == "0.19.8"
+
+
+@pytest.mark.parametrize(
+    "case",
+    [c for c in EXPORTS["torchtitan_fqns"] if "fqns" in c],
+    ids=lambda c: f"{c['num_stages']}x{c['num_layers']}",
+)
+def test_torchtitan_module_names_are_torchtitans(case: dict) -> None:  # type: ignore[type-arg]
+    """torchtitan's own split (`_generate_llm_fqn_per_model_part`): the same counts per stage
+    give the same names, and the Megatron layout of them parses back to those counts."""
+    counts = [sum(n.startswith("layers.") for n in names) for names in case["fqns"]]
+    assert [list(names) for names in torchtitan_fqns(counts)] == case["fqns"]
+    assert list(parse_layout(megatron_layout(counts), 1).decoders_per_stage()) == counts
+
+
+@pytest.mark.parametrize(
+    "case", EXPORTS["torchtitan_ranks"], ids=lambda c: f"{c['schedule']}-{c['pp']}"
+)
+def test_torchtitans_stage_to_rank_is_vppctls_placement(case: dict) -> None:  # type: ignore[type-arg]
+    placement = "v" if case["schedule"] in ("ZBVZeroBubble", "DualPipeV") else "loop"
+    for rank, stages in enumerate(case["stages_of_rank"]):
+        for stage in stages:
+            assert place(stage, case["pp"], placement)[0] == rank  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "case", EXPORTS["deepspeed_uniform"], ids=lambda c: f"{c['num_items']}/{c['num_parts']}"
+)
+def test_deepspeeds_uniform_parts_are_deepspeeds(case: dict) -> None:  # type: ignore[type-arg]
+    assert list(deepspeed_uniform(case["num_items"], case["num_parts"])) == case["parts"]
+
+
+def test_a_candidates_split_in_every_dialect() -> None:
+    sizes = (2, 1, 1, 1, 1, 1, 1, 2)
+    split = layouts(candidate("interleaved", layers_per_segment=sizes))
+    assert split.megatron == "Et*2|(t|)*6t*2L"
+    assert split.torchtitan[0] == ("tok_embeddings", "layers.0", "layers.1")
+    assert split.torchtitan[-1] == ("layers.8", "layers.9", "norm", "lm_head")
+    assert split.deepspeed_parts is None  # DeepSpeed runs no loop-placed interleaving
+    plain = layouts(candidate("1f1b", vpp=1, layers_per_segment=(3, 2, 2, 3)))
+    assert plain.deepspeed_parts == (0, 4, 6, 8, 13) and not plain.deepspeed_uniform
+    even = layouts(candidate("1f1b", vpp=1, layers_per_segment=(3, 4, 4, 2)))
+    assert even.deepspeed_parts == (0, 4, 8, 12, 16) and even.deepspeed_uniform
+    v = layouts(candidate("zbv", layers_per_segment=(1,) * 8))
+    assert v.megatron is None and v.deepspeed_parts is not None and len(v.torchtitan) == 8
+    pir = layouts(candidate("vpp", layers_per_segment=(1,) * 8), stage_layers=(2, 2, 2, 2))
+    assert pir.paddle_stage_per_layer == (0, 0, 1, 1, 2, 2, 3, 3)
+
+
+def test_the_launch_lines_give_each_dialects_layout(src: Path) -> None:
+    out = invoke("plan", str(src), "-m", "8", "--vpp", "2", "--schedule", "vpp").stdout
+    assert "layout (Megatron-Core): 'Et|(t|)*6tL'" in out
+    assert (
+        "layout (torchtitan module_fqns_per_model_part): tok_embeddings, layers.0 | layers.1" in out
+    )
+    data = plan_under(src, "--vpp", "2", "--schedule", "vpp")
+    layouts_json = data["candidates"][0]["layouts"]
+    assert layouts_json["megatron"] == data["candidates"][0]["megatron_layout"]
+    assert layouts_json["torchtitan"][-1][-2:] == ["norm", "lm_head"]

@@ -187,7 +187,7 @@ def test_a_split_paddles_completion_cannot_make_is_said_in_json_and_table(tmp_pa
     layers to move."""
     path = tmp_path / "gpt_keep.json"
     path.write_bytes(reference("gpt_keep_pp2_v2", "plain"))
-    args = ["plan", str(path), "-m", "8", "--vpp", "2,4"]
+    args = ["plan", str(path), "-m", "8", "--vpp", "2,4", "--runtime", "any", "--p2p-cost", "0"]
     data = json.loads(invoke(*args, "--json").stdout)
     by = {(v["vpp"], v["placement"], v["split"]): v["paddle_pir"] for v in data["conversions"]}
     assert by[2, "loop", "keep"] == {
@@ -352,7 +352,7 @@ def test_vpp_seg_method_is_the_layer_class_unless_paddle_would_read_it_otherwise
 def test_the_table_names_the_best_candidate_paddle_runs(tmp_path: Path) -> None:
     path = tmp_path / "gpt_pp4.json"
     path.write_bytes(reference("gpt_pp4_v2", "plain"))
-    args = ["plan", str(path), "-m", "4", "--vpp", "2"]
+    args = ["plan", str(path), "-m", "4", "--vpp", "2", "--runtime", "any"]
     out = invoke(*args, "--schedule", "vpp,zbh1").stdout
     assert "best in Paddle (PIR): #1, launched above" in out
     assert "Paddle (PIR): strategy.pipeline: enable=True, schedule_mode='VPP'" in out
@@ -368,7 +368,9 @@ def test_a_results_conversions_and_best_on_pir_are_found_once(
     """The table, the JSON and the notes each read them: derived on first use, then kept."""
     from vppctl.planner import search
 
-    opts = search.PlanSearchOptions(micro_batches=(8,), vpp=(2,), schedules=("zbv", "vpp"))
+    opts = search.PlanSearchOptions(
+        micro_batches=(8,), vpp=(2,), schedules=("zbv", "vpp"), runtime="any"
+    )
     result = search.search_plans(program("gpt_keep_pp2_v2", "plain"), "p.json", opts)
     grouped, asked = [], []
     group, runs = search.group_conversions, search.Candidate.runs_on_pir
@@ -389,7 +391,7 @@ def test_the_schedules_paddle_runs_on_pir_are_said_in_one_spelling(tmp_path: Pat
     under the table alike (Paddle's launch settings say its schedule_modes, FThenB...)."""
     path = tmp_path / "gpt_pp4.json"
     path.write_bytes(reference("gpt_pp4_v2", "plain"))
-    args = ["plan", str(path), "-m", "4", "--vpp", "2", "--split", "keep"]
+    args = ["plan", str(path), "-m", "4", "--vpp", "2", "--split", "keep", "--runtime", "any"]
     out = invoke(*args, "--schedule", "interleaved-zb").stdout.replace("\n", " ")
     assert (
         "none of its schedules simulated runs on Paddle's PIR pipeline (it runs fthenb, 1f1b, vpp)"

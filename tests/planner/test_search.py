@@ -65,7 +65,7 @@ def test_candidates_are_sorted_by_time_per_micro_batch(src: Path) -> None:
 
 
 def test_no_candidate_is_one_a_runtime_would_refuse(src: Path) -> None:
-    candidates = plan_json([str(src), "-m", "2,4,6,7,8"])["candidates"]
+    candidates = plan_json([str(src), "-m", "2,4,6,7,8", "--runtime", "any"])["candidates"]
     pp = 4
     for c in candidates:
         m, vpp = c["micro_batches"], c["vpp"]
@@ -131,7 +131,7 @@ def test_the_megatron_layout_parses_back_to_the_layer_counts(src: Path) -> None:
 
 
 def test_layout_strings_follow_megatrons_example() -> None:
-    assert megatron_layout([3, 4, 4, 3]) == "Et*3|t*4|t*4|t*3L"
+    assert megatron_layout([3, 4, 4, 3]) == "Et*3|(t*4|)*2t*3L"
     assert megatron_layout([1, 1]) == "Et|tL"
     assert parse_layout("Et*3|(tt|)*2,tL") == [
         ["E", "t", "t", "t"],
@@ -169,7 +169,8 @@ def test_the_count_over_the_memory_limit_is_the_candidates_left_out(src: Path) -
 
 
 def test_the_table_fits_80_columns_with_a_command_per_candidate(src: Path) -> None:
-    result = invoke("plan", str(src), "-m", "8,16", "--top", "5", env={"COLUMNS": "80"})
+    args = ["plan", str(src), "-m", "8,16", "--top", "5", "--runtime", "any"]
+    result = invoke(*args, env={"COLUMNS": "80"})
     lines = result.stdout.splitlines()
     header = next(i for i, line in enumerate(lines) if line.lstrip().startswith("#  vpp"))
     table = lines[header : header + 7]
@@ -217,14 +218,17 @@ def test_a_refusal_is_counted_by_the_rule_that_refused_it(tmp_path: Path) -> Non
     # zbvpp at m == pp runs on Paddle, but the simulator runs its greedy for at most 64
     # stages: at pp 65 that bound, not the micro-batch rule, is the reason.
     program = parse_program(build_sample(SampleOptions(layers=130, pp=65, hidden=64, vocab=1000)))
-    opts = PlanSearchOptions(micro_batches=(65,), vpp=(2,), schedules=("zbvpp", "zbv"))
+    opts = PlanSearchOptions(
+        micro_batches=(65,), vpp=(2,), schedules=("zbvpp", "zbv"), runtime="any"
+    )
     result = search_plans(program, "p.pb", opts)
     assert [c.schedule for c in result.candidates] == ["zbv"]
     assert result.refused == (("zbvpp at pp 65: simulated for at most 64 stages", 1),)
 
 
 def test_a_schedule_asked_at_a_vpp_it_never_runs_names_each_familys_plans(src) -> None:
-    result = invoke("plan", str(src), "-m", "8", "--vpp", "1", "--schedule", "zbv", exit_code=4)
+    args = ["plan", str(src), "-m", "8", "--vpp", "1", "--schedule", "zbv", "--runtime", "any"]
+    result = invoke(*args, exit_code=4)
     said = result.stderr.split("asked for (", 1)[1].split(")", 1)[0]
     families = dict(part.split(": ") for part in said.split("; "))
     assert families == {
@@ -238,6 +242,7 @@ def test_a_schedule_asked_at_a_vpp_it_never_runs_names_each_familys_plans(src) -
 
 def test_restricting_the_search(src: Path) -> None:
     args = [str(src), "-m", "8", "--vpp", "2", "--schedule", "interleaved", "--split", "balanced"]
+    args += ["--runtime", "any"]
     candidates = plan_json(args)["candidates"]
     assert [(c["vpp"], c["schedule"], c["split"]) for c in candidates] == [
         (2, "interleaved", "balanced")
@@ -253,7 +258,26 @@ def test_a_search_too_large_is_refused_at_once(src: Path) -> None:
 
 def test_candidates_over_the_simulator_limit_are_left_out_with_the_reason(src) -> None:
     # pp 4 x vpp 2 x 20000 is over 131,072 units; vpp 1 is not.
-    data = plan_json([str(src), "-m", "20000", "--vpp", "1,2", "--schedule", "1f1b,interleaved"])
+    args = [str(src), "-m", "20000", "--vpp", "1,2", "--schedule", "1f1b,interleaved"]
+    data = plan_json([*args, "--runtime", "any"])
     assert {c["vpp"] for c in data["candidates"]} == {1}
     reasons = {r["reason"] for r in data["refused"]}
     assert "pp x vpp x m over the simulator's limit of 131,072" in reasons
+
+
+def test_a_layout_is_searched_alone_and_converts_as_given(src: Path, tmp_path: Path) -> None:
+    layout = "Et*2|t|t*2|t*2|t|t|tL"  # 7 stages on pp 4: refused
+    invoke("plan", str(src), "-m", "8", "--layout", layout, exit_code=2)
+    layout = "Et*2|t|t*2|t|t|t|t|tL"  # 10 layers on pp 4 x vpp 2
+    data = plan_json([str(src), "-m", "8,16", "--layout", layout])
+    assert {(c["vpp"], c["placement"], c["split"]) for c in data["candidates"]} == {
+        (2, "loop", "explicit")
+    }
+    (conversion,) = data["conversions"]
+    assert conversion["argv"] == ["vppctl", "convert", str(src), "--layout", layout]
+    out = tmp_path / "o.pb"
+    invoke(*conversion["argv"][1:], "-o", str(out))
+    simulated = json.loads(invoke("simulate", str(out), "-m", "8", "--json").stdout)
+    assert simulated["plan"]["layers_per_segment"] == [2, 1, 2, 1, 1, 1, 1, 1]
+    both = invoke("plan", str(src), "-m", "8", "--layout", layout, "--vpp", "2", exit_code=2)
+    assert "fixes vpp, placement and split" in both.stderr

@@ -60,7 +60,12 @@ SHIPPED = sorted(p.name for p in SAMPLES.iterdir() if p.suffix in (".pb", ".pbtx
 # Paddle's own VPP answers join them in the long round.
 CI_ROUND = [name for name in SHIPPED if "_paddle" not in name]
 # The samples' own vpp: as many chunks as their layers allow.
-SAMPLE_VPP = {"gpt-8l-pp4.pb": 2, "gpt-12l-pp4-2ranks-sgd.pb": 3, "tiny-2l-pp2.pbtxt": 1}
+SAMPLE_VPP = {
+    "gpt-8l-pp4.pb": 2,
+    "gpt-12l-pp4-2ranks-sgd.pb": 3,
+    "gpt-16l-pp4-h4096.pb": 2,
+    "tiny-2l-pp2.pbtxt": 1,
+}
 CI_SHARE = {"vppctl.OpDesc": 0.05, "vppctl.VarDesc": 0.05}
 LONG_ROUNDS = int(os.environ.get("VPPCTL_ENCODING_ROUNDS") or 20)
 LONG = pytest.mark.skipif(

@@ -81,3 +81,23 @@ def test_sample_is_current(name: str, tmp_path: Path) -> None:
         f"samples/{name} is stale; regenerate it in samples/ with: "
         f"vppctl {shlex.join(COMMANDS[name])}"
     )
+
+
+@pytest.mark.parametrize(
+    ("name", "verdict", "why"),
+    [
+        ("gpt-8l-pp4.pb", "interleaving does not pay here", "the LM head makes stage 3 carry"),
+        ("gpt-16l-pp4-h4096.pb", "interleaving pays here", "the stages are balanced"),
+    ],
+)
+def test_the_tour_samples_say_what_interleaving_buys_and_why(
+    name: str, verdict: str, why: str, tmp_path: Path
+) -> None:
+    """One shipped sample where interleaving pays and one where it does not, each with
+    its reason (README's tour): `convert -m 8`'s why line, from the simulated bubbles."""
+    out = invoke("convert", SAMPLES / name, "--vpp", "2", "-m", "8", "-o", tmp_path / "o.pb")
+    line = next(x for x in out.stdout.splitlines() if x.startswith("why: "))
+    assert line.startswith(f"why: {verdict}") and why in line
+    shares = re.findall(r"bubble ([\d.]+)% -> ([\d.]+)%", line)[0]
+    paid = float(shares[1]) < float(shares[0])
+    assert paid == ("pays" in verdict)

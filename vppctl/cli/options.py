@@ -2,7 +2,7 @@
 
 Every choice is derived from its `Literal` type in `vppctl.choices`, so the command
 line offers exactly the names the library knows. The plan options (`--pp`,
-`--vpp`, `--placement`, `--split`, `--layers-per-chunk`, `--cost`,
+`--vpp`, `--placement`, `--split`, `--layers-per-chunk`, `--layout`, `--cost`,
 `--seg-method`) mean the same in `convert` and `simulate`; only what each takes
 by default differs (`simulate` replays a converted program's recorded plan).
 `plan` takes lists of the same names.
@@ -22,10 +22,12 @@ import click
 import vppctl.planner
 from vppctl.choices import (
     COST_KINDS,
+    LINKS,
     MAX_BATCH_DIM,
     MAX_DEGREE,
     MAX_MICRO_BATCHES,
     PLACEMENTS,
+    RUNTIMES,
     SPLITS,
 )
 
@@ -194,9 +196,10 @@ def pp_option(help_text: str = "Expected number of stages.") -> Callable[[F], F]
 
 
 def plan_options(command: Literal["convert", "simulate"]) -> Callable[[F], F]:
-    """`--pp`, `--vpp`, `--placement`, `--split`, `--layers-per-chunk`, `--cost` and
-    `--seg-method`, as `command` takes them: convert needs `--vpp` and defaults to loop
-    placement and the params cost; simulate defaults to what the program records."""
+    """`--pp`, `--vpp`, `--placement`, `--split`, `--layers-per-chunk`, `--layout`, `--cost`
+    and `--seg-method`, as `command` takes them: convert needs `--vpp` (or `--layout`) and
+    defaults to loop placement and the params cost; simulate defaults to what the program
+    records."""
     converting = command == "convert"
     recorded = "" if converting else " Default: the recorded plan's, else"
     decorators: list[Callable[[F], F]] = [
@@ -208,9 +211,12 @@ def plan_options(command: Literal["convert", "simulate"]) -> Callable[[F], F]:
         click.option(
             "--vpp",
             type=DEGREE,
-            required=converting,
-            help="Chunks (virtual stages) per stage."
-            + ("" if converting else " Default: a converted program's recorded plan."),
+            help="Chunks (virtual stages) per stage"
+            + (
+                " (required, unless --layout gives them)."
+                if converting
+                else ". Default: a converted program's recorded plan, or --layout's."
+            ),
         ),
         seg_method_option,
         click.option(
@@ -238,6 +244,7 @@ def plan_options(command: Literal["convert", "simulate"]) -> Callable[[F], F]:
             help="Explicit layer counts per segment, in virtual-stage order (implies --split "
             "explicit).",
         ),
+        layout_option,
         click.option(
             "--cost",
             type=choice(COST_KINDS),
@@ -250,15 +257,54 @@ def plan_options(command: Literal["convert", "simulate"]) -> Callable[[F], F]:
     return lambda f: _apply(f, decorators)
 
 
-def p2p_cost_option(f: F) -> F:
+def layout_option(f: F) -> F:
     return click.option(
-        "--p2p-cost",
-        type=FloatRange(0),
-        default=0.0,
-        show_default=True,
-        help="Time per point-to-point hop between stages, in the costs' unit: the mean "
-        "stage's forward of one micro-batch (without a program, a chunk's forward).",
+        "--layout",
+        metavar="LAYOUT",
+        help="The split as Megatron-Core's --pipeline-model-parallel-layout, e.g. "
+        "'Et*3|(t*4|)*2t*3L' (E embedding, t a layer, L loss, | between virtual stages in "
+        "order; vpp = stages / pp): an explicit split, loop-placed.",
     )(f)
+
+
+def p2p_options(f: F) -> F:
+    """`--p2p-cost` and `--link`: what a hop between stages costs, given or timed."""
+    return _apply(
+        f,
+        [
+            click.option(
+                "--p2p-cost",
+                type=FloatRange(0),
+                help="Time per point-to-point hop between stages, in the costs' unit: the "
+                "mean stage's forward of one micro-batch (without a program, a chunk's "
+                "forward); 0 leaves hops out. Default: with a program, what its boundary "
+                "activations take over --link; without one, 0.",
+            ),
+            click.option(
+                "--link",
+                type=choice(LINKS),
+                help="The device and link a hop is timed on (vendor peak figures, "
+                "docs/plan.md): " + ", ".join(LINKS) + ". Default: h100-ib.",
+            ),
+        ],
+    )
+
+
+PROGRAMS_RUNTIME = (
+    "the program's own (paddle for a legacy program, paddle-pir for a PIR program), any "
+    "without a program"
+)
+
+
+def runtime_option(what: str, default: str = PROGRAMS_RUNTIME) -> Callable[[F], F]:
+    """`--runtime`: whose schedules and rules `what` uses."""
+    return click.option(
+        "--runtime",
+        type=choice(RUNTIMES),
+        help=f"Whose schedules and rules {what}: paddle (3.0.0, legacy programs), paddle-pir "
+        "(3.3.1), megatron (Core 0.16.1), torch (2.13) or any (each schedule under its own "
+        f"runtime's rules). Default: {default}.",
+    )
 
 
 def memory_options(f: F) -> F:

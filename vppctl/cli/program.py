@@ -32,10 +32,12 @@ from vppctl.cli.options import (
     choice,
     json_option,
     output_option,
+    p2p_options,
     plan_options,
     pp_option,
     program_argument,
     quiet_option,
+    runtime_option,
     seg_method_option,
 )
 from vppctl.cli.progress import observer
@@ -53,7 +55,7 @@ from vppctl.errors import (
 from vppctl.units import human_bytes
 
 if TYPE_CHECKING:
-    from vppctl.choices import OutputFormat
+    from vppctl.choices import Link, OutputFormat, Runtime
     from vppctl.plan import CostKind, Placement, Split
     from vppctl.sample import Layout, Optimizer
     from vppctl.verify import VerifyReport
@@ -93,6 +95,15 @@ SAMPLE_EXITS = exit_codes(*_FAILURES, EXIT_CONVERT, EXIT_TERMINATED)
     help="Also simulate the converted plan's bubble at M micro-batches: the idle share of "
     "the step with the program's FLOP costs, as vppctl simulate OUT -m M prints it.",
 )
+@runtime_option("that bubble is simulated under", "paddle, the runtime of legacy programs")
+@p2p_options
+@click.option(
+    "--moves",
+    type=PATH,
+    metavar="FILE",
+    help="Also write (JSON) every parameter's (stage, chunk) before and after, with its "
+    "bytes: the map that remaps a checkpoint, so nothing is re-initialised.",
+)
 @click.option(
     "--strip-callstack",
     is_flag=True,
@@ -105,14 +116,19 @@ def convert(
     output: str | None,
     in_place: bool,
     pp: int | None,
-    vpp: int,
+    vpp: int | None,
     seg_method: str | None,
     strict: bool,
     placement: str,
     split: str | None,
     layers_per_chunk: tuple[int, ...],
+    layout: str | None,
     cost: str,
     micro_batches: int | None,
+    runtime: str | None,
+    p2p_cost: float | None,
+    link: str | None,
+    moves: str | None,
     strip_callstack: bool,
     as_json: bool,
     quiet: bool,
@@ -127,6 +143,7 @@ def convert(
     vppctl convert - --vpp 2 -o - < prog.pb > prog.vpp.pb
     vppctl convert prog.pb --vpp 2 --seg-method DecoderLayer -o out.pb --json
     vppctl convert prog.pb --vpp 2 --split balanced --cost flops
+    vppctl convert prog.pb --layout 'Et|t|t|t|t|t|t|tL' --moves moves.json
     """
     plan = vppctl.PlanOptions(
         vpp=vpp,
@@ -135,6 +152,7 @@ def convert(
         split=cast("Split | None", split),
         layers_per_chunk=layers_per_chunk,
         cost=cast("CostKind", cost),
+        layout=layout,
     )
     opts = vppctl.ConvertOptions(
         plan=plan,
@@ -143,6 +161,10 @@ def convert(
         strip_callstack=strip_callstack,
         micro_batches=micro_batches,
         in_place=in_place,
+        runtime=cast("Runtime | None", runtime),
+        p2p_cost=p2p_cost,
+        link=cast("Link | None", link),
+        moves=moves,
     )
     # The report goes where the program does not: to stderr when the program goes to stdout.
     default = "-" if src == "-" and not in_place else None
@@ -150,8 +172,11 @@ def convert(
     expect_outputs()
     progress = observer(quiet, json_on_stderr=as_json and to_stderr)
     outcome = vppctl.convert_file(src, output, opts, progress=progress)
-    to_stderr = to_stderr or outcome.to_stdout
-    outputs_written([outcome.output], stdout=outcome.to_stdout)
+    to_stderr = to_stderr or outcome.to_stdout or same_as_stdout(moves)
+    written = [outcome.output] + (
+        [] if outcome.moves_written is None else [outcome.moves_written[0]]
+    )
+    outputs_written(written, stdout=outcome.to_stdout)
     if as_json:
         print_json(outcome.to_json(), to_stderr=to_stderr)
         if to_stderr:
@@ -160,6 +185,8 @@ def convert(
         vppctl.report.render_convert(report_console(to_stderr), outcome)
     err = stderr_console(quiet)
     wrote(err, outcome.output, outcome.bytes_written)
+    if outcome.moves_written is not None:
+        wrote(err, *outcome.moves_written)
     warn(err, outcome.warnings)
 
 

@@ -40,12 +40,14 @@ from vppctl.cli.options import (
     IntRange,
     choice,
     json_option,
+    layout_option,
     memory_options,
-    p2p_cost_option,
+    p2p_options,
     plan_options,
     pp_option,
     program_argument,
     quiet_option,
+    runtime_option,
     seg_method_option,
 )
 from vppctl.cli.progress import observer
@@ -62,6 +64,7 @@ from vppctl.errors import (
 from vppctl.escape import printable
 
 if TYPE_CHECKING:
+    from vppctl.choices import Link, Runtime
     from vppctl.plan import CostKind, Placement, Split
     from vppctl.schedule import Schedule
 
@@ -104,8 +107,9 @@ def _memory(micro_batch_size: int | None, seq_len: int | None, memory_limit: int
     type=choice(SCHEDULES),
     help="One schedule: Paddle's schedule_mode names (FThenB, 1F1B, Eager1F1B, VPP, ZBH1, "
     "ZBVPP; any case), then Megatron's interleaved and torch's zb1p, interleaved-zb, zbv, "
-    "dualpipev. Default: 1F1B and the plan's interleaving schedule (interleaved 1F1B, or "
-    "ZB-V for a V plan with vpp 2) side by side.",
+    "dualpipev. Default: 1F1B and the runtime's schedule that interleaves the plan (Paddle: "
+    "VPP, or ZBVPP for a V plan; Megatron, torch, any: interleaved 1F1B, or ZB-V for a V "
+    "plan with vpp 2) side by side.",
 )
 @click.option(
     "--group-size",
@@ -114,6 +118,7 @@ def _memory(micro_batch_size: int | None, seq_len: int | None, memory_limit: int
     help="Micro-batch group size: Megatron's of interleaved (default pp), torch's "
     "microbatches_per_round of interleaved-zb (default m // max(1, m // pp)).",
 )
+@runtime_option("simulate runs (one it does not run, or counts it refuses: exit 2)")
 @click.option(
     "--costs",
     metavar="F,B,W",
@@ -121,7 +126,7 @@ def _memory(micro_batch_size: int | None, seq_len: int | None, memory_limit: int
     "schedules without the I/W split run B+W). With PROG, per unit of each segment's "
     "FLOP share.",
 )
-@p2p_cost_option
+@p2p_options
 @memory_options
 @json_option
 @click.option(
@@ -156,13 +161,16 @@ def simulate(
     micro_batches: int,
     schedule: str | None,
     group_size: int | None,
+    runtime: str | None,
     costs: str | None,
     placement: str | None,
     split: str | None,
     layers_per_chunk: tuple[int, ...],
+    layout: str | None,
     cost: str | None,
     seg_method: str | None,
-    p2p_cost: float,
+    p2p_cost: float | None,
+    link: str | None,
     micro_batch_size: int | None,
     seq_len: int | None,
     memory_limit: int | None,
@@ -177,9 +185,11 @@ def simulate(
 
     With PROG, the plan is the one convert makes with the same options (a converted
     program is simulated as converted: no --vpp needed), costs are each segment's
-    forward FLOPs (backward I = W = F), and memory per stage comes from its variables.
-    Without PROG every chunk costs --costs. The bubble is the idle time of all stages
-    over pp x makespan: the idle share of the step.
+    forward FLOPs (backward I = W = F), a hop between stages what its boundary
+    activations take over --link, and memory per stage comes from its variables.
+    Without PROG every chunk costs --costs. The runtime's rules (--runtime) refuse what
+    it would refuse. The bubble is the idle time of all stages over pp x makespan: the
+    idle share of the step.
 
     \b
     vppctl simulate --pp 8 --vpp 2 -m 32
@@ -194,6 +204,7 @@ def simulate(
         split=cast("Split | None", split),
         layers_per_chunk=layers_per_chunk,
         cost=cast("CostKind | None", cost),
+        layout=layout,
     )
     opts = vppctl.SimulateOptions(
         micro_batches=micro_batches,
@@ -201,8 +212,10 @@ def simulate(
         seg_method=seg_method,
         schedule=cast("Schedule | None", schedule),
         group_size=group_size,
+        runtime=cast("Runtime | None", runtime),
         costs=None if costs is None else vppctl.schedule.parse_unit_costs(costs),
         p2p_cost=p2p_cost,
+        link=cast("Link | None", link),
         memory=_memory(micro_batch_size, seq_len, memory_limit),
     )
     pictures = vppctl.Pictures(svg=svg, trace=trace, csv=csv_path, svg_width=svg_width)
@@ -274,7 +287,9 @@ def simulate(
     metavar="NAME[,NAME...]",
     type=ChoiceList(SCHEDULES),
     default=(),
-    help="Schedules to try (default all: " + ", ".join(SCHEDULES) + ").",
+    help="Schedules to try (default: every one the runtime runs; --runtime any: "
+    + ", ".join(SCHEDULES)
+    + ").",
 )
 @click.option(
     "--cost",
@@ -283,8 +298,10 @@ def simulate(
     show_default=True,
     help="Cost measure of the balanced split (the schedule's costs are always FLOPs).",
 )
+@runtime_option("plan searches: every row is one it runs")
 @seg_method_option
-@p2p_cost_option
+@layout_option
+@p2p_options
 @memory_options
 @click.option(
     "--top",
@@ -304,8 +321,11 @@ def plan(
     split: tuple[str, ...],
     schedule: tuple[str, ...],
     cost: str,
+    runtime: str | None,
     seg_method: str | None,
-    p2p_cost: float,
+    layout: str | None,
+    p2p_cost: float | None,
+    link: str | None,
     micro_batch_size: int | None,
     seq_len: int | None,
     memory_limit: int | None,
@@ -315,8 +335,9 @@ def plan(
 ) -> None:
     """Find the best conversion of PROG: vpp, placement, split, schedule, micro-batches.
 
-    Simulates every candidate with the program's FLOP costs and memory per stage,
-    leaves out what a runtime would refuse and what exceeds --memory-limit (exit 4 if
+    Simulates every candidate with the program's FLOP costs, its hops' bytes over --link
+    and memory per stage, keeps the schedules of --runtime (default: the program's own)
+    and leaves out what it would refuse and what exceeds --memory-limit (exit 4 if
     nothing fits), and prints the best with the vppctl convert command for each; for a
     PIR program (Paddle 3.x), whether Paddle's PIR completion makes each split, and the
     strategy that runs it.
@@ -334,8 +355,11 @@ def plan(
         splits=cast("tuple[Split, ...]", split),
         schedules=cast("tuple[Schedule, ...]", schedule),
         cost=cast("CostKind", cost),
+        runtime=cast("Runtime | None", runtime),
         seg_method=seg_method,
+        layout=layout,
         p2p_cost=p2p_cost,
+        link=cast("Link | None", link),
         memory=_memory(micro_batch_size, seq_len, memory_limit) or vppctl.MemoryOptions(),
     )
     try:

@@ -3,10 +3,10 @@
 One scan of the program gives integer side tables (`index`); from them come the
 facts the rules need: which forward op each backward op belongs to (`backward`),
 the forward data flow and the gradients' (`flow`), the layers (`layers`,
-`detect`) and their costs (`cost`). `precheck` refuses, with a fix, what no rule
-can convert; `apply` assigns every op and variable its mesh and chunk and writes
-them in one pass. The plan itself is `vppctl.plan`; checking the result is
-`vppctl.verify`.
+`detect`), their costs (`cost`) and where each parameter lives (`moves`).
+`precheck` refuses, with a fix, what no rule can convert; `apply` assigns every op
+and variable its mesh and chunk and writes them in one pass. The plan itself is
+`vppctl.plan`; checking the result is `vppctl.verify`.
 
 This face holds the facts. The decisions, `precheck` and `apply`, are imported by
 module and by the pipeline alone (`vppctl.convert`): the verifier checks a
@@ -33,6 +33,14 @@ from vppctl.engine.layers import (
     regex_budget,
     with_matches,
 )
+from vppctl.engine.moves import (
+    Move,
+    Place,
+    parameter_bytes,
+    parameter_moves,
+    parameter_places,
+    parameter_vars,
+)
 
 __all__ = [
     "NOP",
@@ -41,6 +49,8 @@ __all__ = [
     "GradientFlow",
     "LayerCosts",
     "LayerSet",
+    "Move",
+    "Place",
     "ProgramIndex",
     "build_index",
     "check_seg_method",
@@ -51,6 +61,10 @@ __all__ = [
     "layer_costs",
     "loss_op",
     "param_elements",
+    "parameter_bytes",
+    "parameter_moves",
+    "parameter_places",
+    "parameter_vars",
     "recomputed_ops",
     "regex_budget",
     "resolve_layers",

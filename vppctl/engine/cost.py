@@ -3,7 +3,9 @@
 Three measures: parameter elements (each parameter counted once, where a
 forward op first reads it), forward op count, and a forward FLOP estimate from
 the shapes of matmul ops (2*M*K*N; unknown -1 dims count as 1, so only ratios
-between layers are meaningful).
+between layers are meaningful, unless `sizes` gives the micro-batch size and the
+sequence length they stand for: the first -1 of a shape, then any later one, as the
+memory model sizes activations).
 """
 
 from __future__ import annotations
@@ -52,7 +54,11 @@ def param_elements(index: ProgramIndex, v: int) -> int:
     return n
 
 
-def layer_costs(index: ProgramIndex, layers: LayerSet, kind: CostKind) -> LayerCosts:
+def layer_costs(
+    index: ProgramIndex, layers: LayerSet, kind: CostKind, sizes: tuple[int, int] = (1, 1)
+) -> LayerCosts:
+    """Each layer's cost (and the ops' before and after the layers) by `kind`; FLOPs with
+    a shape's first -1 dimension as `sizes[0]` and any later one as `sizes[1]`."""
     block = index.global_block
     costs = [0] * (len(layers) + 2)  # [pre, layer 0 .. layer L-1, post]
     first = layers.layers[0].first
@@ -64,7 +70,7 @@ def layer_costs(index: ProgramIndex, layers: LayerSet, kind: CostKind) -> LayerC
         if kind == "ops":
             costs[slot] += 1
         elif kind == "flops":
-            costs[slot] += matmul_flops(index, op)
+            costs[slot] += matmul_flops(index, op, sizes)
         else:
             for v in block.inputs(op):
                 if v >= 0 and is_param[v] and v not in seen:
@@ -80,14 +86,15 @@ def _param_flags(index: ProgramIndex) -> bytearray:
     return flags
 
 
-def matmul_flops(index: ProgramIndex, op: int) -> int:
-    """2*M*K*N of a matmul op from its X and Y shapes (0 for other ops)."""
+def matmul_flops(index: ProgramIndex, op: int, sizes: tuple[int, int] = (1, 1)) -> int:
+    """2*M*K*N of a matmul op from its X and Y shapes (0 for other ops); unknown (-1)
+    dimensions as `sizes` says (`layer_costs`)."""
     block = index.global_block
     if block.ops.type[op] not in MATMULS:
         return 0
     msg = index.program.blocks[0]
     slots = op_slots(msg, op)
-    x, y = _dims(index, slots.get("X")), _dims(index, slots.get("Y"))
+    x, y = _dims(index, slots.get("X"), sizes), _dims(index, slots.get("Y"), sizes)
     if len(x) < 1 or len(y) < 2:
         return 0
     k = x[-1]
@@ -95,7 +102,9 @@ def matmul_flops(index: ProgramIndex, op: int) -> int:
     return capped_product((2, *x, n))
 
 
-def _dims(index: ProgramIndex, names: list[bytes] | None) -> tuple[int, ...]:
+def _dims(
+    index: ProgramIndex, names: list[bytes] | None, sizes: tuple[int, int]
+) -> tuple[int, ...]:
     if not names:
         return ()
     v = index.lookup(0, names[0])
@@ -103,4 +112,11 @@ def _dims(index: ProgramIndex, names: list[bytes] | None) -> tuple[int, ...]:
         return ()
     b = index.blocks[index.var_block[v]]
     dims = var_dims(index.program.blocks[b.idx], v - b.var_base)
-    return tuple(abs(d) for d in dims)
+    out, unknown = [], 0
+    for d in dims:
+        if d != -1:
+            out.append(abs(d))
+        else:
+            out.append(sizes[0] if unknown == 0 else sizes[1])
+            unknown += 1
+    return tuple(out)

@@ -23,6 +23,9 @@ _NAMES = {
     "DumpOutcome": "program",
     "SampleOutcome": "program",
     "convert_json": "program",
+    "moves_document": "program",
+    "moves_json": "program",
+    "vpp_verdict": "program",
     "Bubble": "schedule",
     "NoConversionFits": "schedule",
     "PlanOutcome": "schedule",
@@ -47,10 +50,13 @@ __all__ = [
     "comparison_pair",
     "conversion_split",
     "convert_json",
+    "moves_document",
+    "moves_json",
     "plan_json",
     "rules_json",
     "simulation_json",
     "simulation_warnings",
+    "vpp_verdict",
 ]
 __getattr__, __dir__ = face(__name__, _NAMES, globals())
 
@@ -60,6 +66,9 @@ if TYPE_CHECKING:
         DumpOutcome,
         SampleOutcome,
         convert_json,
+        moves_document,
+        moves_json,
+        vpp_verdict,
     )
     from vppctl.outcomes.schedule import (
         Bubble,

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from vppctl import schedule
 from vppctl.convert import ConvertResult
+from vppctl.engine import Move, Place
 from vppctl.outcomes.memory import stage_memory_json
 from vppctl.shapes import BUBBLE_DEFINITION, document
 
@@ -26,6 +27,7 @@ class ConvertOutcome:
     bubble: Bubble | None
     warnings: tuple[str, ...]  # the conversion's, the simulator's and the writer's
     to_stdout: bool = False  # the program went to stdout (`-o -`, /dev/stdout)
+    moves_written: tuple[str, int] | None = None  # (path, bytes) of `--moves`
 
     def to_json(self) -> dict[str, Any]:
         """The object `vppctl convert --json` prints."""
@@ -108,7 +110,45 @@ def convert_json(o: ConvertOutcome) -> dict[str, Any]:
     body["bubble"] = None if bubble is None else _bubble_json(bubble)
     body["memory"] = None if bubble is None else _convert_memory_json(bubble)
     body["callstack_bytes_saved"] = r.callstack_bytes_saved
+    body["moves"] = moves_json(r.moves)
+    body["moves_written"] = (
+        None
+        if o.moves_written is None
+        else {"path": o.moves_written[0], "bytes": o.moves_written[1]}
+    )
     return document("convert", body)
+
+
+def _place_json(place: Place) -> dict[str, int | None]:
+    return {"stage": place[0], "chunk": place[1]}
+
+
+def moves_json(moves: Sequence[Move]) -> dict[str, Any]:
+    """Every parameter once, with its (stage, chunk) before and after and its bytes."""
+    moved = [m for m in moves if m.moved]
+    return {
+        "parameters": len(moves),
+        "bytes": sum(m.bytes for m in moves),
+        "moved": len(moved),
+        "moved_bytes": sum(m.bytes for m in moved),
+        "list": [
+            {
+                "name": m.name,
+                "block": m.block,
+                "bytes": m.bytes,
+                "from": _place_json(m.before),
+                "to": _place_json(m.after),
+            }
+            for m in moves
+        ],
+    }
+
+
+def moves_document(result: ConvertResult, source: str, output: str) -> dict[str, Any]:
+    """What `convert --moves FILE` writes: the conversion and every parameter's move."""
+    p = result.plan
+    body = {"source": source, "output": output, "pp": p.pp, "vpp": p.vpp}
+    return document("moves", {**body, **moves_json(result.moves)})
 
 
 def _bubble_json(bubble: Bubble) -> dict[str, Any]:
@@ -116,8 +156,64 @@ def _bubble_json(bubble: Bubble) -> dict[str, Any]:
         "definition": BUBBLE_DEFINITION,
         "micro_batches": bubble.micro_batches,
         "costs": bubble.measure,
+        "runtime": bubble.runtime,
         "schedules": {s: schedule.rounded(share) for s, share in bubble.schedules.items()},
+        "p2p_cost": schedule.rounded(bubble.hop.cost),
+        "hop_bytes": bubble.hop.hop_bytes,
+        "stage_loads": list(bubble.stage_loads),
+        "why": vpp_verdict(bubble),
     }
+
+
+# Stages within this share of the mean load count as balanced; a hop that costs this share
+# of a stage's forward counts; a bubble shrunk by less than this share is little
+# (`vpp_verdict`).
+BALANCED = 1.15
+HOPS_MATTER = 0.1
+LITTLE = 0.2
+
+
+def vpp_verdict(bubble: Bubble) -> str | None:
+    """One line on what interleaving bought, and why: the heavy end or split that no
+    schedule hides (the LM head, the embedding), the hops it adds, or else the fill and
+    drain it shrinks. None when only one schedule ran."""
+    shares = [float(share) for share in bubble.schedules.values()]
+    loads = bubble.stage_loads
+    if len(shares) < 2 or not loads or not sum(loads):
+        return None
+    mean = sum(loads) / len(loads)
+    busiest = max(range(len(loads)), key=lambda s: loads[s])
+    ratio = loads[busiest] / mean
+    heavy = None
+    if ratio >= BALANCED:
+        (pre_stage, pre), (post_stage, post) = bubble.ends
+        excess = loads[busiest] - mean
+        what = "the split"
+        if busiest == post_stage and post >= excess:
+            what = "the LM head"  # the ops after the last layer
+        elif busiest == pre_stage and pre >= excess:
+            what = "the embedding"  # the ops before the first layer
+        heavy = (
+            f"{what} makes stage {busiest} carry {ratio:.2f}x the mean load, which no "
+            "schedule hides: try --split balanced"
+        )
+    hop = float(bubble.hop.cost)
+    gain = f"bubble {shares[0]:.1%} -> {shares[1]:.1%}"
+    if shares[0] - shares[1] >= LITTLE * shares[0]:
+        shrinks = "it shrinks the fill and drain"
+        if hop >= HOPS_MATTER:
+            shrinks += f", worth more than its hops ({hop:.2f}x a stage's forward each)"
+        if heavy is None:
+            shrinks = f"the stages are balanced ({ratio:.2f}x the mean load at most), so {shrinks}"
+        return f"interleaving pays here ({gain}): " + "; ".join(filter(None, (shrinks, heavy)))
+    causes = [heavy] if heavy else []
+    if hop >= HOPS_MATTER:
+        causes.append(
+            f"each hop costs {hop:.2f}x a stage's forward: try a lower --vpp, more "
+            "--micro-batches or a faster --link"
+        )
+    said = "does not pay" if shares[1] >= shares[0] else "buys little"
+    return f"interleaving {said} here ({gain})" + (": " + "; ".join(causes) if causes else "")
 
 
 def _convert_memory_json(bubble: Bubble) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from vppctl.choices import Runtime
 from vppctl.errors import ConversionError
 from vppctl.outcomes.memory import NO_STAGE_MEMORY, stage_memory_json
 
@@ -16,6 +17,8 @@ from vppctl.planner import Bubble as Bubble
 from vppctl.planner import (
     Candidate,
     Conversion,
+    HopCost,
+    Layouts,
     MemoryOptions,
     PirInput,
     PirSplit,
@@ -34,6 +37,34 @@ from vppctl.shapes import BUBBLE_DEFINITION, document, error_object
 
 # -- simulate ----------------------------------------------------------------------
 
+# The schedules a default comparison sets beside 1F1B (`vppctl.schedule.comparison`).
+INTERLEAVING = ("interleaved", "vpp", "zbv", "zbvpp")
+
+
+def hop_json(hop: HopCost | None) -> dict[str, Any] | None:
+    """What a hop cost and where it came from (`vppctl.planner.HopCost`)."""
+    if hop is None:
+        return None
+    link = hop.link
+    return {
+        "source": hop.source,
+        "cost": rounded(hop.cost),
+        "hop_bytes": hop.hop_bytes,
+        "seconds": hop.seconds,
+        "unit_seconds": hop.unit_seconds,
+        "link": None
+        if link is None
+        else {
+            "name": link.name,
+            "device": link.device,
+            "flops": link.flops,
+            "link": link.link,
+            "bandwidth": link.bandwidth,
+            "latency": link.latency,
+        },
+        "why": hop.why or None,
+    }
+
 
 @dataclass(frozen=True)
 class SimulateOutcome:
@@ -47,6 +78,8 @@ class SimulateOutcome:
     memory: tuple[tuple[StageMemory, ...], ...] = ()  # per result, with a program
     memory_options: MemoryOptions | None = None
     warnings: tuple[str, ...] = ()  # the plan's, the memory model's and the simulator's
+    runtime: Runtime = "any"  # whose rules and schedules
+    hop: HopCost | None = None  # what a hop cost (None: not said)
 
     def to_json(self, *, steps: bool = False) -> dict[str, Any]:
         """The object `vppctl simulate --json` prints; `steps` adds every step."""
@@ -77,9 +110,7 @@ class SimulateOutcome:
 def comparison_pair(results: Sequence[SimResult]) -> tuple[SimResult, SimResult] | None:
     """The (1F1B, interleaving schedule) pair to compare, if both are present."""
     baseline = next((r for r in results if r.schedule == "1f1b"), None)
-    candidate = next(
-        (r for r in results if r.schedule in ("interleaved", "zbv") and r.vpp > 1), None
-    )
+    candidate = next((r for r in results if r.schedule in INTERLEAVING and r.vpp > 1), None)
     if baseline is None or candidate is None:
         return None
     return baseline, candidate
@@ -192,6 +223,8 @@ def simulation_json(
         outcome.memory if outcome is not None and outcome.memory else [None] * len(runs)
     )
     data: dict[str, Any] = {"bubble_definition": BUBBLE_DEFINITION}
+    data["runtime"] = None if outcome is None else outcome.runtime
+    data["p2p"] = None if outcome is None else hop_json(outcome.hop)
     data["plan"] = None
     if outcome is not None and outcome.plan is not None:
         data["plan"] = _plan_json(outcome.plan, outcome.memory_options)
@@ -258,6 +291,20 @@ def settings_json(s: Settings) -> dict[str, Any]:
     return {"runs": s.runs, "settings": settings, "note": s.note}
 
 
+def layouts_json(split: Layouts) -> dict[str, Any]:
+    """A candidate's split in each runtime's terms (`vppctl.planner.Layouts`)."""
+    parts = split.deepspeed_parts
+    stages = split.paddle_stage_per_layer
+    return {
+        "megatron": split.megatron,
+        "torchtitan": [list(names) for names in split.torchtitan],
+        "deepspeed": None
+        if parts is None
+        else {"parts": list(parts), "partition_method_uniform": split.deepspeed_uniform},
+        "paddle_stage_per_layer": None if stages is None else list(stages),
+    }
+
+
 def command_json(command: Sequence[str]) -> dict[str, Any]:
     """`command` and `argv` of a conversion: null for a PIR program (vppctl converts none)."""
     if not command:
@@ -274,6 +321,7 @@ def candidate_json(
 ) -> dict[str, Any]:
     worst = c.worst
     launch = c.launch(layer_class, micro_batch_size, pir)
+    split = c.layouts(pir)
     return {
         **command_json(c.command),
         "vpp": c.vpp,
@@ -287,12 +335,15 @@ def candidate_json(
         "relative": rounded(c.time_per_micro_batch / best.time_per_micro_batch),
         "bubble": rounded(c.bubble),
         "p2p_messages": c.p2p_messages,
+        "p2p_cost": rounded(c.hop.cost),
+        "hop_bytes": c.hop.hop_bytes,
         "layers_per_segment": list(c.layers_per_segment),
         "megatron_layout": c.megatron_layout,
         "peak_bytes": worst.peak_bytes,
         "worst_stage": worst.stage,
         "per_stage": [{"stage": s.stage, **stage_memory_json(s)} for s in c.memory],
         "launch": {s.runtime: settings_json(s) for s in launch},
+        "layouts": layouts_json(split),
         "exact": {"makespan": str(c.makespan), "bubble": str(c.bubble)},
     }
 
@@ -369,7 +420,9 @@ def plan_json(o: PlanOutcome) -> dict[str, Any]:
                 "vpp_seg_method": pir.vpp_seg_method,
                 "best": r.best_on_pir,
             },
+            "runtime": r.runtime,
             "costs": r.measure,
+            "p2p": hop_json(best.hop) if best is not None else None,
             "time_unit": "the mean stage's forward of one micro-batch",
             "bubble_definition": BUBBLE_DEFINITION,
             "order": "time per micro-batch (makespan / micro_batches), then the worst stage's "
@@ -384,6 +437,7 @@ def plan_json(o: PlanOutcome) -> dict[str, Any]:
             "over_limit": r.over_limit,
             "over_limit_candidates": over,
             "refused": [{"reason": reason, "count": n} for reason, n in r.refused],
+            "notes": [{"rule": rule, "count": n} for rule, n in r.notes],
             "warnings": list(r.warnings),
         },
     )

@@ -8,7 +8,7 @@ Terms: `pp` stages, `vpp` chunks per stage, `pp*vpp` segments. Segment k (its
 virtual stage) holds a contiguous run of layers in program order and sits on
 stage/chunk `place(k)` (`placement`). `partition` holds the options, the plan and
 how it is made; `balanced` the balanced splits, the stage-balanced search among
-them.
+them; `layout` Megatron-Core's layout language (`--layout`, and the layout of a plan).
 
 Other packages import these names from here, never a module of this package.
 """
@@ -23,6 +23,11 @@ from vppctl.plan.balanced import (
     stage_balanced_sizes,
     stage_balanced_split,
 )
+from vppctl.plan.layout import Finding as LayoutFinding
+from vppctl.plan.layout import Layout, LayoutError, format_layout, layout_of_counts, layout_split
+from vppctl.plan.layout import expand as expand_layout
+from vppctl.plan.layout import lint as lint_layout
+from vppctl.plan.layout import parse as parse_layout
 from vppctl.plan.partition import (
     LayerFacts,
     Plan,
@@ -52,6 +57,9 @@ __all__ = [
     "PROOF_BUDGET",
     "CostKind",
     "LayerFacts",
+    "Layout",
+    "LayoutError",
+    "LayoutFinding",
     "Mode",
     "Placement",
     "Plan",
@@ -64,9 +72,15 @@ __all__ = [
     "cannot_fill",
     "check_manual_layout",
     "choose_mode",
+    "expand_layout",
     "explicit_sizes",
+    "format_layout",
     "keep_sizes",
+    "layout_of_counts",
+    "layout_split",
+    "lint_layout",
     "make_plan",
+    "parse_layout",
     "place",
     "segment_costs",
     "stage_balanced_sizes",

@@ -9,7 +9,7 @@ facts into the plan: plain PP (auto) or an interleaved layout kept as it is (man
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 from vppctl import validate
@@ -27,6 +27,7 @@ from vppctl.choices import (
 from vppctl.errors import ConversionError, UsageError
 from vppctl.mesh import Mesh
 from vppctl.plan.balanced import stage_balanced_sizes
+from vppctl.plan.layout import layout_split
 from vppctl.plan.placement import place, refuse_too_few, stage_imbalance, stage_loads
 from vppctl.units import runs_text
 
@@ -50,6 +51,9 @@ class PlanOptions:
     # Layer counts per segment in virtual-stage order (Megatron's manual split).
     layers_per_chunk: tuple[int, ...] = ()
     cost: CostKind | None = None  # what a layer costs, for the balanced split
+    # The split as Megatron-Core's layout (`vppctl.plan.layout`): its stages are the
+    # segments, its vpp the stages over pp; resolved against the program (`resolved`).
+    layout: str | None = None
 
     FLAGS: ClassVar[Mapping[str, str]] = {
         "vpp": "--vpp",
@@ -58,6 +62,7 @@ class PlanOptions:
         "split": "--split",
         "layers_per_chunk": "--layers-per-chunk",
         "cost": "--cost",
+        "layout": "--layout",
     }
 
     def __post_init__(self) -> None:
@@ -72,18 +77,53 @@ class PlanOptions:
                 f"{validate.where(self, 'layers_per_chunk')} sets the split itself, but "
                 f"{validate.where(self, 'split')} is {self.split!r}: drop the split"
             )
-        if self.split == "explicit" and not self.layers_per_chunk:
+        if self.layout is not None:
+            self._check_layout()
+        elif self.split == "explicit" and not self.layers_per_chunk:
             raise UsageError(
                 f"{validate.where(self, 'split')} 'explicit' needs the counts: pass "
                 f"{validate.where(self, 'layers_per_chunk')}, e.g. 3,4,4,5"
             )
 
+    def _check_layout(self) -> None:
+        validate.text(self, "layout", "a layout string, e.g. 'Et*3|t*4|t*4|t*3L'")
+        given = [
+            validate.where(self, name)
+            for name, value in (
+                ("layers_per_chunk", self.layers_per_chunk),
+                ("split", self.split not in (None, "explicit")),
+                ("placement", self.placement == "v"),
+            )
+            if value
+        ]
+        if given:
+            raise UsageError(
+                f"{validate.where(self, 'layout')} sets the split itself, loop-placed (a "
+                f"Megatron layout cannot say V): drop {', '.join(given)}"
+            )
+
+    def resolved(self, pp: int, n_layers: int) -> tuple[PlanOptions, list[str]]:
+        """These options with the layout turned into the explicit split it names (its vpp
+        and the layers of each segment) for a program of `pp` stages and `n_layers`
+        layers, and the layout's warnings; unchanged without a layout."""
+        if self.layout is None:
+            return self, []
+        layout, warnings = layout_split(self.layout, pp, self.vpp, n_layers)
+        counts = layout.decoders_per_stage()
+        options = replace(
+            self, vpp=layout.vpp, split="explicit", layers_per_chunk=counts, layout=None
+        )
+        return options, warnings
+
     def spec(self) -> PlanSpec:
-        """The options with `convert`'s defaults filled in; `vpp` is required."""
+        """The options with `convert`'s defaults filled in; `vpp` is required (a layout
+        must be `resolved` first)."""
+        if self.layout is not None:
+            raise ValueError("resolve the layout against the program first (resolved)")
         if self.vpp is None:
             raise UsageError(
                 f"{validate.where(self, 'vpp')} is required to convert: the chunks per stage, "
-                "e.g. PlanOptions(vpp=2)"
+                f"e.g. PlanOptions(vpp=2), or {validate.where(self, 'layout')}"
             )
         counts = self.layers_per_chunk
         return PlanSpec(

@@ -1,7 +1,7 @@
 """The planner: the program-facing side of the schedules.
 
-Which plan a program is simulated with and what each of its segments costs
-(`costs`), how many bytes each stage holds (`memory`), a plan's step simulated with
+Which plan a program is simulated with, what each of its segments and a hop between
+stages costs (`costs`), how many bytes each stage holds (`memory`), a plan's step simulated with
 its costs and memory, the one path `simulate`, `convert --micro-batches` and the
 search take (`simulate`), `plan`'s search over conversions and schedules (`search`),
 how to launch a candidate under Paddle, Megatron-Core and torch (`launch`), and the
@@ -18,7 +18,12 @@ from typing import TYPE_CHECKING
 from vppctl._lazy import face
 
 _NAMES = {
+    "DEFAULT_LINK": "costs",
+    "LINKS": "costs",
+    "Communication": "costs",
     "CostModel": "costs",
+    "HopCost": "costs",
+    "LinkProfile": "costs",
     "Measure": "costs",
     "ResolvedPlan": "costs",
     "resolve_plan": "costs",
@@ -40,8 +45,10 @@ _NAMES = {
     "pir_launch_settings": "pir",
     "pir_split": "pir",
     "LaunchCandidate": "launch",
+    "Layouts": "launch",
     "Settings": "launch",
     "launch_settings": "launch",
+    "layouts": "launch",
     "megatron_layout": "launch",
     "Bubble": "simulate",
     "ProgramModel": "simulate",
@@ -50,6 +57,7 @@ _NAMES = {
     "Simulation": "simulate",
     "SizedPlan": "simulate",
     "converted_bubble": "simulate",
+    "program_runtime": "simulate",
     "cost_ratios": "simulate",
     "simulate_counts": "simulate",
     "simulate_program": "simulate",
@@ -64,14 +72,20 @@ _NAMES = {
     "shell": "search",
 }
 __all__ = [
+    "DEFAULT_LINK",
+    "LINKS",
     "PIR_MODES",
     "PIR_SCHEDULE_MODES",
     "Bubble",
     "Candidate",
     "ChunkMemory",
+    "Communication",
     "Conversion",
     "CostModel",
+    "HopCost",
     "LaunchCandidate",
+    "Layouts",
+    "LinkProfile",
     "Measure",
     "MemoryModel",
     "MemoryOptions",
@@ -96,10 +110,12 @@ __all__ = [
     "cost_ratios",
     "iec",
     "launch_settings",
+    "layouts",
     "megatron_layout",
     "parse_size",
     "pir_launch_settings",
     "pir_split",
+    "program_runtime",
     "resolve_plan",
     "search_plans",
     "shell",
@@ -112,11 +128,23 @@ __all__ = [
 __getattr__, __dir__ = face(__name__, _NAMES, globals())
 
 if TYPE_CHECKING:
-    from vppctl.planner.costs import CostModel, Measure, ResolvedPlan, resolve_plan
+    from vppctl.planner.costs import (
+        DEFAULT_LINK,
+        LINKS,
+        Communication,
+        CostModel,
+        HopCost,
+        LinkProfile,
+        Measure,
+        ResolvedPlan,
+        resolve_plan,
+    )
     from vppctl.planner.launch import (
         LaunchCandidate,
+        Layouts,
         Settings,
         launch_settings,
+        layouts,
         megatron_layout,
     )
     from vppctl.planner.memory import (
@@ -159,6 +187,7 @@ if TYPE_CHECKING:
         SizedPlan,
         converted_bubble,
         cost_ratios,
+        program_runtime,
         simulate_counts,
         simulate_program,
         simulate_schedules,

@@ -1,4 +1,5 @@
-"""Costs: a program -> the plan to simulate and the forward cost of each of its segments.
+"""Costs: a program -> the plan to simulate, the forward cost of each of its segments and
+the cost of a hop between stages.
 
 The plan is made exactly as `vppctl convert` makes it (`convert.plan_program` and
 `replan`: the same layer resolution, options, defaults and split functions), so
@@ -15,17 +16,26 @@ A segment's cost is its forward FLOP estimate (`cost.matmul_flops`), or its forw
 count when the program has no matmul shapes. The simulator's costs are scaled so that
 the mean stage's forward of one micro-batch costs 1, whatever vpp
 (`vppctl.planner.simulate.SizedPlan`): plans of one program then share one time unit.
+
+A hop between stages costs, unless given (`--p2p-cost`), what the plan's largest cut
+carries (`MemoryModel.hop_bytes`: one micro-batch's boundary activations) over a named
+device and link (`LINKS`, vendor peak figures; `--link`), in that time unit: the mean
+stage's forward FLOPs at the device's peak. `Communication` is the one place a hop's cost
+comes from, as `CostModel` is for a segment's.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from typing import Literal
 
+from vppctl.choices import Link
 from vppctl.convert import ConvertOptions, Planned, plan_program, replan
 from vppctl.engine import layer_costs
 from vppctl.errors import ConversionError, UsageError
 from vppctl.plan import Placement, Plan, PlanOptions, segment_costs
+from vppctl.planner.memory import MemoryModel, iec
 from vppctl.program import Program, RecordedPlan, read_plan
 
 Measure = Literal["flops", "ops"]
@@ -51,15 +61,16 @@ def resolve_plan(program: Program, request: PlanOptions, seg_method: str | None)
     recorded = read_plan(program.header)
     if recorded is not None:
         return _recorded(program, request, seg_method, recorded)
-    if request.vpp is None:
+    if request.vpp is None and request.layout is None:
         raise UsageError(
             "--vpp is required: the program carries no recorded plan (it was not written "
-            "by vppctl convert), so pass --vpp, or simulate the converted program"
+            "by vppctl convert), so pass --vpp (or --layout), or simulate the converted "
+            "program"
         )
     convert_opts = ConvertOptions(plan=request, seg_method=seg_method)
-    spec = request.spec()
-    if request.split is not None or request.layers_per_chunk:
-        return ResolvedPlan(plan_program(program, convert_opts), False, spec.split, ())
+    if request.split is not None or request.layers_per_chunk or request.layout:
+        planned = plan_program(program, convert_opts)
+        return ResolvedPlan(planned, False, planned.plan.split, ())
     return _default_split(program, convert_opts)
 
 
@@ -103,9 +114,12 @@ def _recorded(
         "--placement": (request.placement, placement),
         "--split": (request.split, recorded.split),
         "--layers-per-chunk": (request.layers_per_chunk or None, counts),
+        "--layout": (_layout_counts(request, recorded.pp, sum(counts)), counts),
     }
     conflicts = [
-        f"{flag} {_text(given)}" for flag, (given, had) in asked.items() if given not in (None, had)
+        f"{flag} {repr(request.layout) if flag == '--layout' else _text(given)}"
+        for flag, (given, had) in asked.items()
+        if given not in (None, had)
     ]
     if conflicts:
         raise UsageError(
@@ -123,6 +137,13 @@ def _recorded(
     )
     planned = plan_program(program, ConvertOptions(plan=opts, seg_method=seg_method))
     return ResolvedPlan(planned, True, recorded.split, ())
+
+
+def _layout_counts(request: PlanOptions, pp: int, n_layers: int) -> tuple[int, ...] | None:
+    """The layers per segment a layout asks for (None: no layout)."""
+    if request.layout is None:
+        return None
+    return request.resolved(pp, n_layers)[0].layers_per_chunk
 
 
 def _text(value: object) -> str:
@@ -148,3 +169,129 @@ class CostModel:
         """Each segment's forward cost (integer FLOPs or ops), in virtual-stage order."""
         sizes = [len(s.layers) for s in plan.segments]
         return tuple(segment_costs(sizes, self.layers, self.pre, self.post))
+
+
+# -- a pipeline hop --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LinkProfile:
+    """A device and the link between two pipeline stages: the vendor's peak figures
+    (docs/plan.md lists each with its source). A hop of `b` bytes takes `latency + b /
+    bandwidth` seconds; the program's forward FLOPs at `flops` give the time unit."""
+
+    name: Link
+    device: str
+    flops: float  # dense BF16 tensor FLOP/s, peak
+    link: str
+    bandwidth: float  # bytes/s in one direction, peak
+    latency: float  # seconds per message (a modelling choice, docs/plan.md)
+
+    def text(self) -> str:
+        """`h100-ib (H100 SXM5 989.4 TFLOP/s, 50 GB/s + 20 us, vendor peaks)`."""
+        return (
+            f"{self.name} ({self.device} {self.flops / 1e12:g} TFLOP/s, "
+            f"{self.bandwidth / 1e9:g} GB/s + {self.latency * 1e6:g} us, vendor peaks)"
+        )
+
+
+LINKS: dict[Link, LinkProfile] = {
+    "h100-nvlink": LinkProfile(
+        "h100-nvlink", "H100 SXM5", 989.4e12, "NVLink 4 (NVSwitch)", 450e9, 10e-6
+    ),
+    "h100-ib": LinkProfile(
+        "h100-ib", "H100 SXM5", 989.4e12, "InfiniBand NDR 400 Gb/s", 50e9, 20e-6
+    ),
+    "a100-nvlink": LinkProfile(
+        "a100-nvlink", "A100 SXM4", 312e12, "NVLink 3 (NVSwitch)", 300e9, 10e-6
+    ),
+    "a100-ib": LinkProfile("a100-ib", "A100 SXM4", 312e12, "InfiniBand HDR 200 Gb/s", 25e9, 20e-6),
+}
+# Pipeline neighbours sit on different nodes in the usual rank order (Megatron's
+# "tp-cp-ep-dp-pp" varies pp slowest), so a hop crosses the network by default.
+DEFAULT_LINK: Link = "h100-ib"
+# The denominator a hop's cost is rounded to (the simulator's ticks grow with it).
+_HOP_DENOMINATOR = 10_000
+
+
+@dataclass(frozen=True)
+class HopCost:
+    """What one hop between two stages costs, in the simulator's time unit (the mean
+    stage's forward of one micro-batch), and where that comes from: the program's bytes
+    over a link (`link`), a number given (`--p2p-cost`), or nothing (`none`: no program,
+    or no FLOP costs to time a forward with)."""
+
+    cost: Fraction
+    source: Literal["link", "given", "none"]
+    hop_bytes: int | None = None  # one micro-batch's forward across the plan's largest cut
+    link: LinkProfile | None = None
+    seconds: float | None = None  # of one hop
+    unit_seconds: float | None = None  # of the time unit
+    why: str = ""  # why it is not counted (source "none")
+
+    def text(self) -> str:
+        """The header line: `p2p: 64.0 KiB per hop ..., a hop costs 0.93 x ...`."""
+        if self.source == "given":
+            if not self.cost:
+                return "p2p: not counted (--p2p-cost 0)"
+            return f"p2p: {float(self.cost):.4g} x the mean stage's forward per hop (--p2p-cost)"
+        if self.source == "none" or self.link is None:
+            return f"p2p: not counted ({self.why}); pass --p2p-cost to count it"
+        assert self.hop_bytes is not None and self.seconds is not None
+        return (
+            f"p2p: {iec(self.hop_bytes)} per hop over {self.link.text()}: "
+            f"{self.seconds * 1e6:.3g} us, {float(self.cost):.3g}x a stage's forward; "
+            "--p2p-cost 0 leaves it out"
+        )
+
+
+class Communication:
+    """A hop's cost for any plan of one program: the one place it comes from. Given
+    (`--p2p-cost`), that number; else the bytes the plan's largest cut carries
+    (`MemoryModel.hop_bytes`, at the memory options' micro-batch size and sequence length)
+    over `link`, in units of the mean stage's forward, timed at the device's peak FLOP/s
+    with the program's matmul FLOPs at the same sizes."""
+
+    def __init__(
+        self,
+        planned: Planned,
+        memory: MemoryModel,
+        given: float | Fraction | None,
+        link: Link | None,
+    ) -> None:
+        self.memory = memory
+        self.given = None if given is None else Fraction(given)
+        self.link = LINKS[link or DEFAULT_LINK]
+        self.unit_seconds: float | None = None
+        self.why = ""
+        if self.given is None and memory.unknown_later and memory.opts.seq_len is None:
+            self.why = (
+                "the program leaves the sequence length unknown (a later -1 dimension), so "
+                "neither a hop's bytes nor a forward's time is known: pass --seq-len"
+            )
+        elif self.given is None:
+            opts = memory.opts
+            sizes = (opts.micro_batch_size, opts.seq_len or 1)
+            costs = layer_costs(planned.index, planned.layers, "flops", sizes)
+            flops = sum(costs.layers) + costs.pre + costs.post
+            if flops:
+                self.unit_seconds = flops / planned.plan.pp / self.link.flops
+            else:
+                self.why = "the program has no matmul shapes to time a forward with"
+
+    def hop(self, plan: Plan) -> HopCost:
+        if self.given is not None:
+            return HopCost(self.given, "given")
+        if self.unit_seconds is None:
+            return HopCost(Fraction(0), "none", why=self.why)
+        size = self.memory.hop_bytes(plan)
+        seconds = self.link.latency + size / self.link.bandwidth
+        cost = Fraction(seconds / self.unit_seconds).limit_denominator(_HOP_DENOMINATOR)
+        return HopCost(cost, "link", size, self.link, seconds, self.unit_seconds)
+
+
+def no_program_hop(given: float | Fraction | None) -> HopCost:
+    """A hop without a program: the number given, else nothing (no bytes to size it)."""
+    if given is not None:
+        return HopCost(Fraction(given), "given")
+    return HopCost(Fraction(0), "none", why="no program to size a hop from")

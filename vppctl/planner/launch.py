@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from vppctl.choices import Placement, Schedule
+from vppctl.plan import layout_of_counts
 from vppctl.schedule import (
     MEGATRON_SCHEDULES,
     PADDLE_LEGACY_VPP,
@@ -147,13 +148,9 @@ def paddle_fields(c: LaunchCandidate, mode: str, seg_method: str) -> tuple[tuple
 def megatron_layout(layers_per_segment: Sequence[int]) -> str:
     """Megatron-Core's `--pipeline-model-parallel-layout` for a loop-placed plan: one
     `|`-separated stage per virtual stage, in order; `E` the embedding (in segment 0),
-    `t` a decoder layer (`t*n` for n of them), `L` the loss (in the last segment)."""
-    last = len(layers_per_segment) - 1
-    stages = []
-    for k, n in enumerate(layers_per_segment):
-        body = "t" if n == 1 else f"t*{n}" if n > 1 else ""
-        stages.append(("E" if k == 0 else "") + body + ("L" if k == last else ""))
-    return "|".join(stages)
+    `t` a decoder layer (`t*n` for n of them), `L` the loss (in the last segment); runs
+    of equal stages as `(t*n|)*k` (`vppctl.plan.layout_of_counts`)."""
+    return layout_of_counts(layers_per_segment)
 
 
 def megatron_settings(c: LaunchCandidate) -> Settings:
@@ -239,3 +236,86 @@ def torch_settings(c: LaunchCandidate) -> Settings:
         ("stages", stages),
     )
     return Settings("torch", True, settings, note)
+
+
+# ---------------------------------------------------------------------------
+# The split in the other dialects: torchtitan's module names, DeepSpeed's parts
+
+# torchtitan's LLMs' top-level modules (torchtitan/models/common/decoder.py): the
+# embedding, the blocks `layers.<i>`, the final norm and the output head.
+TORCHTITAN_EMBEDDING = ("tok_embeddings",)
+TORCHTITAN_HEAD = ("norm", "lm_head")
+# DeepSpeed's PipelineModule layer specs of such a model: one for the embedding, one per
+# block, two for the final norm and the head (the loss is `loss_fn`, not a spec).
+DEEPSPEED_EMBEDDING_SPECS, DEEPSPEED_HEAD_SPECS = 1, 2
+
+
+@dataclass(frozen=True)
+class Layouts:
+    """One split in each runtime's own terms: Megatron-Core's layout (loop placement), the
+    names torchtitan's `parallelism.module_fqns_per_model_part` takes (one list per
+    virtual stage in pipeline order, any placement: torchtitan places V stages itself),
+    DeepSpeed's `PipelineModule.parts` (one stage per rank, or DualPipeV's V of two) and
+    whether its `partition_method='uniform'` gives them, and for a PIR program the stage
+    mesh Paddle needs each layer on (None where a dialect cannot say it)."""
+
+    megatron: str | None
+    torchtitan: tuple[tuple[str, ...], ...]
+    deepspeed_parts: tuple[int, ...] | None
+    deepspeed_uniform: bool
+    paddle_stage_per_layer: tuple[int, ...] | None
+
+
+def torchtitan_fqns(layers_per_segment: Sequence[int]) -> tuple[tuple[str, ...], ...]:
+    """torchtitan's module names per virtual stage (pipeline order): the embedding with the
+    first, `layers.<i>` by global index, the norm and head with the last."""
+    out: list[tuple[str, ...]] = []
+    first, last = 0, len(layers_per_segment) - 1
+    for k, n in enumerate(layers_per_segment):
+        names: tuple[str, ...] = TORCHTITAN_EMBEDDING if k == 0 else ()
+        names += tuple(f"layers.{i}" for i in range(first, first + n))
+        out.append(names + (TORCHTITAN_HEAD if k == last else ()))
+        first += n
+    return tuple(out)
+
+
+def deepspeed_parts(layers_per_segment: Sequence[int]) -> tuple[int, ...]:
+    """`PipelineModule.parts`: stage i builds the specs `parts[i]:parts[i + 1]` of the flat
+    list (embedding, blocks, norm, head; `_partition_layers`)."""
+    parts, last = [0], len(layers_per_segment) - 1
+    for k, n in enumerate(layers_per_segment):
+        specs = n + (DEEPSPEED_EMBEDDING_SPECS if k == 0 else 0)
+        specs += DEEPSPEED_HEAD_SPECS if k == last else 0
+        parts.append(parts[-1] + specs)
+    return tuple(parts)
+
+
+def deepspeed_uniform(num_items: int, num_parts: int) -> tuple[int, ...]:
+    """The parts DeepSpeed's `partition_method='uniform'` gives (`partition_uniform`):
+    equal counts, the first `num_items % num_parts` parts one more; with fewer items than
+    parts, one each and then empty parts."""
+    if num_items <= num_parts:
+        return tuple(min(p, num_items) for p in range(num_parts + 1))
+    base, extra = divmod(num_items, num_parts)
+    return tuple(p * base + min(p, extra) for p in range(num_parts + 1))
+
+
+def layouts(c: LaunchCandidate, stage_layers: Sequence[int] | None = None) -> Layouts:
+    """`c`'s split in every dialect; `stage_layers`, a PIR program's layers per stage mesh
+    as the plan needs them (`vppctl.planner.pir.PirSplit.stage_layers`), gives the stage
+    of each layer in program order."""
+    sizes = c.layers_per_segment
+    loop = c.placement == "loop" or c.vpp == 1
+    deepspeed = c.vpp == 1 or (c.placement == "v" and c.vpp == 2)
+    parts = deepspeed_parts(sizes) if deepspeed else None
+    uniform = parts is not None and parts == deepspeed_uniform(parts[-1], len(parts) - 1)
+    per_layer = None
+    if stage_layers is not None:
+        per_layer = tuple(s for s, n in enumerate(stage_layers) for _ in range(n))
+    return Layouts(
+        megatron_layout(sizes) if loop else None,
+        torchtitan_fqns(sizes),
+        parts,
+        uniform,
+        per_layer,
+    )

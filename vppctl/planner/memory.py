@@ -24,6 +24,9 @@ Counted, per stage (and per chunk, the stage's segments):
   chunks as the schedule runs (``held_peak``), at most the sum of the chunks' peaks;
 * ``peak_bytes``: params + grads + optimizer + the stage's peak activations.
 
+It also sizes what a pipeline hop carries (`boundary_bytes`): the variables forward ops
+of one slot write and forward ops of a later slot read, at each boundary between slots.
+
 Not counted: temporaries that no backward op reads (freed after use), backward
 temporaries and activation gradients, gradient-clipping copies (``@GRAD@CLIP``),
 communication buffers, feed variables, framework workspace and allocator
@@ -132,6 +135,7 @@ class MemoryModel:
         param_slot = self._params(index, slot_of_op)
         self._optimizer(index, param_slot)
         self._activations(index, planned.forward, slot_of_op)
+        self.boundaries = self._boundaries(index, slot_of_op)
         warnings = []
         unread = sum(self.is_param) - len(param_slot)
         if unread:
@@ -139,6 +143,7 @@ class MemoryModel:
                 f"{unread} parameter(s) are read by no forward op and are not counted in "
                 "params_bytes"
             )
+        self.unknown_later = self._unknown_later  # variables with a later -1 dimension
         if self._unknown_later:
             warnings.append(
                 f"{self._unknown_later} variable(s) have unknown (-1) dimensions after the "
@@ -251,7 +256,46 @@ class MemoryModel:
                 continue
             self.activations[where] = self.activations.get(where, 0) + (self.nbytes(v) or 0)
 
+    def _boundaries(self, index: ProgramIndex, slot_of_op: array[int]) -> list[int]:
+        """Bytes the forward pass carries across each boundary between slots, one
+        micro-batch's: boundary b lies between slots b and b + 1, and a non-persistable
+        variable that a forward op of slot p writes and one of slot r > p reads crosses
+        boundaries p .. r - 1 (a difference array: linear in the forward ops)."""
+        block = index.global_block
+        is_param = self.is_param
+        producer = array("q", [_NONE]) * index.n_vars
+        reader = array("q", [_NONE]) * index.n_vars  # the last forward slot reading it
+        read: list[int] = []
+        for op in block.forward_ops:
+            slot = slot_of_op[op]
+            for v in block.inputs(op):
+                if v >= 0 and producer[v] != _NONE and producer[v] < slot > reader[v]:
+                    if reader[v] == _NONE:
+                        read.append(v)
+                    reader[v] = slot
+            for v in block.outputs(op):
+                if v >= 0 and not is_param[v] and producer[v] == _NONE:
+                    producer[v] = slot
+        diff = [0] * self.n_slots
+        for v in read:
+            if not self._persistable(v):
+                size = self.nbytes(v) or 0
+                diff[producer[v]] += size
+                diff[reader[v]] -= size
+        out, running = [], 0
+        for b in range(self.n_slots - 1):
+            running += diff[b]
+            out.append(running)
+        return out
+
     # -- a plan
+
+    def hop_bytes(self, plan: Plan) -> int:
+        """What one hop between two of the plan's segments carries, one micro-batch's
+        forward (its gradient carries as much back): the largest of its cuts."""
+        if plan.n_layers + 2 != self.n_slots:
+            raise ValueError("the plan is not a plan of this program's layers")
+        return max((self.boundaries[s.first_layer] for s in plan.segments[1:]), default=0)
 
     def slot_segments(self, plan: Plan) -> list[int]:
         """Slot -> the plan's segment (virtual stage)."""

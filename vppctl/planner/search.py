@@ -3,24 +3,29 @@
 This module's one job is `vppctl plan`'s search. The program is read and indexed
 once; every candidate is a plan `convert` would make (`convert.replan` with `convert`'s
 own options, so each candidate's `vppctl convert` command reproduces it exactly),
-timed with the program's forward FLOPs per segment (backward I = W = F) and sized
-with its bytes per stage (`vppctl.planner.memory`). A PIR program is searched the
-same way (the simulator does not read the IR), but vppctl converts no PIR: its
-candidates carry no command, and Paddle's launch settings are the PIR strategy that
-makes Paddle's own completion run them, or why it cannot (`vppctl.planner.pir`).
+timed with the program's forward FLOPs per segment (backward I = W = F) and its hops'
+bytes (`vppctl.planner.costs.Communication`), and sized with its bytes per stage
+(`vppctl.planner.memory`). A PIR program is searched the same way (the simulator does
+not read the IR), but vppctl converts no PIR: its candidates carry no command, and
+Paddle's launch settings are the PIR strategy that makes Paddle's own completion run
+them, or why it cannot (`vppctl.planner.pir`).
 
-Candidates, and what a runtime would refuse (left out, never shown):
+Candidates run under one runtime (`--runtime`, default the program's own: Paddle 3.0.0
+for a legacy program, Paddle 3.3.1's PIR pipeline for a PIR one; `any`: each schedule
+under its own runtime's rules), and what it would refuse is left out, counted by the
+rule that refuses it (`vppctl.schedule.preflight`), never shown:
 
-* vpp 1 (plain PP, any split): `fthenb`, `1f1b`, `eager1f1b` (m >= 2pp - 1), `zbh1`,
-  `zb1p` (m a multiple of torch's rounds);
-* vpp >= 2, loop placement: `interleaved` with Megatron's default group size pp
-  (m must be one it accepts), `vpp` (Paddle's; not where its job list deadlocks),
-  `interleaved-zb` with torch's own group size;
-* vpp 2, V placement: `zbvpp` (m == pp), `zbv`, `dualpipev` (m >= 2pp);
-* every micro-batch count asked for, except m < pp;
+* its schedules only: at vpp 1 (plain PP, any split) the merged ones (`fthenb`,
+  `1f1b`, `eager1f1b`, `zbh1`, `zb1p`); at vpp >= 2, loop placement, `interleaved`
+  (Megatron's default group size pp, or torch's own under `torch`), `vpp` (Paddle's;
+  not where its job list deadlocks), `interleaved-zb` (torch's group size); at vpp 2,
+  V placement, `zbvpp`, `zbv`, `dualpipev`;
+* at the micro-batch counts its rules accept, and never m < pp;
+* under `paddle-pir`, only the splits Paddle's PIR completion makes;
 * splits `uniform` (where the layers divide), `keep` (where every stage keeps at
   least vpp layers) and `balanced` (stage-balanced, `--cost` measure); a split equal
-  to an earlier one of the same vpp and placement is the same candidate.
+  to an earlier one of the same vpp and placement is the same candidate; or the one
+  split `--layout` names.
 
 vpp runs over every value a split can serve (pp * vpp <= layers) unless restricted.
 Candidates over `--memory-limit` are left out, counted. They are ranked by the time
@@ -29,7 +34,8 @@ different amounts of data; with one m this is the makespan order), then by the
 worst stage's peak memory and the p2p messages.
 
 Costs: the mean stage's forward of one micro-batch is the time unit, so the
-makespans of all candidates compare.
+makespans of all candidates compare; a hop costs what its plan's largest cut carries
+over the link, in that unit.
 """
 
 from __future__ import annotations
@@ -48,34 +54,57 @@ from vppctl.choices import (
     MAX_DEGREE,
     MAX_MICRO_BATCHES,
     PLACEMENTS,
+    RUNTIMES,
     SCHEDULES,
     SEARCHED_SPLITS,
+    SPLITS,
+    Link,
+    Runtime,
 )
 from vppctl.convert import ConvertOptions, Planned, plan_program, replan
 from vppctl.engine import check_seg_method
 from vppctl.errors import ConversionError, UsageError, VppctlError
 from vppctl.plan import CostKind, Placement, Plan, PlanOptions, Split
-from vppctl.planner.launch import LaunchCandidate, Settings, launch_settings, megatron_layout
+from vppctl.planner.costs import HopCost
+from vppctl.planner.launch import (
+    LaunchCandidate,
+    Layouts,
+    Settings,
+    launch_settings,
+    layouts,
+    megatron_layout,
+)
 from vppctl.planner.memory import MemoryOptions, StageMemory, iec, worst_stage
 from vppctl.planner.pir import (
     PirInput,
+    PirSplit,
     PirStrategy,
     candidate_strategy,
     held_layers,
     pir_launch_settings,
+    pir_split,
     seg_method_for,
 )
-from vppctl.planner.simulate import ProgramModel, SizedPlan
+from vppctl.planner.simulate import ProgramModel, SizedPlan, check_p2p, program_runtime
 from vppctl.program import Program, read_plan
 from vppctl.schedule import (
     LOOPED,
     MAX_UNITS,
     MERGED,
     OVER_MAX_UNITS,
+    RULE,
+    RUNTIME_SCHEDULES,
     V_SHAPED,
+    Counts,
     Pipeline,
+    Rule,
     Schedule,
     ScheduleRefused,
+    check_size,
+    default_group_size,
+    not_in_runtime,
+    pir_split_rule,
+    preflight,
 )
 
 # The most (micro-batch, chunk) units one search may time, summed over its candidates:
@@ -97,12 +126,20 @@ class PlanSearchOptions:
     vpp: Sequence[int] = ()
     placements: Sequence[Placement] = ()
     splits: Sequence[Split] = ()  # not explicit: counts are given, not searched
-    schedules: Sequence[Schedule] = ()
+    schedules: Sequence[Schedule] = ()  # empty: every one the runtime runs
     cost: CostKind = "flops"  # the balanced split's measure
+    # Whose schedules and rules (None: the program's own: Paddle 3.0.0 for a legacy
+    # program, Paddle 3.3.1's PIR pipeline for a PIR program); every candidate runs there.
+    runtime: Runtime | None = None
     seg_method: str | None = None  # regex naming the repeated layer; None: detected
+    # One split as Megatron-Core's layout (`vppctl.plan.layout`): it fixes vpp, placement
+    # (loop) and split, and is searched alone.
+    layout: str | None = None
     # Time per hop between stages, in the time unit: the mean stage's forward of one
-    # micro-batch (module docstring).
-    p2p_cost: float | Fraction = 0
+    # micro-batch (module docstring). None: what the plan's boundary activations take
+    # over `link` (`vppctl.planner.costs.Communication`).
+    p2p_cost: float | Fraction | None = None
+    link: Link | None = None  # None: costs.DEFAULT_LINK
     memory: MemoryOptions = field(default_factory=MemoryOptions)
 
     FLAGS: ClassVar[Mapping[str, str]] = {
@@ -113,12 +150,16 @@ class PlanSearchOptions:
         "splits": "--split",
         "schedules": "--schedule",
         "cost": "--cost",
+        "runtime": "--runtime",
         "seg_method": "--seg-method",
+        "layout": "--layout",
         "p2p_cost": "--p2p-cost",
+        "link": "--link",
     }
     NESTED: ClassVar[Mapping[str, type]] = {"memory": MemoryOptions}
 
     def __post_init__(self) -> None:
+        fixed = [f for f in ("vpp", "placements", "splits") if getattr(self, f)]
         need = "at least one count, e.g. (16,) or (16, 32, 64)"
         validate.integers(
             self, "micro_batches", 1, MAX_MICRO_BATCHES, empty=need, example="(16, 32, 64)"
@@ -127,11 +168,35 @@ class PlanSearchOptions:
         validate.integers(self, "vpp", 1, MAX_DEGREE, example="(1, 2, 4)")
         validate.choices(self, "placements", PLACEMENTS)
         validate.choices(self, "splits", SEARCHED_SPLITS)
+        asked = validate.sequence(
+            self, "schedules", f"a sequence of names, each one of {', '.join(SCHEDULES)}"
+        )
         validate.choices(self, "schedules", SCHEDULES)
+        if not asked:  # every one the runtime runs, decided with the program
+            object.__setattr__(self, "schedules", ())
         validate.choice(self, "cost", COST_KINDS)
+        validate.choice(self, "runtime", RUNTIMES, optional=True)
         check_seg_method(self, "seg_method")
-        validate.number(self, "p2p_cost")
+        validate.text(self, "layout", "a layout string, e.g. 'Et*3|t*4|t*4|t*3L'")
+        if self.layout is not None and fixed:
+            given = ", ".join(validate.where(self, f) for f in fixed)
+            raise UsageError(
+                f"{validate.where(self, 'layout')} fixes vpp, placement and split itself: "
+                f"drop {given}"
+            )
+        check_p2p(self)
         validate.nested(self, "memory", MemoryOptions)
+
+    def searched(self, runtime: Runtime) -> tuple[Schedule, ...]:
+        """The schedules to try under `runtime`: those asked for (each one it runs, else
+        a UsageError naming the rule and how to widen it), or all of its own."""
+        if not self.schedules:
+            return RUNTIME_SCHEDULES[runtime]
+        for schedule in self.schedules:
+            missing = not_in_runtime(runtime, schedule)
+            if missing is not None:
+                raise UsageError(missing)
+        return tuple(self.schedules)
 
 
 @dataclass(frozen=True)
@@ -149,6 +214,7 @@ class Candidate:
     memory: tuple[StageMemory, ...]
     command: tuple[str, ...]  # the `vppctl convert` argv that produces the plan; () for PIR
     megatron_layout: str | None  # loop placement only
+    hop: HopCost  # what a hop between stages cost in its step
 
     @property
     def time_per_micro_batch(self) -> Fraction:
@@ -174,6 +240,20 @@ class Candidate:
         as the PIR strategy when `pir` says what a PIR program holds."""
         c = self._launch_candidate(layer_class, micro_batch_size)
         return launch_settings(c) if pir is None else pir_launch_settings(c, pir)
+
+    def layouts(self, pir: PirInput | None = None) -> Layouts:
+        """Its split in each runtime's terms (`vppctl.planner.launch.layouts`); for a PIR
+        program, with the stage mesh of each layer when Paddle's completion makes it."""
+        held = None
+        if pir is not None:
+            split = self.pir_split(pir)
+            held = split.stage_layers if split.takes else None
+        return layouts(self._launch_candidate("", 1), held)
+
+    def pir_split(self, pir: PirInput) -> PirSplit:
+        """Whether, and how, Paddle's PIR completion makes this candidate's split."""
+        c = self._launch_candidate("", 1)
+        return pir_split(c.pp, c.vpp, c.placement, c.layers_per_segment, pir.stage_layers)
 
     def runs_on_pir(self, pir: PirInput) -> bool:
         """Whether Paddle's PIR completion and pipeline run this candidate."""
@@ -239,6 +319,10 @@ class PlanResult:
     warnings: tuple[str, ...]
     over: tuple[Candidate, ...] = ()  # the candidates over the memory limit, best first
     pir: PirInput | None = None  # a PIR program: what Paddle's completion reads from it
+    runtime: Runtime = "any"  # whose schedules and rules: every candidate runs there
+    # (rule, how many candidates) of the rules candidates break that the runtime runs
+    # anyway (Paddle's auto-tuner would not propose them, ...)
+    notes: tuple[tuple[str, int], ...] = ()
 
     @property
     def over_limit(self) -> int:
@@ -273,26 +357,33 @@ class NoPlanFits(ConversionError):
 
 
 def search_plans(program: Program, source: str, opts: PlanSearchOptions) -> PlanResult:
-    """Every candidate of `program` (see the module docstring), best first."""
+    """Every candidate of `program` (see the module docstring), best first: each one its
+    runtime runs (`opts.runtime`, else the program's own)."""
+    runtime = program_runtime(program, opts.runtime)
+    schedules = opts.searched(runtime)
     base = _base(program, opts)
     pp, n = base.plan.pp, base.plan.n_layers
-    model = ProgramModel(base, opts.memory)
-    refused: Counter[str] = Counter()
-    pipelines: dict[tuple[Schedule, int, Placement, int], Timed | str] = {}
+    model = ProgramModel(base, opts.memory, opts.p2p_cost, opts.link)
+    pir = _pir_input(base) if program.is_pir else None
+    search = _Search(runtime, refused=Counter(), notes=Counter())
     found: list[Candidate] = []
     over: list[Candidate] = []
-    plans = [(plan, split, _schedules(plan, opts)) for plan, split in _plans(base, opts, refused)]
+    plans = [
+        (plan, split, _schedules(plan, schedules))
+        for plan, split in _plans(base, opts, schedules, search)
+    ]
     progress.phase("searching", sum(len(s) for *_, s in plans) * len(opts.micro_batches))
-    for plan, split, schedules in plans:
+    for plan, split, runs in plans:
         sized = model.sized(plan)
         command = () if program.is_pir else convert_command(source, plan, split, opts)
-        for schedule in schedules:
+        for schedule in runs:
             for m in opts.micro_batches:
-                timed = _pipeline(pipelines, schedule, plan, m, refused)
+                timed = search.pipeline(schedule, plan, m)
                 if timed is not None:
-                    candidate = _candidate(sized, split, schedule, m, timed, command, opts)
-                    over_limit = any(s.over_limit for s in candidate.memory)
-                    (over if over_limit else found).append(candidate)
+                    candidate = _candidate(sized, split, schedule, m, timed, command)
+                    if search.launchable(candidate, pir):
+                        over_limit = any(s.over_limit for s in candidate.memory)
+                        (over if over_limit else found).append(candidate)
                 progress.step(1)  # a candidate timed, or refused
     found.sort(key=_rank)
     over.sort(key=_rank)
@@ -302,17 +393,88 @@ def search_plans(program: Program, source: str, opts: PlanSearchOptions) -> Plan
         n_layers=n,
         layer_class=base.plan.layer_class,
         measure=model.measure,
-        refused=tuple(sorted(refused.items())),
+        refused=tuple(sorted(search.refused.items())),
         warnings=(*base.plan.warnings, *model.warnings),
         over=tuple(over),
-        pir=_pir_input(base) if program.is_pir else None,
+        pir=pir,
+        runtime=runtime,
+        notes=tuple(sorted(search.notes.items())),
     )
     if not found:
-        error = _nothing_fits(over, refused, opts)
+        error = _nothing_fits(over, search.refused, opts)
         if isinstance(error, ConversionError):
             raise NoPlanFits(str(error), result)
         raise error
     return result
+
+
+# A schedule's pipeline for one plan shape, and the group size it runs with.
+Timed = tuple[Pipeline, int | None]
+
+
+@dataclass
+class _Search:
+    """One search's runtime and what it left out or noted, by reason, and the pipelines
+    built (one per schedule and plan shape, shared by every split)."""
+
+    runtime: Runtime
+    refused: Counter[str]
+    notes: Counter[str]
+    built: dict[tuple[Schedule, int, Placement, int], Timed | str] = field(default_factory=dict)
+    noted: dict[tuple[Schedule, int, Placement, int], tuple[Rule, ...]] = field(
+        default_factory=dict
+    )
+
+    def pipeline(self, schedule: Schedule, plan: Plan, m: int) -> Timed | None:
+        """The schedule's pipeline for the plan's shape and its group size, or None when the
+        runtime would refuse it (the reason counted in `refused`)."""
+        key = (schedule, plan.vpp, plan.placement, m)
+        if key not in self.built:
+            self.built[key] = self._build(schedule, plan, m)
+        found = self.built[key]
+        if isinstance(found, str):
+            self.refused[found] += 1
+            return None
+        for rule in self.noted.get(key, ()):
+            self.notes[f"{rule.id}: {rule.says}"] += 1
+        return found
+
+    def _build(self, schedule: Schedule, plan: Plan, m: int) -> Timed | str:
+        """The pipeline and group size, or the reason it is left out: plan's own rule (a
+        pipeline never filled), the runtime's rule (`preflight`), or the simulator's (a
+        deadlock, its bound), the same for every split and vpp it repeats on, so that the
+        notes stay short."""
+        if m < plan.pp:
+            return f"m {m} < pp {plan.pp}"
+        try:
+            check_size(plan.pp, plan.vpp, m)  # the simulator's bound first, as simulate's
+        except ScheduleRefused as e:
+            return e.reason
+        counts = Counts(schedule, plan.pp, plan.vpp, m, plan.placement)
+        refusal, notes = preflight(self.runtime, counts)
+        if refusal is not None:
+            return refusal.reason
+        self.noted[schedule, plan.vpp, plan.placement, m] = notes
+        group = default_group_size(self.runtime, schedule, plan.pp, m)
+        try:
+            return Pipeline.of(
+                schedule, plan.pp, plan.vpp, m, placement=plan.placement, group_size=group
+            )
+        except ScheduleRefused as e:
+            return e.reason
+
+    def launchable(self, c: Candidate, pir: PirInput | None) -> bool:
+        """Under Paddle's PIR runtime, whether Paddle's PIR completion makes the candidate's
+        split (`vppctl.planner.pir`; the reason counted otherwise); true elsewhere."""
+        if self.runtime != "paddle-pir" or pir is None or c.runs_on_pir(pir):
+            return True
+        split = c.pir_split(pir)
+        if split.takes:  # the split is made, the strategy is not (preflight saw to the counts)
+            self.refused["Paddle (PIR) has no strategy that runs it"] += 1
+            return False
+        rule = pir_split_rule(c.placement, c.vpp, split.stage_layers)
+        self.refused[f"{rule.id}: {rule.says}"] += 1
+        return False
 
 
 def _pir_input(base: Planned) -> PirInput:
@@ -345,16 +507,21 @@ def _base(program: Program, opts: PlanSearchOptions) -> Planned:
 
 
 def _plans(
-    base: Planned, opts: PlanSearchOptions, refused: Counter[str]
+    base: Planned, opts: PlanSearchOptions, schedules: Sequence[Schedule], search: _Search
 ) -> list[tuple[Plan, Split]]:
     """Every distinct plan a candidate needs: (vpp, placement) by the schedules asked for,
-    times the splits; a refused split is counted, a repeated one dropped."""
+    times the splits; a refused split is counted (under Paddle PIR, `keep` on a stage mesh
+    of fewer than vpp layers is its rule R6), a repeated one dropped. With a layout, the
+    one plan it names (its vpp, loop-placed)."""
     pp, n = base.plan.pp, base.plan.n_layers
+    if opts.layout is not None:
+        plan = replan(base, PlanOptions(pp=opts.pp, cost=opts.cost, layout=opts.layout)).plan
+        return [(plan, "explicit")]
     vpps = opts.vpp or tuple(range(1, n // pp + 1))
     wanted: list[tuple[int, Placement]] = []
     for vpp in sorted(set(vpps)):
         for placement in opts.placements:
-            if any(_schedule_runs_on(s, vpp, placement) for s in opts.schedules):
+            if any(_schedule_runs_on(s, vpp, placement) for s in schedules):
                 wanted.append((vpp, placement))
     units = sum(pp * vpp * m for vpp, _ in wanted for m in opts.micro_batches) * len(opts.splits)
     if units > MAX_SEARCH_UNITS:
@@ -373,7 +540,12 @@ def _plans(
             try:
                 plan = replan(base, options).plan
             except ConversionError:
-                refused[f"split {split} refused by convert"] += 1
+                short = split == "keep" and min(held_layers(base.facts.stages, pp)) < vpp
+                if search.runtime == "paddle-pir" and short:
+                    rule = RULE["R6"]
+                    search.refused[f"{rule.id}: {rule.says}"] += 1
+                else:
+                    search.refused[f"split {split} refused by convert"] += 1
                 continue
             sizes = tuple(len(s.layers) for s in plan.segments)
             if sizes not in seen:
@@ -397,43 +569,8 @@ def _schedule_runs_on(schedule: Schedule, vpp: int, placement: Placement) -> boo
 _FAMILIES = ((V_SHAPED, "V with vpp 2"), (LOOPED, "loop with vpp > 1"), (MERGED, "vpp 1"))
 
 
-def _schedules(plan: Plan, opts: PlanSearchOptions) -> list[Schedule]:
-    return [s for s in opts.schedules if _schedule_runs_on(s, plan.vpp, plan.placement)]
-
-
-# A schedule's pipeline for one plan shape, and the group size it runs with.
-Timed = tuple[Pipeline, int | None]
-
-
-def _pipeline(
-    cache: dict[tuple[Schedule, int, Placement, int], Timed | str],
-    schedule: Schedule,
-    plan: Plan,
-    m: int,
-    refused: Counter[str],
-) -> Timed | None:
-    """The schedule's pipeline for the plan's shape (shared by every split) and its group
-    size, or None when a runtime would refuse it (the reason counted in `refused`)."""
-    key = (schedule, plan.vpp, plan.placement, m)
-    if key not in cache:
-        cache[key] = _build(schedule, plan, m)
-    found = cache[key]
-    if isinstance(found, str):
-        refused[found] += 1
-        return None
-    return found
-
-
-def _build(schedule: Schedule, plan: Plan, m: int) -> Timed | str:
-    """The pipeline and group size, or the reason it is left out: plan's own rule (a
-    pipeline never filled), or the reason the runtime's rule (or the simulator's bound)
-    gives, the same for every split and vpp it repeats on, so that the notes stay short."""
-    if m < plan.pp:
-        return f"m {m} < pp {plan.pp}"
-    try:
-        return Pipeline.of(schedule, plan.pp, plan.vpp, m, placement=plan.placement)
-    except ScheduleRefused as e:
-        return e.reason
+def _schedules(plan: Plan, schedules: Sequence[Schedule]) -> list[Schedule]:
+    return [s for s in schedules if _schedule_runs_on(s, plan.vpp, plan.placement)]
 
 
 def _candidate(
@@ -443,10 +580,9 @@ def _candidate(
     m: int,
     timed: Timed,
     command: tuple[str, ...],
-    opts: PlanSearchOptions,
 ) -> Candidate:
     pipe, group = timed
-    makespan, bubble, stages = sized.time(pipe, opts.p2p_cost)
+    makespan, bubble, stages = sized.time(pipe)
     plan = sized.plan
     sizes = tuple(len(s.layers) for s in plan.segments)
     return Candidate(
@@ -463,6 +599,7 @@ def _candidate(
         memory=stages,
         command=command,
         megatron_layout=megatron_layout(sizes) if plan.placement == "loop" else None,
+        hop=sized.hop,
     )
 
 
@@ -471,7 +608,7 @@ _NONE_ASKED = "no schedule runs the vpp and placements asked for ({})".format(
         f"{', '.join(s for s in SCHEDULES if s in family)}: {said}" for family, said in _FAMILIES
     )
 )
-_SPLIT_ORDER = {s: i for i, s in enumerate(SEARCHED_SPLITS)}
+_SPLIT_ORDER = {s: i for i, s in enumerate(SPLITS)}
 _SCHEDULE_ORDER = {s: i for i, s in enumerate(SCHEDULES)}
 
 
@@ -518,10 +655,13 @@ def convert_command(
     source: str, plan: Plan, split: Split, opts: PlanSearchOptions
 ) -> tuple[str, ...]:
     """The `vppctl convert` argv that makes `plan` from `source`."""
-    argv = ["vppctl", "convert", source, "--vpp", str(plan.vpp)]
-    if plan.placement != "loop":
-        argv += ["--placement", plan.placement]
-    argv += ["--split", split]
+    if split == "explicit" and opts.layout is not None:
+        argv = ["vppctl", "convert", source, "--layout", opts.layout]
+    else:
+        argv = ["vppctl", "convert", source, "--vpp", str(plan.vpp)]
+        if plan.placement != "loop":
+            argv += ["--placement", plan.placement]
+        argv += ["--split", split]
     if split == "balanced":
         argv += ["--cost", opts.cost]
     if opts.seg_method:

@@ -2,8 +2,10 @@
 
 This module's one job is `simulate`'s use case below the command: which plan and costs a
 simulation runs (a program's plan as `convert` makes it, or pp, vpp and unit costs
-without one), which schedules (one asked for, or 1F1B beside the plan's interleaving
-schedule), and each stage's bytes in each. `SizedPlan` is the one path from a plan to
+without one), which schedules under which runtime's rules (one asked for, or 1F1B beside
+the runtime's schedule that interleaves the plan; the runtime is the program's own, a
+legacy program's Paddle 3.0.0 or a PIR program's Paddle 3.3.1, and `any` without one),
+what a hop costs, and each stage's bytes in each. `SizedPlan` is the one path from a plan to
 its simulated step and its stages' bytes: `simulate`, `convert --micro-batches` (the
 converted plan's bubble) and `plan`'s search (`vppctl.planner.search`, timing many
 candidates on one shared pipeline) all take it. Writing the pictures and the outcome is
@@ -13,17 +15,33 @@ the command's (`vppctl.commands.simulate_run`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import ClassVar
 
 from vppctl import validate
-from vppctl.choices import MAX_MICRO_BATCHES, SCHEDULES, Placement, Schedule
+from vppctl.choices import (
+    LINKS,
+    MAX_MICRO_BATCHES,
+    RUNTIMES,
+    SCHEDULES,
+    Link,
+    Placement,
+    Runtime,
+    Schedule,
+)
 from vppctl.convert import Planned
 from vppctl.engine import check_seg_method
 from vppctl.errors import UsageError, VppctlError
-from vppctl.plan import Plan, PlanOptions
-from vppctl.planner.costs import CostModel, Measure, resolve_plan
+from vppctl.plan import Plan, PlanOptions, place, stage_loads
+from vppctl.planner.costs import (
+    Communication,
+    CostModel,
+    HopCost,
+    Measure,
+    no_program_hop,
+    resolve_plan,
+)
 from vppctl.planner.memory import (
     MemoryModel,
     MemoryOptions,
@@ -31,15 +49,21 @@ from vppctl.planner.memory import (
     StageMemory,
     stage_memory,
 )
+from vppctl.planner.pir import held_layers, pir_split
 from vppctl.program import Program
 from vppctl.schedule import (
     GROUPED,
+    Counts,
     Pipeline,
     SimResult,
-    compare,
+    check_runtime,
+    comparison,
+    default_group_size,
     held_peak,
-    interleaving_schedule,
+    natural_placement,
+    pir_split_rule,
     simulate,
+    split_refusal,
 )
 from vppctl.schedule import check_size as check_simulation_size
 from vppctl.units import runs_text
@@ -57,12 +81,18 @@ class SimulateOptions:
     micro_batches: int
     plan: PlanOptions = field(default_factory=PlanOptions)
     seg_method: str | None = None  # regex naming the repeated layer; None: detected
-    schedule: Schedule | None = None  # None: 1F1B and the plan's interleaving schedule
+    schedule: Schedule | None = None  # None: 1F1B and the runtime's interleaving schedule
     group_size: int | None = None  # the interleaved schedules' micro-batch group
+    # Whose rules and schedules: None is the program's own (a legacy program's Paddle, a
+    # PIR program's Paddle PIR), `any` without a program.
+    runtime: Runtime | None = None
     # Forward, input-gradient and weight-gradient cost of a chunk (default 1, 1, 1); with
     # a program, per unit of each segment's FLOP share. Numbers >= 0, kept as fractions.
     costs: tuple[float | Fraction, float | Fraction, float | Fraction] | None = None
-    p2p_cost: float | Fraction = 0  # time per hop between stages, in the costs' unit
+    # Time per hop between stages, in the costs' unit; None: with a program, what its
+    # boundary activations take over `link` (`vppctl.planner.costs.Communication`), else 0.
+    p2p_cost: float | Fraction | None = None
+    link: Link | None = None  # None: costs.DEFAULT_LINK
     memory: MemoryOptions | None = None  # None: the defaults (with a program only)
 
     FLAGS: ClassVar[Mapping[str, str]] = {
@@ -70,8 +100,10 @@ class SimulateOptions:
         "seg_method": "--seg-method",
         "schedule": "--schedule",
         "group_size": "--group-size",
+        "runtime": "--runtime",
         "costs": "--costs",
         "p2p_cost": "--p2p-cost",
+        "link": "--link",
     }
     NESTED: ClassVar[Mapping[str, type]] = {"plan": PlanOptions, "memory": MemoryOptions}
 
@@ -81,8 +113,9 @@ class SimulateOptions:
         check_seg_method(self, "seg_method")
         validate.choice(self, "schedule", SCHEDULES, optional=True)
         validate.integer(self, "group_size", 1, MAX_MICRO_BATCHES, optional=True)
+        validate.choice(self, "runtime", RUNTIMES, optional=True)
         self._check_costs()
-        validate.number(self, "p2p_cost")
+        check_p2p(self)
         validate.nested(self, "memory", MemoryOptions, optional=True)
         grouped = self.schedule is None or self.schedule in GROUPED
         if self.group_size is not None and not grouped:
@@ -101,6 +134,20 @@ class SimulateOptions:
         if len(exact) != 3 or any(v is None for v in exact) or not any(exact):
             raise validate.refuse(self, "costs", legal)
         object.__setattr__(self, "costs", tuple(exact))
+
+
+def check_p2p(options: validate.Options) -> None:
+    """`p2p_cost` a number >= 0 or None, `link` a known name or None, not both given."""
+    given, link = getattr(options, "p2p_cost"), getattr(options, "link")  # noqa: B009
+    if given is not None:
+        validate.number(options, "p2p_cost")
+    validate.choice(options, "link", LINKS, optional=True)
+    if given is not None and link is not None:
+        raise UsageError(
+            f"{validate.where(options, 'p2p_cost')} gives a hop's cost itself, and "
+            f"{validate.where(options, 'link')} would time it from the program's bytes: "
+            "pass one of them"
+        )
 
 
 def cost_ratios(options: SimulateOptions) -> tuple[Fraction, Fraction, Fraction]:
@@ -145,15 +192,22 @@ class SimulatedPlan:
 @dataclass(frozen=True)
 class Bubble:
     """The simulated bubble of the converted plan at `micro_batches`: per schedule (1F1B,
-    then the interleaving schedule of the placement) the idle share of the step, with
-    the program's costs (`measure`: FLOPs, or op counts without matmul shapes). The
-    same figure `vppctl simulate OUT -m M` prints."""
+    then `runtime`'s schedule that interleaves the plan) the idle share of the step, with
+    the program's costs (`measure`: FLOPs, or op counts without matmul shapes) and hops
+    (`hop`). The same figure `vppctl simulate OUT -m M` prints."""
 
     micro_batches: int
     measure: str
     schedules: Mapping[Schedule, Fraction]  # in the order simulated
     # Per schedule shown, each stage's bytes at micro-batch size 1 (`vppctl.planner.memory`).
     memory: Mapping[Schedule, tuple[StageMemory, ...]]
+    runtime: Runtime = "paddle"
+    hop: HopCost = field(default_factory=lambda: no_program_hop(0))
+    # Each stage's forward FLOPs (or ops) in the plan, and where the ops before the first
+    # layer (the embedding) and after the last (the LM head and loss) sit, with their
+    # costs: what says why interleaving buys little (`vppctl.outcomes.vpp_verdict`).
+    stage_loads: tuple[int, ...] = ()
+    ends: tuple[tuple[int, int], tuple[int, int]] = ((0, 0), (0, 0))  # (stage, cost) pre, post
 
 
 # -- the one path: a plan, its costs and its memory ---------------------------------
@@ -161,11 +215,20 @@ class Bubble:
 
 class ProgramModel:
     """One program's costs and bytes, computed once for any plan of it: each layer's
-    forward cost (`CostModel`) and bytes (`MemoryModel`, sized by `memory`)."""
+    forward cost (`CostModel`), bytes (`MemoryModel`, sized by `memory`) and what a hop
+    between stages costs (`Communication`: `p2p_cost` given, else the plan's boundary
+    bytes over `link`)."""
 
-    def __init__(self, planned: Planned, memory: MemoryOptions) -> None:
+    def __init__(
+        self,
+        planned: Planned,
+        memory: MemoryOptions,
+        p2p_cost: float | Fraction | None = None,
+        link: Link | None = None,
+    ) -> None:
         self.costs = CostModel(planned)
         self.memory = MemoryModel(planned, memory)
+        self.communication = Communication(planned, self.memory, p2p_cost, link)
         self.limit = memory.limit
 
     @property
@@ -178,19 +241,26 @@ class ProgramModel:
         return self.memory.warnings
 
     def sized(self, plan: Plan) -> SizedPlan:
-        return SizedPlan(plan, self.costs.segments(plan), self.memory.segments(plan), self.limit)
+        return SizedPlan(
+            plan,
+            self.costs.segments(plan),
+            self.memory.segments(plan),
+            self.limit,
+            self.communication.hop(plan),
+        )
 
 
 @dataclass(frozen=True)
 class SizedPlan:
-    """A plan with its segments' forward costs and bytes: its step simulated whole under
-    the schedules `simulate` runs (`steps`) or only timed on a pipeline (`time`, the
-    search's fast path), with each stage's bytes in that step."""
+    """A plan with its segments' forward costs and bytes and its hop's cost: its step
+    simulated whole under the schedules `simulate` runs (`steps`) or only timed on a
+    pipeline (`time`, the search's fast path), with each stage's bytes in that step."""
 
     plan: Plan
     segment_costs: tuple[int, ...]  # each segment's forward FLOPs (or ops)
     segment_memory: tuple[SegmentMemory, ...]
     limit: int | None  # bytes per stage; stages over it are flagged
+    hop: HopCost = field(default_factory=lambda: no_program_hop(0))
 
     def forward(self) -> tuple[Fraction, ...]:
         """Per virtual stage, scaled so that the mean stage load is 1."""
@@ -201,29 +271,31 @@ class SizedPlan:
         return tuple(Fraction(c * plan.pp, total) for c in costs)
 
     def steps(
-        self, options: SimulateOptions
+        self, options: SimulateOptions, runtime: Runtime, only: Schedule | None = None
     ) -> tuple[tuple[SimResult, tuple[StageMemory, ...]], ...]:
-        """The step under each schedule `options` asks for (`simulate_schedules`), each
-        segment costing F,B,W = `cost_ratios(options)` per unit of its forward share, and each
+        """The step under each schedule `options` asks for under `runtime` (`only`: that
+        one of the default comparison's), each segment costing F,B,W =
+        `cost_ratios(options)` per unit of its forward share, a hop `self.hop`, and each
         stage's bytes in it."""
         plan = self.plan
         f, b, w = cost_ratios(options)
         forward = self.forward()
         costs = [c * f for c in forward], [c * b for c in forward], [c * w for c in forward]
-        runs = simulate_schedules(plan.pp, plan.vpp, plan.placement, costs, options)
+        runs = simulate_schedules(
+            plan.pp, plan.vpp, plan.placement, costs, options, runtime, self.hop.cost, only
+        )
         sizes = [s.activations for s in self.segment_memory]
         return tuple(
             (r, self._stages(r.peak_in_flight_per_chunk, held_peak(r, sizes))) for r in runs
         )
 
-    def time(
-        self, pipe: Pipeline, p2p_cost: float | Fraction
-    ) -> tuple[Fraction, Fraction, tuple[StageMemory, ...]]:
+    def time(self, pipe: Pipeline) -> tuple[Fraction, Fraction, tuple[StageMemory, ...]]:
         """The step `pipe` runs on this plan, only timed: its makespan in the time unit (the
-        mean stage's forward of one micro-batch), its bubble, and each stage's bytes."""
+        mean stage's forward of one micro-batch, a hop costing `self.hop`), its bubble,
+        and each stage's bytes."""
         plan = self.plan
         unit = Fraction(sum(self.segment_costs), plan.pp) or Fraction(1)
-        hop = Fraction(p2p_cost) * unit
+        hop = self.hop.cost * unit
         scale = hop.denominator
         ticks = [c * scale for c in self.segment_costs]
         makespan, busy = pipe.makespan(ticks, ticks, ticks, int(hop * scale))
@@ -244,26 +316,59 @@ def simulate_schedules(
     placement: Placement | None,
     costs: tuple[Sequence[Fraction], Sequence[Fraction], Sequence[Fraction]] | None,
     options: SimulateOptions,
+    runtime: Runtime,
+    hop: Fraction,
+    only: Schedule | None = None,
 ) -> tuple[SimResult, ...]:
-    """The step under the one schedule `options` asks for, or under 1F1B and the plan's
-    interleaving schedule side by side (`vppctl.schedule.compare`)."""
+    """The step under the one schedule `options` asks for, or under 1F1B and `runtime`'s
+    schedule that interleaves the plan (`vppctl.schedule.comparison`), side by side; each
+    checked against `runtime`'s rules first (`check_runtime`: a refusal is exit 2 in the
+    runtime's words), whose notes join the result's warnings. A hop costs `hop`; `only`
+    keeps one schedule of the default comparison."""
     forward, backward, weight = costs if costs is not None else (None, None, None)
-    m, hop, group = options.micro_batches, options.p2p_cost, options.group_size
+    m, group = options.micro_batches, options.group_size
     if options.schedule is not None:
-        one = simulate(
-            pp, vpp, m, options.schedule, forward, backward, hop,
-            weight=weight, placement=placement, group_size=group,
+        asked: tuple[Schedule, ...] = (options.schedule,)
+    else:
+        asked = comparison(runtime, vpp, placement or "loop")
+        asked = tuple(s for s in asked if only in (None, s))
+        if group is not None and not any(s in GROUPED for s in asked):
+            raise UsageError(
+                "--group-size is the interleaved schedules', and this plan runs none under "
+                f"--runtime {runtime} (it needs vpp > 1 and loop placement): drop --group-size"
+            )
+    results = []
+    for schedule in asked:
+        baseline = options.schedule is None and schedule == "1f1b"  # the plan, merged
+        where = placement or ("loop" if baseline else natural_placement(schedule))
+        size = group if schedule in GROUPED else None
+        counts = Counts(schedule, pp, 1 if baseline else vpp, m, where, size)
+        notes = check_runtime(runtime, counts)
+        if size is None:
+            size = default_group_size(runtime, schedule, pp, m)
+        result = simulate(
+            pp, vpp, m, schedule, forward, backward, hop,
+            weight=weight, placement=placement, group_size=size,
         )  # fmt: skip
-        return (one,)
-    if group is not None and interleaving_schedule(vpp, placement or "loop") != "interleaved":
-        raise UsageError(
-            "--group-size is Megatron's interleaved schedule's, and this plan runs none "
-            "(it needs vpp > 1 and loop placement): drop --group-size"
-        )
-    return compare(
-        pp, vpp, m, forward, backward, hop,
-        weight=weight, group_size=group, placement=placement or "loop",
-    )  # fmt: skip
+        results.append(replace(result, warnings=(*result.warnings, *notes)))
+    return tuple(results)
+
+
+def check_pir_split(
+    runtime: Runtime, planned: Planned, schedules: Sequence[Schedule], placement: Placement
+) -> None:
+    """Under Paddle PIR, the plan's split as Paddle's own completion makes it (its rules
+    R6-R8, `vppctl.planner.pir`), for a schedule that interleaves: refused (exit 2) naming
+    the rule otherwise."""
+    plan = planned.plan
+    if runtime != "paddle-pir" or plan.vpp < 2 or "vpp" not in schedules:
+        return
+    held = held_layers(planned.facts.stages, plan.pp)
+    sizes = [len(s.layers) for s in plan.segments]
+    split = pir_split(plan.pp, plan.vpp, placement, sizes, held)
+    if split.reason is not None:
+        rule = pir_split_rule(placement, plan.vpp, split.stage_layers)
+        raise split_refusal(rule, split.reason)
 
 
 # -- simulate ----------------------------------------------------------------------
@@ -271,25 +376,42 @@ def simulate_schedules(
 
 @dataclass(frozen=True)
 class Simulation:
-    """What a simulation found: one result per schedule, and with a program its plan and
-    each stage's bytes per schedule."""
+    """What a simulation found: one result per schedule, the runtime whose rules they ran
+    under and what a hop cost, and with a program its plan and each stage's bytes per
+    schedule."""
 
     results: tuple[SimResult, ...]
     plan: SimulatedPlan | None = None  # with a program
     memory: tuple[tuple[StageMemory, ...], ...] = ()  # per result, with a program
     memory_options: MemoryOptions | None = None
     warnings: tuple[str, ...] = ()  # the plan's and the memory model's (with a program)
+    runtime: Runtime = "any"
+    hop: HopCost = field(default_factory=lambda: no_program_hop(0))
+
+
+def program_runtime(program: Program, asked: Runtime | None) -> Runtime:
+    """The runtime asked for, else the program's own: Paddle 3.3.1's for a PIR program,
+    Paddle 3.0.0's (the last to schedule one) for a legacy ProgramDesc."""
+    if asked is not None:
+        return asked
+    return "paddle-pir" if program.is_pir else "paddle"
 
 
 def simulate_program(program: Program, options: SimulateOptions) -> Simulation:
-    """`program` simulated with the plan `convert` would make (or made), its FLOP costs
-    and its bytes per stage."""
+    """`program` simulated with the plan `convert` would make (or made), its FLOP costs,
+    its bytes per stage and its hops' bytes, under its runtime's rules (`options.runtime`,
+    else the program's own)."""
     opts = options.memory or MemoryOptions()
+    runtime = program_runtime(program, options.runtime)
     resolved = resolve_plan(program, options.plan, options.seg_method)
     plan = resolved.plan
-    model = ProgramModel(resolved.planned, opts)
+    model = ProgramModel(resolved.planned, opts, options.p2p_cost, options.link)
     sized = model.sized(plan)
-    steps = sized.steps(options)
+    asked = (
+        (options.schedule,) if options.schedule else comparison(runtime, plan.vpp, plan.placement)
+    )
+    check_pir_split(runtime, resolved.planned, asked, plan.placement)
+    steps = sized.steps(options, runtime)
     simulated = SimulatedPlan(
         plan, resolved.recorded, resolved.split, model.measure, sized.segment_costs,
         cost_ratios(options),
@@ -300,19 +422,25 @@ def simulate_program(program: Program, options: SimulateOptions) -> Simulation:
         tuple(stages for _, stages in steps),
         opts,
         (*resolved.warnings, *model.warnings),
+        runtime,
+        sized.hop,
     )
 
 
-def simulate_counts(options: SimulateOptions) -> tuple[SimResult, ...]:
+def simulate_counts(options: SimulateOptions) -> Simulation:
     """A step without a program: `options.plan`'s pp and vpp, every chunk costing
-    `options.costs`; the options that describe a program's plan or memory are refused."""
+    `options.costs`, under `options.runtime` (default any); the options that describe a
+    program's plan or memory are refused."""
     pp, vpp, placement = _without_program(options)
     costs = None
     if options.costs is not None:
         f, b, w = cost_ratios(options)
         n = pp * vpp
         costs = [f] * n, [b] * n, [w] * n
-    return simulate_schedules(pp, vpp, placement, costs, options)
+    runtime = options.runtime or "any"
+    hop = no_program_hop(options.p2p_cost)
+    runs = simulate_schedules(pp, vpp, placement, costs, options, runtime, hop.cost)
+    return Simulation(runs, runtime=runtime, hop=hop)
 
 
 def _without_program(options: SimulateOptions) -> tuple[int, int, Placement | None]:
@@ -322,8 +450,10 @@ def _without_program(options: SimulateOptions) -> tuple[int, int, Placement | No
     program_only = {
         "--split": plan.split,
         "--layers-per-chunk": plan.layers_per_chunk,
+        "--layout": plan.layout,
         "--cost": plan.cost,
         "--seg-method": options.seg_method,
+        "--link": options.link,
         "memory options": options.memory,
     }
     given = [flag for flag, value in program_only.items() if value]
@@ -343,22 +473,27 @@ def _without_program(options: SimulateOptions) -> tuple[int, int, Placement | No
 # -- convert --micro-batches -------------------------------------------------------
 
 
-def converted_bubble(planned: Planned, micro_batches: int) -> tuple[Bubble, tuple[str, ...]]:
-    """The converted plan simulated as `simulate OUT` does it: the same plan, its costs,
-    1F1B and the placement's interleaving schedule (from the conversion's own planning:
-    the converted program is not planned again). A schedule that refuses the count is
-    left out with a warning, never the conversion."""
+def converted_bubble(
+    planned: Planned,
+    micro_batches: int,
+    runtime: Runtime = "paddle",
+    p2p_cost: float | Fraction | None = None,
+    link: Link | None = None,
+) -> tuple[Bubble, tuple[str, ...]]:
+    """The converted plan simulated as `simulate OUT` does it: the same plan, its costs and
+    hops (`p2p_cost` given, else timed over `link`), 1F1B and `runtime`'s schedule that
+    interleaves the plan (from the conversion's own planning: the converted program is not
+    planned again). A schedule that refuses the count is left out with a warning, never
+    the conversion."""
     plan = planned.plan
-    model = ProgramModel(planned, MemoryOptions())
+    model = ProgramModel(planned, MemoryOptions(), p2p_cost, link)
     sized = model.sized(plan)
     shown: dict[Schedule, Fraction] = {}
     memory: dict[Schedule, tuple[StageMemory, ...]] = {}
     warnings: list[str] = list(model.warnings)
-    second = interleaving_schedule(plan.vpp, plan.placement)
-    schedules: tuple[Schedule, ...] = ("1f1b",) if second is None else ("1f1b", second)
-    for schedule in schedules:
+    for schedule in comparison(runtime, plan.vpp, plan.placement):
         try:
-            ((run, stages),) = sized.steps(SimulateOptions(micro_batches, schedule=schedule))
+            ((run, stages),) = sized.steps(SimulateOptions(micro_batches), runtime, only=schedule)
         except VppctlError as e:
             warnings.append(
                 f"no {schedule} bubble at --micro-batches {micro_batches}: {e} (the "
@@ -368,5 +503,11 @@ def converted_bubble(planned: Planned, micro_batches: int) -> tuple[Bubble, tupl
         shown[schedule] = run.bubble
         memory[schedule] = stages
         warnings += run.warnings
-    bubble = Bubble(micro_batches, model.measure, shown, memory)
+    last = len(plan.segments) - 1
+    ends = (
+        (place(0, plan.pp, plan.placement)[0], model.costs.pre),
+        (place(last, plan.pp, plan.placement)[0], model.costs.post),
+    )
+    loads = tuple(stage_loads(sized.segment_costs, plan.pp, plan.placement))
+    bubble = Bubble(micro_batches, model.measure, shown, memory, runtime, sized.hop, loads, ends)
     return bubble, tuple(dict.fromkeys(warnings))

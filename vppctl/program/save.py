@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from google.protobuf import text_format
 from google.protobuf.message import EncodeError
@@ -27,7 +27,7 @@ from vppctl import progress
 from vppctl.errors import ConversionError
 from vppctl.gcpause import gc_paused
 from vppctl.program.destinations import resolve_output
-from vppctl.program.files import Output
+from vppctl.program.files import Output, write_all
 from vppctl.program.load import (
     MAX_PROGRAM_BYTES,
     Program,
@@ -110,12 +110,17 @@ def _check_strings_are_utf8(text: bytes) -> None:
 
 @gc_paused
 def write_program(
-    program: Program, output: Output | str | os.PathLike[str], *, text: bool | None = None
+    program: Program,
+    output: Output | str | os.PathLike[str],
+    *,
+    text: bool | None = None,
+    beside: Sequence[tuple[Output, bytes]] = (),
 ) -> tuple[int, list[str]]:
     """Serialize and write; returns (bytes written, warnings).
 
     With an `Output` the format is `not output.binary` (`text` must agree if given).
     With a path the output is resolved here, and `text` None means by its extension.
+    `beside`: other files written with it, all or nothing (`write_all`).
     ConversionError (exit 4) for a program that could not be read back, nothing written;
     ProgramFileError (exit 3) when the output cannot be written."""
     if program.is_pir:
@@ -134,14 +139,14 @@ def write_program(
     if text:
         progress.phase("writing")  # most of it is the text serialization
         data, warnings = serialize(program, text=True)
-        output.write(data)
+        write_all([(output, data), *beside])
         progress.advance(len(data))
         return len(data), warnings + output.warnings()
     sizes = [b.size() for b in program.blocks]
     size = program.byte_size(sizes)
     check_size(size)
     progress.phase("writing", size)
-    output.write(lambda: _reported(program.pieces(sizes)))
+    write_all([(output, lambda: _reported(program.pieces(sizes))), *beside])
     return size, output.warnings()
 
 

@@ -12,7 +12,7 @@ from rich.table import Table
 from vppctl import planner, schedule
 from vppctl.choices import ProgramLayout
 from vppctl.convert import ConvertResult
-from vppctl.outcomes import ConvertOutcome
+from vppctl.outcomes import ConvertOutcome, vpp_verdict
 from vppctl.plan import Plan
 from vppctl.program import PirOrigin
 from vppctl.report.common import (
@@ -91,8 +91,14 @@ def convert_notes(o: ConvertOutcome) -> list[str]:
     notes.append(f"stage imbalance: {p.stage_imbalance:.2f} (busiest/mean stage {p.cost_kind})")
     if bubble is not None:
         notes.append(bubble_line(bubble))
+        notes.append(bubble.hop.text())
         if bubble.memory:
             notes.append(peak_memory_line(bubble))
+        verdict = vpp_verdict(bubble)
+        if verdict is not None:
+            notes.append(f"why: {verdict}")
+    if r.moves:
+        notes.append(moves_line(r))
     if r.callstack_bytes_saved is not None:
         notes.append(f"stripped op_callstack: {human_bytes(r.callstack_bytes_saved)} saved")
     return notes
@@ -113,9 +119,10 @@ def bubble_line(bubble: Bubble) -> str:
     names = schedule.SCHEDULE_NAMES
     shown = " -> ".join(f"{names[s]} {float(share):.1%}" for s, share in bubble.schedules.items())
     measure = "FLOP" if bubble.measure == "flops" else "op"
+    runtime = f"--runtime {bubble.runtime}"
     if not shown:
-        return f"bubble at m={bubble.micro_batches}: no schedule could run it"
-    return f"bubble at m={bubble.micro_batches} ({measure} costs): {shown} of the step"
+        return f"bubble at m={bubble.micro_batches} ({runtime}): no schedule could run it"
+    return f"bubble at m={bubble.micro_batches} ({measure} costs, {runtime}): {shown} of the step"
 
 
 def peak_memory_line(bubble: Bubble) -> str:
@@ -128,6 +135,18 @@ def peak_memory_line(bubble: Bubble) -> str:
         stages.append(str(worst.stage))
     where = f"stage {stages[0]}" if len(set(stages)) == 1 else f"stages {', '.join(stages)}"
     return f"worst stage's peak: {' -> '.join(shown)} ({where})"
+
+
+def moves_line(r: ConvertResult) -> str:
+    """`parameters: 138 (25.2 MiB), 96 (12.0 MiB) move to another (stage, chunk)`: what a
+    checkpoint remap touches (`--moves` writes the map)."""
+    moved = [m for m in r.moves if m.moved]
+    total = sum(m.bytes for m in r.moves)
+    return (
+        f"parameters: {len(r.moves)} ({iec_short(total)}), {len(moved)} "
+        f"({iec_short(sum(m.bytes for m in moved))}) move to another (stage, chunk); "
+        "--moves FILE writes the map"
+    )
 
 
 def pir_line(origin: PirOrigin) -> str:

@@ -5,6 +5,7 @@ trace) are `vppctl.schedule.timeline`'s."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -28,15 +29,17 @@ from vppctl.report.common import (
     printed,
 )
 from vppctl.schedule import (
+    PADDLE_LEGACY_VPP,
     SimResult,
     number,
     percent,
     render_timelines,
+    runtime_line,
     stage_units,
 )
 
 if TYPE_CHECKING:  # the planner loads with `vppctl plan` only
-    from vppctl.planner import Candidate, Conversion, PirInput, Settings
+    from vppctl.planner import Candidate, Conversion, Layouts, PirInput, Settings
 
 # -- simulate: names and the plan line
 
@@ -62,7 +65,8 @@ def gain_line(results: Sequence[SimResult]) -> str | None:
     memory = vpp.peak_in_flight_stage_units[0] / base.peak_in_flight_stage_units[0]
     return (
         f"{vpp.title} vs {base.title}: makespan {number(base.makespan)} -> "
-        f"{number(vpp.makespan)} ({percent(saved)} shorter), bubble {percent(base.bubble)} -> "
+        f"{number(vpp.makespan)} ({percent(abs(saved))} {'shorter' if saved >= 0 else 'longer'}), "
+        f"bubble {percent(base.bubble)} -> "
         f"{percent(vpp.bubble)} of the step, stage 0 activations {stage_units(base, 0)} -> "
         f"{stage_units(vpp, 0)} stages (x{float(memory):.2f})"
     )
@@ -188,6 +192,10 @@ def render_simulation(
     if outcome is not None and outcome.plan is not None:
         for line in plan_lines(outcome.plan):
             console.print(printed(line))
+    if outcome is not None:
+        console.print(printed(runtime_line(outcome.runtime)))
+        if outcome.hop is not None:
+            console.print(printed(outcome.hop.text()))
     console.print(printed(f"bubble: {BUBBLE_DEFINITION}"))
     console.print(printed(summary_heading(runs) + ":"))
     console.print(summary_table(runs))
@@ -225,7 +233,19 @@ def plan_heading(o: PlanOutcome) -> list[str]:
     lines.append(
         f"costs: {measure}; memory at micro-batch size {opts.memory.micro_batch_size}{seq}{limit}"
     )
+    lines.append(runtime_line(r.runtime))
+    if r.candidates:
+        lines.append(hop_line(r.candidates))
     return lines
+
+
+def hop_line(candidates: Sequence[Candidate]) -> str:
+    """The best candidate's hop, and the range over the candidates when cuts differ."""
+    text = candidates[0].hop.text()
+    sizes = {c.hop.hop_bytes for c in candidates if c.hop.hop_bytes is not None}
+    if len(sizes) > 1:
+        text += f" (cuts of {iec(min(sizes))} to {iec(max(sizes))} over the candidates)"
+    return text
 
 
 def plan_table(conversions: Sequence[Conversion], best: Candidate) -> Table:
@@ -283,6 +303,8 @@ def plan_notes(o: PlanOutcome, shown: int) -> list[str]:
     ]
     if r.over_limit:
         notes.append(f"{r.over_limit} over --memory-limit left out")
+    for rule, n in r.notes:
+        notes.append(f"{n} run, but note {rule}")
     refused = sum(n for _, n in r.refused)
     if refused:
         reasons = "; ".join(f"{reason}: {n}" for reason, n in r.refused[:3])
@@ -376,7 +398,48 @@ def launch_lines(o: PlanOutcome, conversions: Sequence[Conversion]) -> list[str]
             lines.append(f"  {name}: {settings_text(s)}")
             if s.runs and s.note:
                 lines.append(f"    ({s.note})")
-    return lines + pir_best_lines(o, conversions[:LAUNCHES_SHOWN])
+        lines += layout_lines(c.layouts(pir))
+    launched = conversions[:LAUNCHES_SHOWN]
+    return lines + pir_best_lines(o, launched) + legacy_best_lines(o, launched)
+
+
+# The most virtual stages a layout line lists (--json lists them all).
+STAGES_SHOWN = 8
+
+
+def layout_lines(split: Layouts) -> list[str]:
+    """The split in each dialect: Megatron's layout, torchtitan's module names per stage,
+    DeepSpeed's parts, and a PIR program's stage mesh per layer."""
+    lines = []
+    if split.megatron is not None:
+        lines.append(f"  layout (Megatron-Core): {planner.shell([split.megatron])}")
+    stages = [_fqn_runs(names) for names in split.torchtitan[:STAGES_SHOWN]]
+    more = len(split.torchtitan) - STAGES_SHOWN
+    lines.append(
+        "  layout (torchtitan module_fqns_per_model_part): "
+        + " | ".join(stages)
+        + (f" | ... ({more} more; --json lists all)" if more > 0 else "")
+    )
+    if split.deepspeed_parts is not None:
+        uniform = ", as partition_method='uniform' gives" if split.deepspeed_uniform else ""
+        lines.append(
+            f"  layout (DeepSpeed PipelineModule.parts): {list(split.deepspeed_parts)}{uniform}"
+        )
+    if split.paddle_stage_per_layer is not None:
+        held = Counter(split.paddle_stage_per_layer)  # non-decreasing: runs by stage
+        runs = ", ".join(f"stage {stage} x{n}" for stage, n in sorted(held.items()))
+        lines.append(f"  layout (Paddle PIR, stage mesh of each layer in order): {runs}")
+    return lines
+
+
+def _fqn_runs(names: Sequence[str]) -> str:
+    """`tok_embeddings, layers.0-3`: a stage's module names, its blocks as one range."""
+    blocks = [i for i, name in enumerate(names) if name.startswith("layers.")]
+    if len(blocks) < 2:
+        return ", ".join(names) or "(empty)"
+    first, last = blocks[0], blocks[-1]
+    span = f"{names[first]}-{names[last].removeprefix('layers.')}"
+    return ", ".join([*names[:first], span, *names[last + 1 :]])
 
 
 def pir_best_lines(o: PlanOutcome, launched: Sequence[Conversion]) -> list[str]:
@@ -401,6 +464,30 @@ def pir_best_lines(o: PlanOutcome, launched: Sequence[Conversion]) -> list[str]:
         f"  {settings_text(paddle)}",
         f"    ({paddle.note})",
     ]
+
+
+def legacy_best_lines(o: PlanOutcome, launched: Sequence[Conversion]) -> list[str]:
+    """For a legacy program searched under another runtime than its own (Paddle 3.0.0):
+    the best candidate Paddle runs, and its strategy (unless it is one just launched)."""
+    r = o.result
+    if r.pir is not None or r.runtime == "paddle":
+        return []
+    name = f"Paddle {PADDLE_LEGACY_VPP}"
+    size = o.search.memory.micro_batch_size
+    for c in r.candidates:
+        paddle = c.launch(r.layer_class, size)[0]
+        if not paddle.runs:
+            continue
+        shown = next((k for k, v in enumerate(launched, start=1) if v.best is c), None)
+        if shown is not None:
+            return [f"best in {name}: #{shown}, launched above"]
+        text = candidate_text(c, r.candidates[0])
+        return [
+            f"best in {name}: vpp {c.vpp}, {c.placement} placement, split {c.split}, {text}",
+            f"  {planner.shell(c.command)}",
+            f"  {settings_text(paddle)}",
+        ]
+    return [f"best in {name}: none of these candidates; --runtime paddle searches its own"]
 
 
 def render_plan(console: Console, o: PlanOutcome, top: int) -> None:

@@ -360,7 +360,8 @@ class Pipeline:
         if schedule == "vpp" and micro_batches % pp:
             pipe.refuse_deadlock(
                 f"Paddle's VPP job list deadlocks at pp {pp}, vpp {vpp}, m {micro_batches} "
-                f"(its short last group of {micro_batches % pp} micro-batches): stage "
+                f"(rule P8, pipeline_vpp.py PipelineVirtualPipelinePass._create_job_list: its "
+                f"short last group of {micro_batches % pp} micro-batches): stage "
                 "{stage} waits for {waits} on stage {producer}, which waits for it; pass "
                 f"--micro-batches a multiple of pp {pp}",
                 reason=f"vpp at m {micro_batches}: Paddle's job list deadlocks (short last group)",

@@ -37,7 +37,9 @@ def main(work: Path) -> int:
     )
     picture: vppctl.SimulatedPlan | None = simulated.plan
 
-    search = vppctl.PlanSearchOptions(micro_batches=[4, 8], schedules=["1f1b", "interleaved"])
+    search = vppctl.PlanSearchOptions(
+        micro_batches=[4, 8], schedules=["1f1b", "interleaved"], runtime="megatron"
+    )
     try:
         planned: vppctl.PlanOutcome = vppctl.plan_run(prog, search)
     except vppctl.NoConversionFits as e:
