@@ -75,6 +75,7 @@ SECTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "ConvertResult",
             "Plan",
             "Segment",
+            "PirPlan",
             "VerifyReport",
             "Violation",
             "RULES",

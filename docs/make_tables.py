@@ -53,6 +53,8 @@ def runtime_rules_table() -> str:
             kind = "refused (the simulator finds the cycle)"
         if r.split:
             kind = "refused (checked on the split)"
+        if r.needs_plan:
+            kind = "needs `vppctl.paddle.pir_plan` (checked on the split; `plan` says how)"
         where = RUNTIME_NAMES[r.runtime]
         rows.append(f"| {r.id} | {where} | {_cell(r.says)} | `{r.source}` | {words} | {kind} |")
     head = "| rule | runtime | says | source (file, function) | the runtime's words | vppctl |"

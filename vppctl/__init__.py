@@ -67,6 +67,7 @@ _API = {
     "verify_program": "verify",
     "Plan": "plan",
     "Segment": "plan",
+    "PirPlan": "plan",
     "RULES": "verify",
     # errors: every one a call above can raise
     "VppctlError": "errors",
@@ -100,6 +101,7 @@ __all__ = [
     "NoConversionFits",
     "OutOfMemoryError",
     "Pictures",
+    "PirPlan",
     "Plan",
     "PlanOptions",
     "PlanOutcome",
@@ -171,7 +173,7 @@ if TYPE_CHECKING:  # the names, re-exported, for type checkers (`X`: PEP 484)
         SimulatedPlan,
         SimulateOutcome,
     )
-    from vppctl.plan import LayoutError, Plan, PlanOptions, Segment
+    from vppctl.plan import LayoutError, PirPlan, Plan, PlanOptions, Segment
     from vppctl.planner import (
         MemoryOptions,
         PlanSearchOptions,

@@ -17,7 +17,6 @@ from each face's `if TYPE_CHECKING:` imports.
 from __future__ import annotations
 
 import importlib
-import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -40,8 +39,10 @@ def face(
         module = names.get(name)
         if module is None:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        full = f"{package}.{module}"
-        return getattr(sys.modules.get(full) or importlib.import_module(full), name)
+        # Through the import system always, not sys.modules: a module another thread is
+        # still importing is there half made, and import_module waits for it to be whole
+        # (two threads' first calls of the API raised AttributeError).
+        return getattr(importlib.import_module(f"{package}.{module}"), name)
 
     def dir_() -> list[str]:
         return sorted(namespace.get("__all__", names))

@@ -33,6 +33,9 @@ Schedule = Literal[
     "zbv",
     "dualpipev",
 ]
+# What measured costs (--costs-from) do with a layer or stage they do not measure: refuse
+# it, or take it from the program's estimate scaled to the measured ones.
+Fill = Literal["none", "estimate"]
 # The runtimes whose rules `plan`, `simulate` and `convert -m` apply (vppctl.schedule.runtimes):
 # Paddle 3.0.0 on a legacy ProgramDesc, Paddle 3.3.1 on a PIR program, Megatron-Core, torch's
 # pipelining, or any of them (each schedule under the runtime whose order it is).
@@ -53,6 +56,7 @@ SPLITS: tuple[Split, ...] = get_args(Split)
 COST_KINDS: tuple[CostKind, ...] = get_args(CostKind)
 MODES: tuple[Mode, ...] = get_args(Mode)
 SCHEDULES: tuple[Schedule, ...] = get_args(Schedule)
+FILLS: tuple[Fill, ...] = get_args(Fill)
 RUNTIMES: tuple[Runtime, ...] = get_args(Runtime)
 LINKS: tuple[Link, ...] = get_args(Link)
 LAYOUTS: tuple[Layout, ...] = get_args(Layout)

@@ -28,7 +28,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, ParamSpec, TypeVar
 
 from vppctl import outcomes, planner, sample, schedule, validate
 from vppctl.choices import MAX_SVG_WIDTH, MIN_SVG_WIDTH
@@ -36,6 +36,7 @@ from vppctl.convert import ConvertOptions, converted
 from vppctl.engine import regex_budget
 from vppctl.errors import UsageError
 from vppctl.outcomes import ConvertOutcome, DumpOutcome, SampleOutcome
+from vppctl.plan import PirPlan
 from vppctl.program import (
     STDIO,
     Output,
@@ -100,6 +101,32 @@ def _options(call: str, options: object, kind: type[validate.Options]) -> None:
         raise UsageError(validate.wrong_options(call, kind.__name__, options))
 
 
+def _order(
+    call: str,
+    params: str,
+    given: Mapping[str, object],
+    kinds: Mapping[str, type],
+    hint: str = "",
+) -> None:
+    """An options object given where another argument goes (`convert_file(src, options,
+    out)`): say the order, not that the options are of the wrong kind."""
+    for name, value in given.items():
+        for slot, kind in kinds.items():
+            if slot != name and isinstance(value, kind):
+                raise UsageError(
+                    f"the arguments of {call}{params} are in the wrong order: the "
+                    f"{kind.__name__} came as {name}, and it is {slot}" + hint
+                )
+
+
+def _paths(call: str, **paths: object) -> None:
+    """Refuse, before any work, what cannot be a file name (`validate.file_name`: bytes, a
+    Program, a NUL, an unencodable surrogate): a UsageError or ProgramFileError."""
+    for name, value in paths.items():
+        if value is not None:
+            validate.file_name(value, f"{call}'s {name}")
+
+
 def _path(p: PathLike) -> Path:
     return p if isinstance(p, Path) else Path(p)
 
@@ -141,7 +168,16 @@ def convert_file(
     (`outcome.bubble`); a micro-batch count a schedule refuses leaves that schedule out
     with a warning, never the conversion. With `options.moves`, also write there (JSON,
     with the program, all or nothing) every parameter's (stage, chunk) before and after,
-    and its bytes: the map that remaps a checkpoint (`outcome.result.moves`)."""
+    and its bytes: the map that remaps a checkpoint (`outcome.result.moves`).
+
+    A PIR program (Paddle 3.x JSON) is converted in memory, and what is written is the
+    plan Paddle's PIR completion follows under `vppctl.paddle.pir_plan`
+    (`outcome.result.pir_plan`, JSON: vppctl/report/schemas/pir-plan.json); it takes no
+    `in_place`, `strip_callstack` or `moves`."""
+    _order(
+        "convert_file", "(src, out, options)", {"src": src, "out": out}, {"options": ConvertOptions}
+    )
+    _paths("convert_file", src=src, out=out)
     _options("convert_file", options, ConvertOptions)
     in_place = options.in_place
     if in_place and out is not None:
@@ -156,21 +192,33 @@ def convert_file(
     moves = options.moves
     moves_output = None if moves is None else _moves_output(moves, src, output)
     micro_batches = options.micro_batches
+    costs = _measured(options.costs_from, src)
     with observing(progress):
         program = read_program(src)
+        if program.is_pir:
+            _plan_only(options)
         result, planned = converted(program, options)
         bubble, sim_warnings = (
             (None, ())
             if micro_batches is None
             else planner.converted_bubble(
-                planned, micro_batches, options.runtime or "paddle", options.p2p_cost, options.link
+                planned,
+                micro_batches,
+                options.runtime or "paddle",
+                options.p2p_cost,
+                options.link,
+                costs,
+                options.fill,
             )
         )
         beside = []
         if moves_output is not None:
             document = outcomes.moves_document(result, str(src), output.shown)
             beside.append((moves_output, (json.dumps(document, indent=1) + "\n").encode()))
-        written, save_warnings = write_program(program, output, beside=beside)
+        if result.pir_plan is None:
+            written, save_warnings = write_program(program, output, beside=beside)
+        else:
+            written, save_warnings = _write_pir_plan(result.pir_plan, output)
     warnings = (*result.warnings, *sim_warnings, *save_warnings)
     moves_written = None
     if moves_output is not None:
@@ -192,6 +240,46 @@ def _moves_output(spec: PathLike, src: PathLike, program: Output) -> Output:
     return output
 
 
+def _measured(costs_from: PathLike | None, prog: PathLike | None) -> Any:
+    """The measured costs `--costs-from` names, read before the program (a malformed file
+    fails first); None without it. It and the program cannot both be stdin."""
+    if costs_from is None:
+        return None
+    if str(costs_from) == STDIO and prog is not None and str(prog) == STDIO:
+        raise UsageError("the program and --costs-from both read stdin; give one of them a file")
+    return planner.read_costs(str(costs_from))
+
+
+def _plan_only(options: ConvertOptions) -> None:
+    """Refuse what a PIR program's conversion cannot do: it writes a plan file, not the
+    program."""
+    for name, why in (
+        ("in_place", "writes over the input, and a PIR program's conversion writes a plan file"),
+        (
+            "strip_callstack",
+            "drops attributes from the program written, and a PIR program's "
+            "conversion writes a plan file",
+        ),
+        (
+            "moves",
+            "maps a checkpoint of the program written, and a PIR program's conversion writes "
+            "a plan file (Paddle places the parameters in its own build)",
+        ),
+    ):
+        if getattr(options, name):
+            raise UsageError(
+                f"{validate.where(options, name)} {why} (for vppctl.paddle.pir_plan), not the "
+                "program: drop it, and name the plan with -o PLAN.json"
+            )
+
+
+def _write_pir_plan(plan: PirPlan, output: Output) -> tuple[int, list[str]]:
+    """The plan file, as `PirPlan.dumps` gives it (deterministic JSON)."""
+    data = plan.dumps().encode()
+    output.write(data)
+    return len(data), output.warnings()
+
+
 # -- verify, inspect -------------------------------------------------------------
 
 
@@ -202,8 +290,13 @@ def verify_file(
 ) -> VerifyReport:
     """Check an annotated program against the numbered rules (`report.valid`); every
     violation found is in the report (a program with violations is not an error)."""
+    _order("verify_file", "(path, options)", {"path": path}, {"options": VerifyOptions})
+    _paths("verify_file", path=path)
     options = VerifyOptions() if options is None else options
     _options("verify_file", options, VerifyOptions)
+    plan = options.plan
+    if str(path) == STDIO and isinstance(plan, (str, os.PathLike)) and os.fspath(plan) == STDIO:
+        raise UsageError("the program and --plan cannot both be read from stdin; name a file")
     with observing(progress):
         program = read_program(path)
         return verify_program(program, options)
@@ -215,6 +308,8 @@ def inspect_file(
     path: PathLike, options: InspectOptions | None = None, *, progress: Observer | None = None
 ) -> Summary:
     """What a program holds: blocks, ops by role, meshes, stages, layers, layout."""
+    _order("inspect_file", "(path, options)", {"path": path}, {"options": InspectOptions})
+    _paths("inspect_file", path=path)
     options = InspectOptions() if options is None else options
     _options("inspect_file", options, InspectOptions)
     with observing(progress):
@@ -224,6 +319,7 @@ def inspect_file(
 # -- dump, sample ----------------------------------------------------------------
 
 
+@validate.named_fields
 @dataclass(frozen=True)
 class DumpOptions:
     """What `dump` is asked. Checked when made (UsageError, exit 2)."""
@@ -247,6 +343,8 @@ def dump_file(
 ) -> DumpOutcome:
     """The program in `src` as protobuf text on stdout (no `out`), or written to `out`
     in the format its extension names (binary for `-o -`)."""
+    _order("dump_file", "(src, out, options)", {"src": src, "out": out}, {"options": DumpOptions})
+    _paths("dump_file", src=src, out=out)
     options = DumpOptions() if options is None else options
     _options("dump_file", options, DumpOptions)
     if out is None:
@@ -273,6 +371,7 @@ def sample_file(
     A program that would be 2 GiB or more is refused from its options, before it is built."""
     if isinstance(out, sample.SampleOptions):  # the order of vppctl 0.2
         raise UsageError("sample_file takes the output first: sample_file(out, SampleOptions(...))")
+    _paths("sample_file", out=out)
     _options("sample_file", options, sample.SampleOptions)
     output = program_output(out)
     fix = "use fewer --layers" + (" or drop --callstack" if options.callstack else "")
@@ -290,6 +389,7 @@ def sample_file(
 # -- simulate --------------------------------------------------------------------
 
 
+@validate.named_fields
 @dataclass(frozen=True)
 class Pictures:
     """The files `simulate` draws (each None: not drawn; "-": stdout) and the SVG's width
@@ -312,6 +412,8 @@ class Pictures:
             value = getattr(self, name)
             if value is not None and not isinstance(value, (str, os.PathLike)):
                 raise validate.refuse(self, name, "a path (str or os.PathLike), '-' or None")
+            if value is not None:  # a name no file can have (a NUL): refused when made
+                validate.file_name(value, validate.where(self, name))
         validate.integer(self, "svg_width", MIN_SVG_WIDTH, MAX_SVG_WIDTH, optional=True)
 
 
@@ -322,7 +424,7 @@ class Pictures:
 def simulate_run(
     prog: PathLike | None,
     pictures: Pictures | None,
-    options: SimulateOptions,
+    options: SimulateOptions | None = None,  # required: None is refused, saying so
     *,
     progress: Observer | None = None,
 ) -> SimulateOutcome:
@@ -335,20 +437,39 @@ def simulate_run(
     every chunk costs `options.costs`. `options.schedule` None compares 1F1B with the
     runtime's schedule that interleaves the plan; `options.runtime` None is the program's
     own runtime (`any` without one), whose rules refuse what it would refuse (exit 2)."""
+    _order(
+        "simulate_run",
+        "(prog, pictures, options)",
+        {"prog": prog, "pictures": pictures, "options": options},
+        {"pictures": Pictures, "options": planner.SimulateOptions},
+        "; pass pictures=None to draw nothing",
+    )
+    _paths("simulate_run", prog=prog)
+    if options is None:
+        raise UsageError(
+            "simulate_run(prog, pictures, options) needs its options: "
+            "simulate_run(prog, None, SimulateOptions(micro_batches=8, ...))"
+        )
     pictures = Pictures() if pictures is None else pictures
     _options("simulate_run", pictures, Pictures)
     _options("simulate_run", options, planner.SimulateOptions)
     outputs = _picture_outputs(
         prog, {"--svg": pictures.svg, "--trace": pictures.trace, "--csv": pictures.csv}
     )
+    costs = _measured(options.costs_from, prog)
+    seconds = costs is not None
     if prog is not None:
         with observing(progress):
-            found = planner.simulate_program(read_program(prog), options)
+            found = planner.simulate_program(read_program(prog), options, costs)
         assert found.plan is not None  # a program's simulation always has its plan
         drawing = _Drawing(
             pictures.svg_width,
-            f"{prog}, plan {found.plan.description}",
-            "time (1 = the mean stage's forward of one micro-batch)",
+            f"{prog}, plan {found.plan.description}"
+            + (f", measured costs from {costs_from(found)}" if seconds else ""),
+            "time (seconds)"
+            if seconds
+            else "time (1 = the mean stage's forward of one micro-batch)",
+            seconds,
         )
         written = tuple(_pictures(found.results, outputs, drawing))
         warnings = (
@@ -364,32 +485,55 @@ def simulate_run(
             found.memory,
             found.memory_options,
             warnings,
-            found.runtime,
-            found.hop,
+            runtime=found.runtime,
+            hop=found.hop,
+            measured=found.measured,
+            measured_step=found.measured_step,
         )
-    counted = planner.simulate_counts(options)
-    runs = counted.results
+    found = planner.simulate_counts(options, costs)
+    runs = found.results
     pp, vpp = runs[-1].pp, runs[-1].plan_vpp
+    where = f"plan pp {pp} x vpp {vpp}, {runs[-1].placement} placement, "
     drawing = _Drawing(
         pictures.svg_width,
-        f"plan pp {pp} x vpp {vpp}, {runs[-1].placement} placement, every chunk F,B,W = "
-        + ",".join(str(x) for x in planner.cost_ratios(options)),
-        "time (1 = the unit of --costs)",
+        where
+        + (
+            f"measured costs from {costs_from(found)}"
+            if seconds
+            else "every chunk F,B,W = " + ",".join(str(x) for x in planner.cost_ratios(options))
+        ),
+        "time (seconds)" if seconds else "time (1 = the unit of --costs)",
+        seconds,
     )
     written = tuple(_pictures(runs, outputs, drawing))
     warnings = (*outcomes.simulation_warnings(runs), *_link_warnings(outputs))
     return outcomes.SimulateOutcome(
-        runs, None, written, warnings=warnings, runtime=counted.runtime, hop=counted.hop
+        runs,
+        None,
+        written,
+        warnings=warnings,
+        runtime=found.runtime,
+        hop=found.hop,
+        measured=found.measured,
+        measured_step=found.measured_step,
     )
+
+
+def costs_from(found: planner.Simulation) -> str:
+    """The measured costs' path, as the pictures' caption names it."""
+    assert found.measured is not None
+    return found.measured.source.path
 
 
 @dataclass(frozen=True)
 class _Drawing:
-    """How the SVG is drawn: its width bound (None: a page), caption and time unit."""
+    """How the SVG is drawn: its width bound (None: a page), caption and time unit, and
+    whether times are seconds (measured costs: the Chrome trace shows them as they are)."""
 
     width: int | None
     caption: str
     unit: str
+    seconds: bool = False
 
 
 def _picture_outputs(prog: PathLike | None, specs: dict[str, PathLike | None]) -> dict[str, Output]:
@@ -423,7 +567,7 @@ def _pictures(
             caption=drawing.caption,
             unit=drawing.unit,
         ),
-        "--trace": lambda: json.dumps(schedule.to_chrome_trace(runs)),
+        "--trace": lambda: json.dumps(schedule.to_chrome_trace(runs, seconds=drawing.seconds)),
         "--csv": lambda: schedule.to_csv(runs[-1].orders),
     }
     drawn = [(output, draw[flag]().encode()) for flag, output in outputs.items()]
@@ -449,12 +593,15 @@ def plan_run(
     says what Paddle's PIR completion reads, and each candidate's Paddle launch settings
     are its PIR strategy). Raises NoConversionFits (a ConversionError, exit 4) when none
     fits, naming the smallest peak found; its `outcome` is what was searched."""
+    _order("plan_run", "(prog, options)", {"prog": prog}, {"options": planner.PlanSearchOptions})
+    _paths("plan_run", prog=prog)
     _options("plan_run", options, planner.PlanSearchOptions)
+    costs = _measured(options.costs_from, prog)
     with observing(progress):
         program = read_program(_path(prog))
         source = str(prog)
         try:
-            found = planner.search_plans(program, source, options)
+            found = planner.search_plans(program, source, options, costs)
         except planner.NoPlanFits as e:
             searched = outcomes.PlanOutcome(source, options, e.result)
             raise outcomes.NoConversionFits(str(e), searched) from None

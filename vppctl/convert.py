@@ -4,11 +4,18 @@
 place, and returns a `ConvertResult` (the plan plus what changed) from which
 the CLI renders the table and the JSON. It never returns a program that fails
 its own verifier: that raises SelfCheckError and the CLI writes nothing.
+
+A PIR program (Paddle 3.x) is converted the same way in memory, and its result also
+holds the plan as Paddle's PIR completion takes it (`ConvertResult.pir_plan`, a
+`vppctl.plan.PirPlan`): that plan, not the program, is what `convert` writes for it,
+since Paddle cannot load a distributed PIR program back and builds its own under
+`vppctl.paddle.pir_plan`.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -16,8 +23,9 @@ from fractions import Fraction
 from typing import ClassVar
 
 from vppctl import progress, validate
-from vppctl.choices import LINKS, MAX_MICRO_BATCHES, RUNTIMES, Link, Runtime
+from vppctl.choices import LINKS, MAX_MICRO_BATCHES, RUNTIMES, Fill, Link, Runtime
 from vppctl.engine import (
+    NO_LAYER,
     ForwardOps,
     LayerCosts,
     LayerSet,
@@ -39,27 +47,43 @@ from vppctl.engine.apply import assign, write
 from vppctl.errors import ConversionError, SelfCheckError, UsageError
 from vppctl.gcpause import gc_paused
 from vppctl.mesh import NO_MESH, MeshId
-from vppctl.plan import LayerFacts, Plan, PlanOptions, PlanSpec, make_plan, virtual_stages
-from vppctl.program import Program, RecordedPlan, kind, read_plan, strip_callstack, write_plan
+from vppctl.plan import (
+    LayerFacts,
+    PirPlan,
+    Plan,
+    PlanOptions,
+    PlanSpec,
+    make_plan,
+    paddle_layer,
+    paddle_seg_method,
+    program_digest,
+    virtual_stages,
+)
+from vppctl.program import (
+    FORWARD_ROLES,
+    Program,
+    RecordedPlan,
+    kind,
+    read_plan,
+    strip_callstack,
+    write_plan,
+)
 from vppctl.verify import Expectation, Violation, refuse_input_problems, verify
 
 # vppctl reads PIR programs but writes none: Paddle 3.3.1 cannot load a distributed PIR program
 # it serialized itself ("Unknown id dist_op"), and its PIR VPP completion rewrites the graph
-# (reshards), which Paddle's own pass does for the program it holds.
-PIR_REFUSAL = (
-    "cannot convert {source}: it is a PIR program (Paddle 3.x), and vppctl writes no PIR "
-    "(Paddle cannot load a distributed PIR program back); run `vppctl plan` on it for the "
-    "pipeline strategy to set (vpp_degree, vpp_seg_method, ...), let Paddle's PIR completion "
-    '(pipeline schedule_mode "VPP") convert it, and `vppctl verify` its result'
-)
+# (reshards), which Paddle's own pass does for the program it holds. What vppctl gives it is
+# the plan that pass follows under vppctl.paddle.pir_plan.
+PIR_CANNOT = "cannot make a plan for Paddle's PIR completion of {source}: "
 
 
+@validate.named_fields
 @dataclass(frozen=True)
 class ConvertOptions:
     """What `convert` is asked: the plan (`plan.vpp` is required, or `plan.layout`), how to
     find the layers, and what else to do. `convert_program` takes the first four;
-    `micro_batches`, `in_place`, `runtime` and `moves` are `convert_file`'s. Checked when
-    made (UsageError, exit 2)."""
+    `micro_batches`, `in_place`, `runtime`, `costs_from` and `moves` are `convert_file`'s.
+    Checked when made (UsageError, exit 2)."""
 
     plan: PlanOptions
     seg_method: str | None = None  # regex naming the repeated layer; None: detected
@@ -67,12 +91,17 @@ class ConvertOptions:
     strip_callstack: bool = False  # drop op_callstack attributes
     micro_batches: int | None = None  # also simulate the converted plan's bubble at m
     in_place: bool = False  # write over the input (no `out`)
+    # Measured costs to simulate the bubble with, in seconds (vppctl.planner.measured): a
+    # costs CSV/JSON or a profiler trace; `fill` "estimate" takes what it does not measure
+    # from the program's estimate. Only with `micro_batches`.
+    costs_from: str | os.PathLike[str] | None = None
+    fill: Fill = "none"
     # Whose schedules and rules that bubble is simulated under (None: Paddle 3.0.0's, the
     # runtime of the legacy programs vppctl writes).
     runtime: Runtime | None = None
     # What a hop between stages costs in that bubble: given, in units of the mean stage's
-    # forward (0 leaves hops out), or None: the program's boundary bytes over `link`
-    # (None: h100-ib), as `simulate` times it.
+    # forward (seconds with `costs_from`; 0 leaves hops out), or None: the program's
+    # boundary bytes over `link` (None: h100-ib), as `simulate` times it.
     p2p_cost: float | Fraction | None = None
     link: Link | None = None
     # Also write every parameter's (stage, chunk) before and after there, as JSON.
@@ -84,6 +113,8 @@ class ConvertOptions:
         "strip_callstack": "--strip-callstack",
         "micro_batches": "--micro-batches",
         "in_place": "--in-place",
+        "costs_from": "--costs-from",
+        "fill": "--fill",
         "runtime": "--runtime",
         "p2p_cost": "--p2p-cost",
         "link": "--link",
@@ -99,6 +130,13 @@ class ConvertOptions:
         for name in ("strict", "strip_callstack", "in_place"):
             validate.flag(self, name)
         validate.integer(self, "micro_batches", 1, MAX_MICRO_BATCHES, optional=True)
+        validate.measured_costs(self)
+        if self.costs_from is not None and self.micro_batches is None:
+            raise UsageError(
+                f"{validate.where(self, 'costs_from')} times the simulated bubble, which "
+                f"{validate.where(self, 'micro_batches')} asks for: pass --micro-batches M, "
+                "or drop --costs-from"
+            )
         validate.choice(self, "runtime", RUNTIMES, optional=True)
         if self.moves is not None and not isinstance(self.moves, (str, os.PathLike)):
             raise validate.refuse(self, "moves", "a path (str or os.PathLike), '-' or None")
@@ -153,6 +191,7 @@ class ConvertResult:
     warnings: tuple[str, ...] = field(default=())
     # Every parameter once: its (stage, chunk) before and after, and its bytes.
     moves: tuple[Move, ...] = field(default=())
+    pir_plan: PirPlan | None = None  # a PIR program's: the plan Paddle's completion takes
 
 
 @dataclass(frozen=True)
@@ -246,16 +285,15 @@ def converted(program: Program, opts: ConvertOptions) -> tuple[ConvertResult, Pl
     """`convert_program`, with the plan it was converted with and the index and layers it
     was planned from (`convert --micro-batches` simulates that plan without planning the
     converted program again)."""
-    if program.is_pir:
-        raise ConversionError(PIR_REFUSAL.format(source=program.source))
     planned = plan_program(program, opts)
     index, layers, plan, stages = planned.index, planned.layers, planned.plan, planned.stages
+    pir = pir_plan_of(planned, program.source) if program.is_pir else None
     edges_before = cross_stage_edges(index, stages)
     params = parameter_vars(index)
     before = parameter_places(index, stages, params)
     progress.phase("applying", sum(b.n_ops for b in index.blocks))
-    applied = write(index, assign(index, plan, layers, planned.forward))
-    violations = verify(index, expectation(planned))
+    applied = write(index, assign(index, plan, layers, planned.forward, pir=program.is_pir))
+    violations = verify(index, expectation(planned, pir=program.is_pir))
     refuse_input_problems(index, violations)
     if violations:
         raise SelfCheckError(_self_check_message(violations))
@@ -273,8 +311,11 @@ def converted(program: Program, opts: ConvertOptions) -> tuple[ConvertResult, Pl
         edges_before=edges_before,
         edges_after=cross_stage_edges(index, stages),
         callstack_bytes_saved=saved,
-        warnings=(*plan.warnings, *applied.warnings),
+        # A PIR program's conversion here only counts what the plan moves: Paddle builds
+        # its backward itself, so where vppctl put backward ops warns of nothing it builds.
+        warnings=(*plan.warnings, *(() if pir else applied.warnings)),
         moves=parameter_moves(index, params, before, parameter_places(index, stages, params)),
+        pir_plan=pir,
     )
     return result, planned
 
@@ -314,8 +355,9 @@ def _facts(
     )
 
 
-def expectation(planned: Planned) -> Expectation:
-    """What the converted program must satisfy: the plan it was converted with."""
+def expectation(planned: Planned, *, pir: bool = False) -> Expectation:
+    """What the converted program must satisfy: the plan it was converted with (`pir`: a
+    program read from Paddle's PIR, whose rules of PIR_RULES apply in part)."""
     plan = planned.plan
     return Expectation(
         pp=plan.pp,
@@ -326,6 +368,7 @@ def expectation(planned: Planned) -> Expectation:
         layers=planned.layers,
         plan_segments=tuple((s.stage, s.chunk, s.layers) for s in plan.segments),
         recorded=RecordedPlan.of(plan),
+        pir=pir,
     )
 
 
@@ -368,3 +411,110 @@ def segment_stats(
             if k is not None:
                 counts[k][3] += param_elements(index, v)
     return tuple(SegmentStats(*c) for c in counts)
+
+
+# -- the plan of a PIR program ------------------------------------------------------------
+
+
+def pir_plan_of(planned: Planned, source: str) -> PirPlan:
+    """The plan Paddle's PIR completion takes for a PIR program so planned: each virtual
+    stage's layers by the names Paddle reads (`vpp_seg_method` as `plan` gives it), and the
+    program's identity (each layer's forward ops, their digest). ConversionError (exit 4)
+    when Paddle's completion cannot follow it, saying why."""
+    plan, index, layers = planned.plan, planned.index, planned.layers
+    cannot = PIR_CANNOT.format(source=source)
+    _refuse_for_pir(planned, cannot)
+    block = index.global_block
+    structs, roles = block.ops.struct, block.ops.role
+    texts = {raw: raw.decode("utf-8", "replace") for raw in {structs[i] for i in block.forward_ops}}
+    seg_method = paddle_seg_method(layers.layer_class, layers.seg_method, texts.values())
+    regex = re.compile(seg_method, re.IGNORECASE)
+    named = {raw: paddle_layer(regex, text) for raw, text in texts.items()}
+    names = [""] * len(layers)  # Paddle's name of each of vppctl's layers
+    counts = [0] * len(layers)
+    matched = [i for i in block.forward_ops if named[structs[i]] is not None]
+    for i in matched:
+        k, name = layers.op_layer[i], named[structs[i]]
+        assert name is not None
+        if k == NO_LAYER or names[k] not in ("", name):
+            where = "no layer" if k == NO_LAYER else f"layer {layers.layers[k].name}"
+            raise ConversionError(
+                f"{cannot}Paddle reads {index.op_label(0, i)} as part of layer {name} "
+                f"(vpp_seg_method {seg_method!r}), vppctl as part of {where}; pass "
+                "--seg-method with the layer's class name, which both read alike"
+            )
+        names[k] = name
+        counts[k] += 1
+    if "" in names:
+        k = names.index("")
+        raise ConversionError(
+            f"{cannot}Paddle's vpp_seg_method {seg_method!r} reads no layer in layer "
+            f"{layers.layers[k].name}; pass --seg-method with the layer's class name"
+        )
+    if len(set(names)) != len(names):
+        twice = next(n for n, times in Counter(names).items() if times > 1)
+        raise ConversionError(
+            f"{cannot}Paddle reads two of vppctl's layers as one, {twice} (vpp_seg_method "
+            f"{seg_method!r}); pass --seg-method with the layer's class name"
+        )
+    for i in range(matched[0], matched[-1] + 1):
+        if named.get(structs[i]) is None and roles[i] in FORWARD_ROLES:
+            _refuse_stray(index, i, cannot)
+    by_name = iter(names)
+    return PirPlan(
+        pp=plan.pp,
+        vpp=plan.vpp,
+        seg_method=seg_method,
+        virtual_stages=tuple(tuple(next(by_name) for _ in s.layers) for s in plan.segments),
+        split=plan.split if plan.split != "balanced" else f"balanced by {plan.cost_kind}",
+        source=source,
+        layer_ops=tuple(counts),
+        digest=program_digest(seg_method, names, counts),
+    )
+
+
+def _refuse_for_pir(planned: Planned, cannot: str) -> None:
+    """What Paddle's PIR completion cannot take, whatever the layers are called."""
+    plan = planned.plan
+    if plan.placement != "loop":
+        raise ConversionError(
+            f"{cannot}--placement {plan.placement}: Paddle's PIR VPP pass runs segment k on "
+            "stage k % pp, chunk k // pp (loop placement) and has no V-shaped schedule; drop "
+            "--placement"
+        )
+    if plan.pp < 2 or plan.vpp < 2:
+        raise ConversionError(
+            f"{cannot}pp {plan.pp}, vpp {plan.vpp}: Paddle runs its PIR VPP completion for pp "
+            ">= 2 and vpp >= 2 only; a plain-PP program needs no plan"
+        )
+    if plan.mode != "auto":
+        raise ConversionError(
+            f"{cannot}its layers' stages already interleave (a program Paddle completed for "
+            "VPP); Paddle's completion places the layers of a plain-PP program: convert the "
+            "plain-PP program"
+        )
+    meshes = [planned.index.meshes[m] for m in planned.stages]
+    world = len({p for mesh in meshes for p in mesh.process_ids})
+    group = max(world // plan.pp, 1)
+    for s, mesh in enumerate(meshes):
+        if any(p // group != s for p in mesh.process_ids):
+            raise ConversionError(
+                f"{cannot}stage mesh {s} holds ranks {list(mesh.process_ids)}, not the rank "
+                f"block of stage {s} of {plan.pp} (Paddle reads a rank's stage as rank // "
+                f"(world / pp) = rank // {group}); give stage s the ranks "
+                f"[s*{group}, (s+1)*{group})"
+            )
+
+
+def _refuse_stray(index: ProgramIndex, op: int, cannot: str) -> None:
+    """Paddle's completion refuses an op between the layers that is in no layer, unless it
+    is a reshard or has no dist attr (`_get_seg_struct_names`)."""
+    block = index.global_block
+    if block.ops.type[op] == b"dist_op.reshard" or block.op_mesh[op] == NO_MESH:
+        return
+    raise ConversionError(
+        f"{cannot}{index.op_label(0, op)} lies between the layers but in none of them, and "
+        "Paddle's completion allows only reshards there (\"The op ... without seg_method in "
+        'its struct_name should only be reshard"); move it into a layer, or out of the '
+        "layers' region"
+    )

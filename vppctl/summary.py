@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from vppctl import validate
 from vppctl.choices import ProgramLayout
 from vppctl.engine import (
     LayerSet,
@@ -132,6 +133,7 @@ def summary_json(s: Summary) -> dict[str, Any]:
     )
 
 
+@validate.named_fields
 @dataclass(frozen=True)
 class InspectOptions:
     """What `inspect` is asked. Checked when made (UsageError, exit 2)."""

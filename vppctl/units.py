@@ -1,5 +1,6 @@
 """Units: numbers said to a person, in one style for every message and report: a byte
-count, and a sequence whose runs of one value are said once with their length.
+count, a time in seconds, and a sequence whose runs of one value are said once with
+their length.
 
 It sits at the bottom of the layers so that the program layer's out-of-memory message and
 the reports above it say sizes alike, and the plan's messages and the simulation's plan
@@ -18,6 +19,14 @@ def human_bytes(n: int) -> str:
         if n >= size:
             return f"{n / size:.1f} {unit}"
     return f"{n} B"
+
+
+def seconds_text(seconds: float) -> str:
+    """A time: `1.234 s`, `12.35 ms`, `123.5 us` (four significant digits), `0 s`."""
+    for unit, size in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if abs(seconds) >= size:
+            return f"{seconds / size:.4g} {unit}"
+    return "0 s" if seconds == 0 else f"{seconds * 1e9:.4g} ns"
 
 
 def runs_text(values: Sequence[object], run: str = "{value}x{count}", separator: str = ",") -> str:

@@ -17,20 +17,76 @@ calls (`api_names`) add a note naming the API's fields for the flags it mentions
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import math
+import os
 import re
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any, ClassVar, ParamSpec, Protocol, TypeVar
 
-from vppctl.errors import UsageError, VppctlError
+from vppctl.choices import FILLS
+from vppctl.errors import ProgramFileError, UsageError, VppctlError
 
 
 class Options(Protocol):
     """An options object: a dataclass whose fields map to the command line's flags."""
 
     FLAGS: ClassVar[Mapping[str, str]]
+
+
+_C = TypeVar("_C", bound=type)
+
+
+def named_fields(cls: _C) -> _C:
+    """An options class (a dataclass) whose constructor says a wrong argument as a
+    UsageError naming the field meant, not a bare TypeError: `MemoryOptions(memory_limit=
+    ...)` -> `MemoryOptions has no field 'memory_limit': --memory-limit is
+    MemoryOptions.limit`; a required field missing, too many positional arguments, or
+    one given twice, too."""
+    init = cls.__dict__["__init__"]  # the dataclass's own
+    fields = [f.name for f in dataclasses.fields(cls) if f.init]
+    required = [
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.init and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
+
+    @functools.wraps(init)
+    def __init__(self: object, *args: object, **kwargs: object) -> None:
+        name = cls.__name__
+        if len(args) > len(fields):
+            raise UsageError(
+                f"{name} takes at most {len(fields)} arguments ({', '.join(fields)}), got "
+                f"{len(args)}; name them: {name}({fields[0]}=...)"
+            )
+        for key in kwargs:
+            if key not in fields:
+                raise UsageError(_unknown_field(cls, key, fields))
+            if key in fields[: len(args)]:
+                raise UsageError(f"{name} got {key} twice: by position and by name")
+        missing = [f for f in required if f not in fields[: len(args)] and f not in kwargs]
+        if missing:
+            raise UsageError(f"{name} needs {', '.join(missing)}: {name}({missing[0]}=...)")
+        init(self, *args, **kwargs)
+
+    setattr(cls, "__init__", __init__)  # noqa: B010 - a method is not assigned directly
+    return cls
+
+
+def _unknown_field(cls: type, key: str, fields: Sequence[str]) -> str:
+    flag = "--" + key.replace("_", "-")
+    meant = flag_table([(cls, cls.__name__)], {}).get(flag)
+    text = f"{cls.__name__} has no field {key!r}"
+    if meant:
+        text += f": {flag} is {meant}"
+    else:
+        close = difflib.get_close_matches(key, fields, 1)
+        if close:
+            text += f"; did you mean {close[0]!r}?"
+    return text + f" (its fields: {', '.join(fields)})"
 
 
 def where(options: Options, field: str) -> str:
@@ -116,10 +172,14 @@ def between(low: int, high: int) -> str:
 def integers(
     options: Options, field: str, low: int, high: int, *, empty: str = "", example: str = ""
 ) -> None:
-    """A sequence of integers in [low, high], stored as a tuple; empty only without `empty`."""
+    """A sequence of integers in [low, high], or one integer (as the command line takes
+    `--micro-batches 8`), stored as a tuple; empty only without `empty`."""
     legal = f"a sequence of integers between {low:,} and {high:,}" + (
         f", e.g. {example}" if example else ""
     )
+    value = getattr(options, field)
+    if is_int(value):
+        _set(options, field, (value,))
     items = sequence(options, field, legal)
     if not items and empty:
         raise refuse(options, field, empty)
@@ -142,23 +202,93 @@ def text(options: Options, field: str, legal: str) -> None:
         raise refuse(options, field, legal)
 
 
+# The numbers a cost or time takes (in any unit: only their ratios matter): 0, or within
+# twelve orders of magnitude of 1 either way. Beyond, the simulation's sums and ratios of
+# them would leave what a float holds (`--p2p-cost 1e307` overflowed when drawn or said
+# in JSON) or its precision, and no real cost is 10^24 times another.
+NUMBER_RANGE = (Fraction(1, 10**12), Fraction(10**12))
+NUMBER_LEGAL = "a number 0 or between 1e-12 and 1e12"
+
+
 def exact_number(options: Options, field: str, value: object) -> Fraction | None:
-    """`value` as an exact fraction when it is a finite number >= 0 (a float through its
-    shortest decimal form, so that 0.1 is one tenth), else None."""
+    """`value` as an exact fraction when it is 0 or a number in NUMBER_RANGE (a float
+    through its shortest decimal form, so that 0.1 is one tenth), else None (NaN, an
+    infinity, a negative or out-of-range number, not a number)."""
     if isinstance(value, bool) or not isinstance(value, (int, float, Fraction)):
         return None
     if isinstance(value, float) and not math.isfinite(value):
         return None
+    if isinstance(value, int) and value.bit_length() > 64:  # no 10^4000-digit int to parse
+        return None
     exact = Fraction(repr(value)) if isinstance(value, float) else Fraction(value)
-    return exact if exact >= 0 else None
+    low, high = NUMBER_RANGE
+    return exact if exact == 0 or low <= exact <= high else None
 
 
 def number(options: Options, field: str) -> None:
-    """A finite number >= 0, stored as an exact fraction."""
+    """0 or a number in NUMBER_RANGE, stored as an exact fraction."""
     exact = exact_number(options, field, getattr(options, field))
     if exact is None:
-        raise refuse(options, field, "a finite number >= 0")
+        raise refuse(options, field, NUMBER_LEGAL)
     _set(options, field, exact)
+
+
+# -- paths -----------------------------------------------------------------------------
+
+
+def file_name(spec: object, role: str = "a path") -> str:
+    """`spec` as the file name it is, refusing what cannot be one before anything is
+    opened: UsageError (exit 2) for what is not a path at all (bytes, a Program, a
+    number; `role` names the argument), ProgramFileError (exit 3) for a name no file can
+    have (a NUL; a lone surrogate the file system's encoding cannot hold: Python's own
+    escapes of a non-UTF-8 name, U+DC80 to U+DCFF, are names as they came)."""
+    if isinstance(spec, os.PathLike):
+        spec = os.fspath(spec)
+    if not isinstance(spec, str):
+        kind = type(spec).__name__
+        hint = {
+            "bytes": "; decode it first, os.fsdecode(name)",
+            "bytearray": "; decode it first, os.fsdecode(bytes(name))",
+            "Program": "; a Program in memory goes to the *_program calls (verify_program, "
+            "convert_program, write_program), a file's path to the *_file ones",
+        }.get(kind, "")
+        raise UsageError(f"{role} must be a path (str or os.PathLike) or '-', not {kind}{hint}")
+    if "\x00" in spec:
+        raise ProgramFileError(f"{spec!r} cannot be a file name: it holds a NUL character")
+    try:
+        os.fsencode(spec)
+    except UnicodeEncodeError as e:
+        bad = spec[e.start : e.end]
+        raise ProgramFileError(
+            f"{spec!r} cannot be a file name: {bad!r} is not a character the file system's "
+            f"encoding ({sys.getfilesystemencoding()}) can hold"
+        ) from None
+    return spec
+
+
+def path(options: Options, field: str, *, optional: bool = False) -> None:
+    """A path (str or os.PathLike; "-" is stdin), None too when `optional`."""
+    value = getattr(options, field)
+    if value is None and optional:
+        return
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+        _set(options, field, value)
+    if not isinstance(value, str) or not value:
+        raise refuse(options, field, "a path (str or os.PathLike), or '-' for stdin")
+
+
+def measured_costs(options: Options) -> None:
+    """`costs_from` (a path or None) and `fill` (one of FILLS), which fills only what
+    measured costs leave out: an options object that takes `--costs-from`."""
+    path(options, "costs_from", optional=True)
+    choice(options, "fill", FILLS)
+    fill, costs_from = (getattr(options, name) for name in ("fill", "costs_from"))
+    if fill != "none" and costs_from is None:
+        raise UsageError(
+            f"{where(options, 'fill')} fills what {where(options, 'costs_from')} does not "
+            "measure: pass --costs-from FILE, or drop --fill"
+        )
 
 
 def nested(options: Options, field: str, kind: type, *, optional: bool = False) -> None:

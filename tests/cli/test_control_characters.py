@@ -61,6 +61,16 @@ def test_printable_shows_each_control_character_as_an_escape() -> None:
     assert printable("DecoderLayer_12 (ok: …)") == "DecoderLayer_12 (ok: …)"
 
 
+@pytest.mark.parametrize("char", ["\ud800", "\udbff", "\udc00", "\udfff"])
+def test_printable_escapes_a_lone_surrogate(char: str) -> None:
+    """No stream can encode a lone surrogate (a JSON `\\ud800` escape's): printed raw, it
+    would crash the print. U+FFFE is escaped too (XML 1.0 forbids it); other
+    non-characters are characters, and kept."""
+    shown = printable(f"a{char}b\ufffe\U0010ffff")
+    assert shown == f"a\\u{ord(char):04x}b\\ufffe\U0010ffff"
+    shown.encode("utf-8")  # no UnicodeEncodeError
+
+
 def test_inspect(evil: dict[str, Path]) -> None:
     text = no_raw_controls(invoke(*["inspect", evil["plain"]]))
     assert f"layers: {SHOWN_LAYER} x 4 (detected)" in text
@@ -114,3 +124,40 @@ def test_dump(evil: dict[str, Path]) -> None:
     # protobuf text format escapes what a string holds: \033 for ESC
     text = no_raw_controls(invoke(*["dump", evil["plain"]]))
     assert 'type: "matmul\\033[2J_v2"' in text
+
+
+# Every character XML 1.0 forbids: C0 controls but tab, LF and CR; lone surrogates (a file
+# name that is not UTF-8, as Python decodes it); U+FFFE and U+FFFF.
+XML_FORBIDDEN = [
+    *(chr(c) for c in range(0x20) if chr(c) not in "\t\n\r"),
+    *(chr(c) for c in (0xD800, 0xDBFF, 0xDC00, 0xDC80, 0xDCFF, 0xDFFF)),
+    "\ufffe",
+    "\uffff",
+]
+
+
+def test_printable_leaves_nothing_xml_or_utf8_cannot_hold() -> None:
+    text = "".join(XML_FORBIDDEN)
+    shown = printable(text)
+    assert all(c not in shown for c in XML_FORBIDDEN)
+    shown.encode("utf-8")  # no lone surrogate left
+    assert printable("\udcff.pb") == "\\udcff.pb" and printable("a\ufffeb") == "a\\ufffeb"
+
+
+@pytest.mark.parametrize("char", ["\ufffe", "\uffff", "\x01"], ids=ascii)
+def test_junit_of_names_holding_what_xml_forbids_is_well_formed(tmp_path: Path, char: str) -> None:
+    """Was: U+FFFE or U+FFFF in an op type or a layer name made the JUnit report malformed."""
+    from xml.etree import ElementTree
+
+    p = layered([0, 0, 1, 1], backward=True, optimizer=True, layer=f"Dec{char}Layer")
+    p.msg.blocks[0].ops[1].type = f"matmul{char}"
+    plain = tmp_path / f"p{char}.pb"
+    plain.write_bytes(p.bytes())
+    converted = tmp_path / "c.pb"
+    invoke("convert", plain, "--vpp", "2", "-o", converted)
+    msg = pb.ProgramDesc.FromString(converted.read_bytes())
+    msg.blocks[0].ops[1].dist_attr.chunk_id = 1
+    broken = tmp_path / f"b{char}.pb"
+    broken.write_bytes(msg.SerializeToString())
+    text = invoke("verify", broken, "--output-format", "junit", exit_code=1).stdout
+    assert ElementTree.fromstring(text.encode()).findall(".//failure")

@@ -405,6 +405,25 @@ def test_the_out_of_memory_message_says_sizes_as_the_reports_do(tmp_path: Path) 
     assert human_bytes(100) == "100 B"  # as `inspect` says the file's size
 
 
+@pytest.mark.parametrize(
+    ("seconds", "said"),
+    [
+        (0, "0 s"),
+        (1.23456, "1.235 s"),
+        (120, "120 s"),
+        (0.0414, "41.4 ms"),
+        (0.001, "1 ms"),
+        (0.000999, "999 us"),
+        (2.5e-9, "2.5 ns"),
+    ],
+)
+def test_times_are_said_in_one_style(seconds: float, said: str) -> None:
+    """Seconds as every report with measured costs says them (vppctl/units.py)."""
+    from vppctl.units import seconds_text
+
+    assert seconds_text(seconds) == said
+
+
 def test_memory_error_outside_a_command_is_exit_5_too(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -27,6 +27,10 @@ from vppctl.schedule.orders import MERGED, SCHEDULES, V_SHAPED
 from vppctl.schedule.simulation import simulate
 from vppctl.schedule.torchcsv import parse_csv, to_ops
 
+# convert --json's bubble: the measured costs' keys are null without --costs-from
+BUBBLE_KEYS = {"definition", "micro_batches", "costs", "schedules", "steps_s", "costs_source"}
+BUBBLE_KEYS |= {"filled", "runtime", "p2p_cost", "hop_bytes", "stage_loads", "why"}
+
 
 def sample(tmp_path: Path, layers: int = 8, pp: int = 4, name: str = "p.pb") -> Path:
     src = tmp_path / name
@@ -136,10 +140,8 @@ def test_convert_and_simulate_give_the_same_bubble(tmp_path: Path, placement) ->
     assert percents(row) == shown
     convert_json = run_json([*args, "-o", str(tmp_path / "o2.pb")])["bubble"]
     second = "interleaved" if placement == "loop" else "zbv"
-    assert set(convert_json) == {
-        "definition", "micro_batches", "costs", "runtime", "schedules", "p2p_cost",
-        "hop_bytes", "stage_loads", "why",
-    }  # fmt: skip
+    assert set(convert_json) == BUBBLE_KEYS
+    assert convert_json["steps_s"] is None and convert_json["costs_source"] is None
     assert list(convert_json["schedules"]) == ["1f1b", second]
     assert convert_json["p2p_cost"] == from_output["p2p"]["cost"] > 0
     assert [convert_json["schedules"]["1f1b"], convert_json["schedules"][second]] == [
@@ -168,6 +170,7 @@ def test_convert_with_a_micro_batch_count_interleaving_refuses_still_converts(
     assert "legal --group-size values: 6" in result.stderr
     assert "the conversion is unaffected" in result.stderr
     data = run_json(["convert", str(src), "--vpp", "2", "-m", "6", *megatron, "-o", str(out)])
+    assert set(data["bubble"]) == BUBBLE_KEYS
     assert list(data["bubble"]["schedules"]) == ["1f1b"] and data["bubble"]["why"] is None
 
 
@@ -532,6 +535,75 @@ def test_schedule_takes_paddles_schedule_mode_names_in_any_case(given: str, cano
     assert data["results"][0]["schedule"] == canonical
 
 
+# -- a program carrying chunk ids (Paddle's own completion) ---------------------------------
+
+
+def _pir(tmp_path: Path, stages: list[int], chunks: list[int] | None, name: str) -> Path:
+    from pir_json import training
+
+    src = tmp_path / name
+    src.write_bytes(training(stages, chunks).bytes())
+    return src
+
+
+@pytest.mark.parametrize(
+    ("stages", "chunks", "split", "counts"),
+    [
+        ([0, 1, 0, 1], [0, 0, 1, 1], "keep", [1, 1, 1, 1]),  # as Paddle's PIR completion deals
+        ([0, 0, 1, 1, 0, 1], [0, 0, 0, 0, 1, 1], "keep", [2, 2, 1, 1]),
+        ([0, 1, 0, 0, 1, 1], [0, 0, 1, 1, 1, 1], "explicit", [1, 1, 2, 2]),  # another split
+    ],
+)
+def test_a_program_with_chunk_ids_is_simulated_as_they_split_it(
+    tmp_path: Path, stages: list[int], chunks: list[int], split: str, counts: list[int]
+) -> None:
+    """Was: `simulate` on Paddle's completed VPP program asked for --vpp, although `verify`
+    reads vpp from the same chunk ids."""
+    src = _pir(tmp_path, stages, chunks, "completed.json")
+    # a split Paddle's PIR completion does not make runs under its runtime with pir_plan (R8)
+    runtime = ["--runtime", "any"] if split == "explicit" else []
+    plan = run_json(["simulate", str(src), "-m", "4", *runtime])["plan"]
+    assert (plan["pp"], plan["vpp"], plan["placement"]) == (2, 2, "loop")
+    assert (plan["split"], plan["layers_per_segment"], plan["recorded"]) == (split, counts, False)
+    if split == "keep":  # asked for by name: the vpp of the chunk ids, the split asked
+        plan = run_json(["simulate", str(src), "-m", "4", "--split", "keep"])["plan"]
+        assert (plan["vpp"], plan["split"], plan["layers_per_segment"]) == (2, "keep", counts)
+
+
+@pytest.mark.parametrize(
+    ("args", "split"),
+    [(["--split", "uniform"], "uniform"), (["--layers-per-chunk", "1,1,1,1"], "explicit")],
+)
+def test_plan_options_plan_at_the_chunk_ids_vpp(
+    tmp_path: Path, args: list[str], split: str
+) -> None:
+    """--split or --layers-per-chunk: the plan asked, at the ids' vpp."""
+    src = _pir(tmp_path, [0, 1, 0, 1], [0, 0, 1, 1], "completed.json")
+    plan = run_json(["simulate", str(src), "-m", "4", *args])["plan"]
+    assert (plan["vpp"], plan["split"], plan["layers_per_segment"]) == (2, split, [1, 1, 1, 1])
+
+
+def test_a_placement_the_chunk_ids_contradict_is_refused(tmp_path: Path) -> None:
+    """--placement v on a program its chunk ids lay out loop: convert's refusal, exit 4."""
+    src = _pir(tmp_path, [0, 1, 0, 1], [0, 0, 1, 1], "completed.json")
+    r = invoke("simulate", str(src), "-m", "4", "--placement", "v", exit_code=4)
+    assert "already has an interleaved layout" in r.stderr
+
+
+def test_chunk_ids_that_split_no_loop_placed_plan_need_vpp(tmp_path: Path) -> None:
+    src = _pir(tmp_path, [0, 1, 0, 1], [1, 1, 0, 0], "odd.json")  # chunk 1 before chunk 0
+    r = invoke("simulate", str(src), "-m", "4", exit_code=2)
+    assert "do not split its layers into loop-placed segments" in r.stderr
+    assert "--vpp" in r.stderr
+    invoke("simulate", str(src), "-m", "4", "--vpp", "2")
+
+
+def test_a_pir_program_without_chunk_ids_needs_vpp(tmp_path: Path) -> None:
+    src = _pir(tmp_path, [0, 0, 1, 1], None, "plain.json")
+    r = invoke("simulate", str(src), "-m", "4", exit_code=2)
+    assert "--vpp is required" in r.stderr and "no chunk ids" in r.stderr
+
+
 # -- under a runtime (issue 33) ---------------------------------------------------------
 
 
@@ -627,7 +699,10 @@ def test_a_layout_is_simulated_as_its_split(tmp_path: Path) -> None:
     assert "--layout" in no_program.stderr and "pass the program" in no_program.stderr
 
 
-def test_a_pir_program_runs_only_the_splits_paddles_completion_makes(tmp_path: Path) -> None:
+def test_a_pir_program_runs_only_the_splits_paddle_or_pir_plan_makes(tmp_path: Path) -> None:
+    """Under Paddle's PIR runtime: keep (Paddle's completion deals it) runs; balanced at
+    vpp 4 (R8: not dealt so) runs with vppctl.paddle.pir_plan, said in a warning; V
+    placement (R7) is refused: neither makes it."""
     from pir_cases import reference
 
     path = tmp_path / "gpt_keep.json"  # 7 + 5 layers on pp 2
@@ -635,11 +710,17 @@ def test_a_pir_program_runs_only_the_splits_paddles_completion_makes(tmp_path: P
     keep = run_json(["simulate", str(path), "--vpp", "4", "--split", "keep", "-m", "8"])
     assert keep["runtime"] == "paddle-pir"
     assert [r["schedule"] for r in keep["results"]] == ["1f1b", "vpp"]
+    assert not any("pir_plan" in w for w in keep["warnings"])
     args = ["simulate", str(path), "--vpp", "4", "--split", "balanced", "-m", "8"]
-    refused = invoke(*args, exit_code=2)
-    assert "Paddle 3.3.1 (PIR) cannot make this split for VPP" in refused.stderr
-    assert "deals a stage's 6 layers as 2+2+1+1" in refused.stderr
-    run_json([*args, "--runtime", "any"])  # Megatron's interleaved runs it
+    balanced = run_json(args)
+    assert [r["schedule"] for r in balanced["results"]] == ["1f1b", "vpp"]
+    (said,) = [w for w in balanced["warnings"] if "pir_plan" in w]
+    assert "runs Paddle VPP (v=4) on this plan with vppctl.paddle.pir_plan only" in said
+    assert "R8" in said and 'with vppctl.paddle.pir_plan("PLAN.json"): dist_model.train()' in said
+    v = ["simulate", str(path), "--vpp", "2", "--placement", "v", "-m", "8", "--schedule", "vpp"]
+    refused = invoke(*v, exit_code=2)
+    assert "Paddle 3.3.1 (PIR) cannot make this split for VPP (rule R7" in refused.stderr
+    assert "nor can vppctl.paddle.pir_plan" in refused.stderr
 
 
 @pytest.mark.parametrize("schedule", SCHEDULES)

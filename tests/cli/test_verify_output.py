@@ -5,8 +5,8 @@ The seeded program is the 8-layer sample converted to vpp 2 with two transpose2_
 ops moved to the other chunk of their stage: each breaks V008 (a grad op away from its
 forward op) and V011 (the gradient it writes first stays where it was).
 
-The tests here also cover vppctl/verify/outcome.py and vppctl/outcomes/verify.py, which have
-no test file of their own.
+The tests here also cover vppctl/verify/outcome.py, vppctl/outcomes/verify.py and the
+formats of vppctl/report/verify.py, which have no test file of their own.
 """
 
 from __future__ import annotations
@@ -138,10 +138,10 @@ def test_github_is_one_workflow_command_per_violation(seeded) -> None:
 
 
 def test_github_escapes_what_workflow_commands_read_as_syntax() -> None:
-    from vppctl.report.verify import _github_data, _github_property
+    from vppctl.escape import github_data, github_property
 
-    assert _github_data("50%\r\nx") == "50%25%0D%0Ax"
-    assert _github_property("a:b,c") == "a%3Ab%2Cc"
+    assert github_data("50%\r\nx") == "50%25%0D%0Ax"
+    assert github_property("a:b,c") == "a%3Ab%2Cc"
 
 
 def test_junit_is_a_report_junit_readers_take(seeded) -> None:
@@ -228,3 +228,55 @@ def test_conflicting_format_options_are_usage_errors(args: list[str], said: str)
 def test_output_format_takes_any_case(seeded) -> None:
     bad, _ = seeded
     assert verify(bad, "--output-format", "GitHub").stdout.startswith("::error ")
+
+
+# -- PIR programs: what verify says it checked ------------------------------------------------
+
+
+def _pir_file(tmp_path: Path, name: str, stages: list[int], chunks: list[int] | None) -> Path:
+    from pir_json import training
+
+    p = training(stages, chunks)
+    if name == "faulty.json":  # one matmul moved to the other chunk: V004 and more
+        matmul = next(o for o in p.ops if o["#"] == "1.matmul")
+        dist = next(a for a in matmul["A"] if a["N"] == "op_dist_attr")["AT"]["D"]
+        dist[3] = 1 - dist[3]
+    path = tmp_path / name
+    path.write_bytes(p.bytes())
+    return path
+
+
+def test_a_plain_pir_program_is_one_chunk_per_stage(tmp_path: Path) -> None:
+    """Was: "pp 2 x vpp 0", and V006 "segment 0 ... is on stage 0 chunk -1" on Paddle's
+    plain pipeline program, whose ops carry no chunk id: now it is checked as vpp 1, its
+    ops in chunk 0, as Paddle runs it (valid), and with --vpp 2 as a legacy program is."""
+    path = _pir_file(tmp_path, "plain.json", [0, 0, 1, 1], None)
+    r = verify(path, exit_code=0)
+    assert r.stdout.startswith("valid: pp 2 x vpp 1, loop placement, 4 layers"), r.stdout
+    assert json.loads(verify(path, "--json", exit_code=0).stdout)["vpp"] == 1
+    out = verify(path, "--vpp", "2").stdout.replace("\n", " ")
+    assert "chunk -1" not in out and "V005" in out and "stage 0 chunk 1 holds no layer" in out
+    assert "(vpp from --vpp; no op carries a chunk id past 0: each is checked as chunk 0)" in out
+    assert "needs Paddle's PIR completion (vpp_degree > 1) first" in out
+
+
+def test_an_op_without_a_chunk_id_is_said_so(tmp_path: Path) -> None:
+    """In a completed program, an op of a layer left without a chunk id: "without a chunk
+    id", not "chunk -1"."""
+    path = _pir_file(tmp_path, "unplaced.json", [0, 1, 0, 1], [0, 0, 1, 1])
+    doc = json.loads(path.read_bytes())
+    ops = doc["program"]["regions"][0]["blocks"][0]["ops"]
+    add = next(o for o in ops if o["#"] == "1.add")
+    next(a for a in add["A"] if a["N"] == "op_dist_attr")["AT"]["D"][3] = -1
+    path.write_text(json.dumps(doc))
+    out = verify(path).stdout.replace("\n", " ")
+    assert "chunk -1" not in out and "[0] without a chunk id" in out, out
+
+
+def test_a_completed_pir_program_is_not_sent_to_paddles_completion(tmp_path: Path) -> None:
+    """Was: "a program not yet converted needs Paddle's PIR completion first" on a program
+    Paddle's completion had made."""
+    path = _pir_file(tmp_path, "faulty.json", [0, 1, 0, 1], [0, 0, 1, 1])
+    out = verify(path).stdout.replace("\n", " ")
+    assert "pp 2 x vpp 2 (vpp from --vpp or the chunk ids Paddle's PIR completion wrote)" in out
+    assert "needs Paddle's PIR completion" not in out

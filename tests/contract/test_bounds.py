@@ -22,6 +22,7 @@ from pathlib import Path
 import hostile
 import pytest
 from commandline import invoke
+from pir_json import shared_reads, shared_vector, unmatched_grad
 
 from vppctl.engine import layers
 from vppctl.engine.layers import REGEX_SECONDS
@@ -219,6 +220,89 @@ def test_a_recorded_regex_that_backtracks_does_not_hang(
     assert r.exit_code == {"verify": 1, "simulate": 4, "inspect": 0}[command], r.output
     if command == "verify":
         assert "takes over" in r.stdout
+
+
+# In a thread of the user's program no signal reaches the match, and the match holds the
+# GIL: the program runs in a child (killed after 60 s: a hang fails, it does not stall
+# the suite), its calls each in a thread, with a 0.5 s budget.
+_THREADED = """
+import sys, threading, time
+import vppctl
+from vppctl.engine import layers
+layers.REGEX_SECONDS = 0.5
+evil, plain, out, pattern = sys.argv[1:5]
+calls = {
+    "verify_file, recorded": lambda: vppctl.verify_file(evil),
+    "inspect_file": lambda: vppctl.inspect_file(plain, vppctl.InspectOptions(seg_method=pattern)),
+    "convert_file": lambda: vppctl.convert_file(
+        plain, out, vppctl.ConvertOptions(plan=vppctl.PlanOptions(vpp=2), seg_method=pattern)
+    ),
+}
+said = {}
+def call(name):
+    try:
+        said[name] = repr(calls[name]())
+    except vppctl.VppctlError as e:
+        said[name] = f"{type(e).__name__}: {e}"
+start = time.monotonic()
+threads = [threading.Thread(target=call, args=(name,)) for name in calls]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+for name in calls:
+    print(name, "->", said.get(name, "no result"))
+print("seconds", time.monotonic() - start)
+"""
+
+
+@pytest.mark.parametrize("pattern", hostile.EVIL_REGEXES)
+def test_the_regex_budget_holds_in_threads_of_a_python_program(
+    work: Path, converted: bytes, pattern: str
+) -> None:
+    """Was: verify_file in a thread, on a program whose recorded plan holds `(.|.)*!`, hung
+    the whole process (SIGALRM is the main thread's; the match holds the GIL)."""
+    evil = write(work, "evil-threads.pb", hostile.recorded_regex(converted, pattern))
+    plain = write(work, "plain-threads.pb", converted)
+    done = subprocess.run(
+        [sys.executable, "-c", _THREADED, str(evil), str(plain), str(work / "t.pb"), pattern],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    lines = dict(line.split(" -> ", 1) for line in done.stdout.splitlines() if " -> " in line)
+    assert "no result" not in lines.values(), done.stdout
+    if pattern == "(.|.)*!":  # the one that backtracks on every struct name of the sample
+        assert "takes over 0.5 s" in lines["verify_file, recorded"], done.stdout
+        for name in ("inspect_file", "convert_file"):
+            said = lines[name]
+            assert said.startswith("UsageError:") and "takes over 0.5 s" in said, done.stdout
+    seconds = float(done.stdout.split("seconds ")[-1])
+    assert seconds < 10, done.stdout  # three budgets of 0.5 s, run at once, and the children
+
+
+def test_in_a_thread_a_regex_matches_as_on_the_main_thread(converted: bytes) -> None:
+    """The child process finds the same layers as the in-process match, for a regex (not a
+    plain class name: that one is matched in process everywhere)."""
+    import threading
+
+    from vppctl.engine import build_index, find_layers
+    from vppctl.program import parse_program
+
+    index = build_index(parse_program(converted))
+    found: dict[str, tuple[str, ...]] = {}
+    for pattern in ("Decoder(Layer)?", "decoderlayer", "[D]ecoderLayer_\\d"):
+        found[pattern] = find_layers(index, pattern).names
+        seen: list[tuple[str, ...]] = []
+        t = threading.Thread(
+            target=lambda p=pattern, into=seen: into.append(find_layers(index, p).names)
+        )
+        t.start()
+        t.join(timeout=60)
+        assert seen == [found[pattern]], pattern
+    assert all(found.values())
 
 
 def _fake_clock(monkeypatch: pytest.MonkeyPatch, step: float) -> None:
@@ -483,3 +567,73 @@ def test_a_large_pir_program_reads_within_the_memory_bound(work: Path) -> None:
     src = write(work, "big.json", training([i * 4 // 750 for i in range(750)], dims=8).bytes())
     r = run("verify", src)
     within(r, (0, 1), seconds=60, mb=3 * src.stat().st_size / 2**20 + 200)
+
+
+# The reader is linear in its input (docs/io.md: Bounds): a vector read by many ops, and a
+# stream that cannot be a PIR program.
+
+
+@pytest.mark.parametrize(
+    ("width", "readers", "code", "said"),
+    [
+        (2_000, 100, 0, ""),  # 198,000 values read again: within the bound, read
+        (20_000, 1_000, 3, "the most vppctl reads"),  # was: 17-25 s and 1.33 GB
+    ],
+)
+def test_a_wide_vector_read_by_many_ops(
+    work: Path, width: int, readers: int, code: int, said: str
+) -> None:
+    """Each op reading a `builtin.combine`'s vector reads all its values: the values read
+    again are bounded by what the file writes plus 2^20, or the program is refused."""
+    src = write(work, f"shared{width}x{readers}.json", shared_vector(width, readers))
+    r = run("inspect", src)
+    within(r, code, seconds=20, mb=3 * src.stat().st_size / 2**20 + 200)
+    assert said in r.stderr
+
+
+@pytest.mark.parametrize(
+    "width", [2_000, 20_000, pytest.param(200_000, marks=SLOW)], ids=lambda w: f"{w:,}"
+)
+def test_a_wide_vector_reads_in_linear_time_and_memory(work: Path, width: int) -> None:
+    """A combine of `width` values read by a concat and its concat_grad (as Paddle's
+    programs read a vector): time and memory grow with the width, not its square (one op
+    holds at most 4 MiB of JSON: about 350,000 values)."""
+    src = write(work, f"wide{width}.json", shared_vector(width, 2))
+    r = run("inspect", src)
+    within(r, 0, seconds=120, mb=3 * src.stat().st_size / 2**20 + 200)
+    size = src.stat().st_size / 2**20
+    print(f"{width:,} values: {size:.1f} MB, {r.seconds:.1f} s, {r.peak_mb:.0f} MB")
+
+
+PIR_SHAPES = {  # docs/io.md's rows: the step that was quadratic in each, at 10x the last
+    "readers": (lambda n: shared_vector(100, n), (1_000, 10_000)),
+    "shared_reads": (shared_reads, (3_000, 30_000)),
+    "unmatched": (unmatched_grad, (1_000, 10_000)),
+}
+
+
+@pytest.mark.parametrize(
+    ("shape", "n"),
+    [
+        pytest.param(shape, n, marks=SLOW if k else ())
+        for shape, (_, sizes) in sorted(PIR_SHAPES.items())
+        for k, n in enumerate(sizes)
+    ],
+)
+def test_pir_shapes_that_were_quadratic_read_within_the_bound(
+    work: Path, shape: str, n: int
+) -> None:
+    """A vector read by many ops, half of them grad ops; a value read by n forward ops and n
+    grad ops; a grad op's n results matching none of its forward op's operands."""
+    src = write(work, f"{shape}{n}.json", PIR_SHAPES[shape][0](n))
+    r = run("inspect", src)
+    within(r, 0, seconds=120, mb=3 * src.stat().st_size / 2**20 + 200)
+    size = src.stat().st_size / 2**20
+    print(f"{shape} {n:,}: {size:.1f} MB, {r.seconds:.1f} s, {r.peak_mb:.0f} MB")
+
+
+def test_a_stream_of_nul_bytes_after_pirs_header_is_refused_at_once() -> None:
+    """Was: read to 2 GiB, then an error blaming protobuf."""
+    r = run("inspect", "-", stdin=b'{"base_code": {' + b"\x00" * (256 << 20))
+    within(r, 3, seconds=20, mb=300)
+    assert "not a PIR program: byte 15 is 0x00" in r.stderr and "protobuf" not in r.stderr

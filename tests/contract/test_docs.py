@@ -36,6 +36,7 @@ from docblocks import (
     fences,
     in_process_args,
     paddle_script,
+    pir_script,
     shows,
 )
 
@@ -45,6 +46,8 @@ from vppctl.cli import cli
 README = (ROOT / "README.md").read_text()
 PIR = paths.PIR_REFERENCE
 RUNS = ("console", "sh", "python", "pycon", "yaml")
+# The Paddle scripts of docs/paddle.md, and what the test supplies each.
+SCRIPTS = (("run with", "model_loss"), ("run with", "make_job"))
 
 
 def _is_setup(fence: Fence) -> bool:
@@ -55,7 +58,7 @@ def _runnable() -> Iterator[object]:
     for fence in all_fences():
         if fence.directive and fence.directive[0] == "not run":
             continue
-        marks = [pytest.mark.paddle] if fence.directive == ("run with", "model_loss") else []
+        marks = [pytest.mark.paddle] if fence.directive in SCRIPTS else []
         yield pytest.param(fence, id=fence.id, marks=marks)
 
 
@@ -207,6 +210,8 @@ def test_the_block_runs_as_the_docs_show_it(fence: Fence, workdir: Path) -> None
         run_setup(fence, workdir)
     elif fence.directive == ("run with", "model_loss"):
         run_paddle_script(fence, workdir)
+    elif fence.directive == ("run with", "make_job"):
+        run_pir_script(fence, workdir)
     else:
         RUNNERS[fence.lang](fence, workdir)
 
@@ -220,7 +225,7 @@ def test_every_block_is_run_or_says_why_not() -> None:
         elif fence.directive[0] == "not run":
             assert len(fence.directive[1]) > 10, f"{fence.id}: say why it is not run"
         else:
-            assert fence.directive == ("run with", "model_loss"), fence.id
+            assert fence.directive in SCRIPTS, fence.id
 
 
 # -- what the blocks cannot say for themselves ----------------------------------------------
@@ -469,3 +474,38 @@ def run_paddle_script(fence: Fence, work: Path) -> None:
     ):
         assert claim in said, claim
     assert (work / "prog.vpp.pb").stat().st_size > 0
+
+
+def run_pir_script(fence: Fence, work: Path) -> None:
+    """docs/paddle.md's PIR script on Paddle 3.3.1 (CPU, PIR mode, rank 0 of 2), up to the
+    engine's communication init: Paddle built the train program under pir_plan, with the
+    plan's layers in each chunk of rank 0."""
+    import json
+    from collections import Counter
+
+    env = {**_shell_env(), "FLAGS_enable_pir_api": "1", "GLOG_minloglevel": "2"}
+    env.update(PADDLE_TRAINERS_NUM="2", PADDLE_TRAINER_ID="0")
+    env["PYTHONPATH"] = os.pathsep.join([str(paths.SUPPORT), env.get("PYTHONPATH", "")])
+    run = subprocess.run(
+        ["nice", "-n", "15", sys.executable, "-c", pir_script()],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    line = next(x for x in run.stdout.splitlines() if x.startswith("FACTS "))
+    built = json.loads(line.removeprefix("FACTS "))
+    plan = json.loads((work / "plan.json").read_text())
+    stages = [v["layers"] for v in plan["virtual_stages"]]
+    assert [len(v) for v in stages] == [3, 3, 3, 3]
+    programs = built["programs"]
+    assert programs["forward0"]["layers"] == stages[0]  # rank 0: stage 0, chunks 0 and 1
+    assert programs["forward1"]["layers"] == stages[2]
+    kinds = Counter(kind for kind, _ in built["jobs"])  # 4 micro-batches through each chunk
+    assert [kinds[f"{j}{c}"] for j in ("forward", "backward") for c in (0, 1)] == [4, 4, 4, 4]
+    assert kinds["optimizer"] == 1
+    said = " ".join((ROOT / fence.page).read_text().split())
+    assert "runs the script above up to `_init_comm`" in said

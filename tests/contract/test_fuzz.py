@@ -31,14 +31,17 @@ in-process through click's CliRunner with `--debug`, and must give:
 The CI round runs once per session; one test per kind of failure checks it, so
 a known bug of one kind does not hide a new one of another.
 
-PIR programs (Paddle 3.x JSON, `vppctl.program.pir`) get a round of their own: small
-programs built in code (tests/support/pir_json.py) and a real one Paddle built, with JSON
-mutations (keys deleted, values replaced by odd JSON, ops deleted, duplicated or
-swapped, value ids, chunk ids, meshes, versions changed) or byte mutations, and now and
-then a hostile document (deep nesting, a huge number, a cut); each through `convert`
-(always refused: exit 3 or 4, nothing written), `verify`, `inspect` and `simulate`,
-with the same checks. CI runs PIR_CI_INPUTS of them; the long round as many again as
-a tenth of its inputs.
+PIR programs (Paddle 3.x JSON, `vppctl.program.pir`) get a round of their own
+(tests/support/fuzz_pir.py): small programs built in code (tests/support/pir_json.py) and
+real ones Paddle built (in CI two reference programs; in the long round every reference
+program and the generated matrix's), with JSON mutations (keys deleted, values replaced
+by odd JSON, ops deleted, duplicated or swapped, value ids, chunk ids, meshes, versions
+changed; NULL, null or nothing in a dist-attr slot of each kind; NULL or null for a
+string; lone surrogates and non-characters in names) or byte mutations, and now and then
+a hostile document (deep nesting, a huge number, a cut); each through `convert` (always
+refused: exit 3 or 4, nothing written), `verify`, `inspect` and `simulate` (with
+`--vpp`, and with vpp from the chunk ids), with the same checks. CI runs PIR_CI_INPUTS
+of them; the long round as many again as a tenth of its inputs.
 
 Rounds (inputs are numbered; input n of seed s is rebuilt by `mutant(s, n)`):
 
@@ -63,6 +66,7 @@ import os
 from pathlib import Path
 
 import pytest
+from fuzz_pir import AIMED, pir_mutant
 from fuzzing import (
     CI_INPUTS,
     CI_SEED,
@@ -80,7 +84,7 @@ from fuzzing import (
     bases,
     join_fields,
     mutant,
-    pir_mutant,
+    pir_plan_problems,
     run_round,
     wire_fields,
 )
@@ -202,6 +206,42 @@ def test_pir_round_reaches_the_commands_and_the_refusals(pir_round: Outcome) -> 
         assert pir_round.codes[command, code] > 3, pir_round.report()
 
 
+def test_pir_round_mutates_real_programs_with_every_aimed_mutation(pir_round: Outcome) -> None:
+    """Real programs Paddle built are mutated, not only small ones built in code, with NULL
+    in dist-attr slots and strings, and odd characters in names (fuzz_pir.AIMED)."""
+    real = sum(n for name, n in pir_round.bases.items() if name.startswith("pir:"))
+    assert real >= 8, pir_round.bases
+    for aimed in AIMED:
+        made = sum(
+            n for what, n in pir_round.mutations.items() if what.startswith(f"pir: {aimed} (")
+        )
+        assert made >= 3, (aimed, pir_round.mutations)
+
+
 def test_pir_round_fails_cleanly_and_loses_nothing(pir_round: Outcome) -> None:
     for kind in KINDS:
         assert not pir_round.failures[kind], pir_round.report(kind)
+
+
+def test_the_pir_round_checks_the_plan_convert_wrote(tmp_path: Path) -> None:
+    """A PIR program's conversion writes a plan, not a program: the round reads it back and
+    holds it to what convert reported (seeded: a program, another vpp, a layer twice)."""
+    import json
+
+    from vppctl.plan import PirPlan
+
+    plan = PirPlan(
+        pp=2, vpp=2, seg_method="L", virtual_stages=(("L_0",), ("L_1",), ("L_2",), ("L_3",))
+    )
+    out = tmp_path / "plan.json"
+    said = json.dumps({"pp": 2, "vpp": 2})
+    out.write_text(plan.dumps())
+    assert pir_plan_problems(out, said) == []
+    assert pir_plan_problems(out, json.dumps({"pp": 2, "vpp": 3}))  # not what it reported
+    twice = json.loads(plan.dumps())
+    twice["virtual_stages"][3]["layers"] = ["L_0"]
+    out.write_text(json.dumps(twice))
+    assert pir_plan_problems(out, said)  # read back, or a layer twice: flagged either way
+    out.write_text('{"base_code": {"magic": "pir"}}')
+    ((kind, why),) = pir_plan_problems(out, said)
+    assert kind == "unverified" and "does not read back" in why, why

@@ -23,8 +23,9 @@ from click.testing import Result
 from commandline import invoke
 
 from vppctl import __version__, commands
+from vppctl.plan import PIR_PLAN_FORMAT, PIR_PLAN_VERSION
 from vppctl.program._proto import program_pb2 as pb
-from vppctl.shapes import ERROR_SCHEMA, SCHEMAS
+from vppctl.shapes import ERROR_SCHEMA, INPUT_SCHEMAS, SCHEMAS
 
 SAMPLE = paths.SAMPLE
 
@@ -69,12 +70,23 @@ def test_every_shape_has_a_valid_schema_whose_version_is_the_one_its_objects_car
         for p in resources.files("vppctl.report").joinpath("schemas").iterdir()
         if p.name.endswith(".json")
     }
-    assert shipped == {*SCHEMAS, "error"}
+    assert shipped == {*SCHEMAS, "error", *INPUT_SCHEMAS, "pir-plan"}  # pir-plan: below
+    for name in INPUT_SCHEMAS:  # an input's schema: valid, and as strict as the outputs'
+        s = schema(name)
+        jsonschema.Draft202012Validator.check_schema(s)
+        assert s["additionalProperties"] is False
     for name, version in {**SCHEMAS, "error": ERROR_SCHEMA}.items():
         s = schema(name)
         jsonschema.Draft202012Validator.check_schema(s)
         assert s["properties"]["schema"] == {"const": version, **_description(s)}, name
         assert s["additionalProperties"] is False and set(s["required"]) == set(s["properties"])
+    # the PIR plan file `convert` writes (a file, not a --json output): its own format and
+    # version (tests/convert/test_pirplan.py validates the files against it)
+    s = schema("pir-plan")
+    jsonschema.Draft202012Validator.check_schema(s)
+    assert s["properties"]["format"]["const"] == PIR_PLAN_FORMAT
+    assert s["properties"]["version"]["const"] == PIR_PLAN_VERSION
+    assert s["additionalProperties"] is False and set(s["required"]) == set(s["properties"])
 
 
 def _description(s: dict[str, Any]) -> dict[str, Any]:

@@ -173,8 +173,9 @@ PACKAGE_TESTS = {
     "report": "cli",
     "outcomes": "contract",
     "plan": "convert",
+    "paddle": "paddle",
 }
-TOP_LEVEL = {"convert": "convert", "mesh": "convert", "paddle": "paddle"}
+TOP_LEVEL = {"convert": "convert", "mesh": "convert"}
 
 # A module whose tests are not in a file of its own name (tests/<family>/test_<module>.py)
 # is covered by the file named here, which names the module in its text (its path or its
@@ -198,7 +199,8 @@ COVERED_BY = {
     "vppctl/outcomes/program.py": "contract/test_api_json.py",
     "vppctl/outcomes/schedule.py": "contract/test_api_json.py",
     "vppctl/outcomes/verify.py": "cli/test_verify_output.py",
-    "vppctl/paddle.py": "paddle/test_bridge.py",
+    "vppctl/paddle/errors.py": "paddle/test_bridge.py",
+    "vppctl/paddle/legacy.py": "paddle/test_bridge.py",
     "vppctl/plan/partition.py": "convert/test_plan.py",
     "vppctl/plan/placement.py": "convert/test_plan.py",
     "vppctl/planner/simulate.py": "cli/test_simulate.py",
@@ -206,6 +208,7 @@ COVERED_BY = {
     "vppctl/program/limits.py": "cli/test_errors.py",
     "vppctl/program/load.py": "program/test_files.py",
     "vppctl/program/destinations.py": "program/test_files.py",
+    "vppctl/program/pir/cursor.py": "program/test_pir.py",
     "vppctl/program/pir/encode.py": "program/test_pir.py",
     "vppctl/program/pir/grads.py": "program/test_pir.py",
     "vppctl/program/pir/parse.py": "program/test_pir.py",

@@ -47,6 +47,7 @@ CONVERT = {
     "vppctl.choices",
     "vppctl.cli",
     "vppctl.cli.base",
+    "vppctl.cli.config",
     "vppctl.cli.options",
     "vppctl.cli.program",
     "vppctl.cli.progress",
@@ -75,6 +76,7 @@ CONVERT = {
     "vppctl.plan.balanced",
     "vppctl.plan.layout",
     "vppctl.plan.partition",
+    "vppctl.plan.pirplan",
     "vppctl.plan.placement",
     "vppctl.planner",
     "vppctl.program",
@@ -84,17 +86,22 @@ CONVERT = {
     "vppctl.program.atomic",
     "vppctl.program.destinations",
     "vppctl.program.files",
+    "vppctl.program.framing",
+    "vppctl.program.items",
     "vppctl.program.limits",
     "vppctl.program.literals",
     "vppctl.program.load",
     "vppctl.program.pir",
     "vppctl.program.pir.tables",
+    "vppctl.program.planfile",
     "vppctl.program.reads",
     "vppctl.program.record",
     "vppctl.program.rewrite",
     "vppctl.program.roles",
     "vppctl.program.save",
     "vppctl.program.scan",
+    "vppctl.program.sniff",
+    "vppctl.program.splice",
     "vppctl.program.wire",
     "vppctl.progress",
     "vppctl.report",
@@ -114,6 +121,7 @@ CONVERT = {
     "vppctl.verify.refusals",
     "vppctl.verify.rules",
     "vppctl.verify.segments",
+    "vppctl.verify.selection",
 }
 
 # `vppctl --help`: the command line and the bottom layer, and the library's faces only.
@@ -124,6 +132,7 @@ HELP = {
     "vppctl.choices",
     "vppctl.cli",
     "vppctl.cli.base",
+    "vppctl.cli.config",
     "vppctl.cli.options",
     "vppctl.cli.program",
     "vppctl.cli.progress",
@@ -138,6 +147,7 @@ HELP = {
     "vppctl.schedule",
     "vppctl.shapes",
     "vppctl.units",
+    "vppctl.validate",  # the PATH type refuses a name no file can have (file_name)
 }
 
 

@@ -17,20 +17,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 from commandline import invoke
+from programs import DTYPE_BYTES
 
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.sample import SampleOptions, build_sample
-
-DTYPE_BYTES = {
-    pb.VarType.BOOL: 1,
-    pb.VarType.INT32: 4,
-    pb.VarType.INT64: 8,
-    pb.VarType.FP16: 2,
-    pb.VarType.FP32: 4,
-    pb.VarType.FP64: 8,
-    pb.VarType.UINT8: 1,
-    pb.VarType.BF16: 2,
-}
 
 
 def parameters(data: bytes) -> dict[str, tuple[int, tuple[int, ...], int]]:

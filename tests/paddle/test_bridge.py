@@ -1,4 +1,5 @@
-"""The Paddle bridge (vppctl.paddle) against the real PaddlePaddle 3.3.1 (legacy static mode).
+"""The Paddle bridge's legacy export and apply (vppctl/paddle/legacy.py, and the errors of
+vppctl/paddle/errors.py) against the real PaddlePaddle 3.3.1 (legacy static mode).
 
 What these tests pin down:
 

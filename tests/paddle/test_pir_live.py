@@ -137,3 +137,44 @@ def test_vppctls_plan_is_paddles_pir_completion(build: Path, case: str) -> None:
     assert not result.differ, result.differ[:3]
     assert (result.forward, result.backward) == PARITY[case]
     assert result.recomputed == RECOMPUTED.get(case, 0)
+
+
+# -- V009 on Paddle's completion: once per chunk boundary of stage 0 ---------------------------
+
+# Builds GPT (pp 2) in a child process with Paddle's PIR VPP completion at `vpp` chunks and
+# writes it as Paddle saves it.
+_VPP_CHILD = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import paddle
+import pir_programs
+out, vpp, layers = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+case = pir_programs.Case(f"gpt_pp2_v{vpp}", "gpt", 2, vpp, layers)
+paddle.base.core.serialize_pir_program(pir_programs.build(case, vpp), out)
+"""
+
+
+@pytest.mark.parametrize(
+    ("vpp", "layers"), [(4, 8), pytest.param(3, 12, marks=pytest.mark.slow)], ids=["v4", "v3"]
+)
+def test_paddles_completion_breaks_v009_once_per_chunk_boundary(
+    tmp_path: Path, vpp: int, layers: int
+) -> None:
+    """docs/paddle.md said Paddle's PIR completion breaks V009 "once": it breaks it vpp - 1
+    times, at the sum of the gradient of each hidden state a later chunk of stage 0 reads
+    from the last stage (placed in the earlier chunk, its parts in the later one)."""
+    out = tmp_path / f"gpt_pp2_v{vpp}.json"
+    env = {**os.environ, "FLAGS_enable_pir_api": "1"}
+    run = subprocess.run(
+        [sys.executable, "-c", _VPP_CHILD, str(paths.SUPPORT), str(out), str(vpp), str(layers)],
+        env=env, capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = verify_program(read_program(out))
+    assert (report.pp, report.vpp) == (2, vpp)
+    assert [v.rule for v in report.violations] == ["V009"] * (vpp - 1)
+    boundaries = sorted(
+        (int(v.message.split(" chunk ")[1][0]), int(v.message.rsplit(" chunk ", 1)[1][0]))
+        for v in report.violations
+    )
+    assert boundaries == [(k, k + 1) for k in range(vpp - 1)]

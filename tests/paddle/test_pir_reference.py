@@ -62,10 +62,12 @@ def test_inspect_cli_says_where_the_program_came_from(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("case", CASES)
 def test_paddles_completion_keeps_every_rule_but_one_sum(case: str) -> None:
-    """Paddle's PIR completion breaks V009 once: the sum of the gradient parts of the hidden
-    state a stage's chunk 1 reads from its previous stage's chunk 0 (the first layer of chunk
-    1 on stage 0) sits in chunk 0, the chunk of the reshard it differentiates, while the
-    ops that make its parts are in chunk 1 (the finding docs/paddle.md gives)."""
+    """Paddle's PIR completion breaks V009 once per chunk boundary of stage 0 (vpp - 1 times:
+    once at vpp 2; tests/paddle/test_pir_live.py counts them at vpp 3 and 4): the sum of the
+    gradient parts of the hidden state a stage's chunk 1 reads from its previous stage's
+    chunk 0 (the first layer of chunk 1 on stage 0) sits in chunk 0, the chunk of the
+    reshard it differentiates, while the ops that make its parts are in chunk 1 (the
+    finding docs/paddle.md gives)."""
     report = verify_program(program(case, "paddlevpp"))
     assert report.pir and (report.pp, report.vpp) == (PP[case], 2)
     (v,) = report.violations
@@ -96,12 +98,23 @@ def test_verify_cli_notes_the_rules_that_apply_in_part(tmp_path: Path) -> None:
 
 
 def test_verify_of_a_plain_pir_program_points_to_paddles_completion(tmp_path: Path) -> None:
-    """vppctl converts no PIR program: the note names Paddle's completion, not convert."""
+    """A PIR program not yet converted: the note names Paddle's completion (its own split,
+    or vppctl's plan under vppctl.paddle.pir_plan), not a converted program to verify."""
     path = json_file(tmp_path, "gpt_pp2_v2", "plain")
     r = invoke("verify", str(path), "--vpp", "2", exit_code=1)
     said = r.stdout.replace("\n", " ")
     assert "needs Paddle's PIR completion (vpp_degree > 1) first" in said, said
-    assert "vppctl convert" not in said
+    assert "with the plan `vppctl convert` writes (vppctl.paddle.pir_plan)" in said, said
+    assert "`vppctl convert` first" not in said  # a legacy program's advice: no PIR is written
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_plain_pir_program_is_checked_as_paddle_runs_it(tmp_path: Path, case: str) -> None:
+    """Was: "pp N x vpp 0", and "chunk -1" in each message. Paddle's plain pipeline runs
+    each stage's ops as one chunk: so does verify, and the program keeps every rule."""
+    r = invoke("verify", str(json_file(tmp_path, case, "plain")), exit_code=0)
+    assert r.stdout.startswith(f"valid: pp {PP[case]} x vpp 1, loop placement"), r.stdout
+    assert "chunk -1" not in r.stdout
 
 
 def _seeded(case: str, edit: str) -> Program:
@@ -189,6 +202,22 @@ def test_simulate_runs_paddles_completion_as_it_is_placed(tmp_path: Path) -> Non
     assert out["plan"]["layers_per_segment"] == [4, 3, 3, 2]  # as Paddle dealt them
     for stage in out["results"][0]["per_stage"]:
         assert stage["grads_bytes"] == stage["params_bytes"] > 0  # every P@GRAD, float32
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_simulate_reads_vpp_and_split_from_paddles_chunk_ids(tmp_path: Path, case: str) -> None:
+    """Was: `simulate` on Paddle's completion asked for --vpp, although `verify` reads vpp
+    from the same chunk ids. Now the plan is the chunk ids' own: Paddle's split, keep."""
+    path = json_file(tmp_path, case, "paddlevpp")
+    plan = json.loads(invoke("simulate", str(path), "-m", "8", "--json").stdout)["plan"]
+    asked = ["simulate", str(path), "--vpp", "2", "--split", "keep", "-m", "8", "--json"]
+    keep = json.loads(invoke(*asked).stdout)["plan"]
+    assert (plan["pp"], plan["vpp"], plan["split"]) == (PP[case], 2, "keep")
+    assert plan["layers_per_segment"] == keep["layers_per_segment"]
+    assert sum(plan["layers_per_segment"]) == LAYERS[case]
+    plain = json_file(tmp_path, case, "plain")
+    r = invoke("simulate", str(plain), "-m", "8", exit_code=2)
+    assert "--vpp is required" in r.stderr and "no chunk ids past 0" in r.stderr
 
 
 def test_the_rules_that_apply_in_part_are_rules() -> None:

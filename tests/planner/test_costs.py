@@ -6,6 +6,8 @@ size and sequence length given, over a named device and link (vendor peak figure
 cost is in the simulator's time unit, the mean stage's forward at the device's peak. The
 header of `plan` and `simulate` says the assumption, `--p2p-cost 0` leaves hops out, and
 counting them moves the candidates with more messages down (the README tour's program).
+With measured costs (seconds) a hop is in seconds: its bytes over the link, or
+`--p2p-cost` read in seconds.
 """
 
 from __future__ import annotations
@@ -13,18 +15,19 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from fractions import Fraction
 from pathlib import Path
 
 import paths
 import pytest
 from commandline import invoke
+from programs import DTYPE_BYTES
 
 from vppctl.planner.costs import DEFAULT_LINK, LINKS
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.sample import SampleOptions, build_sample
 
 TOUR = paths.SAMPLE  # the README tour's program: 8 layers on pp 4
-DTYPE_BYTES = {pb.VarType.FP32: 4, pb.VarType.INT64: 8, pb.VarType.FP16: 2, pb.VarType.BF16: 2}
 
 
 def json_of(*args: object) -> dict:  # type: ignore[type-arg]
@@ -62,69 +65,33 @@ def cut_bytes(data: bytes, cut: int, micro_batch_size: int = 1) -> int:
     return total
 
 
+def one_row(*extra: object) -> dict:  # type: ignore[type-arg]
+    """plan's JSON for the tour at m 8, vpp 1, uniform split, 1F1B: one row."""
+    return json_of(
+        "plan", TOUR, "-m", "8", "--vpp", "1", "--split", "uniform", "--schedule", "1f1b", *extra
+    )
+
+
 def test_a_hop_carries_the_programs_boundary_activations() -> None:
     data = TOUR.read_bytes()
-    plan = json_of(
-        "plan", TOUR, "-m", "8", "--vpp", "1", "--split", "uniform", "--schedule", "1f1b"
-    )
+    plan = one_row()
     (c,) = plan["candidates"]
     expected = max(cut_bytes(data, k) for k in (1, 2, 3))  # uniform: the program's own stages
     assert c["hop_bytes"] == expected == 1024 * 1024 * 4  # the hidden state: seq x hidden x fp32
-    four = json_of(
-        "plan",
-        TOUR,
-        "-m",
-        "8",
-        "--vpp",
-        "1",
-        "--split",
-        "uniform",
-        "--schedule",
-        "1f1b",
-        "--micro-batch-size",
-        "4",
-    )
+    four = one_row("--micro-batch-size", "4")
     assert four["candidates"][0]["hop_bytes"] == 4 * expected
 
 
 def test_the_time_unit_and_the_hop_come_from_the_link_preset() -> None:
-    plan = json_of(
-        "plan", TOUR, "-m", "8", "--vpp", "1", "--split", "uniform", "--schedule", "1f1b"
-    )
+    plan = one_row()
     p2p = plan["p2p"]
     link = LINKS[DEFAULT_LINK]
     assert p2p["source"] == "link" and p2p["link"]["name"] == DEFAULT_LINK
     assert p2p["seconds"] == pytest.approx(link.latency + p2p["hop_bytes"] / link.bandwidth)
     assert p2p["cost"] == pytest.approx(p2p["seconds"] / p2p["unit_seconds"], rel=1e-3)
-    nvlink = json_of(
-        "plan",
-        TOUR,
-        "-m",
-        "8",
-        "--vpp",
-        "1",
-        "--split",
-        "uniform",
-        "--schedule",
-        "1f1b",
-        "--link",
-        "h100-nvlink",
-    )["p2p"]
+    nvlink = one_row("--link", "h100-nvlink")["p2p"]
     assert nvlink["cost"] < p2p["cost"]  # 450 GB/s against 50 GB/s, the same FLOP/s
-    a100 = json_of(
-        "plan",
-        TOUR,
-        "-m",
-        "8",
-        "--vpp",
-        "1",
-        "--split",
-        "uniform",
-        "--schedule",
-        "1f1b",
-        "--link",
-        "a100-ib",
-    )["p2p"]
+    a100 = one_row("--link", "a100-ib")["p2p"]
     assert a100["unit_seconds"] == pytest.approx(p2p["unit_seconds"] * 989.4 / 312)
 
 
@@ -185,3 +152,43 @@ def test_a_program_without_matmul_shapes_has_no_time_to_size_a_hop_in(tmp_path: 
     )
     data = json_of("simulate", src, "--vpp", "1", "-m", "4")
     assert data["p2p"]["source"] in ("link", "none")
+
+
+def test_measured_costs_and_the_default_hop_give_a_step_in_seconds_with_the_hops_time(
+    tmp_path: Path,
+) -> None:
+    """Measured costs in seconds plus the hop counted by default: the hop is the program's
+    boundary bytes (read from the protobuf here) over the default link's bandwidth, plus
+    its latency, in seconds; one micro-batch under FThenB runs every action in a row, so
+    the step is the measured costs' sum and 2 (pp - 1) such hops (to the JSON's 6 digits)."""
+    forward, backward = ["0.010", "0.011", "0.012", "0.013"], ["0.020", "0.021", "0.022", "0.025"]
+    costs = tmp_path / "stages.csv"
+    rows = [f"{k},{f},{b}" for k, (f, b) in enumerate(zip(forward, backward))]
+    costs.write_text("stage,forward_s,backward_s\n" + "\n".join(rows) + "\n")
+    args = ["simulate", TOUR, "--vpp", "1", "--split", "uniform", "-m", "1"]
+    args += ["--schedule", "fthenb", "--costs-from", costs]
+    data = json_of(*args)
+    link = LINKS[DEFAULT_LINK]
+    size = max(cut_bytes(TOUR.read_bytes(), k) for k in (1, 2, 3))  # the largest cut
+    hop = Fraction(round((link.latency + size / link.bandwidth) * 10**9), 10**9)
+    measured = sum(Fraction(x) for x in forward + backward)
+    hops = 2 * (4 - 1)  # pp 4: three hops forward, three back
+    (result,) = data["results"]
+    assert data["time_unit"] == "seconds"
+    assert data["p2p"]["source"] == "link" and data["p2p"]["unit"] == "seconds"
+    assert data["p2p"]["hop_bytes"] == size
+    assert data["p2p"]["seconds"] == pytest.approx(float(hop), abs=1e-9)
+    assert data["p2p"]["cost"] == pytest.approx(float(hop), abs=1e-6)  # JSON keeps 6 digits
+    assert result["predicted_step_s"] == pytest.approx(float(measured + hops * hop), abs=1e-6)
+    assert float(hop) > 1e-5  # a hop that counts: about 0.1 ms against 0.144 s of costs
+    free = json_of(*args, "--p2p-cost", "0")["results"][0]["predicted_step_s"]
+    assert free == pytest.approx(float(measured), abs=1e-6)
+    # --p2p-cost with measured costs is seconds, as they are; the header says so.
+    given = json_of(*args, "--p2p-cost", "0.001")["results"][0]["predicted_step_s"]
+    assert given == pytest.approx(float(measured) + hops * 0.001, abs=1e-6)
+    text = invoke(*args).stdout
+    assert f"p2p: 4.0 MiB per hop over {DEFAULT_LINK} " in text
+    assert f": {float(hop) * 1e6:.4g} us per hop (bytes / bandwidth + latency)" in text
+    text = invoke(*args, "--p2p-cost", "0.001").stdout
+    assert "p2p: 1 ms per hop (--p2p-cost, in seconds as the measured costs)" in text
+    assert "p2p: not counted (--p2p-cost 0)" in invoke(*args, "--p2p-cost", "0").stdout

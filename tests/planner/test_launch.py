@@ -105,8 +105,9 @@ def test_the_table_shows_the_launch_settings_of_the_top_conversions(src: Path) -
 
 def test_every_candidate_says_how_each_runtime_runs_it_or_why_not(planned: dict) -> None:  # type: ignore[type-arg]
     for c in planned["candidates"]:
-        assert set(c["launch"]) == {"paddle", "megatron", "torch"}
-        for runtime in c["launch"].values():
+        assert set(c["launch"]) == {"paddle", "megatron", "torch", "paddle_pir"}
+        assert c["launch"]["paddle_pir"] is None  # a legacy program
+        for runtime in (c["launch"][r] for r in ("paddle", "megatron", "torch")):
             assert runtime["runs"] == bool(runtime["settings"])
             assert runtime["runs"] or runtime["note"]
         if c["placement"] == "v":
@@ -208,33 +209,6 @@ def test_the_paddle_strategy_values_round_trip_into_a_real_strategy(planned: dic
     assert checked >= 5
 
 
-# -- vppctl.paddle says when the Paddle at hand cannot run the schedule -------------
-
-
-def test_check_legacy_schedule_follows_the_version_matrix() -> None:
-    from vppctl.paddle import ScheduleUnsupportedError, check_legacy_schedule
-
-    check_legacy_schedule("VPP", "3.0.0")
-    check_legacy_schedule("ZBH1", "3.0.0")
-    with pytest.raises(ScheduleUnsupportedError, match="Paddle 3.3.1 schedules PIR programs only"):
-        check_legacy_schedule("VPP", "3.3.1")
-    with pytest.raises(ScheduleUnsupportedError, match="has no VPP completion or scheduler"):
-        check_legacy_schedule("VPP", "2.6.2")
-    with pytest.raises(ScheduleUnsupportedError, match="unknown schedule_mode 'vpp'"):
-        check_legacy_schedule("vpp", "3.0.0")
-
-
-@pytest.mark.paddle
-def test_check_legacy_schedule_reads_the_installed_paddle() -> None:
-    import paddle
-
-    from vppctl.paddle import ScheduleUnsupportedError, check_legacy_schedule
-
-    assert paddle.__version__ == "3.3.1"  # the test extra
-    with pytest.raises(ScheduleUnsupportedError, match="Paddle 3.0.0 is the release"):
-        check_legacy_schedule("1F1B")
-
-
 def test_zbvpp_launches_under_paddle_with_the_runtimes_its_greedy_ran_with() -> None:
     paddle, megatron, torch = launch_settings(candidate("zbvpp", m=4))
     settings = dict(paddle.settings)
@@ -281,27 +255,38 @@ def test_every_row_of_a_pir_program_runs_on_paddles_pir_pipeline(pir_program: Pa
     data = plan_under(pir_program, "--vpp", "1,2,4")
     assert data["runtime"] == "paddle-pir" and data["pir"] is not None
     assert {c["schedule"] for c in data["candidates"]} <= {"fthenb", "1f1b", "vpp"}
+    hows = set()
     for c in data["candidates"]:
-        paddle = c["launch"]["paddle"]
+        paddle, how = c["launch"]["paddle"], c["launch"]["paddle_pir"]["how"]
         assert paddle["runs"], (c["schedule"], c["split"], paddle["note"])
         assert paddle["settings"]["strategy.pipeline.schedule_mode"] in ("FThenB", "1F1B", "VPP")
-    reasons = {r["reason"] for r in data["refused"]}
-    assert any(r.startswith("R8: ") for r in reasons)  # splits its completion does not make
+        assert how in ("strategy", "pir_plan")
+        # a command exactly where vppctl.paddle.pir_plan needs the plan file it writes
+        assert (c["argv"] is not None) == (how == "pir_plan"), c
+        hows.add(how)
+    # the splits Paddle's completion does not make itself (R8) run with the plan: kept
+    assert hows == {"strategy", "pir_plan"}
+    assert not any(r["reason"].startswith(("R6: ", "R8: ")) for r in data["refused"])
 
 
 def test_a_pir_split_paddle_does_not_make_is_counted_by_its_rule(pir_program: Path) -> None:
-    """Keep on the program's 7 + 5 layers: vpp 5 is dealt, vpp 6 leaves stage 1 short (R6);
-    a balanced split at vpp 4 gives a stage's chunks other counts than Paddle deals (R8)."""
+    """Keep on the program's 7 + 5 layers: vpp 5 is dealt, vpp 6 leaves stage 1 short (R6:
+    keep itself cannot split it); a balanced split at vpp 4 gives a stage's chunks other
+    counts than Paddle deals (R8): it runs with vppctl.paddle.pir_plan."""
     data = plan_under(pir_program, "--vpp", "5,6", "--split", "keep")
     assert {c["vpp"] for c in data["candidates"]} == {5}
-    assert [r["reason"] for r in data["refused"]] == [
-        "R6: VPP needs every stage mesh to hold at least vpp layers"
-    ]
+    (reason,) = [r["reason"] for r in data["refused"]]
+    assert reason.startswith("R6: VPP needs every stage mesh to hold at least vpp layers"), reason
+    assert "stage 1 holds 5 layers" in reason and reason.endswith("e.g. 6, 6"), reason
     balanced = plan_under(
         pir_program, "--vpp", "4", "--split", "balanced,keep", "--schedule", "vpp"
     )
     reasons = {r["reason"] for r in balanced["refused"]}
-    assert any(r.startswith("R8: VPP deals each stage mesh's layers") for r in reasons), reasons
+    assert not any(r.startswith("R8: ") for r in reasons), reasons
+    (row,) = [c for c in balanced["candidates"] if c["split"] == "balanced"][:1]
+    launch = row["launch"]["paddle_pir"]
+    assert (launch["how"], launch["rule"], launch["reason"]) == ("pir_plan", "R8", None)
+    assert row["argv"][-2:] == ["-o", str(pir_program.with_name("gpt_keep_plain.vpp.json"))]
 
 
 def test_under_any_every_row_runs_in_the_runtime_whose_order_it_is(src: Path) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 import paths
 import pytest
 from commandline import invoke
-from programs import Prog
+from programs import DTYPE_BYTES, Prog
 
 from vppctl.commands import convert_file, simulate_run
 from vppctl.convert import ConvertOptions
@@ -32,18 +32,6 @@ from vppctl.program.roles import BACKWARD, FORWARD, LOSS, LOSS_GRAD, OPTIMIZE
 from vppctl.sample import SampleOptions, build_sample
 
 ROOT = paths.ROOT
-
-# Bytes per element, from Paddle's VarType (independent of vppctl.program.scan).
-DTYPE_BYTES = {
-    pb.VarType.BOOL: 1,
-    pb.VarType.INT32: 4,
-    pb.VarType.INT64: 8,
-    pb.VarType.FP16: 2,
-    pb.VarType.FP32: 4,
-    pb.VarType.FP64: 8,
-    pb.VarType.UINT8: 1,
-    pb.VarType.BF16: 2,
-}
 
 
 def var_bytes(v: pb.VarDesc) -> int:

@@ -443,7 +443,7 @@ def test_a_signal_as_the_temporary_file_is_created_leaves_nothing(
 
 # -- (b') SIGKILL at ten points of a slow write --------------------------------------------
 
-PIECES, PIECE, DELAY = 30, 1 << 18, 0.05  # 7.5 MiB in about 1.5 s
+PIECES, PIECE, DELAY = 30, 1 << 18, 0.1  # 7.5 MiB in about 3 s: a loaded watcher still sees it
 TOTAL = PIECES * PIECE
 POINTS = 10
 
@@ -493,7 +493,9 @@ def test_sigkill_at_ten_points_of_a_write_leaves_only_the_previous_output(
 ) -> None:
     results = _kill_at_points(tmp_path, path)
     sizes = [size for _, size, _ in results]
-    assert sizes == sorted(sizes) and sizes[-1] < TOTAL, sizes  # ten points inside the write
+    # ten points inside the write: writer k killed at k/10 of it or later, never at its end
+    # (not sizes in order: on a loaded machine the watcher may see writer k late)
+    assert all(k * TOTAL // POINTS <= size < TOTAL for k, size in enumerate(sizes)), sizes
     for directory, size, target in results:
         assert (directory / "out.pb").read_bytes() == OLD, (directory, size)
         left = sorted(p.name for p in directory.iterdir() if p.name != "out.pb")

@@ -3,9 +3,9 @@
 The programs here are built in code (tests/support/pir_json.py) in the layout Paddle 3.3.1's
 `serialize_pir_program` writes; tests/paddle/test_pir_reference.py reads the ones Paddle built.
 
-The tests here also cover vppctl/program/pir/encode.py, vppctl/program/pir/grads.py,
-vppctl/program/pir/parse.py and vppctl/program/pir/tables.py, which have no test file of
-their own.
+The tests here also cover vppctl/program/pir/cursor.py, vppctl/program/pir/encode.py,
+vppctl/program/pir/grads.py, vppctl/program/pir/parse.py and vppctl/program/pir/tables.py,
+which have no test file of their own.
 """
 
 from __future__ import annotations
@@ -16,12 +16,23 @@ from typing import Any
 
 import pytest
 from commandline import invoke
-from pir_json import PirJson, training
+from pir_json import (
+    NULL,
+    OPTIMIZERS,
+    PirJson,
+    delete_at,
+    dist_slots,
+    set_at,
+    shared_vector,
+    training,
+)
 
 from vppctl.engine import build_index
 from vppctl.errors import ConversionError, ProgramFileError
 from vppctl.program import op_arguments, op_slots, parse_program, read_program, write_program
-from vppctl.program.pir import parse as pir_module
+from vppctl.program.pir import cursor
+from vppctl.program.pir import grads as grads_module
+from vppctl.program.pir import parse as parse_module
 
 
 def names(data: bytes) -> tuple[Any, list[str], list[tuple[list[str], list[str]]]]:
@@ -122,6 +133,104 @@ def test_a_null_result_defines_no_variable() -> None:
     assert b"%999" not in index.global_block.vars.name
 
 
+# -- NULL and absent slots ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", sorted(OPTIMIZERS))
+def test_every_optimizer_reads_with_its_absent_optional_slots(kind: str) -> None:
+    """Was: momentum_, adagrad_, lamb_ and adamax_ (which write the dist attr of an absent
+    optional operand or result as NULL) exit 3, "op N of block 0 is not a JSON array"."""
+    p = training([0, 1], [0, 1], optimizer=kind)
+    index, types, args = names(p.bytes())
+    program = parse_program(p.bytes(), source="t.json")
+    updates = [op for op, t in enumerate(types) if t == f"pd_op.{kind}"]
+    assert len(updates) == 2
+    for op in updates:
+        slots = op_slots(program.blocks[0], op)
+        weight = slots["Param"][0]
+        assert weight.startswith(b"linear_") and slots[_slot(kind, "grad")] == [weight + b"@GRAD"]
+        absent = [k for k, slot in enumerate(OPTIMIZERS[kind][0]) if slot.endswith("?")]
+        assert all(slots[f"in{k}"] == [] for k in absent)  # a null operand reads nothing
+        assert len(args[op][1]) == sum(not r.endswith("?") for r in OPTIMIZERS[kind][1])
+        assert index.meshes[index.global_block.op_mesh[op]].process_ids in ((0,), (1,))
+
+
+def _slot(kind: str, name: str) -> str:
+    return f"in{OPTIMIZERS[kind][0].index(name)}"
+
+
+FOLDED = ("1.data", "dist_op.reshard", "0.combine", "0.split", "p")
+NULL_DOC = training([0, 1, 0, 1], [0, 0, 1, 1], optimizer="momentum_").document()
+
+
+def _one_per_op_type(doc: dict[str, Any]) -> list[tuple[str, tuple[Any, ...]]]:
+    """`dist_slots`, the last slot of each kind per op type (an optimizer's last operand and
+    result: its absent ones): the class of slots over the class of ops, at a fraction of
+    the program's paths."""
+    ops = doc["program"]["regions"][0]["blocks"][0]["ops"]
+    seen: dict[tuple[str, str], tuple[str, tuple[Any, ...]]] = {}
+    for kind, path in dist_slots(doc):
+        seen[kind, ops[path[6]]["#"]] = (kind, path)
+    return list(seen.values())
+
+
+SLOTS = _one_per_op_type(NULL_DOC)
+NULL_TEXT = json.dumps(NULL_DOC)
+
+
+def _read_doc(doc: dict[str, Any]) -> tuple[list[bytes], list[tuple[int, ...] | None]]:
+    """(op types, each op's process ids or None) of block 0 of a PIR document."""
+    index = build_index(parse_program(json.dumps(doc).encode(), source="t.json"))
+    b = index.global_block
+    meshes = [index.meshes[m].process_ids if m >= 0 else None for m in b.op_mesh]
+    return list(b.ops.type), meshes
+
+
+@pytest.mark.parametrize("null", [NULL, None], ids=["NULL", "null"])
+@pytest.mark.parametrize("kind", sorted({k for k, _ in SLOTS}))
+def test_every_dist_attr_slot_may_be_null(kind: str, null: Any) -> None:
+    """Each dist-attr slot of every op (the class of the momentum_ case: `dist_slots`) set
+    to Paddle's NULL or JSON's null is read: the same ops, each on its mesh unless the slot
+    was its mesh or its whole dist attr."""
+    types, meshes = _read_doc(NULL_DOC)
+    paths = [path for k, path in SLOTS if k == kind]
+    assert paths
+    for path in paths:
+        doc = json.loads(NULL_TEXT)  # a copy (json is quicker than deepcopy)
+        set_at(doc, path, null)
+        got_types, got_meshes = _read_doc(doc)
+        assert got_types == types, path
+        if kind not in ("op dist attr", "op dist attr data", "op mesh"):
+            assert got_meshes == meshes, path
+        else:  # the op has no mesh now, unless it is read as something else than an op
+            folded = NULL_DOC["program"]["regions"][0]["blocks"][0]["ops"][path[6]]["#"] in FOLDED
+            assert got_meshes.count(None) == meshes.count(None) + (not folded), path
+
+
+@pytest.mark.parametrize("kind", sorted({k for k, _ in SLOTS}))
+def test_every_dist_attr_slot_may_be_left_out(kind: str) -> None:
+    """Each dist-attr slot left out (a key deleted, an entry dropped from a list) is read,
+    or refused as no PIR program with one clean reason (a positional part missing)."""
+    for _, path in [s for s in SLOTS if s[0] == kind]:
+        doc = json.loads(NULL_TEXT)
+        delete_at(doc, path)
+        try:
+            types, _ = _read_doc(doc)
+        except ProgramFileError as e:
+            assert "not a PIR program" in str(e) and "\n" not in str(e), (path, e)
+            continue
+        assert types
+
+
+def test_a_result_typed_null_reads_as_a_null_operand() -> None:
+    p = training([0, 1], optimizer="momentum_")
+    op = next(o for o in p.ops if o["#"] == "1.momentum_")
+    null = next(r["%"] for r in op["O"] if r["TT"] == NULL)
+    p.op("1.scale", [null], [[4, 4]], on=[0], role=2)
+    _, types, args = names(p.bytes())
+    assert types[-1] == "pd_op.scale" and args[-1][0] == []
+
+
 def test_regions_are_sub_blocks_and_their_values_resolve() -> None:
     p = training([0, 1])
     x = p.ops[-1]["I"][0]["%"]  # a weight
@@ -158,13 +267,16 @@ def test_stdin_json_is_sniffed_by_content() -> None:
 # -- what is refused -----------------------------------------------------------------------
 
 
-def test_convert_refuses_a_pir_program_and_writes_nothing(tmp_path: Path) -> None:
+def test_convert_writes_a_plan_for_a_pir_program_not_the_program(tmp_path: Path) -> None:
     src, out = tmp_path / "prog.json", tmp_path / "out.pb"
-    src.write_bytes(training([0, 0, 1, 1]).bytes())
-    r = invoke("convert", str(src), "--vpp", "2", "-o", str(out), exit_code=4)
-    assert r.stderr.startswith("Error: cannot convert") and len(r.stderr.splitlines()) == 1
-    assert "vppctl plan" in r.stderr and "PIR completion" in r.stderr
-    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["prog.json"]
+    data = training([0, 0, 1, 1]).bytes()
+    src.write_bytes(data)
+    invoke("convert", str(src), "--vpp", "2", "-o", str(out), "-q")
+    plan = json.loads(
+        out.read_text()
+    )  # the plan (tests/convert/test_pirplan.py), whatever the name
+    assert plan["format"] == "vppctl-pir-plan" and plan["program"]["layers"] == 4
+    assert src.read_bytes() == data
 
 
 def test_a_program_read_from_pir_is_not_written(tmp_path: Path) -> None:
@@ -237,8 +349,8 @@ def test_a_value_defined_twice_is_refused() -> None:
 
 
 def test_one_op_larger_than_the_item_bound_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pir_module, "MAX_ITEM_CHARS", 1 << 16)
-    monkeypatch.setattr(pir_module, "_FIRST_WINDOW", 1 << 12)
+    monkeypatch.setattr(cursor, "MAX_ITEM_CHARS", 1 << 16)
+    monkeypatch.setattr(cursor, "_FIRST_WINDOW", 1 << 12)
     p = training([0, 1])
     p.ops[5]["A"].append({"AT": {"#": "0.a_str", "D": "x" * (1 << 17)}, "N": "huge"})
     with pytest.raises(ProgramFileError, match="longer than"):
@@ -298,3 +410,127 @@ def test_a_stream_of_json_garbage_is_refused_after_its_first_piece() -> None:
     r = invoke("inspect", "-", input=stream, exit_code=3)
     assert "does not begin with PIR's header" in r.stderr
     assert stream.taken <= 4 << 20  # a piece or so, not the 64 MB
+
+
+# -- names and what errors quote -------------------------------------------------------------
+
+
+def _named(slot: str, name: str) -> bytes:
+    """training([0, 1]) with one name the reader keeps set to `name`: JSON-escaped as
+    Python writes it (`\\ud800` for a lone surrogate)."""
+    doc = training([0, 1]).document()
+    ops = doc["program"]["regions"][0]["blocks"][0]["ops"]
+    matmul = next(o for o in ops if o["#"] == "1.matmul")
+    if slot == "op type":
+        matmul["#"] = "1." + name
+    elif slot == "struct name":
+        next(a for a in matmul["A"] if a["N"] == "struct_name")["AT"]["D"] = name
+    elif slot == "parameter name":
+        next(o for o in ops if o["#"] == "p")["A"][3] = name
+    elif slot == "data name":
+        data = next(o for o in ops if o["#"] == "1.data")
+        next(a for a in data["A"] if a["N"] == "name")["AT"]["D"] = name
+    else:  # a mesh's dim name
+        dist = next(a for a in matmul["A"] if a["N"] == "op_dist_attr")["AT"]["D"]
+        dist[0]["D"][2] = [name]
+    return json.dumps(doc).encode()
+
+
+NAME_SLOTS = ("op type", "struct name", "parameter name", "data name", "mesh dim name")
+
+
+@pytest.mark.parametrize("char", ["\ud800", "\udbff", "\udc00", "\udfff"])
+@pytest.mark.parametrize("slot", NAME_SLOTS)
+def test_a_lone_surrogate_in_a_name_is_exit_3_with_the_name_escaped(
+    tmp_path: Path, slot: str, char: str
+) -> None:
+    """Was: exit 70 (UnicodeEncodeError) for a struct name, op type, parameter or data
+    name holding a lone surrogate, which no UTF-8 (Paddle's) can hold."""
+    path = tmp_path / "p.json"
+    path.write_bytes(_named(slot, f"/Model/x{char}y/"))
+    for command in ("inspect", "verify"):
+        r = invoke(command, str(path), exit_code=3)
+        (line,) = r.stderr.splitlines()
+        assert "not a PIR program" in line and "lone surrogate" in line, line
+        assert f"\\u{ord(char):04x}" in line and char not in line
+        r = invoke(command, str(path), "--json", exit_code=3)
+        assert "lone surrogate" in json.loads(r.stdout)["error"]["message"]
+
+
+@pytest.mark.parametrize("char", ["\ufffe", "\uffff", "\ufdd0", "\U0010ffff", "\U0001fffe"])
+@pytest.mark.parametrize("slot", NAME_SLOTS)
+def test_non_characters_in_names_are_read(tmp_path: Path, slot: str, char: str) -> None:
+    """Non-characters are characters: UTF-8 holds them, and so does every name."""
+    path = tmp_path / "p.json"
+    name = f"/Model/x{char}y/"
+    path.write_bytes(_named(slot, name))
+    r = invoke("inspect", str(path), "--json")
+    assert json.loads(r.stdout)["pir"]["version"] == 4
+    invoke("inspect", str(path))
+    assert invoke("verify", str(path), exit_code=None).exit_code in (0, 1)
+    program = parse_program(path.read_bytes(), source="p.json")
+    assert name.encode() in b"".join(b"".join(b.ops + b.vars) for b in program.blocks)
+
+
+LONG = "m" * 200_000
+QUOTED: dict[str, bytes] = {
+    "a long magic": GOOD.replace(b'"magic":"pir"', b'"magic":"' + LONG.encode() + b'"', 1),
+    "a long version": GOOD.replace(b'"version":4', b'"version":' + b"7" * 4000, 1),
+    "a long integer out of range": GOOD.replace(
+        b'"D":1},"N":"op_role"', b'"D":' + b"9" * 4000 + b'},"N":"op_role"', 1
+    ),
+    "a long key skipped badly": GOOD.replace(
+        b'"program":{', b'"program":{"' + LONG.encode() + b'":[1,},', 1
+    ),
+    "a long attribute name": GOOD.replace(
+        b'{"AT":{"#":"0.a_i32","D":1},"N":"op_role"}', b'{"AT":5,"N":"' + LONG.encode() + b'"}', 1
+    ),
+    "a long name with a surrogate": _named("struct name", "\ud800" + LONG),
+}
+
+
+@pytest.mark.parametrize("case", sorted(QUOTED))
+def test_reader_errors_quote_a_short_prefix(tmp_path: Path, case: str) -> None:
+    """Was: a 200,000-character magic string quoted whole in the error."""
+    data = QUOTED[case]
+    assert data != GOOD
+    path = tmp_path / "p.json"
+    path.write_bytes(data)
+    r = invoke("inspect", str(path), exit_code=3)
+    (line,) = r.stderr.splitlines()
+    assert "not a PIR program" in line and len(line) < 400, line[:1000]
+
+
+# -- linear in the file ---------------------------------------------------------------------
+
+
+def test_values_read_again_through_vectors_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each op reading a combine's vector reads all its values: the values read again by its
+    later readers are at most the operands the file writes plus MAX_REREAD, else exit 3.
+    (Was: a 20,000-value combine read by 1,000 ops took 17-25 s and 1.33 GB.)"""
+    monkeypatch.setattr(parse_module, "MAX_REREAD", 1000)
+    program = parse_program(shared_vector(100, 10), source="v.json")  # 900 read again
+    index = build_index(program)
+    assert (
+        sum(len(op_arguments(program.blocks[0], k)[0]) for k in range(index.global_block.n_ops))
+        == 1000
+    )
+    with pytest.raises(ProgramFileError, match="values read again so number over 1,"):
+        parse_program(shared_vector(100, 30), source="v.json")  # 2,900 > 1,000 + 130
+
+
+@pytest.mark.parametrize("case", ["llama_rc_pp2_v2_paddlevpp", "llama_amp_pp4_v2_plain"])
+def test_the_forward_op_search_has_room_on_paddles_programs(
+    monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    """The search for grad ops' forward ops stops after 32 steps per operand in all: on
+    Paddle's programs (recompute, AMP) one step per operand links every op the same."""
+    import lzma
+
+    import paths
+
+    data = lzma.decompress((paths.PIR_REFERENCE / f"{case}.json.xz").read_bytes())
+    linked = [b.ops for b in parse_program(data, source="r.json").blocks]
+    monkeypatch.setattr(grads_module, "SEARCH_STEPS_PER_ENTRY", 1)
+    monkeypatch.setattr(grads_module, "BUDGET_SLACK", 0)
+    assert [b.ops for b in parse_program(data, source="r.json").blocks] == linked

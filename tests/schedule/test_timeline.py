@@ -349,3 +349,46 @@ def test_input_and_weight_gradients_have_their_own_names_and_legend_entries() ->
     assert "W underlined" in text
     trace = [e for e in to_chrome_trace(run)["traceEvents"] if e["ph"] == "X"]
     assert {e["cat"] for e in trace} == {"forward", "input gradient", "weight gradient"}
+
+
+# Characters XML 1.0 forbids (C0 controls but tab, LF, CR; U+FFFE, U+FFFF; lone
+# surrogates) and others a picture must not hold raw.
+XML_FORBIDDEN = [
+    *(chr(c) for c in range(0x20) if chr(c) not in "\t\n\r"),
+    "\ufffe",
+    "\uffff",
+    "\ud800",
+    "\udcff",
+    "\x7f",
+    "\u202e",
+]
+
+
+@pytest.mark.parametrize("char", XML_FORBIDDEN, ids=lambda c: f"U+{ord(c):04X}")
+def test_the_svg_stays_well_formed_whatever_its_caption_and_unit_hold(char: str) -> None:
+    """Was: U+FFFE, U+FFFF (and a path that is not UTF-8) in the caption made the SVG
+    malformed, or could not be encoded at all."""
+    svg = to_svg(compare(2, 2, 4), caption=f"pro{char}g.pb, plan", unit=f"t{char}")
+    root = ET.fromstring(svg.encode("utf-8"))
+    assert char not in svg
+    assert root.findtext(f"{NS}title")
+
+
+@pytest.mark.parametrize("char", ["\ufffe", "\uffff", "\x01", "\udcff"], ids=ascii)
+def test_simulate_draws_a_well_formed_svg_of_a_program_whose_names_and_path_hold_any_character(
+    tmp_path: Path, char: str
+) -> None:
+    import os
+
+    from programs import layered
+
+    layer = "Dec" + (char if char != "\udcff" else "x") + "Layer"
+    p = layered([0, 0, 1, 1], backward=True, optimizer=True, layer=layer)
+    p.msg.blocks[0].ops[1].type = f"matmul{layer}"
+    name = os.fsdecode(os.fsencode(str(tmp_path)) + b"/p") + char + ".pb"
+    with open(os.fsencode(name), "wb") as f:
+        f.write(p.bytes())
+    svg = tmp_path / "t.svg"
+    invoke("simulate", name, "--vpp", "2", "-m", "4", "--svg", str(svg))
+    root = ET.fromstring(svg.read_bytes())
+    assert root.findtext(f"{NS}title")

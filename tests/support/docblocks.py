@@ -173,3 +173,44 @@ def paddle_script() -> str:
     block = next(f for f in fences("docs/paddle.md") if f.directive == ("run with", "model_loss"))
     conftest = paths.TESTS / "paddle" / "conftest.py"
     return MODEL_LOSS.format(conftest=str(conftest)) + block.body
+
+
+# `make_job` for docs/paddle.md's PIR script: the job of the PIR program the docs name
+# (prog.json: tests/data/pir_reference/gpt_keep_pp2_v2), built by tests/support/pir_programs.py;
+# Paddle's communication init, the build's first step that needs CUDA, stops it.
+PIR_PRELUDE = """
+import json
+import paddle.distributed.auto_parallel.static.engine as _engine_module
+from pir_programs import CASES as _CASES, _job
+from pir_plan_builds import for_vpp as _for_vpp, job_plan as _job_plan, numpy2_shim as _shim
+
+_case = _for_vpp(_CASES["gpt_keep_pp2_v2"])
+
+
+def make_job():
+    return _job(_case)
+
+
+class _NeedsGPU(Exception):
+    pass
+
+
+def _init_comm(self):
+    print("FACTS " + json.dumps(_job_plan(self, _case)))
+    raise _NeedsGPU
+
+
+_engine_module.Engine._init_comm = _init_comm
+"""
+
+
+def pir_script() -> str:
+    """docs/paddle.md's PIR training script, `make_job` supplied, up to Paddle's
+    communication init (where it prints what it built and stops)."""
+    block = next(f for f in fences("docs/paddle.md") if f.directive == ("run with", "make_job"))
+    return (
+        PIR_PRELUDE
+        + "try:\n"
+        + "".join(f"    {line}\n" if line else "\n" for line in block.body.splitlines())
+        + "except _NeedsGPU:\n    pass\n"
+    )

@@ -2,7 +2,7 @@
 
 `mutant(seed, n)` rebuilds input n of round `seed` (a base program with one to three
 mutations, or now and then an input of a hostile class, tests/support/hostile.py), and
-`pir_mutant` the same for PIR programs; `run_round` runs a round through `convert`,
+`fuzz_pir.pir_mutant` the same for PIR programs; `run_round` runs a round through `convert`,
 `verify`, `inspect` (and `simulate` for PIR) and sorts what went wrong into `KINDS`.
 tests/contract/test_fuzz.py says what each round checks, and runs them.
 """
@@ -13,7 +13,6 @@ import contextlib
 import json
 import os
 import random
-import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -21,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import hostile
-import paths
 import pytest
 from click.testing import CliRunner
 from google.protobuf.message import DecodeError
@@ -30,6 +28,8 @@ from reencode import reencode
 
 from vppctl.cli import cli
 from vppctl.engine import layers
+from vppctl.errors import VppctlError
+from vppctl.plan import read_pir_plan
 from vppctl.program._proto import program_pb2 as pb
 
 CI_SEED = 20251130
@@ -680,6 +680,7 @@ class Outcome:
     codes: Counter[tuple[str, int]] = field(default_factory=Counter)
     bases: Counter[str] = field(default_factory=Counter)  # inputs per base program or class
     reencoded: int = 0  # inputs re-encoded after their mutations
+    mutations: Counter[str] = field(default_factory=Counter)  # inputs per mutation made
     failures: dict[str, list[str]] = field(default_factory=lambda: {k: [] for k in KINDS})
 
     def report(self, kind: str | None = None) -> str:
@@ -712,6 +713,20 @@ def _check_json(stdout: str) -> str | None:
     return None
 
 
+def pir_plan_problems(out: Path, report: str) -> list[tuple[str, str]]:
+    """What is wrong with the plan file convert wrote for a PIR program: it must read back
+    as a plan (its schema's checks) of the conversion convert reported, every layer once."""
+    try:
+        plan = read_pir_plan(out.read_bytes(), out.name)
+    except VppctlError as e:
+        return [(UNVERIFIED, f"the plan convert wrote does not read back: {e}")]
+    said = json.loads(report)
+    layers = [name for stage in plan.virtual_stages for name in stage]
+    if (plan.pp, plan.vpp) != (said["pp"], said["vpp"]) or len(set(layers)) != len(layers):
+        return [(UNVERIFIED, f"the plan convert wrote is not the one it reported: {plan}")]
+    return []
+
+
 class Round:
     """Runs inputs through the CLI in one work directory and records every failure."""
 
@@ -734,6 +749,7 @@ class Round:
         start = time.perf_counter()
         base, data, what = self.make(self.seed, n)
         self.outcome.bases[base.name] += 1
+        self.outcome.mutations.update(set(what))
         suffix = ".json" if base.pir else ".pbtxt" if base.text else ".pb"
         src = self.work / f"in{suffix}"
         out = self.work / f"out{suffix}"
@@ -751,6 +767,8 @@ class Round:
         if code == 0:
             if not out.exists():
                 problems.append((FILES, "convert exited 0 but wrote nothing"))
+            elif base.pir:  # a PIR program's conversion writes the plan for pir_plan
+                problems.extend(pir_plan_problems(out, report))
             else:
                 vcode, vout = check("verify", [str(out), "--json"])
                 if vcode != 0:
@@ -763,6 +781,7 @@ class Round:
         check("inspect", [str(src), "--json"])
         if base.pir:
             check("simulate", [str(src), "--vpp", "2", "-m", "4", "--json"])
+            check("simulate", [str(src), "-m", "4", "--json"])  # vpp from the chunk ids
         if tables:
             check("verify", [str(src)])
             check("inspect", [str(src)])
@@ -925,161 +944,3 @@ def _memory_cap(extra: int = 3 << 30) -> Iterator[None]:
         yield
     finally:
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
-
-
-def pir_bases(real: bool) -> list[Base]:
-    """Small PIR programs built in code; with `real`, one Paddle built too (the long round:
-    at 650 KB it costs a tenth of a second an input)."""
-    import lzma
-
-    from pir_json import training
-
-    bases = [
-        Base("pir_plain", training([0, 1]).bytes(), weight=4, pir=True),
-        Base("pir_completed", training([0, 1, 0, 1], [0, 0, 1, 1]).bytes(), weight=4, pir=True),
-    ]
-    if real:
-        path = paths.PIR_REFERENCE / "gpt_pp2_v2_paddlevpp.json.xz"
-        bases.append(Base("pir_paddle", lzma.decompress(path.read_bytes()), pir=True))
-    return bases
-
-
-_PIR_BASES: list[Base] | None = None
-ODD_JSON: tuple[object, ...] = (
-    None, True, 0, -1, 2**31, 2**64, -(2**63) - 1, 1.5, "", "x", "1.matmul", "p", [], [[]],
-    {}, {"%": 0}, {"#": "NULL"}, [[1], [0], ["x"]], "dist_op.reshard", "0.combine",
-)  # fmt: skip
-
-
-def _nodes(doc: object, path: tuple[object, ...] = ()) -> list[tuple[object, ...]]:
-    """Paths to every container node of a decoded JSON document."""
-    out = [path]
-    if isinstance(doc, dict):
-        for k, v in doc.items():
-            if isinstance(v, (dict, list)):
-                out += _nodes(v, (*path, k))
-    elif isinstance(doc, list):
-        for i, v in enumerate(doc):
-            if isinstance(v, (dict, list)):
-                out += _nodes(v, (*path, i))
-    return out
-
-
-def _at(doc: object, path: tuple[object, ...]) -> object:
-    for k in path:
-        doc = doc[k]  # type: ignore[index]
-    return doc
-
-
-def mutate_json(rng: random.Random, doc: dict[str, object]) -> str:
-    """One structural mutation of a PIR document, in place; what it was."""
-    try:  # an earlier mutation may have broken the path to the ops
-        ops = doc["program"]["regions"][0]["blocks"][0]["ops"]  # type: ignore[index]
-    except (KeyError, IndexError, TypeError):
-        ops = []
-    if not isinstance(ops, list):
-        ops = []
-    kinds = ("key", "value", "op", "op", "id", "chunk", "mesh", "header", "attr", "attr", "attr")
-    kind = rng.choice(kinds)
-    if kind == "attr" and ops and isinstance(op := rng.choice(ops), dict):
-        return _mutate_attr(rng, op)
-    if kind == "op" and ops:
-        how = rng.choice(("delete", "duplicate", "swap", "move"))
-        i, j = rng.randrange(len(ops)), rng.randrange(len(ops))
-        if how == "delete":
-            del ops[i]
-        elif how == "duplicate":
-            ops.insert(j, json.loads(json.dumps(ops[i])))
-        elif how == "swap":
-            ops[i], ops[j] = ops[j], ops[i]
-        else:
-            ops.insert(j, ops.pop(i))
-        return f"json: op {how}"
-    if kind == "header" and isinstance(doc.get("base_code"), dict):
-        field_ = rng.choice(("magic", "version", "trainable"))
-        doc["base_code"][field_] = rng.choice((*ODD_JSON, 4, 3, 5))  # type: ignore[index]
-        return f"json: header {field_}"
-    text = json.dumps(doc)
-    if kind in ("id", "chunk", "mesh"):
-        pattern = {"id": '"%": ', "chunk": "]], ", "mesh": '"D": [['}[kind]
-        at = [m.start() for m in re.finditer(re.escape(pattern), text)]
-        if at:
-            k = rng.choice(at) + len(pattern)
-            new = str(rng.choice((*EDGE_INTS, 5, 9999)))
-            end = k
-            while end < len(text) and (text[end].isdigit() or text[end] == "-"):
-                end += 1
-            if end > k:
-                doc.clear()
-                doc.update(json.loads(text[:k] + new + text[end:]))
-        return f"json: {kind}"
-    path = rng.choice(_nodes(doc))
-    node = _at(doc, path)
-    if isinstance(node, dict) and node:
-        key = rng.choice(sorted(node))
-        if kind == "key":
-            del node[key]
-        else:
-            node[key] = rng.choice(ODD_JSON)
-    elif isinstance(node, list) and node:
-        i = rng.randrange(len(node))
-        if kind == "key":
-            del node[i]
-        else:
-            node[i] = rng.choice(ODD_JSON)
-    return f"json: {kind}"
-
-
-def _mutate_attr(rng: random.Random, op: dict[str, object]) -> str:
-    """An op's struct name, role, chunk id or mesh set to an odd but well-formed value."""
-    listed = op.get("A")
-    attrs = [a for a in listed if isinstance(a, dict)] if isinstance(listed, list) else []
-    found = {a.get("N"): a for a in attrs if isinstance(a.get("AT"), dict)}
-    name = rng.choice(("struct_name", "op_role", "op_dist_attr"))
-    a = found.get(name)
-    if a is None or (name == "op_dist_attr" and not _dist_list(a)):
-        return "json: attr (none)"
-    if name == "struct_name":
-        a["AT"]["D"] = rng.choice(ODD_STRINGS)
-    elif name == "op_role":
-        a["AT"]["D"] = rng.choice(ROLES)
-    else:
-        dist = a["AT"]["D"]
-        if rng.random() < 0.5:
-            dist[3] = rng.choice((-1, 0, 1, 2, 3, 4095))
-        else:
-            ids = rng.choice(([0], [1], [2], [0, 1], [1, 0], [5], [0, 0], []))
-            dist[0] = {"#": "4.a_process_mesh", "D": [[len(ids)], ids, ["x"]]}
-    return f"json: attr {name}"
-
-
-def _dist_list(a: dict[str, object]) -> bool:
-    dist = a["AT"].get("D")  # type: ignore[attr-defined]
-    return isinstance(dist, list) and len(dist) == 4
-
-
-PIR_HOSTILE: dict[str, Callable[[random.Random, bytes], bytes]] = {
-    "deep": lambda rng, d: d.replace(b'"ops":[', b'"ops":[' + b"[" * rng.randrange(900, 5000), 1),
-    "huge_number": lambda rng, d: d.replace(b'"version":4', b'"version":' + b"9" * 5000, 1),
-    "cut": lambda rng, d: d[: rng.randrange(len(d))],
-    "nested_object": lambda rng, d: b'{"base_code":' + b'{"a":' * 3000 + b"1" + b"}" * 3000 + b"}",
-}
-
-
-def pir_mutant(seed: int, n: int) -> tuple[Base, bytes, list[str]]:
-    """Input n of PIR round `seed` (see the module docstring)."""
-    global _PIR_BASES
-    if _PIR_BASES is None:
-        _PIR_BASES = pir_bases(real=os.environ.get("VPPCTL_SLOW") == "1")
-    rng = random.Random(f"pir:{seed}:{n}")
-    base = rng.choices(_PIR_BASES, weights=[b.weight for b in _PIR_BASES])[0]
-    r = rng.random()
-    if r < 0.1:
-        kind = rng.choice(sorted(PIR_HOSTILE))
-        return base, PIR_HOSTILE[kind](rng, base.data), [f"hostile {kind}"]
-    if r < 0.75:
-        doc = json.loads(base.data)
-        done = [mutate_json(rng, doc) for _ in range(rng.choice((1, 1, 2, 3)))]
-        return base, json.dumps(doc, separators=(",", ":")).encode(), done
-    data, what = mutate_bytes(rng, base.data)
-    return base, data, [what]

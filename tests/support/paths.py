@@ -21,7 +21,9 @@ GOLDEN = DATA / "golden"  # whole-sample conversions (convert/test_golden.py)
 SCHEDULE_GOLDENS = DATA / "schedules.json"  # the references' schedule orders
 PADDLE_REFERENCE = DATA / "paddle_reference"  # legacy programs and Paddle's VPP answers
 PIR_REFERENCE = DATA / "pir_reference"  # PIR programs and Paddle's PIR completions
+PIR_MATRIX = DATA / "pir_matrix"  # the PIR matrix: programs Paddle built (pir_matrix.py)
 LAYOUTS = DATA / "layouts"  # Megatron's layout parser, torchtitan's and DeepSpeed's splits
 TYPED = DATA / "typed"  # a user's script, type-checked against the wheel
+MEASURED = DATA / "measured"  # profiler traces (torch, Paddle) and the program traced
 
 SAMPLE = SAMPLES / "gpt-8l-pp4.pb"  # the README tour's 8-layer program

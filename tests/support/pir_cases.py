@@ -21,12 +21,13 @@ from functools import cache
 import paths
 
 from vppctl.convert import ConvertOptions, Planned, plan_program
-from vppctl.engine import build_index
+from vppctl.engine import ProgramIndex, build_index
+from vppctl.engine.apply import assign
 from vppctl.engine.backward import recompute_copies
 from vppctl.plan import PlanOptions
 from vppctl.planner.launch import LaunchCandidate
 from vppctl.planner.pir import PirInput, held_layers
-from vppctl.program import Program, parse_program
+from vppctl.program import Program, kind, parse_program
 
 REFERENCE = paths.PIR_REFERENCE
 CASES = (
@@ -74,9 +75,11 @@ class Parity:
     differ: tuple[tuple[OpKey, Place, Place | None], ...]  # (op, vppctl's, Paddle's)
 
 
-def planned(plain: Program, vpp: int, split: str = "keep") -> Planned:
-    options = ConvertOptions(plan=PlanOptions(vpp=vpp, split=split))  # type: ignore[arg-type]
-    return plan_program(plain, options)
+def planned(
+    plain: Program, vpp: int, split: str = "keep", seg_method: str | None = None
+) -> Planned:
+    plan = PlanOptions(vpp=vpp, split=split)  # type: ignore[arg-type]
+    return plan_program(plain, ConvertOptions(plan=plan, seg_method=seg_method))
 
 
 def launched(p: Planned, schedule: str, m: int) -> tuple[LaunchCandidate, PirInput]:
@@ -98,9 +101,15 @@ def launched(p: Planned, schedule: str, m: int) -> tuple[LaunchCandidate, PirInp
     return candidate, PirInput(held_layers(p.facts.stages, plan.pp), plan.layer_class)
 
 
-def parity(plain: Program, paddle_vpp: Program, vpp: int = 2, split: str = "keep") -> Parity:
-    ours = _vppctl_places(planned(plain, vpp, split))
-    theirs = _paddle_places(paddle_vpp)
+def parity(
+    plain: Program,
+    paddle_vpp: Program,
+    vpp: int = 2,
+    split: str = "keep",
+    seg_method: str | None = None,
+) -> Parity:
+    ours = _vppctl_places(planned(plain, vpp, split, seg_method))
+    theirs = _paddle_places(paddle_vpp, vpp)
     differ = []
     for key, place in ours.items():
         if theirs.get(key) != place:
@@ -133,7 +142,9 @@ def _vppctl_places(p: Planned) -> dict[OpKey, Place]:
     return out
 
 
-def _paddle_places(paddle_vpp: Program) -> dict[OpKey, Place]:
+def _paddle_places(paddle_vpp: Program, vpp: int) -> dict[OpKey, Place]:
+    """Paddle's (stage, chunk) of each op; at vpp 1 its completion gives no chunk ids (-1):
+    every op is in chunk 0."""
     index = build_index(paddle_vpp)
     stages, _ = index.stage_mesh_ids()
     stage_of = {m: s for s, m in enumerate(stages)}
@@ -142,7 +153,35 @@ def _paddle_places(paddle_vpp: Program) -> dict[OpKey, Place]:
     ops = [*_keys(block.ops.struct, block.ops.type, block.forward_ops), *_grad_keys(index)]
     ops += [(op, key) for op, key, _ in _copy_keys(index)]
     for op, key in ops:
-        out[key] = (stage_of.get(block.op_mesh[op], -1), block.ops.chunk[op])
+        chunk = block.ops.chunk[op] if vpp > 1 else max(block.ops.chunk[op], 0)
+        out[key] = (stage_of.get(block.op_mesh[op], -1), chunk)
+    return out
+
+
+Counts = Counter[tuple[tuple[int, ...], str]]  # (a stage mesh's ranks, op kind) -> ops
+
+
+def stage_op_counts(p: Planned) -> Counts:
+    """Each stage's forward, backward and optimizer ops as vppctl's plan places them (the
+    decisions `convert` would write: `engine.apply.assign`)."""
+    a = assign(p.index, p.plan, p.layers, p.forward)
+    return _counts(p.index, list(a.op_mesh[0]))
+
+
+def paddle_stage_op_counts(paddle_vpp: Program) -> Counts:
+    """Each stage's forward, backward and optimizer ops in Paddle's program."""
+    index = build_index(paddle_vpp)
+    return _counts(index, list(index.global_block.op_mesh))
+
+
+def _counts(index: ProgramIndex, op_mesh: list[int]) -> Counts:
+    stages, _ = index.stage_mesh_ids()
+    ranks = {m: tuple(index.meshes[m].process_ids) for m in stages}
+    block = index.global_block
+    out: Counts = Counter()
+    for op, mesh in enumerate(op_mesh):
+        if mesh in ranks:
+            out[ranks[mesh], kind(block.ops.role[op])] += 1
     return out
 
 

@@ -12,6 +12,7 @@ Small enough for unit tests and the fuzzer; `tests/data/pir_reference/` holds re
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -30,6 +31,79 @@ def tensor_dist(ids: Sequence[int], ndim: int) -> dict[str, Any]:
 def dist_type(dims: Sequence[int], ids: Sequence[int], dtype: str = F32) -> dict[str, Any]:
     dense = {"#": "0.t_dtensor", "D": [{"#": f"0.{dtype}"}, list(dims), "NCHW", [], 0]}
     return {"#": "4.t_dist_dtensor", "D": [dense, tensor_dist(ids, len(dims)), list(dims)]}
+
+
+NULL: dict[str, Any] = {"#": "NULL"}  # Paddle's null attribute, type or dist attr
+# The dist attr Paddle writes for a null operand, and adam_'s for an absent result.
+EMPTY_DIST: dict[str, Any] = {
+    "#": "4.a_tensor_dist",
+    "D": [{"#": "4.a_process_mesh", "D": [[], [], []]}, [], []],
+}
+
+# Paddle 3.3.1's optimizer ops as its `paddle.optimizer` classes append them in a static
+# auto-parallel program (read from programs Paddle built, one per class: Momentum, Adagrad,
+# Lamb, Adamax, Adadelta, NAdam, RAdam, SGD, Adam, AdamW): the operand and result slots in
+# order, an optional one absent without multi-precision, AMSGrad or a skip-update tensor
+# marked `?`, and how the dist attr of an absent result is written. Paddle writes a null
+# operand (%0, its dist attr an empty tensor dist attr) and a result typed NULL whose dist
+# attr is NULL (momentum_ and the others) or an empty tensor dist attr (sgd_, adam_, adamw_).
+OPTIMIZERS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
+    "momentum_": (
+        ("param", "grad", "velocity", "learning_rate", "master_param?"),
+        ("param_out", "velocity_out", "master_param_out?"),
+        "NULL",
+    ),
+    "adagrad_": (
+        ("param", "grad", "moment", "learning_rate", "master_param?"),
+        ("param_out", "moment_out", "master_param_out?"),
+        "NULL",
+    ),
+    "lamb_": (
+        ("param", "grad", "learning_rate", "moment1", "moment2", "beta1_pow", "beta2_pow",
+         "master_param?", "skip_update?"),
+        ("param_out", "moment1_out", "moment2_out", "beta1_pow_out", "beta2_pow_out",
+         "master_param_outs?"),
+        "NULL",
+    ),
+    "adamax_": (
+        ("param", "grad", "learning_rate", "moment", "inf_norm", "beta1_pow", "master_param?"),
+        ("param_out", "moment_out", "inf_norm_out", "master_param_outs?"),
+        "NULL",
+    ),
+    "adadelta_": (
+        ("param", "grad", "avg_squared_grad", "avg_squared_update", "learning_rate",
+         "master_param?"),
+        ("param_out", "moment_out", "inf_norm_out", "master_param_outs?"),
+        "NULL",
+    ),
+    "nadam_": (
+        ("param", "grad", "learning_rate", "momentum_decay_pow", "beta2_pow", "mu_product",
+         "moment1", "moment2", "master_param?"),
+        ("param_out", "momentum_decay_pow_out", "beta2_pow_out", "mu_product_out",
+         "moment1_out", "moment2_out", "master_param_outs?"),
+        "NULL",
+    ),
+    "radam_": (
+        ("param", "grad", "learning_rate", "beta1_pow", "beta2_pow", "rho", "moment1",
+         "moment2", "master_param?"),
+        ("param_out", "beta1_pow_out", "beta2_pow_out", "rho_out", "moment1_out",
+         "moment2_out", "master_param_outs?"),
+        "NULL",
+    ),
+    "sgd_": (
+        ("param", "learning_rate", "grad", "master_param?"),
+        ("param_out", "master_param_out?"),
+        "empty",
+    ),
+    "adam_": (
+        ("param", "grad", "learning_rate", "moment1", "moment2", "moment2_max?", "beta1_pow",
+         "beta2_pow", "master_param?", "skip_update?", "beta1", "beta2", "epsilon"),
+        ("param_out", "moment1_out", "moment2_out", "moment2_max_out?", "beta1_pow_out",
+         "beta2_pow_out", "master_param_out?"),
+        "empty",
+    ),
+}  # fmt: skip
+_SCALARS = ("pow", "rho", "mu_product", "beta1", "beta2", "epsilon")  # states of shape [1]
 
 
 def attr(name: str, kind: str, data: Any) -> dict[str, Any]:
@@ -62,12 +136,22 @@ class PirJson:
         chunk: int = -1,
         struct: str | None = None,
         extra: Sequence[dict[str, Any]] = (),
+        absent_dist: str = "NULL",
     ) -> list[int]:
         """Append op `name` (`1.matmul`, `dist_op.reshard`, ...) reading `ins` and defining
-        one result per dims in `outs`, on mesh `on`; its result ids."""
-        results = [self._value(d, on) for d in outs]
-        operands = [tensor_dist(self.meshes.get(v, on), len(self.dims.get(v, []))) for v in ins]
-        dist = [mesh(on), operands, [tensor_dist(on, len(d)) for d in outs], chunk]
+        one result per dims in `outs`, on mesh `on`; its result ids. An operand 0 is an
+        absent optional one (its dist attr an empty one, as Paddle writes it), a result
+        None one the op does not produce: its type NULL, its dist attr NULL or, with
+        `absent_dist` "empty", an empty one."""
+        results = [self._value(d, on) if d is not None else self._null() for d in outs]
+        operands = [
+            tensor_dist(self.meshes.get(v, on), len(self.dims.get(v, []))) if v else EMPTY_DIST
+            for v in ins
+        ]
+        absent = NULL if absent_dist == "NULL" else EMPTY_DIST
+        dist_outs = [tensor_dist(on, len(d)) if d is not None else absent for d in outs]
+        operands, dist_outs = copy.deepcopy(operands), copy.deepcopy(dist_outs)
+        dist = [mesh(on), operands, dist_outs, chunk]
         attrs = [*extra, attr("op_dist_attr", "4.a_op_dist", dist)]
         attrs.append(attr("op_role", "0.a_i32", role))
         if struct is not None:
@@ -83,6 +167,35 @@ class PirJson:
             }
         )
         return [r["%"] for r in results]
+
+    def _null(self) -> dict[str, Any]:
+        v = self.next_id
+        self.next_id += 1
+        return {"%": v, "TT": dict(NULL)}
+
+    def optimizer(self, kind: str, param: int, grad: int, lr: int, on: Sequence[int]) -> None:
+        """One optimizer op of Paddle 3.3.1 (`OPTIMIZERS`) updating `param`: its states are
+        declared as `pd_op.data`, as the engine declares them; every optional slot absent."""
+        operands, results, absent = OPTIMIZERS[kind]
+        dims = self.dims[param]
+        ins = []
+        for slot in operands:
+            if slot == "param":
+                ins.append(param)
+            elif slot == "grad":
+                ins.append(grad)
+            elif slot == "learning_rate":
+                ins.append(lr)
+            elif slot.endswith("?"):
+                ins.append(0)
+            else:
+                shape = [1] if any(s in slot for s in _SCALARS) else dims
+                ins.append(self.data(f"{kind}_{slot}_{param}", shape, on))
+        outs = [
+            None if r.endswith("?") else [1] if any(s in r for s in _SCALARS) else dims
+            for r in results
+        ]
+        self.op(f"1.{kind}", ins, outs, on=on, role=2, absent_dist=absent)
 
     def parameter(self, name: str, dims: Sequence[int], on: Sequence[int]) -> int:
         value = self._value(dims, on)
@@ -140,11 +253,17 @@ class PirJson:
 
 
 def training(
-    stages: Sequence[int], chunks: Sequence[int] | None = None, *, dims: int = 4
+    stages: Sequence[int],
+    chunks: Sequence[int] | None = None,
+    *,
+    dims: int = 4,
+    optimizer: str | None = None,
 ) -> PirJson:
     """A GPT-like training program: layer i (`/Model/Layer_i/`) on stage `stages[i]` (a
     one-rank mesh `[stage]`), with chunk id `chunks[i]` on its forward and backward ops
-    (-1 everywhere without `chunks`: a plain-PP program before Paddle's completion)."""
+    (-1 everywhere without `chunks`: a plain-PP program before Paddle's completion); its
+    weights updated by `optimizer` (an op of `OPTIMIZERS` with its states), or by an
+    `adamw_` reading the weight, its gradient and the learning rate."""
     p = PirJson()
     chunk_of = list(chunks) if chunks is not None else [-1] * len(stages)
     weights = [p.parameter(f"linear_{i}.w_0", [dims, dims], [s]) for i, s in enumerate(stages)]
@@ -180,5 +299,141 @@ def training(
         (g,) = p.op("1.add_n", [p.combine([gx1, gx2])], [[2, dims]], on=[s], role=1, chunk=c)
     rate = dict(zip(sorted(set(stages)), lr))
     for w, gw, s in zip(weights, grads, stages):
-        p.op("1.adamw_", [w, gw, rate[s]], [[dims, dims]], on=[s], role=2)
+        if optimizer is None:
+            p.op("1.adamw_", [w, gw, rate[s]], [[dims, dims]], on=[s], role=2)
+        else:
+            p.optimizer(optimizer, w, gw, rate[s], [s])
     return p
+
+
+# -- slots ------------------------------------------------------------------------------------
+
+OPS = ("program", "regions", 0, "blocks", 0, "ops")  # block 0's ops, from the document's root
+Path = tuple[Any, ...]
+
+
+def dist_slots(doc: dict[str, Any]) -> list[tuple[str, Path]]:
+    """(kind, path from the root) of every dist-attr slot of every op of block 0, each a
+    place Paddle may write NULL: an op's `op_dist_attr` (the attribute, its data, its mesh,
+    its operand and result lists, each entry of them and of a vector's entry, each tensor
+    dist attr's data and mesh, its chunk id) and each result's type (the type, its dense
+    and dist parts, the dist part's data and mesh, the dense part's data type and dims)."""
+    out: list[tuple[str, Path]] = []
+    for i, op in enumerate(_at(doc, OPS)):
+        at = (*OPS, i)
+        attrs = op.get("A")
+        for k, a in enumerate(attrs if isinstance(attrs, list) else []):
+            if isinstance(a, dict) and a.get("N") == "op_dist_attr":
+                out += _op_dist_slots(a, (*at, "A", k))
+        results = op.get("O")
+        listed = isinstance(results, list)
+        for r, result in enumerate(results if listed else [results]):
+            where = (*at, "O", r) if listed else (*at, "O")
+            if isinstance(result, dict) and isinstance(result.get("TT"), dict):
+                out += _type_slots(result["TT"], (*where, "TT"))
+    return out
+
+
+def _op_dist_slots(a: dict[str, Any], at: Path) -> list[tuple[str, Path]]:
+    out = [("op dist attr", (*at, "AT"))]
+    data = a["AT"].get("D")
+    if not isinstance(data, list) or len(data) != 4:
+        return out
+    d = (*at, "AT", "D")
+    out += [("op dist attr data", d), ("op mesh", (*d, 0)), ("chunk id", (*d, 3))]
+    for part, kind in ((1, "operand"), (2, "result")):
+        out.append((f"{kind} dist attrs", (*d, part)))
+        for j, entry in enumerate(data[part] if isinstance(data[part], list) else []):
+            out += _entry_slots(entry, (*d, part, j), kind)
+    return out
+
+
+def _entry_slots(entry: Any, at: Path, kind: str) -> list[tuple[str, Path]]:
+    out = [(f"{kind} dist attr", at)]
+    if not isinstance(entry, dict):
+        return out
+    data = entry.get("D")
+    if str(entry.get("#", "")).endswith("a_array"):
+        out.append((f"{kind} vector dist attrs", (*at, "D")))
+        for m, element in enumerate(data if isinstance(data, list) else []):
+            out += _entry_slots(element, (*at, "D", m), f"{kind} vector element")
+    elif isinstance(data, list) and data:
+        out += [(f"{kind} tensor dist data", (*at, "D")), (f"{kind} tensor mesh", (*at, "D", 0))]
+    return out
+
+
+def _type_slots(type_: dict[str, Any], at: Path) -> list[tuple[str, Path]]:
+    out = [("result type", at)]
+    if type_.get("#") == "4.t_dist_dtensor":
+        out += [("dense type", (*at, "D", 0)), ("type dist attr", (*at, "D", 1))]
+        out += [("type dist data", (*at, "D", 1, "D")), ("type mesh", (*at, "D", 1, "D", 0))]
+        out += [("data type", (*at, "D", 0, "D", 0)), ("dims", (*at, "D", 0, "D", 1))]
+    return out
+
+
+def _at(doc: Any, path: Path) -> Any:
+    for key in path:
+        doc = doc[key]
+    return doc
+
+
+def set_at(doc: dict[str, Any], path: Path, value: Any) -> None:
+    _at(doc, path[:-1])[path[-1]] = value
+
+
+def delete_at(doc: dict[str, Any], path: Path) -> None:
+    del _at(doc, path[:-1])[path[-1]]
+
+
+# -- hostile programs (tests/contract/test_bounds.py, the fuzzer) ---------------------------------
+
+
+def shared_vector(width: int, readers: int) -> bytes:
+    """One op's `width` results packed by one `builtin.combine`, and the vector read by
+    `readers` ops, forward `concat`s and (every other one) backward `concat_grad`s: each
+    reader reads all `width` values, so the values read grow as width x readers from a file
+    of width + readers. (Was: 20,000 x 1,000 took 17-25 s and 1.33 GB.)"""
+    head = [{"#": "1.unbind", "I": [], "O": [{"%": 1 + k} for k in range(width)]}]
+    vector = width + 1
+    combine = {"#": "0.combine", "I": [{"%": 1 + k} for k in range(width)], "O": [{"%": vector}]}
+    ops = [*head, combine]
+    for r in range(readers):
+        grad = r % 2 == 1
+        role = [attr("op_role", "0.a_i32", 1 if grad else 0)]
+        name = "1.concat_grad" if grad else "1.concat"
+        ops.append({"#": name, "A": role, "I": [{"%": vector}], "O": [{"%": vector + 1 + r}]})
+    return _document(ops)
+
+
+def _document(ops: list[dict[str, Any]]) -> bytes:
+    p = PirJson()
+    p.ops = ops
+    return p.bytes()
+
+
+def shared_reads(n: int) -> bytes:
+    """One value read by `n` forward `scale` ops, then `n` backward `scale_grad` ops reading
+    it (and a gradient): each grad op's forward op is the latest scale no grad op took yet,
+    found among the value's 2n readers. (Was: every grad op looked at all of them, n x 2n
+    steps.)"""
+    p = PirJson()
+    x = p.data("x", [2, 4], [0])
+    for k in range(n):
+        p.op("1.scale", [x], [[2, 4]], on=[0], struct=f"/M/Layer_{k}/")
+    (g,) = p.op("1.full", [], [[2, 4]], on=[0], role=1)
+    for _ in range(n):
+        p.op("1.scale_grad", [x, g], [[2, 4]], on=[0], role=1)
+    return p.bytes()
+
+
+def unmatched_grad(n: int) -> bytes:
+    """A forward `concat` of `n` values (one `builtin.combine`) and its `concat_grad`, whose
+    `n` results have dims none of the operands has: matching each result to the next
+    operand of its dims finds none. (Was: each result scanned every operand, n x n.)"""
+    p = PirJson()
+    xs = [p.data(f"x{k}", [2, 1 + k % 5], [0]) for k in range(n)]
+    vector = p.combine(xs, role=0)
+    p.op("1.concat", [vector], [[2, 3 * n]], on=[0], struct="/M/Layer/")
+    (g,) = p.op("1.full", [], [[2, 3 * n]], on=[0], role=1)
+    p.op("1.concat_grad", [vector, g], [[9, 9]] * n, on=[0], role=1)
+    return p.bytes()

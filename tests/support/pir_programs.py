@@ -52,6 +52,18 @@ class Case:
     tp: int = 1  # ranks per stage, the weights sharded column/row parallel
     amp: bool = False  # bfloat16 O1
     recompute: bool = False  # every layer under `fleet.utils.recompute` (PIR recompute pass)
+    # Beyond the checked-in six (tests/support/pir_plan_builds.py builds them):
+    dp: int = 1  # data-parallel ranks per stage (a [dp] mesh a stage; the batch sharded)
+    vocab: int = 32  # the embedding's and the LM head's rows
+    accumulate: int = 2  # strategy.pipeline.accumulate_steps (micro-batches a step)
+    batch: int = 4  # the global batch
+    stage_of: tuple[int, ...] = ()  # each layer's stage, given (may decrease: custom meshes)
+    stray: bool = False  # an op in no layer between layers 3 and 4 (Paddle refuses it)
+    strided: bool = False  # stage s on ranks s, s+pp, ...: no rank block (Paddle fails)
+
+    @property
+    def world(self) -> int:
+        return self.pp * self.tp * self.dp
 
     def stage_counts(self) -> list[int]:
         if self.stage_layers:
@@ -71,7 +83,7 @@ CASES = {
         Case("llama_rc_pp2_v2", "llama", 2, 2, 4, recompute=True),
     )
 }
-HIDDEN, VOCAB, BATCH, SEQ = 16, 32, 4, 4
+HIDDEN, SEQ = 16, 4
 
 
 def build(case: Case, vpp: int) -> Any:
@@ -80,7 +92,7 @@ def build(case: Case, vpp: int) -> Any:
     import paddle.base.framework as framework
     import paddle.distributed.parallel as parallel
 
-    os.environ["PADDLE_TRAINERS_NUM"] = str(case.pp * case.tp)
+    os.environ["PADDLE_TRAINERS_NUM"] = str(case.world)
     os.environ["PADDLE_TRAINER_ID"] = "0"
     parallel._global_parallel_env = None  # read the world size again
     framework._name_struct = framework.NameStruct()  # layer paths from /Model/ again
@@ -139,7 +151,7 @@ def _strategy(case: Case, vpp: int) -> Any:
     pipeline = strategy.pipeline
     pipeline.enable = True
     pipeline.pp_degree = case.pp
-    pipeline.accumulate_steps = 2
+    pipeline.accumulate_steps = case.accumulate
     if vpp > 1:
         pipeline.vpp_degree = vpp
         pipeline.vpp_seg_method = SEG_METHODS[case.model]
@@ -215,15 +227,10 @@ def _job(case: Case) -> tuple[Any, Any, Any, Any]:
     from paddle import nn
     from paddle.io import DataLoader, Dataset
 
-    tp = case.tp
-    if tp > 1:
-        meshes = [
-            dist.ProcessMesh(list(range(s * tp, (s + 1) * tp)), dim_names=["mp"])
-            for s in range(case.pp)
-        ]
-    else:
-        meshes = [dist.ProcessMesh([s], dim_names=["x"]) for s in range(case.pp)]
-    stage_of = [s for s, n in enumerate(case.stage_counts()) for _ in range(n)]
+    meshes = _meshes(case)
+    stage_of = list(case.stage_of) or [
+        s for s, n in enumerate(case.stage_counts()) for _ in range(n)
+    ]
     layers = _layers(case)
     model = layers["Model"](meshes, stage_of)
 
@@ -232,17 +239,33 @@ def _job(case: Case) -> tuple[Any, Any, Any, Any]:
             return np.zeros([SEQ], "int64"), np.zeros([SEQ], "int64")
 
         def __len__(self) -> int:
-            return 8
+            return max(8, case.batch)
 
     class Criterion(nn.Layer):  # type: ignore[misc]
         def forward(self, logits: Any, labels: Any) -> Any:
             return nn.functional.cross_entropy(logits, labels.unsqueeze(-1)).mean()
 
     loader = dist.shard_dataloader(
-        DataLoader(Tokens(), batch_size=BATCH), meshes=[meshes[0], meshes[-1]], shard_dims=None
+        DataLoader(Tokens(), batch_size=case.batch),
+        meshes=[meshes[0], meshes[-1]],
+        shard_dims="dp" if case.dp > 1 else None,
     )
     optimizer = paddle.optimizer.AdamW(1e-3, parameters=model.parameters())
     return model, loader, Criterion(), optimizer
+
+
+def _meshes(case: Case) -> list[Any]:
+    """Each stage's mesh: its rank block of tp (dim "mp") or dp (dim "dp") ranks, one rank
+    (dim "x") else; `strided`: stage s on ranks s, s+pp, ..."""
+    import paddle.distributed as dist
+
+    per = case.tp * case.dp
+    dim = "mp" if case.tp > 1 else "dp" if case.dp > 1 else "x"
+    if case.strided:
+        ranks = [list(range(s, case.world, case.pp)) for s in range(case.pp)]
+    else:
+        ranks = [list(range(s * per, (s + 1) * per)) for s in range(case.pp)]
+    return [dist.ProcessMesh(r, dim_names=[dim]) for r in ranks]
 
 
 def _layers(case: Case) -> dict[str, Any]:
@@ -348,21 +371,26 @@ def _layers(case: Case) -> dict[str, Any]:
         def __init__(self, meshes: list[Any], stage_of: list[int]) -> None:
             super().__init__()
             self.meshes, self.stage_of = meshes, stage_of
-            self.embed = nn.Embedding(VOCAB, h)
+            self.embed = nn.Embedding(case.vocab, h)
             self.embed.weight = whole(self.embed.weight, meshes[0])
             self.layers = nn.LayerList([layer_class(meshes[s]) for s in stage_of])
             last = meshes[-1]
             self.norm = layer_norm(last) if case.model == "gpt" else RMSNorm(last)
-            self.head = linear(h, VOCAB, last, whole, False)
+            self.head = linear(h, case.vocab, last, whole, False)
 
         def forward(self, ids: Any) -> Any:
+            # between stages the hidden state keeps its batch sharding (dp) or is whole:
+            # Paddle's completion refuses Shard -> Replicate across meshes
+            moved = [dist.Shard(0)] if case.dp > 1 else replicate
             x, stage = self.embed(ids), 0
-            for layer, s in zip(self.layers, self.stage_of):
+            for i, (layer, s) in enumerate(zip(self.layers, self.stage_of)):
                 if s != stage:
-                    x, stage = dist.reshard(x, self.meshes[s], replicate), s
+                    x, stage = dist.reshard(x, self.meshes[s], moved), s
                 x = recompute(layer, x) if case.recompute else layer(x)
+                if case.stray and i == 3:
+                    x = x * 2.0
             if stage != len(self.meshes) - 1:
-                x = dist.reshard(x, self.meshes[-1], replicate)
+                x = dist.reshard(x, self.meshes[-1], moved)
             return self.head(self.norm(x))
 
     Model.__name__ = Model.__qualname__ = "GPTModel" if case.model == "gpt" else "LlamaModel"

@@ -18,6 +18,19 @@ from vppctl.program._proto import program_pb2 as pb
 from vppctl.program.load import Program, parse_program
 from vppctl.program.roles import BACKWARD, FORWARD, LOSS, LOSS_GRAD, OPTIMIZE
 
+# Bytes per element of each VarType, from Paddle's own table: the tests' independent count
+# (never vppctl.program.scan's).
+DTYPE_BYTES = {
+    pb.VarType.BOOL: 1,
+    pb.VarType.INT32: 4,
+    pb.VarType.INT64: 8,
+    pb.VarType.FP16: 2,
+    pb.VarType.FP32: 4,
+    pb.VarType.FP64: 8,
+    pb.VarType.UINT8: 1,
+    pb.VarType.BF16: 2,
+}
+
 
 class Prog:
     def __init__(

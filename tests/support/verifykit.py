@@ -135,3 +135,15 @@ def fan(places: list[tuple[int, int]], head: tuple[int, int]) -> Prog:
         chunk=head[1],
     )
     return p
+
+
+def grads_moved(good: bytes, op_type: str = "transpose2_grad", count: int = 2) -> bytes:
+    """`good` (a converted vpp-2 program) with its first `count` ops of `op_type` moved to
+    their stage's other chunk: each breaks V008 and V011."""
+    msg = pb.ProgramDesc.FromString(good)
+    moved = 0
+    for op in msg.blocks[0].ops:
+        if op.type == op_type and moved < count:
+            op.dist_attr.chunk_id = 1 - op.dist_attr.chunk_id
+            moved += 1
+    return msg.SerializeToString()

@@ -169,3 +169,56 @@ def test_cli_table_shows_names_with_markup_characters_verbatim(tmp_path: Path) -
     src = write(tmp_path, b.bytes())
     r = invoke("verify", str(src), exit_code=1)
     assert "[/]odd[bold]" in r.stdout
+
+
+# -- verify --plan: a PIR plan's virtual stages, an empty end included ----------------------
+
+
+def _empty_first(tmp_path: Path) -> tuple[Path, Path]:
+    """A PIR program whose first virtual stage holds no layer (layers on stage 1 chunk 0,
+    stage 0 chunk 1, stage 1 chunk 1: virtual stages 1, 2, 3), and the plan saying so."""
+    from pir_json import training
+
+    from vppctl.plan import PirPlan
+
+    program = tmp_path / "prog.json"
+    program.write_bytes(training([1, 0, 1], [0, 1, 1]).bytes())
+    plan = tmp_path / "plan.json"
+    plan.write_text(PirPlan(2, 2, "Layer", ((), ("Layer",), ("Layer_1",), ("Layer_2",))).dumps())
+    return program, plan
+
+
+def _rules(*args: object) -> list[str]:
+    r = invoke("verify", *args, "--json", exit_code=None)
+    return sorted({v["rule"] for v in json.loads(r.stdout)["violations"]})
+
+
+def test_an_empty_end_virtual_stage_is_valid_when_the_plan_says_so(tmp_path: Path) -> None:
+    program, plan = _empty_first(tmp_path)
+    assert {"V005", "V006"} <= set(_rules(program))  # the rules as stated: every chunk a layer
+    assert _rules(program, "--plan", plan) == []
+    r = invoke("verify", program, "--plan", plan)
+    assert r.stdout.startswith("valid: pp 2 x vpp 2, loop placement, 3 layers")
+
+
+def test_a_plan_the_program_does_not_follow_is_a_violation(tmp_path: Path) -> None:
+    from vppctl.plan import PirPlan
+
+    program, _ = _empty_first(tmp_path)
+    plans = {
+        "other layers": ((), ("Layer", "Layer_1"), ("Layer_2",), ()),  # an empty last one
+        "no empty end": (("Layer",), ("Layer_1",), ("Layer_2",), ("Layer_3",)),
+    }
+    for name, stages in plans.items():
+        path = tmp_path / f"{name}.json"
+        path.write_text(PirPlan(2, 2, "Layer", stages).dumps())
+        assert "V012" in _rules(program, "--plan", path), name
+    pp4 = tmp_path / "pp4.json"
+    pp4.write_text(PirPlan(4, 2, "Layer", ((), *((f"L{i}",) for i in range(6)), ())).dumps())
+    assert "V015" in _rules(program, "--plan", pp4)
+    assert "V015" in _rules(program, "--plan", tmp_path / "other layers.json", "--vpp", "3")
+
+
+def test_the_plan_and_the_program_cannot_both_come_from_stdin(tmp_path: Path) -> None:
+    r = invoke("verify", "-", "--plan", "-", exit_code=2, input=b"")
+    assert "cannot both be read from stdin" in r.stderr

@@ -57,7 +57,7 @@ from vppctl.errors import (
     VppctlError,
 )
 from vppctl.escape import printable
-from vppctl.shapes import failure_document
+from vppctl.shapes import failure_document, failure_github, failure_junit, failure_object
 from vppctl.units import human_bytes
 
 if TYPE_CHECKING:
@@ -172,7 +172,9 @@ class _Group(_Command, click.Group):
         _ascii_fallback()
         started = time.monotonic()
         ctx.ensure_object(dict)
-        as_json = json_requested([*ctx._protected_args, *ctx.args])
+        args = [*ctx._protected_args, *ctx.args]  # click empties them as it invokes
+        form = report_format(args)
+        ctx.obj["command"] = args[0] if args else None
         try:
             return super().invoke(ctx)
         except BrokenPipeError:
@@ -180,24 +182,24 @@ class _Group(_Command, click.Group):
             ctx.exit(EXIT_OK)
         except VppctlError as e:
             message = str(e) + _written_note(ctx, e)
-            _fail(ctx, e.exit_code, e.kind, message, e.hint, as_json)
+            _fail(ctx, e.exit_code, e.kind, message, e.hint, form)
         except click.exceptions.Exit:
             raise
         except click.ClickException as e:
-            _usage_failure(ctx, e, as_json)
+            _usage_failure(ctx, e, form)
         except click.exceptions.Abort:
             raise
         except KeyboardInterrupt:
-            _fail(ctx, EXIT_INTERRUPTED, "interrupted", _interrupted(started), None, as_json)
+            _fail(ctx, EXIT_INTERRUPTED, "interrupted", _interrupted(started), None, form)
         except SystemExit as e:  # SIGTERM while a file was replaced (vppctl.program.atomic)
             signum = getattr(e, "signum", None)
             if signum is None:
                 raise
             what = _interrupted(started).replace("interrupted", "terminated (SIGTERM)", 1)
             code = 128 + signum
-            _fail(ctx, code, KINDS.get(code, "terminated"), what, None, as_json)
+            _fail(ctx, code, KINDS.get(code, "terminated"), what, None, form)
         except MemoryError:  # outside a command's own guard (vppctl.program.memory_guarded)
-            _fail(ctx, EXIT_MEMORY, KINDS[EXIT_MEMORY], OUT_OF_MEMORY, None, as_json)
+            _fail(ctx, EXIT_MEMORY, KINDS[EXIT_MEMORY], OUT_OF_MEMORY, None, form)
         except Exception as e:  # a bug: say so, traceback only under --debug
             if ctx.obj and ctx.obj.get("debug"):
                 traceback.print_exc()
@@ -208,7 +210,7 @@ class _Group(_Command, click.Group):
                 "internal",
                 message,
                 f"{BUG_REPORT}; --debug shows the traceback",
-                as_json,
+                form,
             )
 
 
@@ -226,25 +228,37 @@ def _interrupted(since: float) -> str:
 def json_requested(args: Sequence[str]) -> bool:
     """Whether a command line asks for JSON: `--json`, or `--output-format json` (any case,
     `=` or a separate word); what follows `--` is not an option."""
+    return report_format(args) == "json"
+
+
+# The machine-read formats a failure is also said in: JSON (any command's --json), and
+# verify's JUnit and GitHub formats (vppctl.shapes).
+_FAILURE_FORMATS = ("json", "junit", "github")
+
+
+def report_format(args: Sequence[str]) -> str | None:
+    """The machine-read format a command line asks for (`--json`, `--output-format F` in
+    any case, `=` or a separate word; the last one given), or None; what follows `--`
+    is not an option."""
+    found: str | None = None
     for i, arg in enumerate(args):
         if arg == "--":
-            return False
+            break
         if arg == "--json":
-            return True
+            return "json"
         name, eq, value = arg.partition("=")
         if name == "--output-format":
             if not eq:
                 value = args[i + 1] if i + 1 < len(args) else ""
-            if value.lower() == "json":
-                return True
-    return False
+            found = value.lower() if value.lower() in _FAILURE_FORMATS else None
+    return found
 
 
 def _fail(
-    ctx: click.Context, code: int, kind: str, message: str, hint: str | None, as_json: bool
+    ctx: click.Context, code: int, kind: str, message: str, hint: str | None, form: str | None
 ) -> None:
     line = f"Error: {printable(message)}" + (f"; {printable(hint)}" if hint else "")
-    if as_json and not (ctx.obj and ctx.obj.get("json_printed")):
+    if form == "json" and not (ctx.obj and ctx.obj.get("json_printed")):
         stdout_taken = bool(ctx.obj and ctx.obj.get("stdout_taken"))
         text = json.dumps(failure_document(code, kind, message, hint), indent=2)
         stream = Stream("stderr" if stdout_taken else "stdout", report=False)
@@ -252,27 +266,46 @@ def _fail(
         stream.flush()
         if stdout_taken:  # the JSON is stderr's whole report: no line besides it
             ctx.exit(code)
+    elif form in ("junit", "github"):
+        _failure_report(ctx, form, failure_object(code, kind, message, hint))
     echo_error(line)
     ctx.exit(code)
 
 
-def _usage_failure(ctx: click.Context, e: click.ClickException, as_json: bool) -> None:
+def _failure_report(ctx: click.Context, form: str, failure: dict[str, Any]) -> None:
+    """A failure of `verify --output-format junit|github` said in that format on stdout,
+    where the report would have been (a CI job keeps it: `> verify.xml`), unless the
+    report is already there; a stdout that cannot take it is not a second error."""
+    obj = ctx.obj or {}
+    if obj.get("report_written") or obj.get("command") != "verify":
+        return  # the report is whole already; or a command with no such format
+    make = failure_junit if form == "junit" else failure_github
+    try:
+        stream = Stream("stdout", report=False)
+        stream.write(make("verify", obj.get("source"), failure))
+        stream.flush()
+    except (OSError, VppctlError):
+        silence("stdout")
+
+
+def _usage_failure(ctx: click.Context, e: click.ClickException, form: str | None) -> None:
     """click's own usage errors, shown as click shows them (usage, hint, `Error:`), on a
-    stderr that may fail; with --json, also the JSON object."""
-    if as_json:
+    stderr that may fail; with --json (junit, github), also in that format."""
+    if form is not None:
         hint = None
         if isinstance(e, click.UsageError) and e.ctx is not None:
             path = " ".join(["vppctl", *e.ctx.command_path.split()[1:]])
             hint = f"Try '{path} --help' for help."
-        text = json.dumps(
-            failure_document(
-                e.exit_code, KINDS.get(e.exit_code, "usage"), e.format_message(), hint
-            ),
-            indent=2,
+        failure = failure_object(
+            e.exit_code, KINDS.get(e.exit_code, "usage"), e.format_message(), hint
         )
-        stream = Stream("stdout", report=False)
-        stream.write(text + "\n")
-        stream.flush()
+        if form == "json":
+            text = json.dumps(failure_document(**failure), indent=2)
+            stream = Stream("stdout", report=False)
+            stream.write(text + "\n")
+            stream.flush()
+        else:
+            _failure_report(ctx, form, failure)
     try:
         e.show()
     except OSError:

@@ -20,8 +20,10 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import click
 
 import vppctl.planner
+from vppctl import validate
 from vppctl.choices import (
     COST_KINDS,
+    FILLS,
     LINKS,
     MAX_BATCH_DIM,
     MAX_DEGREE,
@@ -133,7 +135,18 @@ class FloatRange(click.FloatRange):
 
 
 # Paths stay strings: "-" is stdin or stdout, and a trailing "/" must reach the checks.
-PATH = click.Path(path_type=str, allow_dash=True)
+class PathType(click.Path):
+    """A path as vppctl takes one: a name no file can have (a NUL, a surrogate the file
+    system's encoding cannot hold) is refused as the library refuses it
+    (`vppctl.validate.file_name`, exit 3), before click looks the path up."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str):
+            validate.file_name(value, param.human_readable_name if param else "a path")
+        return super().convert(value, param, ctx)
+
+
+PATH = PathType(path_type=str, allow_dash=True)
 DEGREE = IntRange(1, MAX_DEGREE)
 MICRO_BATCHES = IntRange(1, MAX_MICRO_BATCHES)
 BATCH_DIM = IntRange(1, MAX_BATCH_DIM)
@@ -267,6 +280,41 @@ def layout_option(f: F) -> F:
     )(f)
 
 
+def measured_options(*, step: bool = False) -> Callable[[F], F]:
+    """`--costs-from FILE` and `--fill`, and with `step` simulate's `--measured-step`:
+    measured costs in seconds instead of the program's estimate."""
+    decorators: list[Callable[[F], F]] = [
+        click.option(
+            "--costs-from",
+            type=PATH,
+            metavar="FILE",
+            help="Measured costs, in seconds, instead of the estimate: a costs CSV or JSON "
+            "(per stage or per layer: forward_s, backward_s[, weight_s][, activation_bytes]), "
+            "a torch profiler trace (its PP:<stage><F|B|I|W><mb> events) or a Paddle profiler "
+            "trace of the program's own run. Times are then seconds everywhere.",
+        ),
+        click.option(
+            "--fill",
+            type=choice(FILLS),
+            default="none",
+            show_default=True,
+            help="What --costs-from does not measure: none refuses it, estimate takes it from "
+            "the program's estimate scaled to the measured ones (the report names them).",
+        ),
+    ]
+    if step:
+        decorators.append(
+            click.option(
+                "--measured-step",
+                type=FloatRange(0),
+                metavar="SECONDS",
+                help="The step time measured, to print the prediction's error against "
+                "(with --costs-from; a torch trace's profiler steps give one too).",
+            )
+        )
+    return lambda f: _apply(f, decorators)
+
+
 def p2p_options(f: F) -> F:
     """`--p2p-cost` and `--link`: what a hop between stages costs, given or timed."""
     return _apply(
@@ -277,8 +325,9 @@ def p2p_options(f: F) -> F:
                 type=FloatRange(0),
                 help="Time per point-to-point hop between stages, in the costs' unit: the "
                 "mean stage's forward of one micro-batch (without a program, a chunk's "
-                "forward); 0 leaves hops out. Default: with a program, what its boundary "
-                "activations take over --link; without one, 0.",
+                "forward), or seconds with --costs-from; 0 leaves hops out. Default: with a "
+                "program, what its boundary activations take over --link (in seconds with "
+                "--costs-from: bytes / bandwidth + latency); without one, 0.",
             ),
             click.option(
                 "--link",

@@ -24,6 +24,7 @@ from vppctl.cli.base import (
     write_text,
     wrote,
 )
+from vppctl.cli.config import selection
 from vppctl.cli.options import (
     DEGREE,
     MICRO_BATCHES,
@@ -31,6 +32,7 @@ from vppctl.cli.options import (
     IntRange,
     choice,
     json_option,
+    measured_options,
     output_option,
     p2p_options,
     plan_options,
@@ -55,7 +57,7 @@ from vppctl.errors import (
 from vppctl.units import human_bytes
 
 if TYPE_CHECKING:
-    from vppctl.choices import Link, OutputFormat, Runtime
+    from vppctl.choices import Fill, Link, OutputFormat, Runtime
     from vppctl.plan import CostKind, Placement, Split
     from vppctl.sample import Layout, Optimizer
     from vppctl.verify import VerifyReport
@@ -104,6 +106,7 @@ SAMPLE_EXITS = exit_codes(*_FAILURES, EXIT_CONVERT, EXIT_TERMINATED)
     help="Also write (JSON) every parameter's (stage, chunk) before and after, with its "
     "bytes: the map that remaps a checkpoint, so nothing is re-initialised.",
 )
+@measured_options()
 @click.option(
     "--strip-callstack",
     is_flag=True,
@@ -129,20 +132,26 @@ def convert(
     p2p_cost: float | None,
     link: str | None,
     moves: str | None,
+    costs_from: str | None,
+    fill: str,
     strip_callstack: bool,
     as_json: bool,
     quiet: bool,
 ) -> None:
     """Convert a plain-PP program to VPP (--vpp chunks per stage).
 
-    SRC is a program file, or - for stdin (binary, or protobuf text, detected).
+    SRC is a program file, or - for stdin: binary, protobuf text or PIR JSON, plain or
+    compressed with xz or gzip, told by its content.
     The table (or --json) goes to stdout, or to stderr when the program does.
+    For a PIR program (Paddle 3.x JSON) the plan is written instead, which Paddle's
+    own build follows under vppctl.paddle.pir_plan.
 
     \b
     vppctl convert prog.pb --vpp 2
     vppctl convert - --vpp 2 -o - < prog.pb > prog.vpp.pb
     vppctl convert prog.pb --vpp 2 --seg-method DecoderLayer -o out.pb --json
     vppctl convert prog.pb --vpp 2 --split balanced --cost flops
+    vppctl convert prog.json --vpp 2 --layers-per-chunk 1,3,3,1 -o plan.json
     vppctl convert prog.pb --layout 'Et|t|t|t|t|t|t|tL' --moves moves.json
     """
     plan = vppctl.PlanOptions(
@@ -165,6 +174,8 @@ def convert(
         p2p_cost=p2p_cost,
         link=cast("Link | None", link),
         moves=moves,
+        costs_from=costs_from,
+        fill=cast("Fill", fill),
     )
     # The report goes where the program does not: to stderr when the program goes to stdout.
     default = "-" if src == "-" and not in_place else None
@@ -208,6 +219,14 @@ def convert(
     help="Expected placement. Default: the recorded plan's, else loop.",
 )
 @click.option(
+    "--plan",
+    type=PATH,
+    metavar="PLAN",
+    help="Check the program against a PIR plan (the file vppctl convert writes for a PIR "
+    "program): its pp, vpp, layer regex and each virtual stage's layers, an empty first or "
+    "last virtual stage included.",
+)
+@click.option(
     "--output-format",
     type=click.Choice(OUTPUT_FORMATS, case_sensitive=False),
     help="full: a table (default); concise: one line per violation; json: one JSON object; "
@@ -226,6 +245,19 @@ def convert(
     "JSON always holds both the statistics and the violations).",
 )
 @click.option(
+    "--select",
+    metavar="RULES",
+    help="Enforce only these rules: ids or prefixes, comma-separated (V0, V009,V011, ALL). "
+    "Default: [tool.vppctl.verify] in pyproject.toml, else every rule.",
+)
+@click.option(
+    "--ignore",
+    metavar="RULES",
+    help="Do not enforce these rules (ids or prefixes, comma-separated): their violations "
+    "are counted, not failed. Adds to pyproject.toml's ignore.",
+)
+@click.option("--isolated", is_flag=True, help="Read no pyproject.toml ([tool.vppctl.verify]).")
+@click.option(
     "--rules", "list_rules", is_flag=True, help="List the rules and exit (takes no PROG)."
 )
 @quiet_option
@@ -235,9 +267,13 @@ def verify(
     vpp: int | None,
     seg_method: str | None,
     placement: str | None,
+    plan: str | None,
     output_format: str | None,
     as_json: bool,
     statistics: bool,
+    select: str | None,
+    ignore: str | None,
+    isolated: bool,
     list_rules: bool,
     quiet: bool,
 ) -> None:
@@ -245,10 +281,12 @@ def verify(
 
     \b
     vppctl verify prog.vpp.pb
+    vppctl verify completed.json --plan plan.json   # Paddle's PIR build under pir_plan
     vppctl verify prog.vpp.pb --output-format concise
     vppctl verify prog.vpp.pb --output-format github      # in a GitHub Actions step
     vppctl verify prog.vpp.pb --output-format junit > verify.xml
     vppctl verify prog.vpp.pb --pp 4 --vpp 2 --json | jq .violations
+    vppctl verify completed.json --ignore V009           # waive a rule (counted, not failed)
     vppctl verify --rules
     """
     form = _verify_format(output_format, as_json)
@@ -274,7 +312,17 @@ def verify(
         raise click.UsageError(
             "Missing argument 'PROG' (the program to check; --rules alone lists the rules)."
         )
-    opts = vppctl.VerifyOptions(pp, vpp, cast("Placement | None", placement), seg_method)
+    click.get_current_context().ensure_object(dict)["source"] = prog  # named by a failure's report
+    chosen, waived = selection(prog, select, ignore, isolated)
+    opts = vppctl.VerifyOptions(
+        pp,
+        vpp,
+        cast("Placement | None", placement),
+        seg_method,
+        select=chosen,
+        ignore=waived,
+        plan=plan,
+    )
     result = vppctl.verify_file(prog, opts, progress=observer(quiet))
     _render_verify(result, form, statistics)
     if not result.valid:
@@ -301,11 +349,14 @@ def _render_verify(result: VerifyReport, form: OutputFormat, statistics: bool) -
             if form == "junit"
             else "".join(f"{line}\n" for line in report.github_lines(result))
         )
+        click.get_current_context().ensure_object(dict)["report_written"] = True
         write_text(text)
         return
     console = stdout_console()
-    if statistics and not result.valid:
+    if statistics and (not result.valid or result.ignored):
         console.print(report.statistics_table(result))
+        if result.valid:  # what it was checked as, and that the ignored do not fail it
+            report.render_verify(console, result)
     elif form == "concise":
         for line in report.concise_lines(result):
             console.print(report.printed(line), soft_wrap=True)

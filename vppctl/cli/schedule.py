@@ -41,6 +41,7 @@ from vppctl.cli.options import (
     choice,
     json_option,
     layout_option,
+    measured_options,
     memory_options,
     p2p_options,
     plan_options,
@@ -64,7 +65,7 @@ from vppctl.errors import (
 from vppctl.escape import printable
 
 if TYPE_CHECKING:
-    from vppctl.choices import Link, Runtime
+    from vppctl.choices import Fill, Link, Runtime
     from vppctl.plan import CostKind, Placement, Split
     from vppctl.schedule import Schedule
 
@@ -127,6 +128,7 @@ def _memory(micro_batch_size: int | None, seq_len: int | None, memory_limit: int
     "FLOP share.",
 )
 @p2p_options
+@measured_options(step=True)
 @memory_options
 @json_option
 @click.option(
@@ -171,6 +173,9 @@ def simulate(
     seg_method: str | None,
     p2p_cost: float | None,
     link: str | None,
+    costs_from: str | None,
+    fill: str,
+    measured_step: float | None,
     micro_batch_size: int | None,
     seq_len: int | None,
     memory_limit: int | None,
@@ -184,18 +189,19 @@ def simulate(
     """Simulate the pipeline schedule: bubble, in-flight micro-batches, memory, timeline.
 
     With PROG, the plan is the one convert makes with the same options (a converted
-    program is simulated as converted: no --vpp needed), costs are each segment's
-    forward FLOPs (backward I = W = F), a hop between stages what its boundary
-    activations take over --link, and memory per stage comes from its variables.
-    Without PROG every chunk costs --costs. The runtime's rules (--runtime) refuse what
-    it would refuse. The bubble is the idle time of all stages over pp x makespan: the
-    idle share of the step.
+    program is simulated as converted, one with chunk ids as they split it: no --vpp
+    needed), costs are each segment's forward FLOPs (backward I = W = F), a hop between
+    stages what its boundary activations take over --link, and memory per stage comes
+    from its variables. Without PROG every chunk costs --costs. The runtime's rules
+    (--runtime) refuse what it would refuse. The bubble is the idle time of all stages
+    over pp x makespan: the idle share of the step.
 
     \b
     vppctl simulate --pp 8 --vpp 2 -m 32
     vppctl simulate prog.vpp.pb -m 16 --svg timeline.svg
     vppctl simulate prog.pb --vpp 2 -m 16 --schedule zbv --placement v --csv zbv.csv
     vppctl simulate prog.pb --vpp 2 -m 16 --micro-batch-size 4 --memory-limit 80GiB
+    vppctl simulate --pp 2 --vpp 2 -m 8 --costs-from trace.json --measured-step 1.25
     """
     plan = vppctl.PlanOptions(
         vpp=vpp,
@@ -217,6 +223,9 @@ def simulate(
         p2p_cost=p2p_cost,
         link=cast("Link | None", link),
         memory=_memory(micro_batch_size, seq_len, memory_limit),
+        costs_from=costs_from,
+        fill=cast("Fill", fill),
+        measured_step=measured_step,
     )
     pictures = vppctl.Pictures(svg=svg, trace=trace, csv=csv_path, svg_width=svg_width)
     # A picture on stdout (`--svg -`) sends the report to stderr.
@@ -302,6 +311,7 @@ def simulate(
 @seg_method_option
 @layout_option
 @p2p_options
+@measured_options()
 @memory_options
 @click.option(
     "--top",
@@ -326,6 +336,8 @@ def plan(
     layout: str | None,
     p2p_cost: float | None,
     link: str | None,
+    costs_from: str | None,
+    fill: str,
     micro_batch_size: int | None,
     seq_len: int | None,
     memory_limit: int | None,
@@ -346,6 +358,7 @@ def plan(
     vppctl plan prog.pb -m 16
     vppctl plan prog.pb -m 16,32,64 --memory-limit 80GiB --micro-batch-size 2
     vppctl plan prog.pb -m 32 --schedule interleaved,zbv --json | jq '.candidates[0]'
+    vppctl plan prog.pb -m 16 --costs-from layers.csv
     """
     opts = vppctl.PlanSearchOptions(
         micro_batches=micro_batches,
@@ -361,6 +374,8 @@ def plan(
         p2p_cost=p2p_cost,
         link=cast("Link | None", link),
         memory=_memory(micro_batch_size, seq_len, memory_limit) or vppctl.MemoryOptions(),
+        costs_from=costs_from,
+        fill=cast("Fill", fill),
     )
     try:
         outcome = vppctl.plan_run(prog, opts, progress=observer(quiet))

@@ -117,12 +117,16 @@ class ApplyResult:
     warnings: tuple[str, ...]
 
 
-def assign(index: ProgramIndex, plan: Plan, layers: LayerSet, forward: ForwardOps) -> Assignment:
-    """Run the rule passes in order; returns the assignment (nothing written yet)."""
+def assign(
+    index: ProgramIndex, plan: Plan, layers: LayerSet, forward: ForwardOps, *, pir: bool = False
+) -> Assignment:
+    """Run the rule passes in order; returns the assignment (nothing written yet). `pir`:
+    a program read from Paddle's PIR, whose values are where the op computing them runs
+    (a sum's output too: PIR_RULES' V011)."""
     a = Assignment.start(index, plan.vpp)
     walker = _SubBlocks(index, a)
     AssignForward(index, plan, layers, a, walker).run()
-    AssignBackward(index, a, walker, forward).run()
+    AssignBackward(index, a, walker, forward, pir=pir).run()
     AssignOptimizer(index, a, walker).run()
     _chunk_unreached(index, a, walker.done)
     _report_odd_meshes(index, a)
@@ -280,13 +284,21 @@ class AssignBackward:
     pass's dependency `nop`s among them) takes the op that wrote its first input,
     else the first input variable that has a mesh. Outputs take the op's mesh and
     chunk id, except a `sum`/`grad_add` output, which takes its forward variable's
-    (the name before `@GRAD`).
+    (the name before `@GRAD`); in a PIR program (`pir`) it too takes the op's, as a PIR
+    value is where the op computing it runs.
     """
 
     def __init__(
-        self, index: ProgramIndex, a: Assignment, walker: _SubBlocks, forward: ForwardOps
+        self,
+        index: ProgramIndex,
+        a: Assignment,
+        walker: _SubBlocks,
+        forward: ForwardOps,
+        *,
+        pir: bool = False,
     ) -> None:
         self.index, self.a, self.walker = index, a, walker
+        self.pir = pir
         self.block = index.global_block
         self.forward = forward
         self.unmapped: list[int] = []
@@ -311,7 +323,7 @@ class AssignBackward:
                 mesh, chunk = self._grad_source(i, last_writer)
             a.place_op(0, i, mesh if mesh != NO_MESH else None, chunk)
             for v in block.outputs(i):
-                if is_sum and v >= 0:
+                if is_sum and v >= 0 and not self.pir:
                     f = self.index.forward_var(v)
                     fm, fc = (a.var_mesh[f], a.var_chunk[f]) if f is not None else (NO_MESH, -1)
                     a.set_var(v, fm if fm != NO_MESH else mesh, fc if fc >= 0 else chunk)
@@ -390,15 +402,22 @@ class AssignOptimizer:
         block = index.global_block
         stage_set = set(index.stage_mesh_ids()[0])
         roles, params = block.ops.role, block.ops.param
+        pir = index.program.is_pir
+        constants: list[int] = []
         for i in range(block.n_ops):
             role = roles[i]
             if role in FORWARD_ROLES or role & BACKWARD:  # inline: once per op
+                continue
+            if pir and role & OPTIMIZE and self._is_constant(i, stage_set):
+                constants.append(i)  # placed with its first reader, below
                 continue
             if not role & OPTIMIZE:
                 mesh, chunk = a.op_mesh[0][i], 0
             elif params.get(i, -1) >= 0:
                 p = params[i]
                 mesh, chunk = a.var_mesh[p], a.copied_chunk(index, p)
+                if index.program.is_pir:
+                    self._states_follow(i, p, mesh, chunk)
             else:
                 mesh, chunk = self._clip_source(i, stage_set)
             a.place_op(0, i, mesh if mesh != NO_MESH else None, chunk)
@@ -407,15 +426,70 @@ class AssignOptimizer:
                     a.set_var(v, a.op_mesh[0][i], chunk)
             if i in block.ops.sub_blocks:
                 self.walker.enter(0, i, mesh if mesh != NO_MESH else None, chunk)
+        if constants:
+            self._place_constants(constants)
+
+    def _is_constant(self, i: int, stage_set: set[int]) -> bool:
+        """An op on a stage mesh reading nothing (`pd_op.full`): in a PIR program it makes
+        a value for the op that reads it (L2 decay's coefficient for its `scale`)."""
+        block = self.index.global_block
+        return self.a.op_mesh[0][i] in stage_set and all(v < 0 for v in block.inputs(i))
+
+    def _place_constants(self, constants: list[int]) -> None:
+        """Each constant where its first reader runs (Paddle makes it for that op, after
+        its completion moved the layers), else where it is."""
+        a, block = self.a, self.index.global_block
+        made = {v: i for i in constants for v in block.outputs(i) if v >= 0}
+        reader: dict[int, int] = {}
+        for j in range(block.n_ops):
+            for v in block.inputs(j):
+                if v in made and made[v] not in reader:
+                    reader[made[v]] = j
+        for i in constants:
+            mesh = a.op_mesh[0][reader.get(i, i)]
+            a.place_op(0, i, mesh if mesh != NO_MESH else None, 0)
+            for v in block.outputs(i):
+                a.set_var(v, a.op_mesh[0][i], 0)
+
+    def _states_follow(self, i: int, p: int, mesh: int, chunk: int) -> None:
+        """A PIR update op writes its states as new values (a legacy one writes them in
+        place: they follow it as its outputs), so the states it reads, named after its
+        parameter (`P_beta1_pow_acc_0`), follow the parameter: the ops that update them
+        apart (Adamax's `scale_` of its beta1 power) run where it went."""
+        index = self.index
+        prefix = index.var_name_bytes(p) + b"_"
+        for v in index.global_block.inputs(i):
+            if v >= 0 and v != p and index.var_name_bytes(v).startswith(prefix):
+                self.a.set_var(v, mesh, chunk)
 
     def _clip_source(self, i: int, stage_set: set[int]) -> tuple[int, int]:
         a = self.a
         own = a.op_mesh[0][i]
         if own != NO_MESH and own not in stage_set:
             return own, 0
+        if self.index.program.is_pir and own in stage_set:
+            return self._pir_clip_source(i, own, stage_set)
         for v in self.index.global_block.inputs(i):
             if v >= 0 and a.var_mesh[v] in stage_set:
                 return a.var_mesh[v], a.copied_chunk(self.index, v)
+        return own, 0
+
+    def _pir_clip_source(self, i: int, own: int, stage_set: set[int]) -> tuple[int, int]:
+        """A PIR program says where each op runs, and moves a value read elsewhere with an
+        explicit reshard (which the reader reads through: the value is then on its
+        source's mesh). So an op on rank 0's stage mesh reading values of several stages
+        stays there (the global norm: Paddle's `ClipGradByGlobalNorm._pir_clip` reshards
+        every squared norm to the parameters' mesh holding rank 0); another follows an
+        input it reads on its own mesh (a gradient, wherever its layer went), and without
+        one stays too."""
+        a, index = self.a, self.index
+        inputs = [v for v in index.global_block.inputs(i) if v >= 0]
+        several = len({index.var_mesh[v] for v in inputs} & stage_set) > 1
+        if several and 0 in index.meshes[own].process_ids:
+            return own, 0
+        for v in inputs:
+            if index.var_mesh[v] == own:
+                return a.var_mesh[v], a.copied_chunk(index, v)
         return own, 0
 
 

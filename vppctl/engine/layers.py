@@ -9,12 +9,15 @@ join the next layer, with a warning, or are refused under --strict.
 
 from __future__ import annotations
 
+import json
 import re
 import signal
+import subprocess
+import sys
 import threading
 import time
 from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -61,31 +64,44 @@ class LayerSet:
 # exponential time on some patterns, so matching struct names gets this budget: one per
 # command in all (`regex_budget`), however many times it matches (its input, a recorded
 # plan, its own output), and one per matching outside a command.
+#
+# How the budget is enforced: on the main thread, SIGALRM interrupts the match (CPython's
+# engine checks for signals as it backtracks). Anywhere else (a thread of the user's
+# program, a process whose SIGALRM is taken, a platform without it) a signal cannot reach
+# the match, and the match holds the GIL, so no watchdog thread can run: there the
+# struct names are matched in a child Python process that is killed when the budget runs
+# out, a guard that needs neither the GIL nor signals. A pattern of word characters only
+# (a class name: the usual case) cannot backtrack and is matched in process everywhere.
 REGEX_SECONDS = 5.0
 MAX_PATTERN = 1000  # characters
+_LITERAL = re.compile(r"\w+")
 
 
 _now = time.monotonic  # the budget's clock (a name tests can replace)
 
 
-class _Budget:
-    """The seconds left to the current command's layer regexes (None: no command)."""
+class _Budget(threading.local):
+    """The seconds left to the current command's layer regexes (None: no command), per
+    thread: commands run in two threads at once have a budget each."""
 
     left: float | None = None
+
+
+_BUDGET = _Budget()
 
 
 @contextmanager
 def regex_budget() -> Iterator[None]:
     """One REGEX_SECONDS budget for every layer regex matched inside (vppctl.commands opens
     one per command); nested, the outer one counts."""
-    if _Budget.left is not None:
+    if _BUDGET.left is not None:
         yield
         return
-    _Budget.left = REGEX_SECONDS
+    _BUDGET.left = REGEX_SECONDS
     try:
         yield
     finally:
-        _Budget.left = None
+        _BUDGET.left = None
 
 
 def compile_seg_method(pattern: str, name: str = "--seg-method") -> re.Pattern[str]:
@@ -116,17 +132,19 @@ class _OutOfTime(Exception):
     pass
 
 
+def _alarm_usable() -> bool:
+    """Whether SIGALRM can interrupt a match here: the main thread, and no timer running."""
+    return (
+        threading.current_thread() is threading.main_thread()
+        and hasattr(signal, "setitimer")
+        and signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    )
+
+
 @contextmanager
 def _time_limit(seconds: float) -> Iterator[None]:
     """Raise _OutOfTime in the block after `seconds` (SIGALRM; CPython's regex engine checks
-    for signals as it backtracks). No limit off the main thread or where SIGALRM is in use."""
-    if (
-        threading.current_thread() is not threading.main_thread()
-        or not hasattr(signal, "setitimer")
-        or signal.getitimer(signal.ITIMER_REAL) != (0.0, 0.0)
-    ):
-        yield
-        return
+    for signals as it backtracks). Only where `_alarm_usable()`."""
 
     def expire(signum: int, frame: object) -> None:
         raise _OutOfTime
@@ -155,7 +173,7 @@ def find_layers(
 ) -> LayerSet:
     """Rule 2 and 3: the layers named by `pattern` in the global block's forward ops."""
     regex = compile_seg_method(pattern)
-    names = _layer_names(index, regex.search, pattern)
+    names = _layer_names(index, regex, pattern)
     try:
         return _collect(index, names, pattern, strict, detected, layer_class)
     except ConversionError as e:
@@ -259,23 +277,78 @@ def _collect(
     )
 
 
-def _layer_names(
-    index: ProgramIndex, search: Callable[[str], re.Match[str] | None], pattern: str
-) -> dict[bytes, str]:
+# The child that matches off the main thread: reads {"pattern", "flags", "texts"} as JSON
+# on stdin, writes the start of each text's first match (-1: none). -I -S: no user site,
+# no environment, so it starts in tens of milliseconds and imports nothing of the user's.
+_CHILD = (
+    "import json, re, sys\n"
+    "job = json.load(sys.stdin)\n"
+    "search = re.compile(job['pattern'], job['flags']).search\n"
+    "json.dump([-1 if (m := search(t)) is None else m.start() for t in job['texts']], "
+    "sys.stdout)\n"
+)
+
+
+def _starts_in_child(regex: re.Pattern[str], texts: list[str], seconds: float) -> list[int]:
+    """Where `regex` first matches each of `texts` (-1: nowhere), matched in a child
+    process killed after `seconds` (then _OutOfTime)."""
+    job = json.dumps({"pattern": regex.pattern, "flags": int(regex.flags), "texts": texts})
+    try:
+        done = subprocess.run(
+            [sys.executable, "-I", "-S", "-c", _CHILD],
+            input=job.encode("ascii"),  # json.dumps escapes all else (lone surrogates too)
+            capture_output=True,
+            timeout=seconds,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:  # run() has killed and reaped the child
+        raise _OutOfTime from None
+    except OSError as e:
+        raise UsageError(
+            f"cannot start a Python process ({sys.executable!r}) to match the layer regex "
+            f"in, off the main thread: {e.strerror or e}; pass a plain layer class name, "
+            "e.g. DecoderLayer (matched in process), or run vppctl on the main thread"
+        ) from None
+    if done.returncode != 0:
+        why = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["killed"]
+        raise UsageError(
+            f"matching the layer regex {_shown(regex.pattern)} failed ({why[0]}); use a "
+            "plain one, e.g. the layer's class name DecoderLayer"
+        )
+    starts: list[int] = json.loads(done.stdout)
+    return starts
+
+
+def _starts(regex: re.Pattern[str], texts: list[str], seconds: float) -> list[int]:
+    """Where `regex` first matches each of `texts` (-1: nowhere), within `seconds` (else
+    _OutOfTime), on any thread: see REGEX_SECONDS for how."""
+    if seconds <= 0:
+        raise _OutOfTime
+    literal = _LITERAL.fullmatch(regex.pattern) is not None
+    if not literal and not _alarm_usable():
+        return _starts_in_child(regex, texts, seconds)
+    search = regex.search
+    with _time_limit(seconds) if not literal else _no_limit():
+        return [-1 if (m := search(t)) is None else m.start() for t in texts]
+
+
+@contextmanager
+def _no_limit() -> Iterator[None]:
+    yield
+
+
+def _layer_names(index: ProgramIndex, regex: re.Pattern[str], pattern: str) -> dict[bytes, str]:
     """Distinct struct name -> layer name, for struct names the regex matches (within
     REGEX_SECONDS in all, else UsageError)."""
     found: dict[bytes, int] = {}
     structs = list(dict.fromkeys(index.global_block.ops.struct))
-    left = REGEX_SECONDS if _Budget.left is None else _Budget.left
+    left = REGEX_SECONDS if _BUDGET.left is None else _BUDGET.left
     start = _now()
     try:
-        if left <= 0:
-            raise _OutOfTime
-        with _time_limit(left):
-            for raw in structs:
-                m = search(raw.decode("utf-8", "replace"))
-                if m is not None:
-                    found[raw] = m.start()
+        texts = [raw.decode("utf-8", "replace") for raw in structs]
+        for raw, at in zip(structs, _starts(regex, texts, left), strict=True):
+            if at >= 0:
+                found[raw] = at
     except _OutOfTime:
         raise UsageError(
             f"--seg-method {_shown(pattern)} takes over {REGEX_SECONDS:g} s to match the "
@@ -284,8 +357,8 @@ def _layer_names(
             "e.g. the layer's class name DecoderLayer"
         ) from None
     finally:
-        if _Budget.left is not None:
-            _Budget.left -= _now() - start
+        if _BUDGET.left is not None:
+            _BUDGET.left -= _now() - start
     names: dict[bytes, str] = {}
     for raw, start in found.items():
         struct = raw.decode("utf-8", "replace")

@@ -152,12 +152,23 @@ def moves_document(result: ConvertResult, source: str, output: str) -> dict[str,
 
 
 def _bubble_json(bubble: Bubble) -> dict[str, Any]:
+    measured = bubble.measured
+    source = None if measured is None else measured.source
     return {
         "definition": BUBBLE_DEFINITION,
         "micro_batches": bubble.micro_batches,
-        "costs": bubble.measure,
+        "costs": bubble.measure if measured is None else "measured",
         "runtime": bubble.runtime,
         "schedules": {s: schedule.rounded(share) for s, share in bubble.schedules.items()},
+        # With measured costs: the step of each schedule, in seconds, and where they came from.
+        "steps_s": None
+        if measured is None
+        else {s: schedule.rounded(step) for s, step in bubble.steps.items()},
+        "costs_source": None
+        if source is None
+        else {"path": source.path, "format": source.format, "unit": source.unit},
+        "filled": None if measured is None else list(measured.filled),
+        # A hop's cost: in the mean stage's forward, or in seconds with measured costs.
         "p2p_cost": schedule.rounded(bubble.hop.cost),
         "hop_bytes": bubble.hop.hop_bytes,
         "stage_loads": list(bubble.stage_loads),
@@ -198,6 +209,9 @@ def vpp_verdict(bubble: Bubble) -> str | None:
             "schedule hides: try --split balanced"
         )
     hop = float(bubble.hop.cost)
+    if bubble.measured is not None and bubble.hop.unit == "s":  # seconds: per mean forward
+        forward = sum(bubble.measured.forward) / len(loads)
+        hop = hop / float(forward) if forward else 0.0
     gain = f"bubble {shares[0]:.1%} -> {shares[1]:.1%}"
     if shares[0] - shares[1] >= LITTLE * shares[0]:
         shrinks = "it shrinks the fill and drain"

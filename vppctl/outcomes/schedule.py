@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from vppctl.choices import Runtime
@@ -19,15 +20,18 @@ from vppctl.planner import (
     Conversion,
     HopCost,
     Layouts,
+    MeasuredStep,
     MemoryOptions,
     PirInput,
+    PirLaunch,
     PirSplit,
     PlanResult,
     PlanSearchOptions,
+    SegmentTimes,
     Settings,
     StageMemory,
     iec,
-    pir_split,
+    pir_verdict,
     shell,
     worst_stage,
 )
@@ -52,6 +56,7 @@ def hop_json(hop: HopCost | None) -> dict[str, Any] | None:
         "hop_bytes": hop.hop_bytes,
         "seconds": hop.seconds,
         "unit_seconds": hop.unit_seconds,
+        "unit": "seconds" if hop.unit == "s" else "the mean stage's forward of one micro-batch",
         "link": None
         if link is None
         else {
@@ -80,6 +85,8 @@ class SimulateOutcome:
     warnings: tuple[str, ...] = ()  # the plan's, the memory model's and the simulator's
     runtime: Runtime = "any"  # whose rules and schedules
     hop: HopCost | None = None  # what a hop cost (None: not said)
+    measured: SegmentTimes | None = None  # measured costs: every time is then seconds
+    measured_step: MeasuredStep | None = None  # the step measured, to state the error
 
     def to_json(self, *, steps: bool = False) -> dict[str, Any]:
         """The object `vppctl simulate --json` prints; `steps` adds every step."""
@@ -134,8 +141,50 @@ def _step_json(step: Step) -> dict[str, Any]:
     }
 
 
+def costs_source_json(measured: SegmentTimes | None) -> dict[str, Any] | None:
+    if measured is None:
+        return None
+    source = measured.source
+    return {"path": source.path, "format": source.format, "unit": source.unit}
+
+
+def measured_json(
+    measured: SegmentTimes | None, step: MeasuredStep | None
+) -> dict[str, Any] | None:
+    """What the measured costs were: their source, what was filled, the importer's notes,
+    and the step measured (null without measured costs)."""
+    if measured is None:
+        return None
+    return {
+        "costs_source": costs_source_json(measured),
+        "weight_measured": measured.weight_measured,
+        "filled": list(measured.filled),
+        "notes": list(measured.notes),
+        "measured_step_s": None if step is None else rounded(step.seconds),
+        "measured_step_from": None if step is None else step.source,
+    }
+
+
+def prediction_json(
+    makespan: Fraction, measured: SegmentTimes | None, step: MeasuredStep | None
+) -> dict[str, Any]:
+    """A result's step predicted in seconds, the step measured and the signed error
+    (predicted - measured) / measured; null where there are no measured costs or step."""
+    predicted = makespan if measured is not None else None
+    error = None if predicted is None or step is None else step.error(predicted)
+    return {
+        "predicted_step_s": None if predicted is None else rounded(predicted),
+        "measured_step_s": None if step is None or predicted is None else rounded(step.seconds),
+        "error": None if error is None else rounded(error),
+        "costs_source": costs_source_json(measured),
+    }
+
+
 def _result_json(
-    result: SimResult, steps: bool, memory: Sequence[StageMemory] | None
+    result: SimResult,
+    steps: bool,
+    memory: Sequence[StageMemory] | None,
+    outcome: SimulateOutcome | None = None,
 ) -> dict[str, Any]:
     orders = result.orders
     per_stage = []
@@ -181,6 +230,8 @@ def _result_json(
         worst = worst_stage(memory)
         data["memory"] = {"worst_stage": worst.stage, "peak_bytes": worst.peak_bytes}
     data["steps"] = [_step_json(step) for step in result.steps] if steps else None
+    measured, step = (None, None) if outcome is None else (outcome.measured, outcome.measured_step)
+    data.update(prediction_json(result.makespan, measured, step))
     return data
 
 
@@ -209,6 +260,13 @@ def _plan_json(simulated: SimulatedPlan, opts: MemoryOptions | None) -> dict[str
     return out
 
 
+def time_unit(measured: SegmentTimes | None, program: bool) -> str:
+    """What every time of a simulation is in."""
+    if measured is not None:
+        return "seconds"
+    return "the mean stage's forward of one micro-batch" if program else "the unit of --costs"
+
+
 def simulation_json(
     results: Sequence[SimResult] | SimulateOutcome, *, steps: bool = False
 ) -> dict[str, Any]:
@@ -228,7 +286,10 @@ def simulation_json(
     data["plan"] = None
     if outcome is not None and outcome.plan is not None:
         data["plan"] = _plan_json(outcome.plan, outcome.memory_options)
-    data["results"] = [_result_json(r, steps, m) for r, m in zip(runs, memory)]
+    measured = None if outcome is None else outcome.measured
+    data["time_unit"] = time_unit(measured, outcome is not None and outcome.plan is not None)
+    data["measured"] = None if outcome is None else measured_json(measured, outcome.measured_step)
+    data["results"] = [_result_json(r, steps, m, outcome) for r, m in zip(runs, memory)]
     data["over_memory_limit"] = None if outcome is None else outcome.over_memory_limit
     data["comparison"] = None
     pair = comparison_pair(runs)
@@ -283,7 +344,7 @@ class NoConversionFits(ConversionError):
 def conversion_split(conversion: Conversion, pir: PirInput) -> PirSplit:
     """A PIR program's conversion as Paddle's PIR completion would make it, or why not."""
     c = conversion.best
-    return pir_split(c.pp, c.vpp, c.placement, c.layers_per_segment, pir.stage_layers)
+    return pir_verdict(c.pp, c.vpp, c.placement, c.layers_per_segment, pir)
 
 
 def settings_json(s: Settings) -> dict[str, Any]:
@@ -306,7 +367,8 @@ def layouts_json(split: Layouts) -> dict[str, Any]:
 
 
 def command_json(command: Sequence[str]) -> dict[str, Any]:
-    """`command` and `argv` of a conversion: null for a PIR program (vppctl converts none)."""
+    """`command` and `argv` of a conversion: null for a PIR program's split that needs no
+    `vppctl convert` (Paddle's strategy alone makes it, or Paddle cannot run it)."""
     if not command:
         return {"command": None, "argv": None}
     return {"command": shell(command), "argv": list(command)}
@@ -318,6 +380,7 @@ def candidate_json(
     layer_class: str,
     micro_batch_size: int,
     pir: PirInput | None = None,
+    measured: SegmentTimes | None = None,
 ) -> dict[str, Any]:
     worst = c.worst
     launch = c.launch(layer_class, micro_batch_size, pir)
@@ -342,9 +405,13 @@ def candidate_json(
         "peak_bytes": worst.peak_bytes,
         "worst_stage": worst.stage,
         "per_stage": [{"stage": s.stage, **stage_memory_json(s)} for s in c.memory],
-        "launch": {s.runtime: settings_json(s) for s in launch},
+        "launch": {
+            **{s.runtime: settings_json(s) for s in launch},
+            "paddle_pir": None if pir is None else pir_launch_json(c.pir_launch(pir)),
+        },
         "layouts": layouts_json(split),
         "exact": {"makespan": str(c.makespan), "bubble": str(c.bubble)},
+        **prediction_json(c.makespan, measured, None),
     }
 
 
@@ -355,25 +422,39 @@ def over_limit_json(
     micro_batch_size: int,
     limit: int | None,
     pir: PirInput | None = None,
+    measured: SegmentTimes | None = None,
 ) -> dict[str, Any]:
     """A candidate left out by --memory-limit, and why: the stages over it."""
     over = [s for s in c.memory if s.over_limit]
     shown = ", ".join(f"stage {s.stage} {iec(s.peak_bytes)}" for s in over)
     reason = f"over --memory-limit {iec(limit)}: {shown}" if limit is not None else "over the limit"
     return {
-        **candidate_json(c, best, layer_class, micro_batch_size, pir),
+        **candidate_json(c, best, layer_class, micro_batch_size, pir, measured),
         "reason": reason,
         "stages_over_limit": [s.stage for s in over],
     }
 
 
-def pir_split_json(split: PirSplit) -> dict[str, Any]:
+def pir_launch_json(launch: PirLaunch) -> dict[str, Any]:
+    """How a candidate's split runs on Paddle's PIR pipeline (`vppctl.planner.PirLaunch`)."""
+    return {
+        "how": launch.how,
+        "text": launch.text,
+        "python": list(launch.python),
+        "reason": launch.reason,
+        "rule": launch.rule,
+    }
+
+
+def pir_split_json(split: PirSplit, launch: PirLaunch) -> dict[str, Any]:
     return {
         "takes": split.takes,
         "reason": split.reason,
         "stage_layers": list(split.stage_layers),
         "chunk_layers": [list(chunks) for chunks in split.chunk_layers],
         "moves_layers": split.moves_layers,
+        "launch": launch.how,
+        "python": list(launch.python),
     }
 
 
@@ -381,7 +462,11 @@ def conversion_json(
     conversion: Conversion, index: dict[int, int], pir: PirInput | None = None
 ) -> dict[str, Any]:
     c = conversion.best
-    split = None if pir is None else pir_split_json(conversion_split(conversion, pir))
+    split = (
+        None
+        if pir is None
+        else pir_split_json(conversion_split(conversion, pir), c.pir_launch(pir))
+    )
     return {
         **command_json(conversion.command),
         "paddle_pir": split,
@@ -405,8 +490,13 @@ def plan_json(o: PlanOutcome) -> dict[str, Any]:
         r.layer_class,
         r.pir,
     )
-    fits = [candidate_json(c, best, layer_class, size, pir) for c in r.candidates] if best else []
-    over = [over_limit_json(c, best, layer_class, size, limit, pir) for c in r.over] if best else []
+    m = r.measured
+    fits = (
+        [candidate_json(c, best, layer_class, size, pir, m) for c in r.candidates] if best else []
+    )
+    over = (
+        [over_limit_json(c, best, layer_class, size, limit, pir, m) for c in r.over] if best else []
+    )
     return document(
         "plan",
         {
@@ -421,9 +511,10 @@ def plan_json(o: PlanOutcome) -> dict[str, Any]:
                 "best": r.best_on_pir,
             },
             "runtime": r.runtime,
-            "costs": r.measure,
+            "costs": "measured" if m is not None else r.measure,
             "p2p": hop_json(best.hop) if best is not None else None,
-            "time_unit": "the mean stage's forward of one micro-batch",
+            "time_unit": time_unit(m, True),
+            "measured": measured_json(m, None),
             "bubble_definition": BUBBLE_DEFINITION,
             "order": "time per micro-batch (makespan / micro_batches), then the worst stage's "
             "peak bytes, then p2p messages",

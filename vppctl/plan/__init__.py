@@ -8,7 +8,9 @@ Terms: `pp` stages, `vpp` chunks per stage, `pp*vpp` segments. Segment k (its
 virtual stage) holds a contiguous run of layers in program order and sits on
 stage/chunk `place(k)` (`placement`). `partition` holds the options, the plan and
 how it is made; `balanced` the balanced splits, the stage-balanced search among
-them; `layout` Megatron-Core's layout language (`--layout`, and the layout of a plan).
+them; `layout` Megatron-Core's layout language (`--layout`, and the layout of a plan);
+`pirplan` the plan as Paddle's PIR completion takes it (the file `convert` writes for a
+PIR program, which `vppctl.paddle.pir_plan` reads).
 
 Other packages import these names from here, never a module of this package.
 """
@@ -42,6 +44,16 @@ from vppctl.plan.partition import (
     segment_costs,
     uniform_sizes,
 )
+from vppctl.plan.pirplan import (
+    PIR_PLAN_FORMAT,
+    PIR_PLAN_VERSION,
+    UNCOUNTED_OPS,
+    PirPlan,
+    paddle_layer,
+    paddle_seg_method,
+    program_digest,
+    read_pir_plan,
+)
 from vppctl.plan.placement import (
     cannot_fill,
     place,
@@ -54,13 +66,17 @@ from vppctl.plan.placement import (
 __all__ = [
     "IMPROVE_BUDGET",
     "MAX_DEGREE",
+    "PIR_PLAN_FORMAT",
+    "PIR_PLAN_VERSION",
     "PROOF_BUDGET",
+    "UNCOUNTED_OPS",
     "CostKind",
     "LayerFacts",
     "Layout",
     "LayoutError",
     "LayoutFinding",
     "Mode",
+    "PirPlan",
     "Placement",
     "Plan",
     "PlanOptions",
@@ -80,8 +96,12 @@ __all__ = [
     "layout_split",
     "lint_layout",
     "make_plan",
+    "paddle_layer",
+    "paddle_seg_method",
     "parse_layout",
     "place",
+    "program_digest",
+    "read_pir_plan",
     "segment_costs",
     "stage_balanced_sizes",
     "stage_balanced_split",

@@ -32,6 +32,7 @@ from vppctl.plan.placement import place, refuse_too_few, stage_imbalance, stage_
 from vppctl.units import runs_text
 
 
+@validate.named_fields
 @dataclass(frozen=True)
 class PlanOptions:
     """How the layers are split into segments and placed on stages: the `Plan` that

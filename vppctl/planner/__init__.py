@@ -1,14 +1,15 @@
 """The planner: the program-facing side of the schedules.
 
 Which plan a program is simulated with, what each of its segments and a hop between
-stages costs (`costs`), how many bytes each stage holds (`memory`), a plan's step simulated with
-its costs and memory, the one path `simulate`, `convert --micro-batches` and the
-search take (`simulate`), `plan`'s search over conversions and schedules (`search`),
-how to launch a candidate under Paddle, Megatron-Core and torch (`launch`), and the
-Paddle PIR strategy that runs a plan, or why Paddle's PIR completion cannot (`pir`).
-It sits above the conversion engine (it plans programs as `convert` does) and the
-pure simulator (`vppctl.schedule`). Names load on first use: a plain `convert` loads
-none of it.
+stages costs (`costs`), what a user measured instead and how it fits a plan
+(`measured`, read from a costs file or a profiler trace by `importers`), how many bytes
+each stage holds (`memory`), a plan's step simulated with its costs and memory, the one
+path `simulate`, `convert --micro-batches` and the search take (`simulate`), `plan`'s
+search over conversions and schedules (`search`), how to launch a candidate under
+Paddle, Megatron-Core and torch (`launch`), and the Paddle PIR strategy that runs a
+plan, or why Paddle's PIR completion cannot (`pir`). It sits above the conversion engine
+(it plans programs as `convert` does) and the pure simulator (`vppctl.schedule`). Names
+load on first use: a plain `convert` loads none of it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,12 @@ _NAMES = {
     "LINKS": "costs",
     "Communication": "costs",
     "CostModel": "costs",
+    "CostsSource": "measured",
+    "MeasuredCosts": "measured",
+    "SegmentTimes": "measured",
+    "PaddleTrace": "importers",
+    "read_costs": "importers",
+    "MeasuredStep": "simulate",
     "HopCost": "costs",
     "LinkProfile": "costs",
     "Measure": "costs",
@@ -38,12 +45,18 @@ _NAMES = {
     "worst_stage": "memory",
     "PIR_MODES": "pir",
     "PIR_SCHEDULE_MODES": "pir",
+    "PIR_HOWS": "pir",
     "PirInput": "pir",
+    "PirLaunch": "pir",
     "PirMismatch": "pir",
     "PirSplit": "pir",
     "PirStrategy": "pir",
     "pir_launch_settings": "pir",
     "pir_split": "pir",
+    "pir_split_launch": "pir",
+    "pir_verdict": "pir",
+    "completion_refusal": "pir",
+    "StrayOp": "pir",
     "LaunchCandidate": "launch",
     "Layouts": "launch",
     "Settings": "launch",
@@ -74,6 +87,7 @@ _NAMES = {
 __all__ = [
     "DEFAULT_LINK",
     "LINKS",
+    "PIR_HOWS",
     "PIR_MODES",
     "PIR_SCHEDULE_MODES",
     "Bubble",
@@ -82,15 +96,20 @@ __all__ = [
     "Communication",
     "Conversion",
     "CostModel",
+    "CostsSource",
     "HopCost",
     "LaunchCandidate",
     "Layouts",
     "LinkProfile",
     "Measure",
+    "MeasuredCosts",
+    "MeasuredStep",
     "MemoryModel",
     "MemoryOptions",
     "NoPlanFits",
+    "PaddleTrace",
     "PirInput",
+    "PirLaunch",
     "PirMismatch",
     "PirSplit",
     "PirStrategy",
@@ -99,12 +118,15 @@ __all__ = [
     "ProgramModel",
     "ResolvedPlan",
     "SegmentMemory",
+    "SegmentTimes",
     "Settings",
     "SimulateOptions",
     "SimulatedPlan",
     "Simulation",
     "SizedPlan",
     "StageMemory",
+    "StrayOp",
+    "completion_refusal",
     "convert_command",
     "converted_bubble",
     "cost_ratios",
@@ -115,7 +137,10 @@ __all__ = [
     "parse_size",
     "pir_launch_settings",
     "pir_split",
+    "pir_split_launch",
+    "pir_verdict",
     "program_runtime",
+    "read_costs",
     "resolve_plan",
     "search_plans",
     "shell",
@@ -139,6 +164,7 @@ if TYPE_CHECKING:
         ResolvedPlan,
         resolve_plan,
     )
+    from vppctl.planner.importers import PaddleTrace, read_costs
     from vppctl.planner.launch import (
         LaunchCandidate,
         Layouts,
@@ -147,6 +173,7 @@ if TYPE_CHECKING:
         layouts,
         megatron_layout,
     )
+    from vppctl.planner.measured import CostsSource, MeasuredCosts, SegmentTimes
     from vppctl.planner.memory import (
         ChunkMemory,
         MemoryModel,
@@ -159,14 +186,20 @@ if TYPE_CHECKING:
         worst_stage,
     )
     from vppctl.planner.pir import (
+        PIR_HOWS,
         PIR_MODES,
         PIR_SCHEDULE_MODES,
         PirInput,
+        PirLaunch,
         PirMismatch,
         PirSplit,
         PirStrategy,
+        StrayOp,
+        completion_refusal,
         pir_launch_settings,
         pir_split,
+        pir_split_launch,
+        pir_verdict,
     )
     from vppctl.planner.search import (
         Candidate,
@@ -180,6 +213,7 @@ if TYPE_CHECKING:
     )
     from vppctl.planner.simulate import (
         Bubble,
+        MeasuredStep,
         ProgramModel,
         SimulatedPlan,
         SimulateOptions,

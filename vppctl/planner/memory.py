@@ -49,6 +49,7 @@ from vppctl.plan import Plan, place
 from vppctl.program import VarTensor, is_backward, var_tensor
 
 
+@validate.named_fields
 @dataclass(frozen=True)
 class MemoryOptions:
     """How to size what the program leaves unknown, and the limit to check (the same in
@@ -56,7 +57,7 @@ class MemoryOptions:
 
     micro_batch_size: int = 1  # a variable's first -1 dimension
     seq_len: int | None = None  # any later -1 dimension (None: counted as 1, with a warning)
-    limit: int | None = None  # bytes per stage; stages over it are flagged
+    limit: int | None = None  # bytes per stage (a str: a size, '80GiB'); stages over it flagged
 
     FLAGS: ClassVar[Mapping[str, str]] = {
         "micro_batch_size": "--micro-batch-size",
@@ -67,6 +68,14 @@ class MemoryOptions:
     def __post_init__(self) -> None:
         validate.integer(self, "micro_batch_size", 1, MAX_BATCH_DIM)
         validate.integer(self, "seq_len", 1, MAX_BATCH_DIM, optional=True)
+        given: object = self.limit
+        if isinstance(given, str):  # "80GiB", as --memory-limit takes it
+            size = parse_size(given)
+            if size is None:
+                raise validate.refuse(
+                    self, "limit", "bytes as an integer, or a size such as '80GiB' or '80GB'"
+                )
+            object.__setattr__(self, "limit", size)
         validate.integer(self, "limit", 1, MAX_LIMIT, optional=True)
 
 
@@ -457,9 +466,10 @@ def parse_size(text: str) -> int | None:
         amount = float(number)
     except ValueError:
         return None
-    if not amount >= 0 or amount == float("inf"):
+    total = amount * _UNITS[unit]
+    if not 0 <= total < float("inf"):  # NaN, negative, or 1e308TiB: no size
         return None
-    return int(amount * _UNITS[unit])
+    return int(total)
 
 
 def iec(n: int) -> str:

@@ -6,9 +6,11 @@ own options, so each candidate's `vppctl convert` command reproduces it exactly)
 timed with the program's forward FLOPs per segment (backward I = W = F) and its hops'
 bytes (`vppctl.planner.costs.Communication`), and sized with its bytes per stage
 (`vppctl.planner.memory`). A PIR program is searched the same way (the simulator does
-not read the IR), but vppctl converts no PIR: its candidates carry no command, and
-Paddle's launch settings are the PIR strategy that makes Paddle's own completion run
-them, or why it cannot (`vppctl.planner.pir`).
+not read the IR); each candidate launches on Paddle one of three ways
+(`vppctl.planner.pir.PirLaunch`): by the PIR strategy alone (Paddle's own completion
+makes the split: no command), with `vppctl.paddle.pir_plan` (its command is the `vppctl
+convert ... -o FILE` that writes the plan file), or not at all (left out under
+`paddle-pir`).
 
 Candidates run under one runtime (`--runtime`, default the program's own: Paddle 3.0.0
 for a legacy program, Paddle 3.3.1's PIR pipeline for a PIR one; `any`: each schedule
@@ -21,7 +23,8 @@ rule that refuses it (`vppctl.schedule.preflight`), never shown:
   not where its job list deadlocks), `interleaved-zb` (torch's group size); at vpp 2,
   V placement, `zbvpp`, `zbv`, `dualpipev`;
 * at the micro-batch counts its rules accept, and never m < pp;
-* under `paddle-pir`, only the splits Paddle's PIR completion makes;
+* under `paddle-pir`, only the splits Paddle's PIR completion makes, alone or under
+  `vppctl.paddle.pir_plan` (not V placement, nor an empty middle virtual stage);
 * splits `uniform` (where the layers divide), `keep` (where every stage keeps at
   least vpp layers) and `balanced` (stage-balanced, `--cost` measure); a split equal
   to an earlier one of the same vpp and placement is the same candidate; or the one
@@ -35,17 +38,20 @@ worst stage's peak memory and the p2p messages.
 
 Costs: the mean stage's forward of one micro-batch is the time unit, so the
 makespans of all candidates compare; a hop costs what its plan's largest cut carries
-over the link, in that unit.
+over the link, in that unit. With measured costs (`costs_from`) every time is in seconds,
+a hop's too (its bytes over the link, or `p2p_cost` read as seconds).
 """
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from functools import cached_property
+from pathlib import PurePath
 from typing import ClassVar
 
 from vppctl import progress, validate
@@ -58,6 +64,7 @@ from vppctl.choices import (
     SCHEDULES,
     SEARCHED_SPLITS,
     SPLITS,
+    Fill,
     Link,
     Runtime,
 )
@@ -66,6 +73,7 @@ from vppctl.engine import check_seg_method
 from vppctl.errors import ConversionError, UsageError, VppctlError
 from vppctl.plan import CostKind, Placement, Plan, PlanOptions, Split
 from vppctl.planner.costs import HopCost
+from vppctl.planner.importers import PaddleTrace
 from vppctl.planner.launch import (
     LaunchCandidate,
     Layouts,
@@ -74,16 +82,21 @@ from vppctl.planner.launch import (
     layouts,
     megatron_layout,
 )
+from vppctl.planner.measured import MeasuredCosts, SegmentTimes
 from vppctl.planner.memory import MemoryOptions, StageMemory, iec, worst_stage
 from vppctl.planner.pir import (
+    PLAN_FILE,
     PirInput,
+    PirLaunch,
     PirSplit,
-    PirStrategy,
-    candidate_strategy,
+    candidate_launch,
     held_layers,
+    pir_input,
     pir_launch_settings,
+    pir_paddle_settings,
     pir_split,
-    seg_method_for,
+    pir_split_launch,
+    short_stage_refusal,
 )
 from vppctl.planner.simulate import ProgramModel, SizedPlan, check_p2p, program_runtime
 from vppctl.program import Program, read_plan
@@ -113,6 +126,7 @@ from vppctl.schedule import (
 MAX_SEARCH_UNITS = 1 << 23
 
 
+@validate.named_fields
 @dataclass(frozen=True)
 class PlanSearchOptions:
     """What `plan` searches: the micro-batch counts (required) and, for each other
@@ -136,11 +150,15 @@ class PlanSearchOptions:
     # (loop) and split, and is searched alone.
     layout: str | None = None
     # Time per hop between stages, in the time unit: the mean stage's forward of one
-    # micro-batch (module docstring). None: what the plan's boundary activations take
-    # over `link` (`vppctl.planner.costs.Communication`).
+    # micro-batch (module docstring), seconds with `costs_from`. None: what the plan's
+    # boundary activations take over `link` (`vppctl.planner.costs.Communication`).
     p2p_cost: float | Fraction | None = None
     link: Link | None = None  # None: costs.DEFAULT_LINK
     memory: MemoryOptions = field(default_factory=MemoryOptions)
+    # Measured costs (seconds) instead of FLOPs: every candidate is timed with them, and
+    # `p2p_cost` is then seconds too (vppctl.planner.measured).
+    costs_from: str | os.PathLike[str] | None = None
+    fill: Fill = "none"
 
     FLAGS: ClassVar[Mapping[str, str]] = {
         "micro_batches": "--micro-batches",
@@ -155,6 +173,8 @@ class PlanSearchOptions:
         "layout": "--layout",
         "p2p_cost": "--p2p-cost",
         "link": "--link",
+        "costs_from": "--costs-from",
+        "fill": "--fill",
     }
     NESTED: ClassVar[Mapping[str, type]] = {"memory": MemoryOptions}
 
@@ -186,6 +206,7 @@ class PlanSearchOptions:
             )
         check_p2p(self)
         validate.nested(self, "memory", MemoryOptions)
+        validate.measured_costs(self)
 
     def searched(self, runtime: Runtime) -> tuple[Schedule, ...]:
         """The schedules to try under `runtime`: those asked for (each one it runs, else
@@ -212,7 +233,9 @@ class Candidate:
     bubble: Fraction  # idle share of the step
     p2p_messages: int
     memory: tuple[StageMemory, ...]
-    command: tuple[str, ...]  # the `vppctl convert` argv that produces the plan; () for PIR
+    # the `vppctl convert` argv that produces the plan (for a PIR program: its plan file for
+    # vppctl.paddle.pir_plan); () for a PIR program's split pir_plan is not needed for
+    command: tuple[str, ...]
     megatron_layout: str | None  # loop placement only
     hop: HopCost  # what a hop between stages cost in its step
 
@@ -237,9 +260,14 @@ class Candidate:
         self, layer_class: str, micro_batch_size: int, pir: PirInput | None = None
     ) -> tuple[Settings, ...]:
         """Paddle's, Megatron-Core's and torch's settings to run this candidate; Paddle's
-        as the PIR strategy when `pir` says what a PIR program holds."""
+        as the PIR strategy when `pir` says what a PIR program holds (with the plan file
+        of `vppctl.paddle.pir_plan` where its split needs it)."""
         c = self._launch_candidate(layer_class, micro_batch_size)
-        return launch_settings(c) if pir is None else pir_launch_settings(c, pir)
+        return launch_settings(c) if pir is None else pir_launch_settings(c, pir, self.command)
+
+    def pir_launch(self, pir: PirInput) -> PirLaunch:
+        """How its split runs on Paddle's PIR pipeline: strategy only, with pir_plan, or not."""
+        return candidate_launch(self._launch_candidate("", 1), pir, self.command)
 
     def layouts(self, pir: PirInput | None = None) -> Layouts:
         """Its split in each runtime's terms (`vppctl.planner.launch.layouts`); for a PIR
@@ -256,8 +284,9 @@ class Candidate:
         return pir_split(c.pp, c.vpp, c.placement, c.layers_per_segment, pir.stage_layers)
 
     def runs_on_pir(self, pir: PirInput) -> bool:
-        """Whether Paddle's PIR completion and pipeline run this candidate."""
-        return isinstance(candidate_strategy(self._launch_candidate("", 1), pir), PirStrategy)
+        """Whether Paddle's PIR completion (alone or under `vppctl.paddle.pir_plan`) and
+        pipeline run this candidate."""
+        return pir_paddle_settings(self._launch_candidate("", 1), pir, self.command).runs
 
     def _launch_candidate(self, layer_class: str, micro_batch_size: int) -> LaunchCandidate:
         return LaunchCandidate(
@@ -279,7 +308,7 @@ class Conversion:
     Paddle's completion is asked for) and every candidate that was simulated on it, best
     first: the schedules and micro-batch counts it ran under."""
 
-    command: tuple[str, ...]  # () for a PIR program: vppctl converts none
+    command: tuple[str, ...]  # () for a PIR program's split that needs no pir_plan
     candidates: tuple[Candidate, ...]
 
     @property
@@ -323,6 +352,9 @@ class PlanResult:
     # (rule, how many candidates) of the rules candidates break that the runtime runs
     # anyway (Paddle's auto-tuner would not propose them, ...)
     notes: tuple[tuple[str, int], ...] = ()
+    # Measured costs, as fitted to the first plan searched (their source, notes and what
+    # was filled); every candidate's makespan is then in seconds.
+    measured: SegmentTimes | None = None
 
     @property
     def over_limit(self) -> int:
@@ -356,15 +388,22 @@ class NoPlanFits(ConversionError):
         self.result = result
 
 
-def search_plans(program: Program, source: str, opts: PlanSearchOptions) -> PlanResult:
+def search_plans(
+    program: Program,
+    source: str,
+    opts: PlanSearchOptions,
+    costs: MeasuredCosts | PaddleTrace | None = None,
+) -> PlanResult:
     """Every candidate of `program` (see the module docstring), best first: each one its
-    runtime runs (`opts.runtime`, else the program's own)."""
+    runtime runs (`opts.runtime`, else the program's own); timed with the measured `costs`
+    (read from `opts.costs_from`) when given."""
     runtime = program_runtime(program, opts.runtime)
     schedules = opts.searched(runtime)
     base = _base(program, opts)
     pp, n = base.plan.pp, base.plan.n_layers
-    model = ProgramModel(base, opts.memory, opts.p2p_cost, opts.link)
-    pir = _pir_input(base) if program.is_pir else None
+    model = ProgramModel(base, opts.memory, opts.p2p_cost, opts.link, costs, opts.fill)
+    opts = _measured_search(opts, model.measured, pp)
+    pir = pir_input(base) if program.is_pir else None
     search = _Search(runtime, refused=Counter(), notes=Counter())
     found: list[Candidate] = []
     over: list[Candidate] = []
@@ -373,9 +412,13 @@ def search_plans(program: Program, source: str, opts: PlanSearchOptions) -> Plan
         for plan, split in _plans(base, opts, schedules, search)
     ]
     progress.phase("searching", sum(len(s) for *_, s in plans) * len(opts.micro_batches))
+    measured = None
     for plan, split, runs in plans:
         sized = model.sized(plan)
-        command = () if program.is_pir else convert_command(source, plan, split, opts)
+        measured = measured or sized.measured
+        command = convert_command(source, plan, split, opts)
+        if pir is not None:
+            command = pir_plan_command(command, plan, pir)
         for schedule in runs:
             for m in opts.micro_batches:
                 timed = search.pipeline(schedule, plan, m)
@@ -399,6 +442,7 @@ def search_plans(program: Program, source: str, opts: PlanSearchOptions) -> Plan
         pir=pir,
         runtime=runtime,
         notes=tuple(sorted(search.notes.items())),
+        measured=measured,
     )
     if not found:
         error = _nothing_fits(over, search.refused, opts)
@@ -406,6 +450,30 @@ def search_plans(program: Program, source: str, opts: PlanSearchOptions) -> Plan
             raise NoPlanFits(str(error), result)
         raise error
     return result
+
+
+def _measured_search(
+    opts: PlanSearchOptions, costs: MeasuredCosts | None, pp: int
+) -> PlanSearchOptions:
+    """Measured per-stage costs are the stages of the one split they were measured on: the
+    search keeps their vpp (count / pp) and needs that split named. Per-layer costs time
+    any plan."""
+    if costs is None or costs.per == "layer":
+        return opts
+    count, path = costs.stage_count, costs.source.path
+    if count % pp:
+        raise UsageError(
+            f"{path} measures {count} virtual stages, which pp {pp} does not divide: give "
+            f"pp x vpp stages, or costs per layer"
+        )
+    vpp = count // pp
+    if tuple(opts.vpp) not in ((), (vpp,)) or len(opts.splits) != 1:
+        raise UsageError(
+            f"{path} measures the {count} virtual stages of one split (pp {pp} x vpp {vpp}): "
+            f"pass --vpp {vpp} and the one --split they were measured on, or give costs per "
+            "layer, which time every split"
+        )
+    return replace(opts, vpp=(vpp,))
 
 
 # A schedule's pipeline for one plan shape, and the group size it runs with.
@@ -468,27 +536,16 @@ class _Search:
         split (`vppctl.planner.pir`; the reason counted otherwise); true elsewhere."""
         if self.runtime != "paddle-pir" or pir is None or c.runs_on_pir(pir):
             return True
-        split = c.pir_split(pir)
-        if split.takes:  # the split is made, the strategy is not (preflight saw to the counts)
+        launch = c.pir_launch(pir)
+        if launch.runs:  # the split is made, the strategy is not (preflight saw to the counts)
             self.refused["Paddle (PIR) has no strategy that runs it"] += 1
-            return False
-        rule = pir_split_rule(c.placement, c.vpp, split.stage_layers)
-        self.refused[f"{rule.id}: {rule.says}"] += 1
+        elif c.placement != "loop":
+            split = c.pir_split(pir)
+            rule = pir_split_rule(c.placement, c.vpp, split.stage_layers)
+            self.refused[f"{rule.id}: {rule.says}"] += 1
+        else:
+            self.refused[f"Paddle (PIR) cannot: {launch.reason}"] += 1
         return False
-
-
-def _pir_input(base: Planned) -> PirInput:
-    """What Paddle's PIR completion reads from the program: its layers per stage mesh, and
-    the vpp_seg_method that names its layers as vppctl found them."""
-    block = base.index.global_block
-    structs = {block.ops.struct[op] for op in block.forward_ops}
-    plan = base.plan
-    return PirInput(
-        stage_layers=held_layers(base.facts.stages, plan.pp),
-        vpp_seg_method=seg_method_for(
-            plan.layer_class, plan.seg_method, (s.decode(errors="replace") for s in structs)
-        ),
-    )
 
 
 def _base(program: Program, opts: PlanSearchOptions) -> Planned:
@@ -539,19 +596,33 @@ def _plans(
             )
             try:
                 plan = replan(base, options).plan
-            except ConversionError:
+            except ConversionError as e:
                 short = split == "keep" and min(held_layers(base.facts.stages, pp)) < vpp
                 if search.runtime == "paddle-pir" and short:
                     rule = RULE["R6"]
-                    search.refused[f"{rule.id}: {rule.says}"] += 1
+                    held = held_layers(base.facts.stages, pp)
+                    why = f"{rule.id}: {rule.says}: {short_stage_refusal(held, vpp)}"
+                    search.refused[why] += 1
                 else:
-                    search.refused[f"split {split} refused by convert"] += 1
+                    why = f"{e}{_paddle_too(base, split, vpp)}"
+                    search.refused[f"split {split} refused at vpp {vpp}: {why}"] += 1
                 continue
             sizes = tuple(len(s.layers) for s in plan.segments)
             if sizes not in seen:
                 seen.add(sizes)
                 plans.append((plan, split))
     return plans
+
+
+def _paddle_too(base: Planned, split: Split, vpp: int) -> str:
+    """For keep refused on a PIR program: Paddle's completion refuses the same stages, and
+    the layers per stage mesh it would take (`short_stage_refusal`)."""
+    if split != "keep" or not base.index.program.is_pir:
+        return ""
+    held = held_layers(base.facts.stages, base.plan.pp)
+    if all(n >= vpp for n in held):
+        return ""
+    return f"; and Paddle's PIR completion: {short_stage_refusal(held, vpp)}"
 
 
 def _schedule_runs_on(schedule: Schedule, vpp: int, placement: Placement) -> bool:
@@ -649,6 +720,21 @@ def _nothing_fits(
         f"no candidate to simulate: {reasons or _NONE_ASKED}; ask for other "
         "--micro-batches, --vpp, --schedule or --split values"
     )
+
+
+def pir_plan_command(command: tuple[str, ...], plan: Plan, pir: PirInput) -> tuple[str, ...]:
+    """For a PIR program, `command` writing the plan file (`-o`, convert's default name)
+    where its split runs with `vppctl.paddle.pir_plan`; () where it needs none."""
+    sizes = [len(s.layers) for s in plan.segments]
+    launch = pir_split_launch(plan.pp, plan.vpp, plan.placement, sizes, pir)
+    if launch.how != "pir_plan":
+        return ()
+    source = command[2]
+    if source == "-":
+        return (*command, "-o", PLAN_FILE)
+    path = PurePath(source)
+    name = f"{path.stem}.vpp{path.suffix}" if path.suffix else f"{path.name}.vpp"
+    return (*command, "-o", str(path.with_name(name)))
 
 
 def convert_command(

@@ -14,6 +14,7 @@ the command's (`vppctl.commands.simulate_run`).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -25,6 +26,7 @@ from vppctl.choices import (
     MAX_MICRO_BATCHES,
     RUNTIMES,
     SCHEDULES,
+    Fill,
     Link,
     Placement,
     Runtime,
@@ -42,6 +44,14 @@ from vppctl.planner.costs import (
     no_program_hop,
     resolve_plan,
 )
+from vppctl.planner.importers import PaddleTrace
+from vppctl.planner.measured import (
+    NS,
+    MeasuredCosts,
+    SegmentTimes,
+    relative_error,
+    segment_times,
+)
 from vppctl.planner.memory import (
     MemoryModel,
     MemoryOptions,
@@ -49,7 +59,7 @@ from vppctl.planner.memory import (
     StageMemory,
     stage_memory,
 )
-from vppctl.planner.pir import held_layers, pir_split
+from vppctl.planner.pir import held_layers, pir_plan_refusal, pir_split, simulated_verdicts
 from vppctl.program import Program
 from vppctl.schedule import (
     GROUPED,
@@ -69,6 +79,7 @@ from vppctl.schedule import check_size as check_simulation_size
 from vppctl.units import runs_text
 
 
+@validate.named_fields
 @dataclass(frozen=True)
 class SimulateOptions:
     """What `simulate` is asked: the step (`micro_batches`, required), the schedule and its
@@ -89,11 +100,20 @@ class SimulateOptions:
     # Forward, input-gradient and weight-gradient cost of a chunk (default 1, 1, 1); with
     # a program, per unit of each segment's FLOP share. Numbers >= 0, kept as fractions.
     costs: tuple[float | Fraction, float | Fraction, float | Fraction] | None = None
-    # Time per hop between stages, in the costs' unit; None: with a program, what its
-    # boundary activations take over `link` (`vppctl.planner.costs.Communication`), else 0.
+    # Time per hop between stages, in the costs' unit (seconds with `costs_from`); None:
+    # with a program, what its boundary activations take over `link`
+    # (`vppctl.planner.costs.Communication`), else 0.
     p2p_cost: float | Fraction | None = None
     link: Link | None = None  # None: costs.DEFAULT_LINK
     memory: MemoryOptions | None = None  # None: the defaults (with a program only)
+    # Measured costs in seconds instead of estimated ones (vppctl.planner.measured): a costs
+    # CSV/JSON or a profiler trace; `fill` "estimate" takes what it does not measure from
+    # the program's estimate scaled to the measured ones. `measured_step`: the step time
+    # measured (seconds), to state the prediction's error against (a torch trace's
+    # profiler steps give one too).
+    costs_from: str | os.PathLike[str] | None = None
+    fill: Fill = "none"
+    measured_step: float | Fraction | None = None
 
     FLAGS: ClassVar[Mapping[str, str]] = {
         "micro_batches": "--micro-batches",
@@ -104,6 +124,9 @@ class SimulateOptions:
         "costs": "--costs",
         "p2p_cost": "--p2p-cost",
         "link": "--link",
+        "costs_from": "--costs-from",
+        "fill": "--fill",
+        "measured_step": "--measured-step",
     }
     NESTED: ClassVar[Mapping[str, type]] = {"plan": PlanOptions, "memory": MemoryOptions}
 
@@ -117,6 +140,7 @@ class SimulateOptions:
         self._check_costs()
         check_p2p(self)
         validate.nested(self, "memory", MemoryOptions, optional=True)
+        self._check_measured()
         grouped = self.schedule is None or self.schedule in GROUPED
         if self.group_size is not None and not grouped:
             raise UsageError(
@@ -125,14 +149,41 @@ class SimulateOptions:
                 f"{self.schedule!r} takes none: drop --group-size"
             )
 
+    def _check_measured(self) -> None:
+        validate.measured_costs(self)
+        if self.measured_step is not None:
+            step = validate.exact_number(self, "measured_step", self.measured_step)
+            if not step:
+                raise validate.refuse(self, "measured_step", "a number of seconds > 0")
+            object.__setattr__(self, "measured_step", step)
+        if self.costs_from is None:
+            if self.measured_step is not None:
+                raise UsageError(
+                    f"{validate.where(self, 'measured_step')} is compared with a step "
+                    "predicted in seconds, from measured costs: pass --costs-from FILE"
+                )
+            return
+        if self.costs is not None:
+            raise UsageError(
+                f"{validate.where(self, 'costs')} scales estimated costs, and "
+                f"{validate.where(self, 'costs_from')} gives each stage's own seconds: "
+                "drop one of them"
+            )
+
     def _check_costs(self) -> None:
         if self.costs is None:
             return
-        legal = "three numbers F,B,W >= 0, not all zero, e.g. (1, 1, 1)"
+        legal = (
+            f"three numbers F,B,W, each {validate.NUMBER_LEGAL.removeprefix('a ')}, not all "
+            "zero, e.g. (1, 1, 1)"
+        )
         values = validate.sequence(self, "costs", legal)
         exact = [validate.exact_number(self, "costs", v) for v in values]
         if len(exact) != 3 or any(v is None for v in exact) or not any(exact):
-            raise validate.refuse(self, "costs", legal)
+            shown = tuple(
+                float(v) if isinstance(v, Fraction) and abs(v) < 10**300 else v for v in values
+            )
+            raise validate.refuse(self, "costs", legal, shown)  # as numbers, not Fractions
         object.__setattr__(self, "costs", tuple(exact))
 
 
@@ -178,6 +229,7 @@ class SimulatedPlan:
     measure: str  # "flops", or "ops" when the program has no matmul shapes
     segment_costs: tuple[int, ...]  # each segment's forward FLOPs (or ops)
     costs: tuple[Fraction, Fraction, Fraction]  # F,B,W per unit of a segment's cost
+    measured: SegmentTimes | None = None  # measured costs, in seconds, when given
 
     @property
     def description(self) -> str:
@@ -201,11 +253,15 @@ class Bubble:
     schedules: Mapping[Schedule, Fraction]  # in the order simulated
     # Per schedule shown, each stage's bytes at micro-batch size 1 (`vppctl.planner.memory`).
     memory: Mapping[Schedule, tuple[StageMemory, ...]]
+    # With measured costs: what they were, and per schedule the step in seconds.
+    measured: SegmentTimes | None = None
+    steps: Mapping[Schedule, Fraction] = field(default_factory=dict)
     runtime: Runtime = "paddle"
     hop: HopCost = field(default_factory=lambda: no_program_hop(0))
-    # Each stage's forward FLOPs (or ops) in the plan, and where the ops before the first
-    # layer (the embedding) and after the last (the LM head and loss) sit, with their
-    # costs: what says why interleaving buys little (`vppctl.outcomes.vpp_verdict`).
+    # Each stage's forward FLOPs (or ops; with measured costs its measured forward in
+    # nanoseconds) in the plan, and where the ops before the first layer (the embedding)
+    # and after the last (the LM head and loss) sit, with their costs (0 when measured):
+    # what says why interleaving buys little (`vppctl.outcomes.vpp_verdict`).
     stage_loads: tuple[int, ...] = ()
     ends: tuple[tuple[int, int], tuple[int, int]] = ((0, 0), (0, 0))  # (stage, cost) pre, post
 
@@ -217,7 +273,8 @@ class ProgramModel:
     """One program's costs and bytes, computed once for any plan of it: each layer's
     forward cost (`CostModel`), bytes (`MemoryModel`, sized by `memory`) and what a hop
     between stages costs (`Communication`: `p2p_cost` given, else the plan's boundary
-    bytes over `link`)."""
+    bytes over `link`); with `measured` costs, those (in seconds) time the step, and a hop
+    is in seconds too."""
 
     def __init__(
         self,
@@ -225,11 +282,18 @@ class ProgramModel:
         memory: MemoryOptions,
         p2p_cost: float | Fraction | None = None,
         link: Link | None = None,
+        measured: MeasuredCosts | PaddleTrace | None = None,
+        fill: Fill = "none",
     ) -> None:
         self.costs = CostModel(planned)
         self.memory = MemoryModel(planned, memory)
-        self.communication = Communication(planned, self.memory, p2p_cost, link)
+        # With measured costs (seconds) a hop is in seconds too: given so, or bytes / bandwidth.
+        seconds = measured is not None
+        self.communication = Communication(planned, self.memory, p2p_cost, link, seconds)
         self.limit = memory.limit
+        # A Paddle trace is matched to this program's ops once; any plan then sums its layers.
+        self.measured = measured.match(planned) if isinstance(measured, PaddleTrace) else measured
+        self.fill = fill == "estimate"
 
     @property
     def measure(self) -> Measure:
@@ -241,12 +305,20 @@ class ProgramModel:
         return self.memory.warnings
 
     def sized(self, plan: Plan) -> SizedPlan:
+        """The plan with its segments' costs (measured ones fitted to it, when given),
+        bytes and hop: the one place a plan's costs come from."""
+        times = None
+        if self.measured is not None:
+            sizes = [len(s.layers) for s in plan.segments]
+            estimate = self.costs.estimate()
+            times = segment_times(self.measured, sizes, plan.pp, plan.vpp, estimate, self.fill)
         return SizedPlan(
             plan,
             self.costs.segments(plan),
             self.memory.segments(plan),
             self.limit,
             self.communication.hop(plan),
+            times,
         )
 
 
@@ -261,6 +333,7 @@ class SizedPlan:
     segment_memory: tuple[SegmentMemory, ...]
     limit: int | None  # bytes per stage; stages over it are flagged
     hop: HopCost = field(default_factory=lambda: no_program_hop(0))
+    measured: SegmentTimes | None = None  # measured costs in seconds: they time the step
 
     def forward(self) -> tuple[Fraction, ...]:
         """Per virtual stage, scaled so that the mean stage load is 1."""
@@ -277,37 +350,60 @@ class SizedPlan:
         one of the default comparison's), each segment costing F,B,W =
         `cost_ratios(options)` per unit of its forward share, a hop `self.hop`, and each
         stage's bytes in it."""
-        plan = self.plan
-        f, b, w = cost_ratios(options)
-        forward = self.forward()
-        costs = [c * f for c in forward], [c * b for c in forward], [c * w for c in forward]
+        plan, measured = self.plan, self.measured
+        costs: tuple[Sequence[Fraction], Sequence[Fraction], Sequence[Fraction]]
+        if measured is not None:
+            costs = measured.forward, measured.input_grad, measured.weight_grad
+        else:
+            f, b, w = cost_ratios(options)
+            forward = self.forward()
+            costs = [c * f for c in forward], [c * b for c in forward], [c * w for c in forward]
         runs = simulate_schedules(
             plan.pp, plan.vpp, plan.placement, costs, options, runtime, self.hop.cost, only
         )
-        sizes = [s.activations for s in self.segment_memory]
+        sizes = self.activations()
         return tuple(
             (r, self._stages(r.peak_in_flight_per_chunk, held_peak(r, sizes))) for r in runs
         )
 
     def time(self, pipe: Pipeline) -> tuple[Fraction, Fraction, tuple[StageMemory, ...]]:
         """The step `pipe` runs on this plan, only timed: its makespan in the time unit (the
-        mean stage's forward of one micro-batch, a hop costing `self.hop`), its bubble,
-        and each stage's bytes."""
+        mean stage's forward of one micro-batch, a hop costing `self.hop`; seconds with
+        measured costs, the hop then in seconds too), its bubble, and each stage's bytes."""
         plan = self.plan
-        unit = Fraction(sum(self.segment_costs), plan.pp) or Fraction(1)
-        hop = self.hop.cost * unit
-        scale = hop.denominator
-        ticks = [c * scale for c in self.segment_costs]
-        makespan, busy = pipe.makespan(ticks, ticks, ticks, int(hop * scale))
-        held = pipe.held_peak([s.activations for s in self.segment_memory])
+        if self.measured is not None:  # integer nanoseconds
+            forward, input_grad, weight_grad = self.measured.ticks
+            hop_ns = round(self.hop.cost * NS)
+            makespan, busy = pipe.makespan(forward, input_grad, weight_grad, hop_ns)
+            span = Fraction(makespan, NS)
+        else:
+            unit = Fraction(sum(self.segment_costs), plan.pp) or Fraction(1)
+            hop = self.hop.cost * unit
+            scale = hop.denominator
+            ticks = [c * scale for c in self.segment_costs]
+            makespan, busy = pipe.makespan(ticks, ticks, ticks, int(hop * scale))
+            span = Fraction(makespan, scale) / unit
+        held = pipe.held_peak(self.activations())
         stages = self._stages(pipe.peaks_per_chunk, held)
         bubble = Fraction(plan.pp * makespan - sum(busy), plan.pp * makespan)
-        return Fraction(makespan, scale) / unit, bubble, stages
+        return span, bubble, stages
+
+    def activations(self) -> list[int]:
+        """Bytes one micro-batch leaves stashed per segment: measured where the costs give
+        them for every part, else the memory model's."""
+        measured = self.measured.activation_bytes if self.measured is not None else None
+        if measured is not None:
+            return list(measured)
+        return [s.activations for s in self.segment_memory]
 
     def _stages(
         self, peaks_per_chunk: Sequence[Sequence[int]], held: Sequence[int]
     ) -> tuple[StageMemory, ...]:
-        return stage_memory(self.plan, self.segment_memory, peaks_per_chunk, held, self.limit)
+        # Each chunk's row says the bytes the peak was simulated with: measured or modelled.
+        segments = [
+            replace(s, activations=a) for s, a in zip(self.segment_memory, self.activations())
+        ]
+        return stage_memory(self.plan, segments, peaks_per_chunk, held, self.limit)
 
 
 def simulate_schedules(
@@ -357,18 +453,21 @@ def simulate_schedules(
 def check_pir_split(
     runtime: Runtime, planned: Planned, schedules: Sequence[Schedule], placement: Placement
 ) -> None:
-    """Under Paddle PIR, the plan's split as Paddle's own completion makes it (its rules
-    R6-R8, `vppctl.planner.pir`), for a schedule that interleaves: refused (exit 2) naming
-    the rule otherwise."""
+    """Under Paddle PIR, for a schedule that interleaves, a split neither Paddle's own
+    completion (its rules R6-R8, `vppctl.planner.pir`) nor `vppctl.paddle.pir_plan` makes:
+    refused (exit 2) naming the rule. A split only `pir_plan` makes (R6, R8) runs."""
     plan = planned.plan
     if runtime != "paddle-pir" or plan.vpp < 2 or "vpp" not in schedules:
         return
     held = held_layers(planned.facts.stages, plan.pp)
     sizes = [len(s.layers) for s in plan.segments]
     split = pir_split(plan.pp, plan.vpp, placement, sizes, held)
-    if split.reason is not None:
+    if split.reason is None:
+        return
+    why = pir_plan_refusal(plan.pp, plan.vpp, placement, sizes)
+    if why is not None:
         rule = pir_split_rule(placement, plan.vpp, split.stage_layers)
-        raise split_refusal(rule, split.reason)
+        raise split_refusal(rule, f"{split.reason}; {why}" if placement == "loop" else why)
 
 
 # -- simulate ----------------------------------------------------------------------
@@ -378,7 +477,8 @@ def check_pir_split(
 class Simulation:
     """What a simulation found: one result per schedule, the runtime whose rules they ran
     under and what a hop cost, and with a program its plan and each stage's bytes per
-    schedule."""
+    schedule; with measured costs what they were (each result's makespan then in
+    seconds) and the step measured, if one was given."""
 
     results: tuple[SimResult, ...]
     plan: SimulatedPlan | None = None  # with a program
@@ -387,6 +487,8 @@ class Simulation:
     warnings: tuple[str, ...] = ()  # the plan's and the memory model's (with a program)
     runtime: Runtime = "any"
     hop: HopCost = field(default_factory=lambda: no_program_hop(0))
+    measured: SegmentTimes | None = None  # the measured costs, fitted to the plan
+    measured_step: MeasuredStep | None = None
 
 
 def program_runtime(program: Program, asked: Runtime | None) -> Runtime:
@@ -397,15 +499,43 @@ def program_runtime(program: Program, asked: Runtime | None) -> Runtime:
     return "paddle-pir" if program.is_pir else "paddle"
 
 
-def simulate_program(program: Program, options: SimulateOptions) -> Simulation:
-    """`program` simulated with the plan `convert` would make (or made), its FLOP costs,
-    its bytes per stage and its hops' bytes, under its runtime's rules (`options.runtime`,
-    else the program's own)."""
+@dataclass(frozen=True)
+class MeasuredStep:
+    """A step time measured (seconds), and where it came from: `--measured-step`, or the
+    profiler steps of the costs' trace."""
+
+    seconds: Fraction
+    source: str
+
+    def error(self, predicted: Fraction) -> Fraction:
+        """The prediction's signed relative error: negative when it is low."""
+        return relative_error(predicted, self.seconds)
+
+
+def measured_step(
+    options: SimulateOptions, costs: MeasuredCosts | PaddleTrace | None
+) -> MeasuredStep | None:
+    """`--measured-step`, else the step the costs' trace measured (its profiler steps)."""
+    if options.measured_step is not None:
+        return MeasuredStep(Fraction(options.measured_step), "--measured-step")
+    if isinstance(costs, MeasuredCosts) and costs.step is not None:
+        return MeasuredStep(costs.step, f"the profiler steps of {costs.source.path}")
+    return None
+
+
+def simulate_program(
+    program: Program, options: SimulateOptions, costs: MeasuredCosts | PaddleTrace | None = None
+) -> Simulation:
+    """`program` simulated with the plan `convert` would make (or made), its FLOP costs
+    (or the measured `costs`, read from `options.costs_from`), its bytes per stage and its
+    hops' bytes, under its runtime's rules (`options.runtime`, else the program's own)."""
     opts = options.memory or MemoryOptions()
     runtime = program_runtime(program, options.runtime)
     resolved = resolve_plan(program, options.plan, options.seg_method)
     plan = resolved.plan
-    model = ProgramModel(resolved.planned, opts, options.p2p_cost, options.link)
+    model = ProgramModel(
+        resolved.planned, opts, options.p2p_cost, options.link, costs, options.fill
+    )
     sized = model.sized(plan)
     asked = (
         (options.schedule,) if options.schedule else comparison(runtime, plan.vpp, plan.placement)
@@ -414,33 +544,55 @@ def simulate_program(program: Program, options: SimulateOptions) -> Simulation:
     steps = sized.steps(options, runtime)
     simulated = SimulatedPlan(
         plan, resolved.recorded, resolved.split, model.measure, sized.segment_costs,
-        cost_ratios(options),
+        cost_ratios(options), sized.measured,
     )  # fmt: skip
+    runs = tuple(run for run, _ in steps)
+    paddle = simulated_verdicts(resolved.planned, runs) if program.is_pir else ()
     return Simulation(
-        tuple(run for run, _ in steps),
+        runs,
         simulated,
         tuple(stages for _, stages in steps),
         opts,
-        (*resolved.warnings, *model.warnings),
+        (*resolved.warnings, *model.warnings, *paddle),
         runtime,
         sized.hop,
+        sized.measured,
+        measured_step(options, costs),
     )
 
 
-def simulate_counts(options: SimulateOptions) -> Simulation:
+def simulate_counts(
+    options: SimulateOptions, costs: MeasuredCosts | PaddleTrace | None = None
+) -> Simulation:
     """A step without a program: `options.plan`'s pp and vpp, every chunk costing
-    `options.costs`, under `options.runtime` (default any); the options that describe a
-    program's plan or memory are refused."""
+    `options.costs`, or each virtual stage its measured `costs` (per stage: per-layer costs
+    and Paddle traces need the program), under `options.runtime` (default any); the
+    options that describe a program's plan or memory are refused."""
     pp, vpp, placement = _without_program(options)
-    costs = None
-    if options.costs is not None:
+    times = None
+    forward: tuple[Sequence[Fraction], Sequence[Fraction], Sequence[Fraction]] | None = None
+    if isinstance(costs, PaddleTrace):
+        raise UsageError(
+            f"{costs.source.path} is a Paddle trace, matched to a program's ops: pass the "
+            "program it profiled"
+        )
+    if costs is not None:
+        times = segment_times(costs, None, pp, vpp, None, options.fill == "estimate")
+        forward = times.forward, times.input_grad, times.weight_grad
+    elif options.costs is not None:
         f, b, w = cost_ratios(options)
         n = pp * vpp
-        costs = [f] * n, [b] * n, [w] * n
+        forward = [f] * n, [b] * n, [w] * n
     runtime = options.runtime or "any"
-    hop = no_program_hop(options.p2p_cost)
-    runs = simulate_schedules(pp, vpp, placement, costs, options, runtime, hop.cost)
-    return Simulation(runs, runtime=runtime, hop=hop)
+    hop = no_program_hop(options.p2p_cost, seconds=costs is not None)
+    runs = simulate_schedules(pp, vpp, placement, forward, options, runtime, hop.cost)
+    return Simulation(
+        runs,
+        runtime=runtime,
+        hop=hop,
+        measured=times,
+        measured_step=measured_step(options, costs),
+    )
 
 
 def _without_program(options: SimulateOptions) -> tuple[int, int, Placement | None]:
@@ -479,16 +631,20 @@ def converted_bubble(
     runtime: Runtime = "paddle",
     p2p_cost: float | Fraction | None = None,
     link: Link | None = None,
+    costs: MeasuredCosts | PaddleTrace | None = None,
+    fill: Fill = "none",
 ) -> tuple[Bubble, tuple[str, ...]]:
-    """The converted plan simulated as `simulate OUT` does it: the same plan, its costs and
-    hops (`p2p_cost` given, else timed over `link`), 1F1B and `runtime`'s schedule that
-    interleaves the plan (from the conversion's own planning: the converted program is not
-    planned again). A schedule that refuses the count is left out with a warning, never
-    the conversion."""
+    """The converted plan simulated as `simulate OUT` does it: the same plan, its costs (the
+    measured `costs` when given) and hops (`p2p_cost` given, else timed over `link`), 1F1B
+    and `runtime`'s schedule that interleaves the plan (from the conversion's own planning:
+    the converted program is not planned again). A schedule that refuses the count is left
+    out with a warning, never the conversion; measured costs that do not fit the plan are
+    refused (before anything is written)."""
     plan = planned.plan
-    model = ProgramModel(planned, MemoryOptions(), p2p_cost, link)
+    model = ProgramModel(planned, MemoryOptions(), p2p_cost, link, costs, fill)
     sized = model.sized(plan)
     shown: dict[Schedule, Fraction] = {}
+    spans: dict[Schedule, Fraction] = {}
     memory: dict[Schedule, tuple[StageMemory, ...]] = {}
     warnings: list[str] = list(model.warnings)
     for schedule in comparison(runtime, plan.vpp, plan.placement):
@@ -501,6 +657,7 @@ def converted_bubble(
             )
             continue
         shown[schedule] = run.bubble
+        spans[schedule] = run.makespan
         memory[schedule] = stages
         warnings += run.warnings
     last = len(plan.segments) - 1
@@ -509,5 +666,12 @@ def converted_bubble(
         (place(last, plan.pp, plan.placement)[0], model.costs.post),
     )
     loads = tuple(stage_loads(sized.segment_costs, plan.pp, plan.placement))
-    bubble = Bubble(micro_batches, model.measure, shown, memory, runtime, sized.hop, loads, ends)
+    measured = sized.measured
+    if measured is not None:  # what the stages carry is the measured forward (nanoseconds),
+        loads = tuple(stage_loads(measured.ticks[0], plan.pp, plan.placement))
+        ends = ((ends[0][0], 0), (ends[1][0], 0))  # with no FLOP end to blame it on
+    bubble = Bubble(
+        micro_batches, model.measure, shown, memory, measured, spans if measured else {},
+        runtime, sized.hop, loads, ends,
+    )  # fmt: skip
     return bubble, tuple(dict.fromkeys(warnings))

@@ -6,7 +6,8 @@ at a time (`reads`); edited in place (`rewrite`, `record`) and saved (`save`).
 Where the bytes come from and go to (files, stdin, devices, atomic replacement)
 is `destinations` (where an output goes, decided before any work), `files` (the
 bytes read and written) and `atomic`; running out of memory, said as such, is `limits`;
-`wire` holds the wire-format facts the hand-framed paths need, and `roles`
+`sniff` tells a program's format by its content (compressed or not), `wire` holds the
+wire-format facts the hand-framed paths need, and `roles`
 Paddle's op roles. A Paddle 3.x PIR program (JSON) is read into the same `Program`
 by `pir` (its own package: `parse`, `tables`, `grads`, `encode`), and is never written.
 The generated protobuf modules (`_proto`)
@@ -17,19 +18,18 @@ Other packages import these names from here, never a module of this package.
 """
 
 from vppctl.program.destinations import resolve_output
-from vppctl.program.files import STDIO, Output, interrupted, write_all
+from vppctl.program.files import STDIO, Bound, Input, Output, interrupted, read_input, write_all
 from vppctl.program.limits import memory_guarded
 from vppctl.program.load import (
-    MAX_PROGRAM_BYTES,
     Block,
     Program,
     is_text_name,
-    looks_like_text,
     parse_program,
     read_program,
     to_full,
 )
 from vppctl.program.pir import PirOrigin
+from vppctl.program.planfile import MAX_PLAN_BYTES, read_pir_plan_file
 from vppctl.program.reads import (
     VarTensor,
     as_text,
@@ -73,6 +73,7 @@ from vppctl.program.scan import (
     scan_ops,
     scan_vars,
 )
+from vppctl.program.sniff import MAX_PROGRAM_BYTES, looks_like_text
 from vppctl.program.wire import block_field_start, block_head, varint
 
 __all__ = [
@@ -86,6 +87,7 @@ __all__ = [
     "KINDS",
     "LOSS",
     "LOSS_GRAD",
+    "MAX_PLAN_BYTES",
     "MAX_PROGRAM_BYTES",
     "NO_CHUNK_NAME",
     "NO_VAR",
@@ -93,6 +95,8 @@ __all__ = [
     "SCOPE_VAR",
     "STDIO",
     "Block",
+    "Bound",
+    "Input",
     "OpColumns",
     "OpKind",
     "Output",
@@ -122,6 +126,8 @@ __all__ = [
     "op_slots",
     "parse_program",
     "program_meshes",
+    "read_input",
+    "read_pir_plan_file",
     "read_plan",
     "read_program",
     "resolve_output",

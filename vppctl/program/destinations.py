@@ -30,6 +30,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from vppctl import validate
 from vppctl.errors import ProgramFileError, UsageError, os_reason
 from vppctl.program.files import (
     STDIO,
@@ -54,16 +55,13 @@ def resolve_output(
     (exit 2) for an output that is one of `inputs` (the message ends with `fix`) or binary
     onto a terminal. `binary`: whether binary protobuf will be written (False for text,
     SVG, JSON)."""
-    shown = os.fspath(spec)
+    shown = validate.file_name(spec, "the output")
     if shown == STDIO:
         if sys.stdout is None:  # started with stdout closed (`>&-`)
             raise ProgramFileError("cannot write to stdout: it is closed")
         out = Output(shown, "stdout", None, binary=binary)
         if binary and _stdout_is_terminal():
-            raise UsageError(
-                "refusing to write a binary program to a terminal; redirect stdout "
-                "(-o - > prog.pb, or | another command), or name a file with -o"
-            )
+            raise UsageError(terminal_refusal("-"))
     else:
         out = _resolve_path(shown, binary)
     check_not_input(out, inputs, fix=fix)
@@ -195,9 +193,9 @@ def check_not_input(
             continue
         if os.fspath(spec) == STDIO:
             if identity is not None and identity == _stdin_identity():
+                said = _emptied(output) if output.is_stdout else "; write to another path"
                 raise UsageError(
-                    f"the output {output.name} is the file stdin reads (the input '-'); write "
-                    "to another path"
+                    f"the output {output.name} is the file stdin reads (the input '-'){said}"
                 )
             continue
         same = real is not None and os.path.realpath(spec) == real
@@ -208,7 +206,43 @@ def check_not_input(
             except (OSError, ValueError):
                 pass
         if same:
-            raise UsageError(f"the output {output.name} is the input {os.fspath(spec)}; {fix}")
+            name = os.fspath(spec)
+            if output.is_stdout:  # the shell opened it for a redirection
+                raise UsageError(f"the output {output.name} is the input {name}" + _emptied(output))
+            if _is_empty_file(name):  # no hint may send the user on to overwrite it
+                raise UsageError(
+                    f"the output {output.name} is the input {name}, and it is empty: there is "
+                    "no program to read (a shell redirection into a file empties it before "
+                    "the command starts); restore it from a copy or version control"
+                )
+            raise UsageError(f"the output {output.name} is the input {name}; {fix}")
+
+
+def _is_empty_file(name: str) -> bool:
+    try:
+        st = os.stat(name)
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_size == 0
+
+
+def _emptied(output: Output) -> str:
+    """The rest of the message for stdout (`output`) when it is the input file: when that file
+    is empty, the shell emptied it (`> prog.pb` truncates before vppctl starts), and no
+    hint may send the user on to lose more (`--in-place` on an empty file); otherwise,
+    write elsewhere."""
+    try:
+        st = os.fstat(sys.stdout.fileno())
+        empty = stat.S_ISREG(st.st_mode) and st.st_size == 0
+    except (OSError, ValueError, AttributeError):
+        empty = False
+    if empty:
+        return (
+            ", and that file is empty: the shell emptied it when it opened it for the "
+            "redirection, before vppctl started, so its program is gone; restore it from a "
+            "copy or version control, then redirect the output to a new file (> OUT)"
+        )
+    return "; redirect the output to a new file (> OUT), not to the input"
 
 
 def _stdin_identity() -> tuple[int, int] | None:

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Literal
 
-from vppctl import progress
+from vppctl import progress, validate
 from vppctl.errors import ProgramFileError, UsageError, os_reason
 from vppctl.program import atomic
 from vppctl.program.atomic import Data
@@ -261,9 +261,12 @@ def first_non_directory(path: Path) -> Path:
 
 
 def terminal_refusal(shown: str) -> str:
+    """Binary onto a terminal (`-`: stdout). The hint names no file the user may have:
+    a redirection into a file that is the input would empty it before vppctl starts."""
+    where = "a terminal" if shown == STDIO else f"the terminal {shown}"
     return (
-        f"refusing to write a binary program to the terminal {shown}; name a file, or "
-        "redirect (-o - > prog.pb)"
+        f"refusing to write a binary program to {where}; name a new file with -o OUT, or "
+        "redirect stdout to one (-o - > OUT) or into another command (-o - | CMD)"
     )
 
 
@@ -356,10 +359,35 @@ class Input:
     stream: bool
 
 
+@dataclass(frozen=True)
+class Bound:
+    """How much of one kind of input is read: `limit` bytes at most; `noun` names the kind
+    in messages, and `fix` says what to do about one over the limit (None: a program's
+    protobuf limit, and the fix for it)."""
+
+    limit: int
+    noun: str = "program file"
+    fix: str | None = None
+
+    def too_big(self, shown: str, size: int | None) -> ProgramFileError:
+        if self.fix is None:
+            return _too_big(shown, size, self.limit)
+        amount = f"it is {size / 2**20:.1f} MiB" if size is not None else "it holds more"
+        return ProgramFileError(
+            f"cannot read {shown}: {amount}, more than a {self.noun} may be "
+            f"({self.limit / 2**20:.0f} MiB); {self.fix}"
+        )
+
+
 def read_input(
-    spec: str | os.PathLike[str], *, limit: int, check: Check | None = None, mapped: bool = False
+    spec: str | os.PathLike[str],
+    *,
+    limit: int | Bound,
+    check: Check | None = None,
+    mapped: bool = False,
 ) -> Input:
-    """The whole content of `spec` (a path, or "-" for stdin), at most `limit` bytes.
+    """The whole content of `spec` (a path, or "-" for stdin), at most `limit` bytes (a
+    `Bound` names the kind of file in messages).
 
     `mapped`: a regular file is mapped read-only (mmap) instead of read, where the system
     lets it: its pages are read when used and cost no copy, and the process holds none
@@ -370,31 +398,32 @@ def read_input(
     ProgramFileError (exit 3): missing, unreadable, a directory or socket, more than
     `limit` bytes, a FIFO nobody opens for writing within WAIT_SECONDS, or whatever
     `check` raises (it sees the bytes so far after every piece of a stream). UsageError
-    (exit 2): a terminal."""
-    shown = os.fspath(spec)
+    (exit 2): a terminal, or not a path (`validate.file_name`)."""
+    bound = limit if isinstance(limit, Bound) else Bound(limit)
+    shown = validate.file_name(spec, "the input")
     if shown == STDIO:
-        return _read_stdin(limit, check)
-    fd = _open_for_reading(shown)
+        return _read_stdin(bound, check)
+    fd = _open_for_reading(shown, bound.noun)
     try:
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):
-            raise ProgramFileError(f"cannot read {shown}: it is a directory, not a program file")
+            raise ProgramFileError(f"cannot read {shown}: it is a directory, not a {bound.noun}")
         if stat.S_ISREG(st.st_mode):
-            if st.st_size > limit:
-                raise _too_big(shown, st.st_size, limit)
+            if st.st_size > bound.limit:
+                raise bound.too_big(shown, st.st_size)
             progress.phase("reading", st.st_size)
             mapping = _map(fd) if mapped and st.st_size else None
-            if mapping is not None and len(mapping) <= limit:
+            if mapping is not None and len(mapping) <= bound.limit:
                 progress.advance(len(mapping))
                 return Input(shown, mapping, stream=False)
-            return Input(shown, _read_regular(fd, st.st_size, shown, limit), stream=False)
+            return Input(shown, _read_regular(fd, st.st_size, shown, bound), stream=False)
         if stat.S_ISFIFO(st.st_mode):
             fd = _wait_for_writer(fd, shown)
         os.set_blocking(fd, True)
         if os.isatty(fd):
             raise UsageError(_terminal_input(shown))
         progress.phase("reading")
-        return Input(shown, _read_stream(fd, shown, limit, check), stream=True)
+        return Input(shown, _read_stream(fd, shown, bound, check), stream=True)
     except PermissionError:
         raise ProgramFileError(f"cannot read {shown}: permission denied") from None
     except (ProgramFileError, UsageError):
@@ -410,7 +439,7 @@ def _terminal_input(shown: str) -> str:
     return f"{shown} is a terminal; pipe a program in (vppctl inspect - < prog.pb) or name a file"
 
 
-def _open_for_reading(shown: str) -> int:
+def _open_for_reading(shown: str, noun: str) -> int:
     # O_NONBLOCK: opening a FIFO must not block before its kind is known (it is waited for
     # with a time limit); it is cleared before reading.
     try:
@@ -421,9 +450,7 @@ def _open_for_reading(shown: str) -> int:
         raise ProgramFileError(f"cannot read {shown}: permission denied") from None
     except OSError as e:
         if e.errno == errno.ENXIO and _is_socket(shown):
-            raise ProgramFileError(
-                f"cannot read {shown}: it is a socket, not a program file"
-            ) from None
+            raise ProgramFileError(f"cannot read {shown}: it is a socket, not a {noun}") from None
         if e.errno == errno.ENOTDIR:
             raise ProgramFileError(
                 f"cannot read {shown}: {first_non_directory(Path(shown))} is not a directory"
@@ -459,7 +486,7 @@ def _map(fd: int) -> mmap.mmap | None:
         return None
 
 
-def _read_regular(fd: int, size: int, shown: str, limit: int) -> bytearray:
+def _read_regular(fd: int, size: int, shown: str, bound: Bound) -> bytearray:
     os.set_blocking(fd, True)
     buf = bytearray(size)
     got = 0
@@ -474,13 +501,13 @@ def _read_regular(fd: int, size: int, shown: str, limit: int) -> bytearray:
     rest = os.read(fd, _PIECE)
     while rest:  # it grew: read on, within the limit
         buf += rest
-        if len(buf) > limit:
-            raise _too_big(shown, None, limit)
+        if len(buf) > bound.limit:
+            raise bound.too_big(shown, None)
         rest = os.read(fd, _PIECE)
     return buf
 
 
-def _read_stream(fd: int, shown: str, limit: int, check: Check | None) -> bytearray:
+def _read_stream(fd: int, shown: str, bound: Bound, check: Check | None) -> bytearray:
     buf = bytearray()
     while True:
         piece = os.read(fd, _PIECE)
@@ -488,13 +515,13 @@ def _read_stream(fd: int, shown: str, limit: int, check: Check | None) -> bytear
             return buf
         buf += piece
         progress.advance(len(buf))
-        if len(buf) > limit:
-            raise _too_big(shown, None, limit)
+        if len(buf) > bound.limit:
+            raise bound.too_big(shown, None)
         if check is not None:
             check(buf)
 
 
-def _read_stdin(limit: int, check: Check | None) -> Input:
+def _read_stdin(bound: Bound, check: Check | None) -> Input:
     stream: BinaryIO | None = getattr(sys.stdin, "buffer", None)
     if stream is None:
         raise ProgramFileError("cannot read stdin: it is closed")
@@ -503,8 +530,8 @@ def _read_stdin(limit: int, check: Check | None) -> Input:
             raise UsageError(_terminal_input("stdin"))
     with contextlib.suppress(AttributeError, OSError, ValueError):  # `< file`: its size is known
         st = os.fstat(sys.stdin.fileno())
-        if stat.S_ISREG(st.st_mode) and st.st_size > limit:
-            raise _too_big("stdin", st.st_size, limit)
+        if stat.S_ISREG(st.st_mode) and st.st_size > bound.limit:
+            raise bound.too_big("stdin", st.st_size)
     buf = bytearray()
     progress.phase("reading")
     try:
@@ -514,8 +541,8 @@ def _read_stdin(limit: int, check: Check | None) -> Input:
                 break
             buf += piece
             progress.advance(len(buf))
-            if len(buf) > limit:
-                raise _too_big("stdin", None, limit)
+            if len(buf) > bound.limit:
+                raise bound.too_big("stdin", None)
             if check is not None:
                 check(buf)
     except OSError as e:

@@ -10,7 +10,7 @@ conversion costs a copy of the bytes plus its edits, not a serialization. Items
 built from a list (a program parsed whole, a PIR program, a test) are that list.
 
 Either way an `Items` reads like a list of bytes: `len`, `items[i]`, `items[i:j]`
-(a list), iteration, and `items[i] = new` to replace one.
+(a list), `items + other` (a list), iteration, and `items[i] = new` to replace one.
 """
 
 from __future__ import annotations
@@ -131,6 +131,13 @@ class Items(Sequence[bytes]):
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]  # mutable, as a list
+
+    def __add__(self, other: Sequence[bytes]) -> list[bytes]:
+        """A list of these items, then `other`'s (as `list + list`)."""
+        return [*self, *other]
+
+    def __radd__(self, other: Sequence[bytes]) -> list[bytes]:
+        return [*other, *self]
 
     def __repr__(self) -> str:
         where = "spans" if self._list is None else "list"

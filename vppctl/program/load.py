@@ -9,14 +9,10 @@ the bytes it was loaded from, fields vppctl does not know included, and memory
 stays near the file size.
 
 Where the bytes come from (a file, "-" for stdin, a FIFO or device) is
-`vppctl.program.files`'s job; this module decides the format and parses. Binary
-protobuf text format when asked (`text=True`), when a regular file's name ends
-in `.pbtxt`, `.textproto` or `.txtpb`, and otherwise when its content says so,
-for a file (its first 64 KiB) as for stdin, FIFOs and devices: the bytes are
-UTF-8 without NUL bytes and begin (after blanks) with a field name or a `#`
-comment; else binary protobuf. The rule never mistakes a binary program for
-text: block 0's `parent_idx` is -1, whose varint holds the byte 0xFF, which
-UTF-8 never uses (`looks_like_text`).
+`vppctl.program.files`'s job; which format they are in (binary protobuf, protobuf
+text, a PIR program's JSON, any of them compressed with xz or gzip) is
+`vppctl.program.sniff`'s, told by their content (or by a text file's name, `.pbtxt`,
+`.textproto` or `.txtpb`, or asked: `text=True`); this module parses them.
 
 Anything that is not a program is a ProgramFileError (exit 3) with a one-line
 reason: at most about 200 characters of a text parse error's context are
@@ -27,10 +23,8 @@ stream is refused as soon as its first bytes cannot begin a program, so
 
 from __future__ import annotations
 
-import codecs
 import mmap
 import os
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +33,7 @@ from typing import Any
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError
 
+from vppctl import validate
 from vppctl.errors import ProgramFileError
 from vppctl.gcpause import gc_paused
 from vppctl.program import pir  # its reader loads on use: most programs are not PIR
@@ -49,6 +44,19 @@ from vppctl.program.framing import Framing, find_framing
 from vppctl.program.items import Buffer, Items
 from vppctl.program.literals import cut_long_literals
 from vppctl.program.pir import PirOrigin
+from vppctl.program.sniff import (
+    MAX_DEPTH,
+    MAX_PROGRAM_BYTES,
+    TEXT_BYTES,
+    Format,
+    StreamCheck,
+    Whole,
+    begins_as_pir,
+    decompressed,
+    file_format,
+    not_protobuf,
+    too_deep,
+)
 from vppctl.program.wire import (
     OP_TAG,
     VAR_TAG,
@@ -59,13 +67,9 @@ from vppctl.program.wire import (
 )
 
 TEXT_SUFFIXES = (".pbtxt", ".textproto", ".txtpb")
-# protobuf refuses to parse or serialize a message of 2 GiB or more.
-MAX_PROGRAM_BYTES = 2**31 - 1
 # Each block costs vppctl a few KB of side tables whatever its size: a bound keeps a small
 # file of empty blocks from taking seconds and gigabytes.
 MAX_BLOCKS = 1 << 14
-# upb's nesting limit: the program is depth 0, each message or group inside one more.
-MAX_DEPTH = 100
 
 
 class Block:
@@ -175,191 +179,45 @@ def read_program(spec: str | os.PathLike[str], *, text: bool | None = None) -> P
 
     `text`: True for text format, False for binary; None decides by extension for a
     regular file and detects the format for stdin, FIFOs and devices (module docstring)."""
+    spec = validate.file_name(spec, "the program")  # a name no file can have: refused, not a crash
     if text is None and is_text_name(spec):
         text = True
-    check = _StreamCheck("stdin" if os.fspath(spec) == STDIO else os.fspath(spec), text)
+    check = StreamCheck("stdin" if os.fspath(spec) == STDIO else os.fspath(spec), text)
     source = read_input(spec, limit=MAX_PROGRAM_BYTES, check=check, mapped=text is not True)
-    if text is None:  # told apart by content, the same way for a file and for stdin
-        text = check.is_text() if source.stream else _starts_like_text(source.data)
-    shown, size = source.shown, len(source.data)
-    if not text and not _looks_like_json(source.data):
-        return _binary(source.data, source=shown)
-    data = in_memory(source.data)  # the text and PIR readers take bytes, not a mapped file
+    shown = source.shown
+    data: Whole
+    if source.stream:  # told apart by content, the same way for a file and for stdin
+        assert isinstance(source.data, bytearray)  # a stream is read, never mapped
+        data, found = check.finish(source.data)
+    else:
+        data = decompressed(source.data, shown)
+        found = file_format(data, text)
     del source
-    if not text and _looks_like_json(data):
+    if found == "binary":
+        return _binary(data, source=shown)
+    data = in_memory(data)  # the text and PIR readers take bytes, not a mapped file
+    if found == "json":
         return _parse_pir(data, source=shown)
-    msg = _parse(data, source=shown, text=text)
+    size = len(data)
+    msg = _parse_protobuf(data, shown, found)
     del data  # the lazy message holds its own copy; free the file's before splitting it
     return _split(msg, source=shown, size=size)
 
 
-# Bytes of a regular file whose content decides its format (its first bytes are enough: a
-# binary program has a NUL or bytes that are not UTF-8 within its first block's header).
-_SNIFF_BYTES = 1 << 16
-
-
-def _starts_like_text(data: Buffer | bytearray) -> bool:
-    """The format rule of `looks_like_text` on the start of a file: text when its first
-    _SNIFF_BYTES are UTF-8 (a character cut at the end allowed) without NUL bytes and
-    begin with a field name or a comment."""
-    check = _StreamCheck("<file>", None)
-    check.feed_text(bytes(data[:_SNIFF_BYTES]))
-    return check.may_be_text and bool(check.starts_like_text)
-
-
-def looks_like_text(data: bytes | bytearray) -> bool:
-    """The format rule for bytes of unknown format: text when UTF-8 without NUL bytes whose
-    first non-blank character starts a field name or a comment, else binary."""
-    check = _StreamCheck("<memory>", None)
-    check.feed_text(bytes(data))
-    return check.is_text()
-
-
-class _StreamCheck:
-    """Called with a stream's bytes so far after each piece: refuses the stream as soon as
-    they cannot begin a program in the format asked (either format, when detecting), and
-    says at the end whether they are text."""
-
-    def __init__(self, shown: str, text: bool | None) -> None:
-        self.shown = shown
-        self.text = text
-        self.seen = 0
-        self.may_be_text = text is not False
-        self.may_be_binary = text is not True
-        self.starts_like_text: bool | None = None
-        self.utf8 = codecs.getincrementaldecoder("utf-8")()
-        self.frames = _Frames()
-
-    def __call__(self, buf: bytearray) -> None:
-        if self.text is not True and _looks_like_json(buf):
-            # A PIR program's JSON (the PIR reader checks it): refused at once unless it
-            # begins as Paddle writes one, so that `{` and garbage cost one piece, not 2 GiB.
-            if len(buf) >= 64 and not _PIR_START.match(buf[:4096]):
-                raise ProgramFileError(
-                    f"cannot load {self.shown}: not a PIR program: the JSON does not begin "
-                    'with PIR\'s header ({"base_code": {"magic": "pir", ...)'
-                )
-            return
-        new = bytes(buf[self.seen :])
-        self.seen = len(buf)
-        if self.may_be_text:
-            self.feed_text(new)
-        if self.may_be_binary:
-            self.may_be_binary = self.frames.feed(buf)
-        if self.may_be_text or self.may_be_binary:
-            return
-        if self.text:
-            raise ProgramFileError(f"cannot load {self.shown}: {_TEXT_BYTES}")
-        if self.frames.deep:
-            raise _too_deep(self.shown)
-        raise _not_protobuf(self.shown)
-
-    def feed_text(self, new: bytes) -> None:
-        if self.starts_like_text is None:
-            first = new.lstrip()[:1]
-            if first:
-                self.starts_like_text = bool(_TEXT_START.match(first))
-                if self.text is None and not self.starts_like_text:
-                    self.may_be_text = False
-                    return
-        try:
-            self.utf8.decode(new)
-        except UnicodeDecodeError:
-            self.may_be_text = False
-            return
-        if b"\x00" in new:
-            self.may_be_text = False
-
-    def is_text(self) -> bool:
-        if not (self.may_be_text and self.starts_like_text):
-            return False
-        try:
-            self.utf8.decode(b"", final=True)
-        except UnicodeDecodeError:
-            return False
-        return True
-
-
-_TEXT_START = re.compile(rb"[A-Za-z_#]")
-_TEXT_BYTES = "text format must be UTF-8 without NUL bytes"
-_MAX_FRAMES = 4096  # top-level fields a stream check walks; past them only the limit holds
-
-
-class _Frames:
-    """Walks the top-level fields of a binary message as its bytes arrive: False as soon as
-    they cannot be protobuf (field 0, wire type 6 or 7, an end-group without its start,
-    groups nested deeper than MAX_DEPTH, a varint over 10 bytes, a length over 2 GiB)."""
-
-    def __init__(self) -> None:
-        self.pos = 0
-        self.fields = 0
-        self.groups: list[int] = []
-        self.deep = False
-
-    def feed(self, buf: bytearray) -> bool:
-        try:
-            while self.pos < len(buf) and self.fields < _MAX_FRAMES:
-                end = self._field(buf, self.pos)
-                if end is None:
-                    return True  # the field goes on in the next piece
-                if end < 0:
-                    return False
-                self.pos = end
-                self.fields += 1
-        except ValueError:
-            return False
-        return True
-
-    def _field(self, buf: bytearray, pos: int) -> int | None:
-        """The end of the field at `pos`; None when the bytes end inside its tag or length,
-        -1 when it cannot be protobuf."""
-        got = varint_at(buf, pos)
-        if got is None:
-            return None
-        tag, pos = got
-        number, wire = tag >> 3, tag & 7
-        if number == 0 or tag > 0xFFFFFFFF or wire > 5:
-            return -1
-        if self.fields == 0 and not self._first_field_ok(buf, number, wire, pos):
-            return -1
-        if wire == 0:
-            got = varint_at(buf, pos)
-            return None if got is None else got[1]
-        if wire in (1, 5):
-            return pos + (8 if wire == 1 else 4)
-        if wire == 2:
-            got = varint_at(buf, pos)
-            if got is None:
-                return None
-            return -1 if got[0] > MAX_PROGRAM_BYTES else got[1] + got[0]
-        if wire == 3:
-            self.groups.append(number)
-            self.deep = len(self.groups) > MAX_DEPTH
-            return -1 if self.deep else pos
-        if not self.groups or self.groups.pop() != number:  # wire 4: end group
-            return -1
-        return pos
-
-    @staticmethod
-    def _first_field_ok(buf: bytearray, number: int, wire: int, pos: int) -> bool:
-        """A serialized ProgramDesc starts with one of its own fields, length-delimited, in
-        practice `blocks` (protobuf writes fields in number order), and a block with one
-        of BlockDesc's fields (in practice `idx`; any of them, since protobuf reads the
-        fields in any order): random bytes fail this at once, not after a long field."""
-        if wire != 2 or number not in _PROGRAM_FIELDS:
-            return False
-        if number != 1:
-            return True
-        got = varint_at(buf, pos)  # the block's length, then its first field's tag
-        if got is None or got[1] >= len(buf):
-            return True
-        tag = varint_at(buf, got[1])
-        return tag is None or tag[0] in _BLOCK_TAGS
-
-
-_PROGRAM_FIELDS = frozenset({1, 4, 5, 1001, 1002})  # blocks, version, op_version_map, vppctl's
-# BlockDesc's fields with their wire types: idx, parent_idx, vars, ops, forward_block_idx.
-_BLOCK_TAGS = frozenset({1 << 3 | 0, 2 << 3 | 0, 3 << 3 | 2, 4 << 3 | 2, 5 << 3 | 0})
+def _parse_protobuf(data: bytes | bytearray, shown: str, found: Format) -> view.LazyProgram:
+    """`_parse`, or, for bytes that began as PIR's JSON but hold a 0xFF (so are no JSON),
+    the PIR reader's reason they are no PIR program."""
+    try:
+        return _parse(data, source=shown, text=found == "text")
+    except ProgramFileError as e:
+        if found != "binary" or not begins_as_pir(data):
+            raise
+        error = e
+    try:
+        pir.parse_pir(data, source=shown, max_blocks=MAX_BLOCKS)
+    except ProgramFileError as e:
+        error = e
+    raise error
 
 
 def nested_too_deeply(data: bytes | bytearray, descriptor: Any) -> bool:
@@ -420,31 +278,19 @@ def _next_level(data: bytes | bytearray, pos: int, stack: list[tuple[Any, int, i
     return -1
 
 
-def _not_protobuf(source: str) -> ProgramFileError:
-    return ProgramFileError(
-        f"cannot load {source}: not a program (not a valid protobuf message: truncated "
-        "or corrupt bytes); check that it is a serialized ProgramDesc"
-    )
-
-
-def _too_deep(source: str) -> ProgramFileError:
-    return ProgramFileError(
-        f"cannot load {source}: not a program: its messages are nested too deeply (more than "
-        f"{MAX_DEPTH} levels, protobuf's limit)"
-    )
-
-
 @gc_paused
 def parse_program(
     data: bytes | bytearray, *, source: str = "<memory>", text: bool = False
 ) -> Program:
-    """Parse program bytes (a PIR program's JSON too); ProgramFileError (exit 3) when they do
-    not hold a program."""
-    if not text and _looks_like_json(data):
+    """Parse program bytes (a PIR program's JSON too, and either compressed with xz or
+    gzip); ProgramFileError (exit 3) when they do not hold a program."""
+    data = in_memory(decompressed(data, source))
+    found = file_format(data, bool(text))
+    if found == "json":
         return _parse_pir(data, source=source)
-    if not text:
+    if found == "binary":
         return _binary(bytes(data), source=source)  # a copy: the caller may change `data`
-    return _split(_parse(data, source=source, text=text), source=source, size=len(data))
+    return _split(_parse_protobuf(data, source, found), source=source, size=len(data))
 
 
 def _binary(data: Buffer | bytearray, *, source: str) -> Program:
@@ -457,7 +303,7 @@ def _binary(data: Buffer | bytearray, *, source: str) -> Program:
     if program is not None:
         return program
     size = len(data)
-    msg = _parse(in_memory(data), source=source, text=False)
+    msg = _parse_protobuf(in_memory(data), source, "binary")
     del data  # the lazy message holds its own copy
     return _split(msg, source=source, size=size)
 
@@ -489,15 +335,6 @@ def _from_framing(buf: Buffer, framing: Framing, source: str) -> Program | None:
         vars_ = Items(buf=buf, starts=b.vars.starts, ends=b.vars.ends, region=b.vars.region)
         blocks.append(Block(b.idx, b.parent_idx, ops, vars_, head=b.head, tail=b.tail))
     return Program(blocks=blocks, header=header, source=source, size=len(buf))
-
-
-_PIR_START = re.compile(rb'\s*\{\s*"base_code"\s*:\s*\{')  # how every PIR program's JSON begins
-
-
-def _looks_like_json(data: Buffer | bytearray) -> bool:
-    """JSON (a PIR program, `vppctl.program.pir`): the first non-blank byte opens an object,
-    which neither a binary ProgramDesc nor protobuf text can begin with."""
-    return data[:64].lstrip()[:1] == b"{"
 
 
 def _parse_pir(data: bytes | bytearray, *, source: str) -> Program:
@@ -548,20 +385,20 @@ def _parse(data: bytes | bytearray, *, source: str, text: bool) -> view.LazyProg
         msg = view.LazyProgram.FromString(data)  # type: ignore[arg-type]  # any buffer parses
     except DecodeError:
         if nested_too_deeply(data, view.LazyProgram.DESCRIPTOR):
-            raise _too_deep(source) from None
-        raise _not_protobuf(source) from None
+            raise too_deep(source) from None
+        raise not_protobuf(source, data) from None
     _check_blocks(msg, source)
     return msg
 
 
 def _text_to_binary(data: bytes | bytearray, source: str) -> bytes:
     if b"\x00" in data:
-        raise ProgramFileError(f"cannot load {source}: {_TEXT_BYTES}")
+        raise ProgramFileError(f"cannot load {source}: {TEXT_BYTES}")
     try:
         text = cut_long_literals(data.decode("utf-8"))  # bounded memory: see literals.py
         msg = text_format.Parse(text, pb.ProgramDesc())
     except UnicodeDecodeError:
-        raise ProgramFileError(f"cannot load {source}: {_TEXT_BYTES}") from None
+        raise ProgramFileError(f"cannot load {source}: {TEXT_BYTES}") from None
     except text_format.ParseError as e:
         raise ProgramFileError(
             f"cannot load {source}: not a program in text format: {_short_reason(str(e))}"
@@ -635,7 +472,7 @@ def to_full(program: Program) -> pb.ProgramDesc:
         return pb.ProgramDesc.FromString(data)
     except DecodeError:
         if nested_too_deeply(data, pb.ProgramDesc.DESCRIPTOR):
-            raise _too_deep(program.source) from None
+            raise too_deep(program.source) from None
         # The lazy view leaves ops and variables serialized; decoding them all finds the damage.
         raise ProgramFileError(
             f"not a program: {program.source} holds a corrupt op or variable (not a valid "

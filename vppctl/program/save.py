@@ -23,18 +23,18 @@ from collections.abc import Iterator, Sequence
 from google.protobuf import text_format
 from google.protobuf.message import EncodeError
 
-from vppctl import progress
-from vppctl.errors import ConversionError
+from vppctl import progress, validate
+from vppctl.errors import ConversionError, UsageError
 from vppctl.gcpause import gc_paused
 from vppctl.program.destinations import resolve_output
 from vppctl.program.files import Output, write_all
 from vppctl.program.load import (
-    MAX_PROGRAM_BYTES,
     Program,
     has_unknown_fields,
     is_text_name,
     to_full,
 )
+from vppctl.program.sniff import MAX_PROGRAM_BYTES
 
 UNKNOWN_FIELDS_WARNING = (
     "text format cannot carry fields vppctl does not know; they are left out (write a binary "
@@ -123,6 +123,11 @@ def write_program(
     `beside`: other files written with it, all or nothing (`write_all`).
     ConversionError (exit 4) for a program that could not be read back, nothing written;
     ProgramFileError (exit 3) when the output cannot be written."""
+    if not isinstance(program, Program):
+        raise UsageError(
+            f"write_program takes a Program first, not {type(program).__name__}: "
+            "write_program(program, out); read one with read_program(path)"
+        )
     if program.is_pir:
         raise ConversionError(
             f"{program.source} is a PIR program (Paddle 3.x JSON), and vppctl writes no PIR: "
@@ -130,6 +135,7 @@ def write_program(
             "vppctl read of it"
         )
     if not isinstance(output, Output):
+        output = validate.file_name(output, "write_program's output")
         text = is_text_name(output) if text is None else text
         output = resolve_output(output, binary=not text)
     elif text is None:

@@ -25,6 +25,7 @@ from vppctl.report.common import (
     printed,
 )
 from vppctl.summary import ChunkLayers, Summary
+from vppctl.units import seconds_text
 
 if TYPE_CHECKING:  # the planner's, as convert --micro-batches found it
     from vppctl.planner import Bubble
@@ -92,6 +93,9 @@ def convert_notes(o: ConvertOutcome) -> list[str]:
     if bubble is not None:
         notes.append(bubble_line(bubble))
         notes.append(bubble.hop.text())
+        if bubble.measured is not None and bubble.measured.filled:
+            filled = ", ".join(bubble.measured.filled)
+            notes.append(f"not measured, filled from the program's estimate: {filled}")
         if bubble.memory:
             notes.append(peak_memory_line(bubble))
         verdict = vpp_verdict(bubble)
@@ -101,6 +105,11 @@ def convert_notes(o: ConvertOutcome) -> list[str]:
         notes.append(moves_line(r))
     if r.callstack_bytes_saved is not None:
         notes.append(f"stripped op_callstack: {human_bytes(r.callstack_bytes_saved)} saved")
+    if r.pir_plan is not None:
+        notes.append(
+            "a PIR program: written is the plan for vppctl.paddle.pir_plan (vpp_seg_method "
+            f"{r.pir_plan.seg_method!r}), which Paddle's PIR completion follows; not the program"
+        )
     return notes
 
 
@@ -122,7 +131,15 @@ def bubble_line(bubble: Bubble) -> str:
     runtime = f"--runtime {bubble.runtime}"
     if not shown:
         return f"bubble at m={bubble.micro_batches} ({runtime}): no schedule could run it"
-    return f"bubble at m={bubble.micro_batches} ({measure} costs, {runtime}): {shown} of the step"
+    if bubble.measured is None:
+        return (
+            f"bubble at m={bubble.micro_batches} ({measure} costs, {runtime}): {shown} of the step"
+        )
+    steps = " -> ".join(seconds_text(float(step)) for step in bubble.steps.values())
+    return (
+        f"bubble at m={bubble.micro_batches} (measured costs, {bubble.measured.source.path}, "
+        f"{runtime}): {shown} of the step; step {steps}"
+    )
 
 
 def peak_memory_line(bubble: Bubble) -> str:
@@ -139,13 +156,14 @@ def peak_memory_line(bubble: Bubble) -> str:
 
 def moves_line(r: ConvertResult) -> str:
     """`parameters: 138 (25.2 MiB), 96 (12.0 MiB) move to another (stage, chunk)`: what a
-    checkpoint remap touches (`--moves` writes the map)."""
+    checkpoint remap touches (`--moves` writes the map; for a PIR program, whose plan is
+    written, Paddle's own build moves them)."""
     moved = [m for m in r.moves if m.moved]
     total = sum(m.bytes for m in r.moves)
+    how = "--moves FILE writes the map" if r.pir_plan is None else "Paddle's build moves them"
     return (
         f"parameters: {len(r.moves)} ({iec_short(total)}), {len(moved)} "
-        f"({iec_short(sum(m.bytes for m in moved))}) move to another (stage, chunk); "
-        "--moves FILE writes the map"
+        f"({iec_short(sum(m.bytes for m in moved))}) move to another (stage, chunk); {how}"
     )
 
 

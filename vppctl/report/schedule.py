@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -18,9 +19,8 @@ from vppctl.outcomes import (
     SimulatedPlan,
     SimulateOutcome,
     comparison_pair,
-    conversion_split,
 )
-from vppctl.planner import MemoryOptions, StageMemory, iec, worst_stage
+from vppctl.planner import MeasuredStep, MemoryOptions, SegmentTimes, StageMemory, iec, worst_stage
 from vppctl.report.common import (
     BUBBLE_DEFINITION,
     compact_table,
@@ -37,6 +37,7 @@ from vppctl.schedule import (
     runtime_line,
     stage_units,
 )
+from vppctl.units import seconds_text
 
 if TYPE_CHECKING:  # the planner loads with `vppctl plan` only
     from vppctl.planner import Candidate, Conversion, Layouts, PirInput, Settings
@@ -46,7 +47,9 @@ if TYPE_CHECKING:  # the planner loads with `vppctl plan` only
 
 def plan_lines(simulated: SimulatedPlan) -> list[str]:
     """`plan: pp 8 x vpp 2, loop placement, split balanced (layers 4,8,9,...)` and the
-    costs line."""
+    costs line (the measured costs' lines when they were given)."""
+    if simulated.measured is not None:
+        return [f"plan: {simulated.description}", *measured_lines(simulated.measured)]
     measure = "forward FLOPs" if simulated.measure == "flops" else "forward op count"
     f, b, w = (number(x) for x in simulated.costs)
     return [
@@ -55,7 +58,41 @@ def plan_lines(simulated: SimulatedPlan) -> list[str]:
     ]
 
 
-def gain_line(results: Sequence[SimResult]) -> str | None:
+def measured_lines(measured: SegmentTimes) -> list[str]:
+    """`costs: measured, from costs.csv (csv, seconds); ...`: where the costs came from,
+    what was filled, and what the importer read and left out."""
+    weight = (
+        "the weight gradient apart"
+        if measured.weight_measured
+        else "the backward whole (split evenly where a schedule splits it)"
+    )
+    lines = [f"costs: measured, from {measured.source.text}; {weight}; times in seconds"]
+    if measured.filled:
+        lines.append(
+            f"  not measured, filled from the program's estimate: {', '.join(measured.filled)}"
+        )
+    lines += [f"  {note}" for note in measured.notes]
+    return lines
+
+
+def prediction_lines(results: Sequence[SimResult], step: MeasuredStep | None) -> list[str]:
+    """`1F1B (v=1): predicted 1.234 s, measured 1.300 s (--measured-step): error -5.1%`."""
+    if step is None:
+        return []
+    return [
+        f"{r.title}: predicted {seconds_text(float(r.makespan))}, measured "
+        f"{seconds_text(float(step.seconds))} ({step.source}): error "
+        f"{float(step.error(r.makespan)):+.1%}"
+        for r in results
+    ]
+
+
+def time_text(value: Fraction, seconds: bool) -> str:
+    """A time of the step: seconds said as such, else in the costs' unit."""
+    return seconds_text(float(value)) if seconds else number(value)
+
+
+def gain_line(results: Sequence[SimResult], seconds: bool = False) -> str | None:
     """One sentence with what interleaving buys and costs, or None if nothing to compare."""
     pair = comparison_pair(results)
     if pair is None:
@@ -64,8 +101,9 @@ def gain_line(results: Sequence[SimResult]) -> str | None:
     saved = (base.makespan - vpp.makespan) / base.makespan
     memory = vpp.peak_in_flight_stage_units[0] / base.peak_in_flight_stage_units[0]
     return (
-        f"{vpp.title} vs {base.title}: makespan {number(base.makespan)} -> "
-        f"{number(vpp.makespan)} ({percent(abs(saved))} {'shorter' if saved >= 0 else 'longer'}), "
+        f"{vpp.title} vs {base.title}: makespan {time_text(base.makespan, seconds)} -> "
+        f"{time_text(vpp.makespan, seconds)} "
+        f"({percent(abs(saved))} {'shorter' if saved >= 0 else 'longer'}), "
         f"bubble {percent(base.bubble)} -> "
         f"{percent(vpp.bubble)} of the step, stage 0 activations {stage_units(base, 0)} -> "
         f"{stage_units(vpp, 0)} stages (x{float(memory):.2f})"
@@ -75,24 +113,30 @@ def gain_line(results: Sequence[SimResult]) -> str | None:
 # -- simulate: tables
 
 
-def summary_heading(results: Sequence[SimResult]) -> str:
+def summary_heading(results: Sequence[SimResult], seconds: bool = False) -> str:
     first = results[0]
     heading = f"one training step: pp={first.pp}, m={first.micro_batches}"
     if first.p2p_cost:
-        heading += f", p2p cost {number(first.p2p_cost)} per hop"
+        heading += f", p2p cost {time_text(first.p2p_cost, seconds)} per hop"
     return heading
 
 
-def summary_table(results: Sequence[SimResult]) -> Table:
-    """Headline figures, one column per schedule, so the comparison is one glance."""
+def summary_table(results: Sequence[SimResult], seconds: bool = False) -> Table:
+    """Headline figures, one column per schedule, so the comparison is one glance (times
+    in seconds with measured costs)."""
     table = compact_table()
     table.add_column("")
     for result in results:
         table.add_column(result.title, justify="right")
     rows: list[tuple[str, list[str]]] = [
-        ("makespan", [number(r.makespan) for r in results]),
-        ("busiest stage's compute", [number(r.ideal) for r in results]),
+        ("makespan", [time_text(r.makespan, seconds) for r in results]),
+        ("busiest stage's compute", [time_text(r.ideal, seconds) for r in results]),
         ("bubble (idle share of the step)", [percent(r.bubble) for r in results]),
+        *(
+            [("idle per stage (mean)", [time_text(mean_idle(r), True) for r in results])]
+            if seconds
+            else []
+        ),
         ("overhead vs the busiest stage", [percent(r.bubble_vs_ideal) for r in results]),
         ("imbalance between stages", [f"{float(r.stage_imbalance):.2f}x" for r in results]),
         (
@@ -106,8 +150,14 @@ def summary_table(results: Sequence[SimResult]) -> Table:
     return table
 
 
-def stage_table(results: Sequence[SimResult]) -> Table:
-    """Per-stage bubble and peak in-flight units, side by side."""
+def mean_idle(result: SimResult) -> Fraction:
+    """The mean stage's idle time in the step: the bubble as a time."""
+    return Fraction(sum(result.per_stage_idle), result.pp)
+
+
+def stage_table(results: Sequence[SimResult], seconds: bool = False) -> Table:
+    """Per-stage bubble and peak in-flight units, side by side (with measured costs the
+    bubble's idle time too)."""
     table = compact_table()
     table.add_column("Stg", justify="right")
     for result in results:
@@ -116,7 +166,10 @@ def stage_table(results: Sequence[SimResult]) -> Table:
     for stage in range(results[0].pp):
         cells: list[str] = []
         for result in results:
-            cells.append(percent(result.per_stage_bubble[stage]))
+            share = percent(result.per_stage_bubble[stage])
+            if seconds:
+                share += f" ({seconds_text(float(result.per_stage_idle[stage]))})"
+            cells.append(share)
             cells.append(f"{result.peak_in_flight[stage]} ({stage_units(result, stage)})")
         table.add_row(str(stage), *cells)
     return table
@@ -189,29 +242,40 @@ def render_simulation(
         if isinstance(results, SimulateOutcome)
         else (None, tuple(results))
     )
+    measured = None if outcome is None else outcome.measured
+    seconds = measured is not None
     if outcome is not None and outcome.plan is not None:
         for line in plan_lines(outcome.plan):
+            console.print(printed(line))
+    elif measured is not None:
+        for line in measured_lines(measured):
             console.print(printed(line))
     if outcome is not None:
         console.print(printed(runtime_line(outcome.runtime)))
         if outcome.hop is not None:
             console.print(printed(outcome.hop.text()))
     console.print(printed(f"bubble: {BUBBLE_DEFINITION}"))
-    console.print(printed(summary_heading(runs) + ":"))
-    console.print(summary_table(runs))
+    console.print(printed(summary_heading(runs, seconds) + ":"))
+    console.print(summary_table(runs, seconds))
     console.print(printed("per stage (bubble: the stage's idle share of the step):"))
-    console.print(stage_table(runs))
+    console.print(stage_table(runs, seconds))
     if outcome is not None and outcome.memory and outcome.memory_options is not None:
         console.print(printed(memory_heading(outcome.memory_options)))
         console.print(memory_table(runs, outcome.memory, outcome.memory_options))
         for line in memory_notes(outcome.memory, runs):
             console.print(printed(line))
-    gain = gain_line(runs)
+    gain = gain_line(runs, seconds)
     if gain is not None:
         console.print(printed(gain, style="bold"))
+    for line in prediction_lines(runs, None if outcome is None else outcome.measured_step):
+        console.print(printed(line, style="bold"))
     if timeline:
         render_timelines(
-            runs, console, suggest_files=suggest_files, columns=picture_columns(console)
+            runs,
+            console,
+            suggest_files=suggest_files,
+            columns=picture_columns(console),
+            seconds=seconds,
         )
 
 
@@ -227,12 +291,18 @@ def plan_heading(o: PlanOutcome) -> list[str]:
     if r.pir is not None:
         held = ", ".join(map(str, r.pir.stage_layers))
         lines.append(
-            f"a PIR program (Paddle 3.x), its stage meshes holding {held} layers: vppctl "
-            "converts no PIR; each row says whether Paddle's PIR completion makes its split"
+            f"a PIR program (Paddle 3.x), its stage meshes holding {held} layers: each row "
+            "says how Paddle runs its split: strategy only, with vppctl.paddle.pir_plan (the "
+            "plan file vppctl convert writes), or cannot"
         )
-    lines.append(
-        f"costs: {measure}; memory at micro-batch size {opts.memory.micro_batch_size}{seq}{limit}"
-    )
+        refused = planner.completion_refusal(r.pir, 2)
+        if refused is not None:
+            lines.append(f"Paddle's PIR completion refuses it at every vpp_degree > 1: {refused}")
+    memory = f"memory at micro-batch size {opts.memory.micro_batch_size}{seq}{limit}"
+    if r.measured is None:
+        lines.append(f"costs: {measure}; {memory}")
+    else:
+        lines += [*measured_lines(r.measured), memory]
     lines.append(runtime_line(r.runtime))
     if r.candidates:
         lines.append(hop_line(r.candidates))
@@ -248,28 +318,21 @@ def hop_line(candidates: Sequence[Candidate]) -> str:
     return text
 
 
-def plan_table(conversions: Sequence[Conversion], best: Candidate) -> Table:
+def plan_table(conversions: Sequence[Conversion], best: Candidate, seconds: bool = False) -> Table:
     """One row per conversion, at its best schedule and micro-batch count (the schedules
-    and counts it was simulated under are listed with its command)."""
+    and counts it was simulated under are listed with its command); with measured costs
+    the step too, in seconds."""
     table = compact_table()
-    for name, justify in (
-        ("#", "right"),
-        ("vpp", "right"),
-        ("place", "left"),
-        ("split", "left"),
-        ("schedule", "left"),
-        ("m", "right"),
-        ("time", "right"),
-        ("bubble", "right"),
-        ("p2p", "right"),
-        ("peak", "right"),
-        ("Stg", "right"),
-    ):
+    columns = ["#", "vpp", "place", "split", "schedule", "m", "time"]
+    columns += ["step"] if seconds else []
+    columns += ["bubble", "p2p", "peak", "Stg"]
+    for name in columns:
+        justify = "left" if name in ("place", "split", "schedule") else "right"
         table.add_column(name, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     for i, conversion in enumerate(conversions, start=1):
         c = conversion.best
         worst = c.worst
-        cells = (
+        cells = [
             str(i),
             str(c.vpp),
             c.placement,
@@ -277,11 +340,10 @@ def plan_table(conversions: Sequence[Conversion], best: Candidate) -> Table:
             c.schedule,
             str(c.micro_batches),
             f"{float(c.time_per_micro_batch / best.time_per_micro_batch):.3f}x",
-            percent(c.bubble),
-            str(c.p2p_messages),
-            iec_short(worst.peak_bytes),
-            str(worst.stage),
-        )
+        ]
+        cells += [seconds_text(float(c.makespan))] if seconds else []
+        cells += [percent(c.bubble), str(c.p2p_messages), iec_short(worst.peak_bytes)]
+        cells.append(str(worst.stage))
         table.add_row(*map(printed, cells))
     return table
 
@@ -298,7 +360,8 @@ def plan_notes(o: PlanOutcome, shown: int) -> list[str]:
     notes = [
         "each row: one conversion, at its best schedule and m",
         "time: one micro-batch's share of the step (makespan / m) relative to #1; "
-        "bubble: idle share of the step; peak: the worst stage's bytes",
+        + ("step: the step predicted from the measured costs; " if r.measured else "")
+        + "bubble: idle share of the step; peak: the worst stage's bytes",
         f"{len(r.conversions)} conversions ({len(r.candidates)} candidates), {shown} shown",
     ]
     if r.over_limit:
@@ -313,20 +376,32 @@ def plan_notes(o: PlanOutcome, shown: int) -> list[str]:
     return notes
 
 
-def pir_row_text(conversion: Conversion, pir: PirInput, best: Candidate) -> str:
-    """A PIR program's row: what the model holds and Paddle's completion deals, and the
-    best candidate Paddle runs on it; or why Paddle's completion cannot make the split."""
-    split = conversion_split(conversion, pir)
-    if split.reason is not None:
-        return f"Paddle (PIR) cannot: {split.reason}"
-    text = f"Paddle (PIR) takes it: {split.placement_text(pir.stage_layers)}"
+def pir_row_text(conversion: Conversion, pir: PirInput, best: Candidate) -> list[str]:
+    """A PIR program's row: how Paddle runs its split (strategy only: the stage mesh of each
+    layer and how Paddle deals them; with vppctl.paddle.pir_plan: the command that writes
+    the plan file and the two lines of Python; or why it cannot), and the best candidate
+    Paddle runs on it."""
+    launch = conversion.best.pir_launch(pir)
+    if launch.reason is not None:
+        return [f"Paddle (PIR) cannot: {launch.reason}"]
+    lines: list[str] = []
+    if launch.how == "strategy":
+        text = f"Paddle (PIR), {launch.text}"
+    else:
+        text = (
+            f"Paddle (PIR), with vppctl.paddle.pir_plan (Paddle's completion alone cannot "
+            f"make this split: {launch.rule})"
+        )
+        lines = [f"    {planner.shell(conversion.command)}", *(f"    {x}" for x in launch.python)]
     runs = conversion.best_on_pir(pir)
     if runs is None:
-        return (
+        text = (
             f"{text}; none of its schedules simulated runs on Paddle's PIR pipeline "
             f"(it runs {pir_schedules()})"
         )
-    return f"{text}; Paddle runs it best as {candidate_text(runs, best)}"
+    else:
+        text = f"{text}; Paddle runs it best as {candidate_text(runs, best)}"
+    return [text, *lines]
 
 
 def pir_schedules() -> str:
@@ -343,13 +418,14 @@ def candidate_text(c: Candidate, best: Candidate) -> str:
 
 def conversion_lines(o: PlanOutcome, conversions: Sequence[Conversion]) -> list[str]:
     """Per row, how to get its plan: the `vppctl convert` command, or for a PIR program
-    whether Paddle's PIR completion makes its split; and what it was simulated under."""
+    how Paddle runs its split (`pir_row_text`); and what it was simulated under."""
     shell = planner.shell
     pir, best = o.result.pir, o.result.candidates[0]
     lines = ["to convert:" if pir is None else "in Paddle (PIR):"]
     for i, conversion in enumerate(conversions, start=1):
-        how = shell(conversion.command) if pir is None else pir_row_text(conversion, pir, best)
-        lines.append(f"{i:>2}  {how}")
+        how = [shell(conversion.command)] if pir is None else pir_row_text(conversion, pir, best)
+        lines.append(f"{i:>2}  {how[0]}")
+        lines.extend(how[1:])
         lines.append(f"    {simulated_line(conversion)}")
     return lines
 
@@ -450,10 +526,13 @@ def pir_best_lines(o: PlanOutcome, launched: Sequence[Conversion]) -> list[str]:
         return []
     i = r.best_on_pir
     if i is None:
-        return [
-            f"Paddle (PIR) runs none of these candidates: it runs {pir_schedules()}, "
-            "loop-placed, on splits its completion makes (--split keep does)"
-        ]
+        refused = planner.completion_refusal(r.pir, 2) is not None
+        which = (
+            "and at vpp > 1 its completion refuses this program (above)"
+            if refused
+            else "loop-placed, on splits its completion makes (--split keep does)"
+        )
+        return [f"Paddle (PIR) runs none of these candidates: it runs {pir_schedules()}, {which}"]
     c = r.candidates[i]
     shown = next((k for k, v in enumerate(launched, start=1) if v.best is c), None)
     if shown is not None:
@@ -494,7 +573,7 @@ def render_plan(console: Console, o: PlanOutcome, top: int) -> None:
     conversions = o.result.conversions[:top]
     for line in plan_heading(o):
         console.print(printed(line))
-    console.print(plan_table(conversions, o.result.candidates[0]))
+    console.print(plan_table(conversions, o.result.candidates[0], o.result.measured is not None))
     for line in conversion_lines(o, conversions):
         console.print(printed(line), soft_wrap=True)
     for line in launch_lines(o, conversions):

@@ -9,6 +9,10 @@ Formats (`--output-format`, as ruff has them):
     github    GitHub Actions workflow commands, one `::error` per violation
     junit     a JUnit XML report: one test case per rule, a failure listing its violations
 
+Each also counts the violations of the rules not enforced (`--ignore`, `--select`):
+a note line, a `::notice`, a skipped test case, `ignored` in JSON, rows marked
+`(ignored)` in the statistics.
+
 Every name from the program is escaped (`printed`, `printable`) in every format but
 JSON, which escapes control characters itself; XML could not hold them at all.
 """
@@ -21,13 +25,20 @@ from xml.etree import ElementTree
 from rich.console import Console
 from rich.table import Table
 
-from vppctl.escape import printable
+from vppctl.escape import github_data, github_property, printable
 from vppctl.report.common import (
     TABLE_ROWS,
     compact_table,
     printed,
 )
-from vppctl.verify import PIR_RULES, RULES, VerifyReport, Violation, statistics
+from vppctl.verify import (
+    PIR_RULES,
+    RULES,
+    VerifyReport,
+    Violation,
+    ignored_statistics,
+    statistics,
+)
 
 # Said whenever a program carries no plan: its vpp then comes from --vpp or its chunk
 # ids, and its placement from --placement or loop, not from what convert decided.
@@ -49,19 +60,39 @@ def verify_line(report: VerifyReport) -> str:
         line += f"; {NO_PLAN}"
     if report.pir:
         line += f"; {PIR_NOTE}"
+    if report.ignored:
+        line += f"; {ignored_note(report)}"
     return line
 
 
+def ignored_note(report: VerifyReport) -> str:
+    """What the rules not enforced found (`ignored 12 violation(s) of rules not enforced:
+    V009 12`), said in every format; "" when nothing was ignored."""
+    if not report.ignored:
+        return ""
+    counts = ", ".join(f"{rule} {count}" for rule, count in ignored_statistics(report))
+    return f"ignored {len(report.ignored)} violation(s) of rules not enforced: {counts}"
+
+
 def no_plan_note(report: VerifyReport) -> str:
+    checked = f"{NO_PLAN}: checked as pp {report.pp} x vpp {report.vpp}"
+    if not report.pir:
+        return (
+            f"{checked} (vpp from --vpp or the chunk ids), {report.placement} placement; a "
+            "program not yet converted needs `vppctl convert` first"
+        )
     # vppctl converts no PIR program: Paddle's own PIR completion does (docs/paddle.md)
-    convert = (
-        "Paddle's PIR completion (vpp_degree > 1) first; `vppctl plan` gives its strategy"
-        if report.pir
-        else "`vppctl convert` first"
-    )
+    if report.chunk_ids:
+        return (
+            f"{checked} (vpp from --vpp or the chunk ids Paddle's PIR completion wrote), "
+            f"{report.placement} placement"
+        )
+    source = "vpp from --vpp; " if report.vpp > 1 else ""
     return (
-        f"{NO_PLAN}: checked as pp {report.pp} x vpp {report.vpp} (vpp from --vpp or the chunk "
-        f"ids), {report.placement} placement; a program not yet converted needs {convert}"
+        f"{checked} ({source}no op carries a chunk id past 0: each is checked as chunk 0), "
+        f"{report.placement} placement; a program not yet converted needs Paddle's PIR "
+        "completion (vpp_degree > 1) first, with the plan `vppctl convert` writes "
+        "(vppctl.paddle.pir_plan) or its own split"
     )
 
 
@@ -114,6 +145,8 @@ def render_verify(console: Console, report: VerifyReport) -> None:
         console.print(printed(no_plan_note(report)), soft_wrap=True)
     if report.pir:
         console.print(printed(PIR_NOTE), soft_wrap=True)
+    if report.ignored:
+        console.print(printed(ignored_note(report)), soft_wrap=True)
 
 
 # -- concise, github ---------------------------------------------------------------
@@ -134,26 +167,24 @@ def concise_lines(report: VerifyReport) -> list[str]:
         lines.append(no_plan_note(report))
     if report.pir:
         lines.append(PIR_NOTE)
+    if report.ignored:
+        lines.append(ignored_note(report))
     return [printable(line) for line in lines]
-
-
-def _github_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-
-
-def _github_property(text: str) -> str:
-    return _github_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
 def github_lines(report: VerifyReport) -> list[str]:
     """GitHub Actions workflow commands: `::error file=SOURCE,title=RULE::WHERE: MESSAGE`,
-    one per violation (an annotation on the run); nothing for a valid program."""
+    one per violation (an annotation on the run), and one `::notice` counting the
+    violations of rules not enforced; nothing for a valid program with none."""
     lines = []
+    source = github_property(printable(report.source))
     for v in report.violations:
         place = where(v)
         message = printable((f"{place}: " if place else "") + statement(v))
-        properties = f"file={_github_property(printable(report.source))},title={v.rule}"
-        lines.append(f"::error {properties}::{_github_data(message)}")
+        lines.append(f"::error file={source},title={v.rule}::{github_data(message)}")
+    if report.ignored:
+        note = github_data(printable(ignored_note(report)))
+        lines.append(f"::notice file={source},title=vppctl verify::{note}")
     return lines
 
 
@@ -169,15 +200,24 @@ def junit_xml(report: VerifyReport) -> str:
     by_rule: dict[str, list[Violation]] = {}
     for v in report.violations:
         by_rule.setdefault(v.rule, []).append(v)
+    ignored = dict(ignored_statistics(report))
+    enforced = set(report.rules)
+    skipped = str(len(RULES) - len(enforced))
     counts = {"tests": str(len(RULES)), "failures": str(len(by_rule)), "errors": "0"}
     suites = ElementTree.Element("testsuites", {"name": "vppctl verify", **counts})
     suite = ElementTree.SubElement(
-        suites, "testsuite", {"name": f"vppctl verify {source}", **counts, "skipped": "0"}
+        suites, "testsuite", {"name": f"vppctl verify {source}", **counts, "skipped": skipped}
     )
     for rule, text in RULES.items():
         case = ElementTree.SubElement(
             suite, "testcase", classname=f"vppctl.verify.{rule}", name=f"{rule} {text}"
         )
+        if rule not in enforced:  # a rule not enforced is a skipped test, with its count
+            found = ignored.get(rule, 0)
+            ElementTree.SubElement(
+                case, "skipped", message=f"not enforced (--select, --ignore); {found} violation(s)"
+            )
+            continue
         broken = by_rule.get(rule)
         if broken:
             failure = ElementTree.SubElement(
@@ -205,6 +245,8 @@ def statistics_table(report: VerifyReport) -> Table:
     table.add_column("Checks")
     for rule, count in statistics(report):
         table.add_row(printed(str(count)), printed(rule), printed(RULES[rule]))
+    for rule, count in ignored_statistics(report):
+        table.add_row(printed(str(count)), printed(rule), printed(f"(ignored) {RULES[rule]}"))
     return table
 
 

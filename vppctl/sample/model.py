@@ -112,6 +112,7 @@ CALLSTACK_FRAMES = (
 )
 
 
+@validate.named_fields
 @dataclass(frozen=True)
 class SampleOptions:
     """What `vppctl sample` builds; the defaults give a small GPT-like program. Checked

@@ -2,7 +2,7 @@
 
 The pure side of vppctl: it needs no program, only stage and chunk counts and a
 cost per virtual stage, and imports nothing of vppctl's but the plan (`vppctl.plan`)
-and the bottom layer (`choices`, `errors`, `escape`): the layers contract keeps it so.
+and the bottom layer (`choices`, `errors`, `escape`, `units`): the layers contract keeps it so.
 `orders` says in which order each stage runs its actions, `runtimes` which runtime runs
 which schedule and the rules each applies (`preflight`), `arguments` checks a
 simulation's inputs, `refusal` is the error of counts a runtime refuses (with the short

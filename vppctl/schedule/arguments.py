@@ -134,8 +134,11 @@ def resolve_costs(
 def parse_unit_costs(text: str) -> tuple[Fraction, Fraction, Fraction]:
     """``--costs F,B,W``: forward, input-gradient and weight-gradient cost of a chunk."""
     parts = text.split(",")
-    try:
-        values = tuple(Fraction(p.strip()) for p in parts)
+    try:  # through a float, as --p2p-cost: `1e-999999999` is no 10^999999999 to build
+        floats = [float(p.strip()) for p in parts]
+        values = tuple(Fraction(repr(f)) for f in floats if math.isfinite(f))
+        if len(values) != len(floats):
+            values = ()
     except (ValueError, ZeroDivisionError):
         values = ()
     if len(values) != 3 or any(v < 0 for v in values) or not any(values):

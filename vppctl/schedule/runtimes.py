@@ -182,7 +182,8 @@ class Rule:
     m) or one only a simulation finds (a deadlock); `refuses` False for a rule the runtime
     runs but its own tooling would not propose (a note, not a refusal); `split` True for a
     rule on the plan's layers per stage and chunk, not on counts (Paddle PIR's completion:
-    checked by `vppctl.planner.pir` and `--split keep`, named by `pir_split_rule`)."""
+    checked by `vppctl.planner.pir` and `--split keep`, named by `pir_split_rule`);
+    `needs_plan` True for a split rule `vppctl.paddle.pir_plan` builds past."""
 
     id: str
     runtime: Runtime
@@ -194,6 +195,9 @@ class Rule:
     breaks: Callable[[Counts], bool] | None = None
     refuses: bool = True
     split: bool = False
+    # a split rule (Paddle PIR's completion) `vppctl.paddle.pir_plan` lifts: a split that
+    # breaks it launches with the plan file `vppctl convert` writes, not refused
+    needs_plan: bool = False
 
 
 def _fix_m(low: Callable[[int], int], other: str) -> Callable[[Counts], str]:
@@ -391,6 +395,7 @@ RULES: tuple[Rule, ...] = (
         "pp_stage to ensure that each chunk contains at least one layer.",
         lambda c: f"pass --vpp no more than the fewest layers a stage holds (not {c.vpp})",
         split=True,
+        needs_plan=True,
     ),
     Rule(
         "R7",
@@ -412,6 +417,7 @@ RULES: tuple[Rule, ...] = (
         "",  # the layers are dealt, never checked
         lambda c: "pass --split keep, or a split that deals each stage's layers so",
         split=True,
+        needs_plan=True,
     ),
     Rule(
         "R14",

@@ -42,6 +42,7 @@ from vppctl.choices import MIN_SVG_WIDTH
 from vppctl.escape import printable
 from vppctl.plan import Placement, virtual_stages
 from vppctl.schedule.simulation import SimResult, Step
+from vppctl.units import seconds_text
 
 KIND_NAMES = {"F": "forward", "B": "backward", "I": "input gradient", "W": "weight gradient"}
 KIND_ORDER = "FBIW"
@@ -183,15 +184,18 @@ def timeline_rows(result: SimResult, span: Fraction | None = None) -> list[Text]
     ]
 
 
-def _legend(result: SimResult, span: Fraction, exact: bool) -> str:
+def _legend(result: SimResult, span: Fraction, exact: bool, seconds: bool = False) -> str:
     letters = "/".join(chr(ord("A") + c % 26) for c in range(result.vpp))
     kinds = {step.kind for step in result.steps}
     backward = "backward" if "I" not in kinds else "backward (input gradient; W underlined)"
+    if seconds:
+        column = seconds_text(float(span))
+    else:
+        column = f"{number(span)} time unit(s)" if exact else f"{number(span)} time units"
     scale = (
-        f"one column = {number(span)} time unit(s)"
+        f"one column = {column}"
         if exact
-        else f"one column = {number(span)} time units, scaled to fit (a column shows the "
-        "step running at its middle)"
+        else f"one column = {column}, scaled to fit (a column shows the step running at its middle)"
     )
     return (
         f"{letters} forward of chunk {'/'.join(map(str, range(result.vpp)))}, "
@@ -205,10 +209,12 @@ def render_timeline(
     *,
     suggest_files: bool = True,
     span: Fraction | None = None,
+    seconds: bool = False,
 ) -> None:
     """Print the timeline scaled to the console's width (or to `span` per column), with
     its legend. `suggest_files`: when the picture had to be scaled, point to --svg and
-    --trace for every step (off when the caller writes them already)."""
+    --trace for every step (off when the caller writes them already); `seconds`: the
+    times are seconds (measured costs), said so in the legend."""
     label = len(_stage_label(0, result.pp))
     if span is None:
         span = column_span(result, max(console.width - label, 1))
@@ -218,7 +224,7 @@ def render_timeline(
     console.print(Text(f"{result.title} timeline", style="bold"))
     for row in timeline_rows(result, span):
         console.print(row, no_wrap=True, overflow="ignore", crop=False)
-    legend = _legend(result, span, exact)
+    legend = _legend(result, span, exact, seconds)
     if not exact and suggest_files:
         legend += "; --svg or --trace draw every step"
     console.print(Text(legend, style="dim"))
@@ -230,13 +236,14 @@ def render_timelines(
     *,
     suggest_files: bool = True,
     columns: int | None = None,
+    seconds: bool = False,
 ) -> None:
     """Every result's timeline on one time scale, so that they compare column by column,
     scaled to `columns` (default: the console's width)."""
     label = max(len(_stage_label(0, r.pp)) for r in results)
     span = column_span(results, max((columns or console.width) - label, 1))
     for result in results:
-        render_timeline(result, console, suggest_files=suggest_files, span=span)
+        render_timeline(result, console, suggest_files=suggest_files, span=span, seconds=seconds)
 
 
 # ---------------------------------------------------------------------------
@@ -471,8 +478,10 @@ def to_svg(
     heading = f"vppctl simulate: pp {first.pp}, m {first.micro_batches}"
     if first.p2p_cost:
         heading += f", p2p cost {number(first.p2p_cost)} per hop"
-    # XML cannot hold control characters, and a person should not read them raw
-    heading, caption = printable(heading), printable(caption)
+    # XML cannot hold control characters (nor U+FFFE, U+FFFF, a lone surrogate), and a
+    # person should not read them raw: every text from outside (the program's path in the
+    # caption, the unit) is made printable, which escapes them all (vppctl.escape).
+    heading, caption, unit = printable(heading), printable(caption), printable(unit)
     lines = textwrap.wrap(caption, max(int((width - 8) / 6.6), 20)) if caption else []
     parts = [f'<text x="4" y="17" font-size="13" font-weight="bold">{escape(heading)}</text>']
     for i, line in enumerate(lines):
@@ -504,15 +513,15 @@ def to_svg(
 # Chrome trace (opens in Perfetto and chrome://tracing)
 
 
-def _trace_event(step: Step, virtual_stage: int, pid: int) -> dict[str, Any]:
+def _trace_event(step: Step, virtual_stage: int, pid: int, us: int) -> dict[str, Any]:
     return {
         "name": step_name(step, virtual_stage),
         "cat": KIND_NAMES.get(step.kind, step.kind),
         "ph": "X",
         "pid": pid,
         "tid": step.stage,
-        "ts": rounded(step.start * TRACE_US_PER_UNIT),
-        "dur": rounded(step.duration * TRACE_US_PER_UNIT),
+        "ts": rounded(step.start * us),
+        "dur": rounded(step.duration * us),
         "args": {
             "stage": step.stage,
             "chunk": step.chunk,
@@ -543,19 +552,23 @@ def _trace_names(result: SimResult, pid: int) -> list[dict[str, Any]]:
     return events
 
 
-def to_chrome_trace(results: SimResult | Sequence[SimResult]) -> dict[str, Any]:
+def to_chrome_trace(
+    results: SimResult | Sequence[SimResult], *, seconds: bool = False
+) -> dict[str, Any]:
     """``{"traceEvents": [...]}`` with one complete ("X") event per step.
 
     Each result is one process (pid = its position), its stages one thread each (tid =
     stage), so a viewer stacks the schedules like the SVG. One simulated time unit is
-    one millisecond in the trace. Metadata ("M") events name the tracks.
+    one millisecond in the trace; with `seconds` (measured costs) times are real. Metadata
+    ("M") events name the tracks.
     """
     runs = (results,) if isinstance(results, SimResult) else tuple(results)
+    us = 1_000_000 if seconds else TRACE_US_PER_UNIT
     events: list[dict[str, Any]] = []
     for pid, result in enumerate(runs):
         places = virtual_stage_of(result)
         events += _trace_names(result, pid)
         events += [
-            _trace_event(s, places.get((s.stage, s.chunk), s.stage), pid) for s in result.steps
+            _trace_event(s, places.get((s.stage, s.chunk), s.stage), pid, us) for s in result.steps
         ]
     return {"traceEvents": events, "displayTimeUnit": "ms"}

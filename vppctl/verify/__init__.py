@@ -4,7 +4,8 @@
 the checks (`segments` those of the layers and the recorded plan, `checker` what
 they share while they run), `expectation` what `vppctl verify` checks a program
 against (the options, the recorded plan, the program), `outcome` what it found and its
-JSON, and `refusals` which violations of a converted program its input caused. The
+JSON, `selection` which rules it enforces (--select, --ignore), and `refusals`
+which violations of a converted program its input caused. The
 checks read the engine's facts about the program (index, data flow, layers), never its
 decisions.
 """
@@ -14,6 +15,7 @@ from vppctl.verify.checks import verify
 from vppctl.verify.expectation import VerifyOptions, verify_program
 from vppctl.verify.outcome import (
     VerifyReport,
+    ignored_statistics,
     layers_json,
     recorded_plan_json,
     statistics,
@@ -31,6 +33,7 @@ __all__ = [
     "VerifyReport",
     "Violation",
     "executed_blocks",
+    "ignored_statistics",
     "layers_json",
     "recorded_plan_json",
     "refuse_input_problems",

@@ -58,9 +58,14 @@ class Checker:
         return mesh_text(self.index.meshes[mesh])
 
     def where(self, block: int, op: int) -> str:
-        """An op's placement as messages show it: `[1] chunk 0`."""
+        """An op's placement as messages show it: `[1] chunk 0` (`[1] without a chunk id`:
+        a PIR op Paddle's completion has not placed)."""
         bi = self.index.blocks[block]
-        return f"{self.mesh_str(bi.op_mesh[op])} chunk {bi.ops.chunk[op]}"
+        return self.placed(bi.op_mesh[op], bi.ops.chunk[op])
+
+    def placed(self, mesh: int, chunk: int) -> str:
+        """A mesh and chunk id as messages show them (see `where`)."""
+        return f"{self.mesh_str(mesh)} {chunk_text(chunk)}"
 
     def first_read(self) -> dict[int, int]:
         """Variable -> the first global-block op that reads it, a sub-block's reads counted
@@ -120,3 +125,8 @@ def read_in_sub_blocks(index: ProgramIndex, first_read: dict[int, int]) -> None:
                     first_read[v] = op
             for more in bi.ops.sub_blocks.values():
                 todo.extend(more)
+
+
+def chunk_text(chunk: int) -> str:
+    """`chunk 1`, or `without a chunk id` for -1 (none: PIR's, before Paddle's completion)."""
+    return f"chunk {chunk}" if chunk >= 0 else "without a chunk id"

@@ -273,9 +273,8 @@ def _check_backward(c: Checker) -> None:
                     Cause.SUM_MISPLACED,
                     0,
                     op,
-                    f"is on {c.mesh_str(here[0])} chunk {here[1]} but its "
-                    f"nearest earlier producer {index.op_label(0, src)} is on "
-                    f"{c.mesh_str(meshes[src])} chunk {chunks[src]}",
+                    f"is on {c.placed(*here)} but its nearest earlier producer "
+                    f"{index.op_label(0, src)} is on {c.placed(meshes[src], chunks[src])}",
                 )
         elif role == LOSS_GRAD:
             if loss is not None and (meshes[loss], chunks[loss]) != (meshes[op], chunks[op]):
@@ -368,7 +367,7 @@ def _check_optimizer(c: Checker) -> None:
     """
     index = c.index
     block = index.global_block
-    vppctl_plan = c.expect.plan_segments is not None
+    vppctl_plan = c.expect.recorded is not None  # a plan vppctl recorded in the program
     for op, p in block.ops.param.items():
         if p < 0 or not block.ops.role[op] & OPTIMIZE:
             continue

@@ -15,7 +15,7 @@ from vppctl.engine import LayerSet
 from vppctl.plan import Placement
 from vppctl.program import RecordedPlan
 from vppctl.shapes import document
-from vppctl.verify.rules import Violation
+from vppctl.verify.rules import RULES, Violation
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,11 @@ class VerifyReport:
     recorded: RecordedPlan | None  # the plan the program carries, if any
     pir: bool = False  # read from PIR: the rules of PIR_RULES apply in part
     source: str = "<memory>"  # the program's name, as reports show it
+    chunk_ids: bool = False  # some op carries a chunk id past 0 (converted, or completed by Paddle)
+    # The violations of rules not enforced (VerifyOptions.select, .ignore): counted in
+    # every format, never failing the program; and the rules enforced.
+    ignored: tuple[Violation, ...] = ()
+    rules: tuple[str, ...] = tuple(RULES)
 
     @property
     def valid(self) -> bool:
@@ -43,7 +48,16 @@ class VerifyReport:
 
 def statistics(report: VerifyReport) -> list[tuple[str, int]]:
     """(rule, violations) for each broken rule, the most violated first."""
-    counts = Counter(v.rule for v in report.violations)
+    return _counts(report.violations)
+
+
+def ignored_statistics(report: VerifyReport) -> list[tuple[str, int]]:
+    """(rule, violations) for each rule broken but not enforced, the most violated first."""
+    return _counts(report.ignored)
+
+
+def _counts(violations: tuple[Violation, ...]) -> list[tuple[str, int]]:
+    counts = Counter(v.rule for v in violations)
     return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
 
 
@@ -66,6 +80,10 @@ def verify_json(report: VerifyReport) -> dict[str, Any]:
             "valid": report.valid,
             "violations": [violation_json(v) for v in report.violations],
             "statistics": [{"rule": rule, "count": count} for rule, count in statistics(report)],
+            "rules": list(report.rules),
+            "ignored": [
+                {"rule": rule, "count": count} for rule, count in ignored_statistics(report)
+            ],
             "pp": report.pp,
             "vpp": report.vpp,
             "placement": report.placement,

@@ -24,8 +24,11 @@ RULES: dict[str, str] = {
     "non-backward ops may also run on a mesh holding every stage's ranks: a global mesh, or a "
     "world an earlier program left)",
     "V004": "all ops of a layer share one stage and one chunk",
-    "V005": "every layer lies in exactly one segment and every (stage, chunk) holds a layer",
-    "V006": "segment k sits on the stage and chunk the placement gives (loop: k % pp, k // pp)",
+    "V005": "every layer lies in exactly one segment and every (stage, chunk) holds a layer "
+    "(but the first or last virtual stage a PIR plan checked against, verify --plan, declares "
+    "empty: embedding only, head only)",
+    "V006": "segment k sits on the stage and chunk the placement gives (loop: k % pp, k // pp; "
+    "with a PIR plan, the k-th of the virtual stages it fills)",
     "V007": "forward data flow never runs backwards through the virtual stages",
     "V008": "every grad op sits on its forward op's mesh and chunk (the loss-grad op on the "
     "loss op's)",
@@ -36,7 +39,8 @@ RULES: dict[str, str] = {
     "0)",
     "V011": "every variable first written by a forward or backward op has that op's mesh and "
     "chunk (a sum/grad_add output: its forward variable's)",
-    "V012": "the pipeline plan recorded in the program agrees with the ops: each segment's "
+    "V012": "the pipeline plan recorded in the program (or the PIR plan given, verify --plan) "
+    "agrees with the ops: each segment's "
     "layers, stage, chunk, mesh and op range; known names (placement loop/v, mode auto/manual, "
     "split uniform/keep/balanced/explicit, cost params/ops/flops); uniform: equal layer counts; "
     "keep: each stage's layers dealt over its chunks, earlier chunks taking the extras",
@@ -161,3 +165,7 @@ class Expectation:
     )
     recorded: RecordedPlan | None = None  # the whole plan, for V012's other checks
     pir: bool = False  # read from Paddle's PIR JSON: the rules of PIR_RULES apply in part
+    # (stage, chunk) of the segments a PIR plan (`verify --plan`) declares empty: its first
+    # (embedding only) or last (head only) virtual stage; V005 and V006 read the plan's
+    # other virtual stages as the segments
+    empty_segments: frozenset[tuple[int, int]] = frozenset()

@@ -4,7 +4,7 @@ V012), checked against the placement the plan and the rules give.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from vppctl.choices import COST_KINDS, MODES, PLACEMENTS, SPLITS
 from vppctl.engine import (
@@ -15,7 +15,7 @@ from vppctl.plan import cannot_fill, place
 from vppctl.program import (
     RecordedPlan,
 )
-from vppctl.verify.checker import Checker
+from vppctl.verify.checker import Checker, chunk_text
 from vppctl.verify.rules import Cause
 
 
@@ -33,8 +33,8 @@ def check_layers(c: Checker, layers: LayerSet) -> list[tuple[int, int, list[int]
                     Cause.LAYER_SPLIT,
                     0,
                     i,
-                    f"layer {layer.name} is on {c.mesh_str(where[0])} chunk "
-                    f"{where[1]} but this op is on {c.mesh_str(meshes[i])} chunk {chunks[i]}",
+                    f"layer {layer.name} is on {c.placed(*where)} but this op is on "
+                    f"{c.placed(meshes[i], chunks[i])}",
                 )
                 break
         stage = c.stage_of.get(where[0])
@@ -69,35 +69,50 @@ def _segments_of(
                 Cause.SEGMENT_TWICE,
                 0,
                 first.first,
-                f"layers of stage {stage} chunk {chunk} form two "
+                f"layers of stage {stage} {chunk_text(chunk)} form two "
                 f"segments (again from layer {first.name}); a segment is one run of layers",
             )
         seen.setdefault((stage, chunk), r)
-    if exp.pp * exp.vpp > len(layers):  # listing every empty pair could run to millions
+    want_of, n_held = _held(c)
+    empty = exp.empty_segments
+    if n_held > len(layers):  # listing every empty pair could run to millions
         c.add(
             Cause.EMPTY_SEGMENT,
             0,
             -1,
-            f"{cannot_fill(len(layers), exp.pp * exp.vpp, exp.pp)}: some (stage, chunk) "
-            "holds no layer",
+            f"{cannot_fill(len(layers), n_held, exp.pp)}: some (stage, chunk) holds no layer",
         )
     else:
         for s in range(exp.pp):
             for ch in range(exp.vpp):
-                if (s, ch) not in seen:
+                if (s, ch) not in seen and (s, ch) not in empty:
                     c.add(Cause.EMPTY_SEGMENT, 0, -1, f"stage {s} chunk {ch} holds no layer")
-    for k, (stage, chunk, ks) in enumerate(runs[: exp.pp * exp.vpp]):
-        want = place(k, exp.pp, exp.placement)
+    for k, (stage, chunk, ks) in enumerate(runs[:n_held]):
+        want = want_of(k)
         if (stage, chunk) != want:
+            where = f"{exp.placement} placement"
+            if empty:
+                where = f"the PIR plan ({where}, its empty virtual stages left out)"
             c.add(
                 Cause.SEGMENT_MISPLACED,
                 0,
                 layers.layers[ks[0]].first,
                 f"segment {k} (from layer {layers.layers[ks[0]].name}) is on stage {stage} "
-                f"chunk {chunk}, but {exp.placement} placement puts it on stage {want[0]} "
-                f"chunk {want[1]}",
+                f"{chunk_text(chunk)}, but {where} puts it on stage {want[0]} chunk {want[1]}",
             )
     return runs
+
+
+def _held(c: Checker) -> tuple[Callable[[int], tuple[int, int]], int]:
+    """(where segment k sits, how many segments hold layers): every virtual stage in order
+    but those a PIR plan declares empty (its first, embedding only, or last, head only)."""
+    exp = c.expect
+    n = exp.pp * exp.vpp
+    if not exp.empty_segments:  # no list of pp*vpp places to build
+        return (lambda k: place(k, exp.pp, exp.placement)), n
+    places = (place(k, exp.pp, exp.placement) for k in range(n))
+    held = [p for p in places if p not in exp.empty_segments]
+    return held.__getitem__, len(held)
 
 
 def check_plan(c: Checker, runs: list[tuple[int, int, list[int]]]) -> None:

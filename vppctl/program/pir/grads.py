@@ -25,6 +25,14 @@ A value X's gradient is named `X@GRAD`; when parts of it are added up, the parts
 `X@GRAD@RENAME@k` (k in program order) and the sum `X@GRAD`, as legacy Paddle names them;
 a recomputed copy of X is `X.subprog_0`, as Paddle's legacy recompute pass names it (so
 vppctl's recompute rule, V021, reads it).
+The walk is linear in the program: a grad op's forward op is looked for among the readers
+of the forward value it reads that the fewest ops read, latest first, the readers already
+taken at the end of that list passed once for all; results are matched through each wide
+op's operand positions by dims, built once. It takes at most SEARCH_STEPS_PER_ENTRY steps
+per operand of the program in all: a program shaped to need more (thousands of forward ops
+of one type reading the very same values) has its later grad ops left unlinked (their
+gradients named `%N`), never a quadratic walk.
+
 Every other value is `%N` (its PIR id) unless the program names it (parameters, data; a
 name given twice, as the per-stage copies of `learning_rate_0`, is `NAME%N` the second
 time).
@@ -33,7 +41,10 @@ time).
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_left
+from collections import deque
 from collections.abc import Sequence
+from itertools import chain
 
 from vppctl.program.pir.tables import NO_OP, NO_VALUE, PirTables
 from vppctl.program.roles import BACKWARD, FORWARD_ROLES, GRAD_SUM_TYPES
@@ -80,8 +91,8 @@ class Flow:
     def outputs(self, op: int) -> array[int]:
         return self.outs[self.out_off[op] : self.out_off[op + 1]]
 
-    def readers_of(self, v: int) -> array[int]:
-        return self.readers[self.reader_off[v] : self.reader_off[v + 1]]
+    def n_readers(self, v: int) -> int:
+        return self.reader_off[v + 1] - self.reader_off[v]
 
 
 def link_gradients(t: PirTables) -> tuple[list[str], array[int]]:
@@ -116,7 +127,14 @@ class _Links:
             p == NO_OP or t.op_role[p] in FORWARD_ROLES for p in t.v_producer
         )
         self.copy_of: dict[int, int] = {}  # recomputed value -> the forward value it copies
-        self._copyable: dict[tuple[str, str, tuple[int, ...]], list[int]] | None = None
+        self._copyable: dict[tuple[str, str, tuple[int, ...]], deque[int]] | None = None
+        self._sources: dict[tuple[int, bool], dict[tuple[int, ...], list[int]]] = {}
+        self._free_top: dict[int, int] = {}  # value -> index in readers past which none is free
+        # Steps the search for forward ops may take in all: linear in the program whatever
+        # its shape; past them a grad op is left unlinked (its gradients named %N).
+        self.budget = (
+            SEARCH_STEPS_PER_ENTRY * (len(flow.ins) + len(flow.outs) + t.n_ops) + BUDGET_SLACK
+        )
 
     def visit(self, op: int) -> None:
         t, flow = self.t, self.flow
@@ -133,7 +151,7 @@ class _Links:
             return
         self.forward_of[op] = f
         self.claimed[f] = 1
-        for r, x in self._match(outs, flow.inputs(f)):
+        for r, x in self._match(outs, f, inputs=True):
             if self.grad_of[r] < 0:
                 self.grad_of[r] = x
         read = [
@@ -144,7 +162,7 @@ class _Links:
             and self.grad_of[v] < 0
             and v not in self.copy_of
         ]
-        for g, y in self._match(read, flow.outputs(f)):
+        for g, y in self._match(read, f, inputs=False):
             self.grad_of[g] = y
 
     def _copy(self, op: int, kind: str, ins: Sequence[int], outs: Sequence[int]) -> None:
@@ -155,12 +173,12 @@ class _Links:
             for f in range(t.n_ops):
                 if t.op_role[f] in FORWARD_ROLES:
                     key = (t.op_type[f], t.op_struct[f], tuple(flow.inputs(f)))
-                    self._copyable.setdefault(key, []).append(f)
+                    self._copyable.setdefault(key, deque()).append(f)
         key = (kind, self.t.op_struct[op], tuple(self.copy_of.get(v, v) for v in ins))
         waiting = self._copyable.get(key)
         if not waiting:
             return
-        f = waiting.pop(0)  # copies come in the order of the ops they copy
+        f = waiting.popleft()  # copies come in the order of the ops they copy
         for r, x in zip(outs, self.flow.outputs(f)):
             if r >= 0 and x >= 0:
                 self.copy_of[r] = x
@@ -176,51 +194,117 @@ class _Links:
         t = self.t
         forward = [v for v in ins if v >= 0 and self.forward_value[v]]
         if forward and base != t.op_type[op]:
-            candidates = self._users(forward, base)
-        else:
-            candidates = []
-            for v in ins:
-                x = self.grad_of[v] if v >= 0 else -1
-                p = t.v_producer[x] if x >= 0 else NO_OP
-                if p != NO_OP and t.op_type[p] == base and t.op_role[p] in FORWARD_ROLES:
-                    candidates.append(p)
+            return self._latest_user(forward, base)
+        candidates = []
+        for v in ins:
+            x = self.grad_of[v] if v >= 0 else -1
+            p = t.v_producer[x] if x >= 0 else NO_OP
+            if p != NO_OP and t.op_type[p] == base and t.op_role[p] in FORWARD_ROLES:
+                candidates.append(p)
         if not candidates:
             return NO_LINK
         free = [f for f in candidates if not self.claimed[f]]
         return max(free or candidates)
 
-    def _users(self, values: list[int], base: str) -> list[int]:
-        """Forward ops of type `base` reading or defining every value of `values`."""
+    def _latest_user(self, values: list[int], base: str) -> int:
+        """The latest forward op of type `base` no grad op took yet that reads or defines
+        every value of `values`, else the latest such op taken, else NO_LINK. The readers
+        of the value read by the fewest ops are searched, latest first; readers no longer
+        free at the end of that list (taken, or no forward op) are passed once for all."""
         t, flow = self.t, self.flow
-        first = values[0]
-        found = {*flow.readers_of(first)}
-        if t.v_producer[first] != NO_OP:
-            found.add(t.v_producer[first])
-        out = []
-        for f in found:
-            if t.op_type[f] != base or t.op_role[f] not in FORWARD_ROLES:
-                continue
-            uses = {*flow.inputs(f), *flow.outputs(f)}
-            if all(v in uses for v in values[1:]):
-                out.append(f)
-        return out
+        # The readers are indexed in place, never sliced: a copy of a value's readers
+        # for each grad op reading it would be quadratic in them.
+        pivot = min(values, key=flow.n_readers)
+        readers, first, end = flow.readers, flow.reader_off[pivot], flow.reader_off[pivot + 1]
+        wanted = set(values)
+        top = self._free_top.get(pivot, end)
+        while top > first and not self._free(readers[top - 1]):
+            top -= 1
+        self._free_top[pivot] = top
+        producer = t.v_producer[pivot]
+        for f in chain((readers[k] for k in range(top - 1, first - 1, -1)), (producer,)):
+            if f != NO_OP and self._free(f) and self._uses_all(f, base, wanted):
+                return f
+            if self.budget < 0:
+                return NO_LINK
+        for f in chain((readers[k] for k in range(end - 1, first - 1, -1)), (producer,)):
+            if f != NO_OP and t.op_role[f] in FORWARD_ROLES and self._uses_all(f, base, wanted):
+                return f  # every such op is taken: the latest
+            if self.budget < 0:
+                break
+        return NO_LINK
 
-    def _match(self, targets: Sequence[int], sources: Sequence[int]) -> list[tuple[int, int]]:
-        """Targets paired in order with sources of the same dims, each source used once."""
-        t = self.t
+    def _free(self, f: int) -> bool:
+        return not self.claimed[f] and self.t.op_role[f] in FORWARD_ROLES
+
+    def _uses_all(self, f: int, base: str, wanted: set[int]) -> bool:
+        """Op `f` is of type `base` and reads or defines every value of `wanted`; the work
+        is charged to the search's budget."""
+        self.budget -= 1
+        if self.t.op_type[f] != base:
+            return False
+        ins, outs = self.flow.inputs(f), self.flow.outputs(f)
+        self.budget -= len(ins) + len(outs)
+        return len(wanted.intersection(ins) | wanted.intersection(outs)) == len(wanted)
+
+    def _match(self, targets: Sequence[int], f: int, *, inputs: bool) -> list[tuple[int, int]]:
+        """Targets paired in order with the inputs (or outputs) of op `f` of the same dims,
+        each used once: the next one of its dims after the last paired."""
+        t, flow = self.t, self.flow
+        sources = flow.inputs(f) if inputs else flow.outputs(f)
+        if len(sources) <= _SCANNED:
+            return _scan_match(t, targets, sources)
+        at = self._positions(f, inputs, sources)
         pairs, j = [], 0
         for r in targets:
             if r < 0 or t.v_dtype[r] < 0:
                 continue
-            k = j
-            while k < len(sources) and (
-                sources[k] < 0 or t.v_dtype[sources[k]] < 0 or t.v_dims[sources[k]] != t.v_dims[r]
-            ):
-                k += 1
-            if k < len(sources):
-                pairs.append((r, sources[k]))
-                j = k + 1
+            found = at.get(t.v_dims[r])
+            if found is None:
+                continue
+            i = bisect_left(found, j)
+            if i < len(found):
+                pairs.append((r, sources[found[i]]))
+                j = found[i] + 1
         return pairs
+
+    def _positions(
+        self, f: int, inputs: bool, sources: Sequence[int]
+    ) -> dict[tuple[int, ...], list[int]]:
+        """The positions of op `f`'s typed inputs (or outputs) by dims, built once per op."""
+        at = self._sources.get((f, inputs))
+        if at is None:
+            at = {}
+            t = self.t
+            for k, x in enumerate(sources):
+                if x >= 0 and t.v_dtype[x] >= 0:
+                    at.setdefault(t.v_dims[x], []).append(k)
+            self._sources[f, inputs] = at
+        return at
+
+
+_SCANNED = 64  # sources matched by a scan; an op with more is matched through its positions
+SEARCH_STEPS_PER_ENTRY = 32  # what the search for forward ops may take, per operand ...
+BUDGET_SLACK = 1 << 16  # ... plus this, in all
+
+
+def _scan_match(
+    t: PirTables, targets: Sequence[int], sources: Sequence[int]
+) -> list[tuple[int, int]]:
+    """`_Links._match` on few sources: each target scans them from the last paired one."""
+    pairs, j = [], 0
+    for r in targets:
+        if r < 0 or t.v_dtype[r] < 0:
+            continue
+        k = j
+        while k < len(sources) and (
+            sources[k] < 0 or t.v_dtype[sources[k]] < 0 or t.v_dims[sources[k]] != t.v_dims[r]
+        ):
+            k += 1
+        if k < len(sources):
+            pairs.append((r, sources[k]))
+            j = k + 1
+    return pairs
 
 
 def _names(

@@ -33,7 +33,12 @@ gradients to the values and ops they belong to, and `encode` writes the
   op on another stage reads a variable in a legacy program;
 - a gradient value is named `X@GRAD` (parts summed later `X@GRAD@RENAME@k`) and a
   grad op's `forward_op_id` names the op it differentiates (`grads`);
-- an op's regions are sub-blocks (`sub_block`), its blocks' arguments variables.
+- an op's regions are sub-blocks (`sub_block`), its blocks' arguments variables;
+- what Paddle leaves out is absent, however it writes it: a null operand (`%0`), a result
+  typed NULL (read later, a null operand), and any dist attr or part of one (an op's, its
+  mesh, an operand's or result's, a vector entry's, a chunk id, a type's parts) written
+  as Paddle's NULL (`{"#": "NULL"}`: `momentum_` writes its absent `master_param_out`'s
+  so), as JSON null, or not at all.
 
 Not read: other attributes, dims mappings and partial status, local shapes, types
 other than dense tensors and vectors (a value of another type is a variable of
@@ -42,20 +47,31 @@ type RAW), and `kwargs` block arguments. A file that is not such a program
 before any op defines it) is a ProgramFileError (exit 3) with a one-line reason.
 
 Bounds: JSON nesting deeper than the decoder's recursion limit is refused; one op
-(or other item) may hold at most MAX_ITEM_CHARS (4 MiB) of JSON, so the Python objects
+(or other item) may hold at most `cursor.MAX_ITEM_CHARS` (4 MiB) of JSON, so the Python objects
 of one op stay small whatever the file holds.
 """
 
 from __future__ import annotations
 
-import json
-import re
-from collections.abc import Iterator
-from json.decoder import JSONDecodeError
 from typing import Any
 
 from vppctl.errors import ProgramFileError
 from vppctl.program._proto import program_pb2 as pb
+from vppctl.program.pir.cursor import (
+    INT32,
+    JsonCursor,
+    Malformed,
+    OverBound,
+    arr,
+    integer,
+    integers,
+    is_null,
+    name,
+    obj,
+    optional,
+    shown,
+    string,
+)
 from vppctl.program.pir.encode import EncodedPir, encode_program
 from vppctl.program.pir.grads import link_gradients
 from vppctl.program.pir.tables import (
@@ -73,15 +89,12 @@ from vppctl.program.pir.tables import (
 # in this one layout: the number says which of its loader's patches apply); a later one may
 # change the layout, so it is refused.
 PIR_VERSIONS = range(0, 5)
-# JSON characters of one op (or block argument, or the header): decoded, an item's Python
-# objects take up to about 25 bytes a character (a list of empty lists), so 4 MiB keeps one
-# item near 100 MB whatever the file holds; a real op is a few KB.
-MAX_ITEM_CHARS = 4 << 20
-_FIRST_WINDOW = 1 << 14  # characters decoded at first for an item; doubled while too few
+# Values ops may read again through a vector other ops read (beyond the operands the file
+# writes): each reader of a `builtin.combine`'s vector reads all its values, so a wide vector
+# read by many ops would make the operands grow as width x readers from a small file.
+MAX_REREAD = 1 << 20
 
 _DIALECTS = {"0": "builtin", "1": "pd_op", "2": "cf", "3": "custom_op", "4": "dist"}
-_WHITESPACE = re.compile(r"[ \t\n\r]*")
-_DECODER = json.JSONDecoder()
 
 # Data types of dense tensor types (`0.t_f32`, ...) as VarType codes.
 _DTYPES = {
@@ -112,7 +125,9 @@ def parse_pir(data: bytes | bytearray, *, source: str, max_blocks: int) -> Encod
     reader = _Reader(text, max_blocks)
     try:
         tables, version = reader.read()
-    except _Malformed as e:
+    except OverBound as e:
+        raise ProgramFileError(f"cannot load {source}: {e}") from None
+    except Malformed as e:
         raise _refused(source, str(e)) from None
     except RecursionError:
         raise _refused(source, "its JSON is nested too deeply") from None
@@ -121,170 +136,27 @@ def parse_pir(data: bytes | bytearray, *, source: str, max_blocks: int) -> Encod
     return encode_program(tables, names, forward_of, version=version)
 
 
+def header_problem(header: Any) -> str | None:
+    """Why a decoded `"base_code"` object is not the header of a PIR program vppctl reads
+    (its magic, its version), or None; the check of a stream asks too, as soon as the
+    header has arrived (`vppctl.program.sniff`)."""
+    if not isinstance(header, dict):
+        return '"base_code" is not a JSON object'
+    if header.get("magic") != "pir":
+        return f'its header\'s magic is {shown(header.get("magic"))}, not "pir"'
+    version = header.get("version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        return "its header has no integer version"
+    if version not in PIR_VERSIONS:
+        return (
+            f"it is serialization version {shown(version)}, and vppctl reads versions "
+            f"{PIR_VERSIONS.start} to {PIR_VERSIONS.stop - 1} (Paddle 3.3.1 writes 4)"
+        )
+    return None
+
+
 def _refused(source: str, reason: str) -> ProgramFileError:
     return ProgramFileError(f"cannot load {source}: not a PIR program: {reason}")
-
-
-class _Malformed(Exception):
-    """The JSON is not a PIR program; the message says where and why."""
-
-
-class _Json:
-    """A cursor over JSON text that walks the containers vppctl descends into and decodes
-    everything else one item at a time (each at most MAX_ITEM_CHARS characters)."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.pos = 0
-        self.window = _FIRST_WINDOW
-
-    def where(self, pos: int | None = None) -> str:
-        pos = self.pos if pos is None else pos
-        line = self.text.count("\n", 0, pos) + 1
-        column = pos - self.text.rfind("\n", 0, pos)
-        return f"line {line} column {column}"
-
-    def peek(self) -> str:
-        match = _WHITESPACE.match(self.text, self.pos)
-        self.pos = match.end() if match else self.pos
-        if self.pos >= len(self.text):
-            raise _Malformed(f"the JSON ends early at {self.where()} (is the file truncated?)")
-        return self.text[self.pos]
-
-    def expect(self, char: str, what: str) -> None:
-        found = self.peek()
-        if found != char:
-            raise _Malformed(
-                f"invalid JSON in {what} at {self.where()}: expected {char!r}, found {found!r}"
-            )
-        self.pos += 1
-
-    def string(self, what: str) -> str:
-        if self.peek() != '"':
-            raise _Malformed(f"invalid JSON in {what} at {self.where()}: expected a key")
-        try:
-            value, self.pos = _DECODER.raw_decode(self.text, self.pos)
-        except JSONDecodeError as e:
-            raise self._bad(e, what) from None
-        return str(value)
-
-    def members(self, what: str) -> Iterator[str]:
-        """The keys of the object at the cursor; the caller reads each key's value."""
-        self.expect("{", what)
-        if self.peek() == "}":
-            self.pos += 1
-            return
-        while True:
-            key = self.string(what)
-            self.expect(":", what)
-            yield key
-            if self.peek() == ",":
-                self.pos += 1
-                continue
-            self.expect("}", what)
-            return
-
-    def elements(self, what: str) -> Iterator[int]:
-        """The positions of the elements of the array at the cursor; the caller reads each."""
-        self.expect("[", what)
-        if self.peek() == "]":
-            self.pos += 1
-            return
-        k = 0
-        while True:
-            self.peek()
-            yield k
-            k += 1
-            if self.peek() == ",":
-                self.pos += 1
-                continue
-            self.expect("]", what)
-            return
-
-    def value(self, what: str) -> Any:
-        """Decode the value at the cursor, at most MAX_ITEM_CHARS characters of it: the text
-        is decoded in a window that doubles while the value does not fit in it."""
-        self.peek()
-        start, window = self.pos, self.window
-        while True:
-            end = start + window
-            try:
-                if end >= len(self.text):
-                    value, stop = _DECODER.raw_decode(self.text, start)
-                else:
-                    value, stop = _DECODER.raw_decode(self.text[start:end])
-                    stop += start
-            except JSONDecodeError as e:
-                if end < len(self.text) and window < MAX_ITEM_CHARS:
-                    window *= 2
-                    continue
-                if end < len(self.text):
-                    raise _Malformed(
-                        f"{what} at {self.where(start)} is invalid JSON or longer than "
-                        f"{MAX_ITEM_CHARS >> 20} MiB, the most vppctl reads of one item ({e.msg})"
-                    ) from None
-                raise self._bad(e, what) from None
-            except ValueError as e:  # an integer with too many digits
-                raise _Malformed(f"{what} at {self.where(start)} is invalid: {e}") from None
-            self.pos = stop
-            self.window = max(_FIRST_WINDOW, min(MAX_ITEM_CHARS, 4 * (stop - start)))
-            return value
-
-    def skip(self, what: str) -> None:
-        self.value(what)
-
-    def end(self) -> None:
-        match = _WHITESPACE.match(self.text, self.pos)
-        if match and match.end() < len(self.text):
-            raise _Malformed(f"extra data after the JSON object at {self.where(match.end())}")
-
-    def _bad(self, e: JSONDecodeError, what: str) -> _Malformed:
-        """Why decoding the text failed (from the end of the text: it was cut short)."""
-        pos = e.pos
-        tail = self.text[pos:] if len(self.text) - pos < 64 else "x"
-        if not tail.strip() or e.msg.startswith("Unterminated"):
-            return _Malformed(f"the JSON ends early inside {what} (is the file truncated?)")
-        return _Malformed(f"invalid JSON in {what} at {self.where(pos)}: {e.msg}")
-
-
-# -- typed access to decoded JSON ------------------------------------------------------------
-
-
-def _obj(x: Any, what: str) -> dict[str, Any]:
-    if not isinstance(x, dict):
-        raise _Malformed(f"{what} is not a JSON object")
-    return x
-
-
-def _arr(x: Any, what: str) -> list[Any]:
-    if not isinstance(x, list):
-        raise _Malformed(f"{what} is not a JSON array")
-    return x
-
-
-_INT64 = range(-(1 << 63), 1 << 63)  # ids, dims and chunk ids are int64 in Paddle
-_INT32 = range(-(1 << 31), 1 << 31)  # op_role is an int32 attribute
-
-
-def _int(x: Any, what: str, bounds: range = _INT64) -> int:
-    if not isinstance(x, int) or isinstance(x, bool):
-        raise _Malformed(f"{what} is not an integer")
-    if x not in bounds:
-        raise _Malformed(f"{what} ({x}) is out of range")
-    return x
-
-
-def _str(x: Any, what: str) -> str:
-    if not isinstance(x, str):
-        raise _Malformed(f"{what} is not a string")
-    return x
-
-
-def _ints(x: Any, what: str) -> tuple[int, ...]:
-    values = tuple(_arr(x, what))
-    if not all(type(v) is int and v in _INT64 for v in values):  # bools are no ints here
-        raise _Malformed(f"{what} holds a value that is not an integer of 64 bits")
-    return values
 
 
 def _type_key(type_: Any) -> tuple[Any, ...] | None:
@@ -324,11 +196,14 @@ class _Reader:
     """Reads the JSON into PirTables (see the module docstring)."""
 
     def __init__(self, text: str, max_blocks: int) -> None:
-        self.json = _Json(text)
+        self.json = JsonCursor(text)
         self.max_blocks = max_blocks
         self.t = PirTables()
         self._meshes: dict[tuple[Any, ...], bytes] = {}
         self._types: dict[tuple[Any, ...], tuple[int, tuple[int, ...], bytes]] = {}
+        self._vector_readers: dict[int, int] = {}  # vector value -> the ops that read it so far
+        self._reread = 0  # values read again through vectors (`_vector_read`)
+        self._written = 0  # operands the file writes, of ops and of combines
 
     def read(self) -> tuple[PirTables, int]:
         j = self.json
@@ -341,51 +216,44 @@ class _Reader:
                 self._program()
                 seen_program = True
             else:
-                raise _Malformed(
+                raise Malformed(
                     "the JSON does not begin with PIR's header "
                     '({"base_code": {"magic": "pir", ...}, "program": ...})'
                 )
         if version is None or not seen_program:
-            raise _Malformed('it has no "base_code" header and "program"')
+            raise Malformed('it has no "base_code" header and "program"')
         j.end()
         return self.t, version
 
     def _header(self) -> int:
-        header = _obj(self.json.value("the header"), '"base_code"')
-        if header.get("magic") != "pir":
-            raise _Malformed(f'its header\'s magic is {header.get("magic")!r}, not "pir"')
-        version = header.get("version")
-        if not isinstance(version, int) or isinstance(version, bool):
-            raise _Malformed("its header has no integer version")
-        if version not in PIR_VERSIONS:
-            raise _Malformed(
-                f"it is serialization version {version}, and vppctl reads versions "
-                f"{PIR_VERSIONS.start} to {PIR_VERSIONS.stop - 1} (Paddle 3.3.1 writes 4)"
-            )
-        return version
+        header = obj(self.json.value("the header"), '"base_code"')
+        problem = header_problem(header)
+        if problem is not None:
+            raise Malformed(problem)
+        return int(header["version"])
 
     def _program(self) -> None:
         j = self.json
         for key in j.members('"program"'):
             if key != "regions":
-                j.skip(f'"program".{key}')
+                j.skip(f'"program".{shown(key)}')
                 continue
             for k in j.elements('"program".regions'):
                 if k:
-                    raise _Malformed("it has more than one top-level region")
+                    raise Malformed("it has more than one top-level region")
                 self._region_stream()
         if not self.t.block_parent:
-            raise _Malformed("it has no block")
+            raise Malformed("it has no block")
 
     def _region_stream(self) -> None:
         j = self.json
         for key in j.members("a region"):
             if key != "blocks":
-                j.skip(f"region.{key}")
+                j.skip(f"region.{shown(key)}")
                 continue
             for k in j.elements("region.blocks"):
                 if k:
-                    raise _Malformed("its top-level region has more than one block")
+                    raise Malformed("its top-level region has more than one block")
                 self._block_stream()
 
     def _block_stream(self) -> None:
@@ -395,17 +263,17 @@ class _Reader:
         for key in j.members("block 0"):
             if key == "ops":
                 for k in j.elements("block 0's ops"):
-                    self._op(_obj(j.value(f"op {k}"), f"op {k}"), b, k)
+                    self._op(obj(j.value(f"op {k}"), f"op {k}"), b, k)
             elif key == "args":
                 for k in j.elements("block 0's args"):
                     self._block_arg(j.value(f"block 0 argument {k}"), b)
             else:
-                j.skip(f"block 0's {key}")
+                j.skip(f"block 0's {shown(key)}")
 
     def _new_block(self, parent: int) -> int:
         b = len(self.t.block_parent)
         if b >= self.max_blocks:
-            raise _Malformed(
+            raise Malformed(
                 f"it has more than {self.max_blocks:,} blocks, the most vppctl reads (Paddle makes "
                 "one per region of a control-flow op)"
             )
@@ -415,22 +283,22 @@ class _Reader:
     def _block(self, block: Any, parent: int) -> int:
         """A block of an op's region, decoded with its op."""
         b = self._new_block(parent)
-        block = _obj(block, f"block {b}")
-        for k, arg in enumerate(_arr(block.get("args", []), f"block {b}'s args")):
+        block = obj(block, f"block {b}")
+        for k, arg in enumerate(optional(block.get("args"), f"block {b}'s args")):
             self._block_arg(arg, b, f"block {b} argument {k}")
-        for k, op in enumerate(_arr(block.get("ops", []), f"block {b}'s ops")):
-            self._op(_obj(op, f"op {k} of block {b}"), b, k)
+        for k, op in enumerate(optional(block.get("ops"), f"block {b}'s ops")):
+            self._op(obj(op, f"op {k} of block {b}"), b, k)
         return b
 
     def _block_arg(self, arg: Any, block: int, what: str = "a block argument") -> None:
-        arg = _obj(arg, what)
-        self._define(_int(arg.get("#"), f"{what}'s id"), arg.get("TT"), block, NO_OP, what)
+        arg = obj(arg, what)
+        self._define(integer(arg.get("#"), f"{what}'s id"), arg.get("TT"), block, NO_OP, what)
 
     # -- ops ---------------------------------------------------------------------------------
 
     def _op(self, op: dict[str, Any], block: int, k: int) -> None:
         what = f"op {k} of block {block}"
-        kind = op_type(_str(op.get("#"), f"{what}'s name"))
+        kind = op_type(name(op.get("#"), f"{what}'s name"))
         if kind == PARAMETER:
             self._parameter(op, block, what)
         elif kind == DATA:
@@ -443,10 +311,12 @@ class _Reader:
     def _compute(self, kind: str, op: dict[str, Any], block: int, what: str) -> None:
         t = self.t
         n = t.n_ops
-        attrs = _attrs(op.get("A", []), what)
+        attrs = _attrs(op.get("A"), what)
         role, struct, mesh, chunk, ins, outs = self._placement(attrs, what)
-        operands = [self._operand(x, what) for x in _arr(op.get("I", []), f"{what}'s I")]
-        results = _arr(op.get("O", []), f"{what}'s O")
+        listed = optional(op.get("I"), f"{what}'s I")
+        self._written += len(listed)
+        operands = [self._operand(x, what) for x in listed]
+        results = optional(op.get("O"), f"{what}'s O")
         t.op_type.append(kind)
         t.op_role.append(role)
         t.op_struct.append(struct)
@@ -456,12 +326,15 @@ class _Reader:
         t.in_val.extend(operands)
         t.in_off.append(len(t.in_val))
         t.in_mesh.append(ins)
-        flags = _result_flags(op.get("OA", []), len(results), what)
+        flags = _result_flags(op.get("OA"), len(results), what)
         for r, result in enumerate(results):
-            result = _obj(result, f"{what}'s result {r}")
-            pir_id = _int(result.get("%"), f"{what}'s result {r} id")
-            if _is_null(result.get("TT")):
-                pir_id = NO_VALUE  # a result the op does not produce (a gradient not needed)
+            result = obj(result, f"{what}'s result {r}")
+            pir_id = integer(result.get("%"), f"{what}'s result {r} id")
+            if "TT" in result and is_null(result["TT"]):
+                # a result the op does not produce (a gradient not needed, an optional
+                # output): an op reading it reads a null operand
+                self._null_result(pir_id, f"{what}'s result {r}")
+                pir_id = NO_VALUE
             t.out_val.append(pir_id)
             if pir_id != NO_VALUE:
                 v = self._define(pir_id, result.get("TT"), block, n, f"{what}'s result {r}")
@@ -471,8 +344,8 @@ class _Reader:
         regions = op.get("regions")
         if regions is not None:
             subs = []
-            for region in _arr(regions, f"{what}'s regions"):
-                for sub in _arr(_obj(region, f"{what}'s region").get("blocks", []), what):
+            for region in optional(regions, f"{what}'s regions"):
+                for sub in arr(obj(region, f"{what}'s region").get("blocks", []), what):
                     subs.append(self._block(sub, block))
             t.sub_blocks[n] = subs
 
@@ -480,71 +353,109 @@ class _Reader:
         self, attrs: dict[str, Any], what: str
     ) -> tuple[int, str, bytes, int, tuple[bytes, ...], tuple[bytes, ...]]:
         role = attrs.get("op_role")
-        role = 0 if role is None else _int(role, f"{what}'s op_role", _INT32)
+        role = 0 if role is None else integer(role, f"{what}'s op_role", INT32)
         struct = attrs.get("struct_name")
-        struct = "" if struct is None else _str(struct, f"{what}'s struct_name")
+        struct = "" if struct is None else name(struct, f"{what}'s struct_name")
         dist = attrs.get("op_dist_attr")
-        if dist is None:
+        if is_null(dist):
             return role, struct, b"", -1, (), ()
-        dist = _arr(dist, f"{what}'s op_dist_attr")
+        dist = arr(dist, f"{what}'s op_dist_attr")
         if len(dist) != 4:
-            raise _Malformed(f"{what}'s op_dist_attr has {len(dist)} parts, not 4")
+            raise Malformed(f"{what}'s op_dist_attr has {len(dist)} parts, not 4")
         mesh = self._mesh(dist[0], what)
-        ins = tuple(self._tensor_meshes(x, what) for x in _arr(dist[1], what))
-        outs = tuple(self._tensor_meshes(x, what) for x in _arr(dist[2], what))
-        chunk = _int(dist[3], f"{what}'s chunk id")
-        return role, struct, mesh, max(chunk, -1), _flat(ins), _flat(outs)
+        ins = self._slot_meshes(dist[1], f"{what}'s operand dist attrs")
+        outs = self._slot_meshes(dist[2], f"{what}'s result dist attrs")
+        chunk = -1 if is_null(dist[3]) else integer(dist[3], f"{what}'s chunk id")
+        return role, struct, mesh, max(chunk, -1), ins, outs
+
+    def _vector_read(self, pir_id: int, what: str) -> None:
+        """Counts the values an op reads again through a vector other ops read before it
+        (each reader of a vector reads all its values): at most MAX_REREAD more than the
+        operands the file writes, so that what the reader builds stays linear in the file."""
+        t = self.t
+        vector = t.resolve(pir_id)
+        parts = t.combined.get(vector)
+        if parts is None:
+            parts = t.split.get(vector)
+        if parts is None:
+            return
+        before = self._vector_readers.get(vector, 0)
+        self._vector_readers[vector] = before + 1
+        if not before:
+            return
+        self._reread += len(parts)
+        bound = self._written + MAX_REREAD
+        if self._reread > bound:
+            raise OverBound(
+                f"{what} reads vector %{vector} ({len(parts):,} values), which {before:,} ops "
+                f"read before it: an op reading a vector reads each of its values, and the "
+                f"values read again so number over {bound:,}, the most vppctl reads (the "
+                f"operands the file writes plus {MAX_REREAD:,}; a program Paddle builds reads "
+                "each vector once or twice)"
+            )
+
+    def _null_result(self, pir_id: int, what: str) -> None:
+        t = self.t
+        if pir_id != NO_VALUE and (pir_id in t.value_at or pir_id in t.alias):
+            raise Malformed(f"{what} defines value %{pir_id} twice")
+        t.null_results.add(pir_id)
 
     def _operand(self, x: Any, what: str) -> int:
-        pir_id = _int(_obj(x, f"{what}'s operand").get("%"), f"{what}'s operand id")
+        pir_id = integer(obj(x, f"{what}'s operand").get("%"), f"{what}'s operand id")
         t = self.t
         if pir_id == NO_VALUE or pir_id in t.combined or t.resolve(pir_id) in t.value_at:
+            self._vector_read(pir_id, what)
             return pir_id
-        raise _Malformed(f"{what} reads value %{pir_id}, which no earlier op defines")
+        source = t.resolve(pir_id)
+        if source == NO_VALUE or source in t.null_results:  # (a reshard of) a NULL result
+            return NO_VALUE
+        raise Malformed(f"{what} reads value %{pir_id}, which no earlier op defines")
 
     def _parameter(self, op: dict[str, Any], block: int, what: str) -> None:
         """`builtin.parameter` ("p"): A is [is_distributed, is_parameter, need_clip, name],
         OA [persistable, stop_gradient, trainable]; its dist attrs are in DA."""
-        attrs = _arr(op.get("A"), f"{what}'s A")
+        attrs = arr(op.get("A"), f"{what}'s A")
         if len(attrs) != 4:
-            raise _Malformed(f"{what} (a parameter) has {len(attrs)} attributes, not 4")
-        name = _str(attrs[3], f"{what}'s parameter name")
-        result = _obj(op.get("O"), f"{what}'s result")
-        pir_id = _int(result.get("%"), f"{what}'s result id")
+            raise Malformed(f"{what} (a parameter) has {len(attrs)} attributes, not 4")
+        declared = name(attrs[3], f"{what}'s parameter name")
+        result = obj(op.get("O"), f"{what}'s result")
+        pir_id = integer(result.get("%"), f"{what}'s result id")
         v = self._define(pir_id, result.get("TT"), block, NO_OP, what)
-        flags = _arr(op.get("OA", [1, 1, 1]), f"{what}'s OA")
-        self.t.v_persistable[v] = bool(flags[0]) if flags else True
+        flags = optional(op.get("OA"), f"{what}'s OA") or [True]  # persistable unless it says not
+        self.t.v_persistable[v] = bool(flags[0])
         self.t.v_parameter[v] = 1
-        self.t.v_name[v] = name
+        self.t.v_name[v] = declared
         self.t.folded[PARAMETER] += 1
 
     def _data(self, op: dict[str, Any], block: int, what: str) -> None:
-        attrs = _attrs(op.get("A", []), what)
-        results = _arr(op.get("O"), f"{what}'s O")
+        attrs = _attrs(op.get("A"), what)
+        results = arr(op.get("O"), f"{what}'s O")
         if len(results) != 1:
-            raise _Malformed(f"{what} (pd_op.data) has {len(results)} results, not 1")
-        result = _obj(results[0], f"{what}'s result")
-        v = self._define(_int(result.get("%"), f"{what}'s result id"), result.get("TT"), block,
+            raise Malformed(f"{what} (pd_op.data) has {len(results)} results, not 1")
+        result = obj(results[0], f"{what}'s result")
+        v = self._define(integer(result.get("%"), f"{what}'s result id"), result.get("TT"), block,
                          NO_OP, what)  # fmt: skip
-        flags = _result_flags(op.get("OA", []), 1, what)
+        flags = _result_flags(op.get("OA"), 1, what)
         self.t.v_persistable[v] = flags[0]
-        name = attrs.get("name")
-        if isinstance(name, str):
-            self.t.v_name[v] = name
+        given = attrs.get("name")
+        if isinstance(given, str):
+            self.t.v_name[v] = name(given, f"{what}'s name")
         self.t.folded[DATA] += 1
 
     def _fold(self, kind: str, op: dict[str, Any], block: int, what: str) -> None:
         t = self.t
-        operands = [self._operand(x, what) for x in _arr(op.get("I", []), f"{what}'s I")]
-        results = [_obj(r, f"{what}'s result") for r in _arr(op.get("O", []), f"{what}'s O")]
-        ids = [_int(r.get("%"), f"{what}'s result id") for r in results]
+        listed = optional(op.get("I"), f"{what}'s I")
+        self._written += len(listed)
+        operands = [self._operand(x, what) for x in listed]
+        results = [obj(r, f"{what}'s result") for r in optional(op.get("O"), f"{what}'s O")]
+        ids = [integer(r.get("%"), f"{what}'s result id") for r in results]
         if kind == COMBINE:
             if len(ids) != 1:
-                raise _Malformed(f"{what} (builtin.combine) has {len(ids)} results, not 1")
+                raise Malformed(f"{what} (builtin.combine) has {len(ids)} results, not 1")
             t.combined[ids[0]] = tuple(operands)
         elif kind == SPLIT:
             if len(operands) != 1:
-                raise _Malformed(f"{what} (builtin.split) has {len(operands)} operands, not 1")
+                raise Malformed(f"{what} (builtin.split) has {len(operands)} operands, not 1")
             source = t.resolve(operands[0])
             producer = t.v_producer[t.value(source)] if source in t.value_at else NO_OP
             for pir_id, r in zip(ids, results):
@@ -552,7 +463,7 @@ class _Reader:
             t.split[source] = tuple(ids)
         else:  # a reshard: its result is its source, moved
             if len(operands) != 1 or len(ids) != 1:
-                raise _Malformed(f"{what} ({RESHARD}) does not read one value into one")
+                raise Malformed(f"{what} ({RESHARD}) does not read one value into one")
             t.alias[ids[0]] = operands[0]
         t.folded[kind] += 1
 
@@ -560,8 +471,13 @@ class _Reader:
 
     def _define(self, pir_id: int, type_: Any, block: int, producer: int, what: str) -> int:
         t = self.t
-        if pir_id == NO_VALUE or pir_id in t.value_at or pir_id in t.alias:
-            raise _Malformed(f"{what} defines value %{pir_id} twice (or as 0)")
+        if (
+            pir_id == NO_VALUE
+            or pir_id in t.value_at
+            or pir_id in t.alias
+            or pir_id in t.null_results
+        ):
+            raise Malformed(f"{what} defines value %{pir_id} twice (or as 0)")
         dtype, dims, mesh = self._type(type_, what)
         v = len(t.v_id)
         t.value_at[pir_id] = v
@@ -588,23 +504,24 @@ class _Reader:
         return found
 
     def _read_type(self, type_: Any, what: str) -> tuple[int, tuple[int, ...], bytes]:
-        if type_ is None:
+        if is_null(type_):
             return -1, (), b""
-        type_ = _obj(type_, f"{what}'s type")
-        name = _str(type_.get("#", ""), f"{what}'s type name").partition(".")[2]
+        type_ = obj(type_, f"{what}'s type")
+        name = string(type_.get("#", ""), f"{what}'s type name").partition(".")[2]
         data = type_.get("D")
         if name == "t_dist_dtensor":
-            parts = _arr(data, f"{what}'s type")
+            parts = arr(data, f"{what}'s type")
             if len(parts) < 2:
-                raise _Malformed(f"{what}'s dist type has {len(parts)} parts")
+                raise Malformed(f"{what}'s dist type has {len(parts)} parts")
             dtype, dims, _ = self._read_type(parts[0], what)
             return dtype, dims, self._tensor_mesh(parts[1], what)
         if name == "t_dtensor":
-            parts = _arr(data, f"{what}'s type")
+            parts = arr(data, f"{what}'s type")
             if len(parts) < 2:
-                raise _Malformed(f"{what}'s dense type has {len(parts)} parts")
-            element = _str(_obj(parts[0], f"{what}'s data type").get("#", ""), what)
-            return _DTYPES.get(element.partition(".")[2], -1), _ints(parts[1], what), b""
+                raise Malformed(f"{what}'s dense type has {len(parts)} parts")
+            element = "" if is_null(parts[0]) else obj(parts[0], f"{what}'s data type").get("#")
+            dims = () if is_null(parts[1]) else integers(parts[1], what)
+            return _DTYPES.get(string(element, what).partition(".")[2], -1), dims, b""
         return -1, (), b""
 
     # -- meshes ------------------------------------------------------------------------------
@@ -619,44 +536,66 @@ class _Reader:
             return self._read_mesh(attr, what)
 
     def _read_mesh(self, attr: Any, what: str) -> bytes:
-        data = _arr(_obj(attr, f"{what}'s mesh").get("D"), f"{what}'s mesh")
+        if is_null(attr):
+            return b""  # no mesh (Paddle writes an absent attribute as NULL)
+        data = arr(obj(attr, f"{what}'s mesh").get("D"), f"{what}'s mesh")
         if len(data) != 3:
-            raise _Malformed(f"{what}'s mesh has {len(data)} parts, not 3")
-        shape, ids = _ints(data[0], f"{what}'s mesh"), _ints(data[1], f"{what}'s mesh")
-        names = tuple(_str(n, f"{what}'s mesh dim name") for n in _arr(data[2], what))
+            raise Malformed(f"{what}'s mesh has {len(data)} parts, not 3")
+        shape, ids = integers(data[0], f"{what}'s mesh"), integers(data[1], f"{what}'s mesh")
+        names = tuple(name(n, f"{what}'s mesh dim name") for n in arr(data[2], what))
         raw = b""
         if ids:
             try:
                 msg = pb.ProcessMesh(shape=shape, process_ids=ids, dim_names=names)
             except ValueError:  # an id out of int64's range
-                raise _Malformed(f"{what}'s mesh has an id out of range") from None
+                raise Malformed(f"{what}'s mesh has an id out of range") from None
             raw = msg.SerializeToString()
         self._meshes[shape, ids, names] = raw
         return raw
 
     def _tensor_mesh(self, attr: Any, what: str) -> bytes:
-        """The mesh of a `4.a_tensor_dist` [mesh, dims mapping, partial status]."""
-        data = _arr(_obj(attr, f"{what}'s tensor dist attr").get("D"), what)
+        """The mesh of a `4.a_tensor_dist` [mesh, dims mapping, partial status]; none (b"")
+        for a NULL one or one without data."""
+        if is_null(attr):
+            return b""
+        data = obj(attr, f"{what}'s tensor dist attr").get("D")
+        if is_null(data):
+            return b""
+        data = arr(data, f"{what}'s tensor dist attr")
         if not data:
-            raise _Malformed(f"{what}'s tensor dist attr is empty")
+            raise Malformed(f"{what}'s tensor dist attr is empty")
         return self._mesh(data[0], what)
+
+    def _slot_meshes(self, attrs: Any, what: str) -> tuple[bytes, ...]:
+        """The meshes of an op's operand (or result) dist attrs, one per value: a NULL list
+        gives none (the encoder then names no mesh for any of them)."""
+        if is_null(attrs):
+            return ()
+        return _flat(tuple(self._tensor_meshes(x, what) for x in arr(attrs, what)))
 
     def _tensor_meshes(self, attr: Any, what: str) -> tuple[bytes, ...]:
         """The meshes of one operand's or result's dist attr: one, or one per element of a
-        vector (`0.a_array`)."""
-        attr = _obj(attr, f"{what}'s operand dist attr")
+        vector (`0.a_array`). Paddle writes the dist attr of an absent optional operand or
+        result (momentum_'s master_param_out) as NULL: one slot without a mesh."""
+        if is_null(attr):
+            return (b"",)
+        attr = obj(attr, what)
         if str(attr.get("#", "")).endswith("a_array"):
-            return tuple(self._tensor_mesh(x, what) for x in _arr(attr.get("D"), what))
+            elements = attr.get("D")
+            if is_null(elements):
+                return ()
+            return tuple(self._tensor_mesh(x, what) for x in arr(elements, what))
         return (self._tensor_mesh(attr, what),)
 
 
 def _attrs(attrs: Any, what: str) -> dict[str, Any]:
     """An op's attributes, name -> data (`{"N": name, "AT": {"#": type, "D": data}}`)."""
     out = {}
-    for a in _arr(attrs, f"{what}'s A"):
-        a = _obj(a, f"{what}'s attribute")
-        name = _str(a.get("N"), f"{what}'s attribute name")
-        out[name] = _obj(a.get("AT"), f"{what}'s attribute {name}").get("D")
+    for a in optional(attrs, f"{what}'s A"):
+        a = obj(a, f"{what}'s attribute")
+        name = string(a.get("N"), f"{what}'s attribute name")
+        value = a.get("AT")
+        out[name] = None if is_null(value) else obj(value, f"{what}'s attribute").get("D")
     return out
 
 
@@ -667,10 +606,6 @@ def _result_flags(attrs: Any, n: int, what: str) -> list[int]:
         return [0] * n
     flags = [1 if isinstance(f, dict) and f.get("D") is True else 0 for f in found]
     return (flags + [0] * n)[:n]
-
-
-def _is_null(type_: Any) -> bool:
-    return isinstance(type_, dict) and type_.get("#") == "NULL"
 
 
 def _flat(groups: tuple[tuple[bytes, ...], ...]) -> tuple[bytes, ...]:

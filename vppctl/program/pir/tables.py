@@ -73,6 +73,7 @@ class PirTables:
     alias: dict[int, int] = field(default_factory=dict)  # reshard result -> its source
     combined: dict[int, tuple[int, ...]] = field(default_factory=dict)  # vector -> its values
     split: dict[int, tuple[int, ...]] = field(default_factory=dict)  # vector -> its values
+    null_results: set[int] = field(default_factory=set)  # ids of results typed NULL
     folded: Counter[str] = field(default_factory=Counter)
 
     @property

@@ -1,6 +1,7 @@
-"""Bridge between PaddlePaddle's legacy static auto-parallel programs and vppctl's format.
+"""Legacy export and apply: PaddlePaddle's legacy static auto-parallel programs to
+vppctl's format and back.
 
-Two functions, both needing the real ``paddle`` package (imported lazily, so the
+Two functions, both needing the real ``paddle`` package (imported when called, so the
 rest of vppctl works without it):
 
 ``export_program(main_program, dist_context=None) -> bytes``
@@ -22,14 +23,8 @@ rest of vppctl works without it):
     by block and index, variables by block and name; the call refuses (before
     changing anything) when the op lists differ.
 
-``check_legacy_schedule(schedule_mode, version=None) -> None``
-    Refuse (:class:`ScheduleUnsupportedError`) when a Paddle release (default: the
-    installed one) cannot schedule a legacy program with ``schedule_mode``: only
-    Paddle 3.0.0's legacy-IR pipeline scheduler runs them all (VPP included); 3.1.0
-    to 3.3.1 schedule PIR programs only, and 2.6 has no VPP scheduler.
-
-All raise :class:`PaddleBridgeError` subclasses with a message naming what is
-wrong.
+Both raise :class:`PaddleBridgeError` subclasses (``vppctl.paddle.errors``) with a
+message naming what is wrong.
 
 Paddle facts this module relies on (Paddle 3.3.1, legacy static mode):
 
@@ -57,74 +52,12 @@ from typing import Any
 
 from google.protobuf.message import DecodeError
 
-# vppctl.paddle is itself a protobuf-facing adapter: it turns Paddle objects into
+from vppctl.paddle.errors import AnnotationError, ProgramMismatchError
+from vppctl.paddle.versions import import_paddle
+
+# vppctl.paddle.legacy is itself a protobuf-facing adapter: it turns Paddle objects into
 # vppctl's program messages and back.
 from vppctl.program._proto import program_pb2 as pb
-from vppctl.schedule import PADDLE_SCHEDULE_MODES, paddle_legacy_refusal
-
-__all__ = [
-    "PADDLE_SCHEDULE_MODES",
-    "AnnotationError",
-    "PaddleBridgeError",
-    "PaddleUnavailableError",
-    "ProgramMismatchError",
-    "ScheduleUnsupportedError",
-    "apply_annotations",
-    "check_legacy_schedule",
-    "export_program",
-]
-
-
-class PaddleBridgeError(Exception):
-    """Base class of every error raised by the Paddle bridge."""
-
-
-class PaddleUnavailableError(PaddleBridgeError):
-    """The ``paddle`` package cannot be imported."""
-
-
-class ProgramMismatchError(PaddleBridgeError):
-    """The Paddle program and the vppctl program do not hold the same op lists or variables."""
-
-
-class AnnotationError(PaddleBridgeError):
-    """The annotations cannot be read or applied (bad bytes, missing dist context, ...)."""
-
-
-class ScheduleUnsupportedError(PaddleBridgeError):
-    """The Paddle release cannot schedule a legacy program with the schedule asked for."""
-
-
-def _import_paddle() -> Any:
-    try:
-        import paddle
-    except ImportError as exc:  # pragma: no cover - exercised only without paddle
-        raise PaddleUnavailableError(
-            "the Paddle bridge needs PaddlePaddle (pip install 'vppctl[paddle]'): "
-            f"cannot import paddle: {exc}"
-        ) from exc
-    return paddle
-
-
-# ----------------------------------------------------------------------------
-# Which Paddle runs the schedule
-
-
-def check_legacy_schedule(schedule_mode: str, version: str | None = None) -> None:
-    """Refuse when Paddle ``version`` (default: the installed ``paddle.__version__``)
-    cannot run ``schedule_mode`` on a legacy program, such as one ``vppctl convert``
-    wrote; the message names the release that can."""
-    if schedule_mode not in PADDLE_SCHEDULE_MODES:
-        raise ScheduleUnsupportedError(
-            f"unknown schedule_mode {schedule_mode!r}: Paddle's are "
-            f"{', '.join(PADDLE_SCHEDULE_MODES)} (case matters to Paddle)"
-        )
-    if version is None:
-        version = str(_import_paddle().__version__)
-    refusal = paddle_legacy_refusal(version, schedule_mode)
-    if refusal is not None:
-        raise ScheduleUnsupportedError(refusal)
-
 
 # ----------------------------------------------------------------------------
 # Export
@@ -139,7 +72,7 @@ def export_program(main_program: Any, dist_context: Any = None) -> bytes:
     without it only the layer paths and op ids are added. A PIR program
     (``paddle.pir.Program``) is serialized as Paddle saves it (JSON), without a context.
     """
-    paddle = _import_paddle()
+    paddle = import_paddle()
     if isinstance(main_program, paddle.pir.Program):
         if dist_context is not None:
             raise AnnotationError(
@@ -335,7 +268,7 @@ def apply_annotations(main_program: Any, dist_context: Any, annotated: bytes) ->
     the forward ops they share it with. When the executed sharers (or, if none is
     executed, all of them) are given different values, the call refuses.
     """
-    _import_paddle()
+    import_paddle()
     if dist_context is None:
         raise AnnotationError("apply_annotations needs the program's DistributedContext")
     program = pb.ProgramDesc()
