@@ -8,12 +8,15 @@ lengths on either side of the varint boundaries (127/128, 16383/16384 bytes).
 
 from __future__ import annotations
 
+import mmap
 import random
 from array import array
+from pathlib import Path
 
 import pytest
 
-from vppctl.program.items import Items
+from vppctl.program import items as items_module
+from vppctl.program.items import Items, Patch
 from vppctl.program.wire import VAR_TAG, field_pieces, fields_size, varint
 
 
@@ -101,3 +104,77 @@ def test_empty_and_out_of_range() -> None:
         items[0]
     with pytest.raises(IndexError):
         items[0] = b"x"
+
+
+# -- patches: replacements computed from the bytes they replace, as the output is written --
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_patched_spans_write_what_the_patched_list_writes(seed: int) -> None:
+    """A Patch replaces a pattern and the last bytes of the field it is given, at write time;
+    mixed with fields and whole replacements, in any order, and edited twice."""
+    rng = random.Random(seed)
+    mesh, other = b"\x05MESH1", b"\x05MESH2"
+    old = [
+        rng.randbytes(rng.randint(0, 40)) + mesh + rng.randbytes(3) + mesh + b"\x30\x00"
+        for _ in range(rng.randint(1, 30))
+    ]
+    new = list(old)
+    items = spans(old)
+    for i in rng.sample(range(len(old)), rng.randint(0, len(old))) * 2:  # some twice
+        kind = rng.random()
+        if kind < 0.6:
+            patch = Patch(mesh, rng.choice((mesh, other)), b"\x30\x00", rng.choice(CHUNKS))
+            lo = rng.randint(0, old[i].index(mesh))
+            field = old[i][lo:].replace(patch.old, patch.new)[:-2] + patch.now
+            new[i] = old[i][:lo] + field
+            items.splice(i, lo, len(old[i]), patch)
+            assert items.field_of(i) == (lo, len(old[i]), field)
+        elif kind < 0.8:
+            new[i] = item(rng, rng.choice(LENGTHS))
+            items[i] = new[i]
+        else:
+            new[i] = old[i][:3] + b"spliced" + old[i][5:]
+            items.splice(i, 3, 5, b"spliced")
+    assert list(items) == new
+    out = b"".join(items.pieces(VAR_TAG))
+    assert out == framed(new)
+    assert items.field_size() == len(out) == fields_size(new)
+
+
+CHUNKS = (b"\x30\x00", b"\x30\x01", b"\x30\x7f")
+
+
+def test_a_patch_is_held_once_for_every_item_it_edits() -> None:
+    old = [b"\x02ab" + bytes([k]) + b"\x30\x00" for k in range(100)]
+    items = spans(old)
+    for i in range(100):
+        items.splice(i, 0, len(old[i]), Patch(b"\x02ab", b"\x02cd", b"\x30\x00", b"\x30\x01"))
+    assert items[7] == b"\x02cd\x07\x30\x01"
+    assert len(items._table) == 1  # one Patch for the 100 items, ints for each edit
+
+
+# -- a mapped file: its pages behind a pass given back, the bytes unchanged ----------------
+
+
+def test_mapped_items_given_back_behind_each_pass_read_and_write_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(items_module, "_RELEASE", 1)  # give back at every call
+    rng = random.Random(7)
+    old = [item(rng, rng.choice(LENGTHS)) for _ in range(300)]
+    plain = spans(old)
+    path = tmp_path / "items.bin"
+    assert isinstance(plain._buf, bytes)
+    path.write_bytes(plain._buf)
+    with path.open("rb") as f:
+        mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    items = Items(buf=mapped, starts=plain._starts, ends=plain._ends, region=plain._region)
+    for i in range(0, 300, 7):
+        items.release(i)
+        assert items[i] == old[i]
+    items[5] = b"new"
+    old[5] = b"new"
+    for _ in range(2):  # two passes: the second starts over
+        assert b"".join(items.pieces(VAR_TAG)) == framed(old)
+    assert list(items) == old

@@ -14,14 +14,16 @@ as it always has, and says why when it is not a program.
 
 from __future__ import annotations
 
+import mmap
 from array import array
 from dataclasses import dataclass
 
-from vppctl.program.items import Buffer
+from vppctl.program.items import Buffer, release
 from vppctl.program.wire import block_head
 
 _BLOCK, _IDX, _PARENT, _VARS, _OPS = 0x0A, 0x08, 0x10, 0x1A, 0x22
 _INT32 = 1 << 32
+_RELEASE = 1 << 24  # bytes walked between two releases of a mapped file's pages behind
 
 
 @dataclass(frozen=True)
@@ -116,7 +118,13 @@ def _items(buf: Buffer, pos: int, end: int, tag: int) -> Span | None:
     region = pos
     starts, ends = array("q"), array("q")
     add_start, add_end = starts.append, ends.append
+    mapped = isinstance(buf, mmap.mmap)
+    mark = released = pos
     while pos < end and buf[pos] == tag:
+        if pos > mark and mapped:  # the pages behind given back (`items.release`)
+            assert isinstance(buf, mmap.mmap)
+            released = release(buf, released, pos)
+            mark = pos + _RELEASE
         n = buf[pos + 1]
         if n < 0x80:
             s = pos + 2

@@ -9,6 +9,14 @@ they are and writes the edited items with new length prefixes (`pieces`), so tha
 conversion costs a copy of the bytes plus its edits, not a serialization. Items
 built from a list (a program parsed whole, a PIR program, a test) are that list.
 
+Edits are held without a Python object per item: four integer arrays (the item, the
+bytes [lo, hi) of it replaced, and what replaces them) and a table of the distinct
+replacements, which a program shares widely (a variable's rewritten rest after its
+name). A replacement is bytes, or a `Patch`: the bytes as read with one pattern
+replaced and their last bytes swapped, applied while writing (an op's dist attr given
+a new mesh and chunk id), so that the new dist attrs of a million ops are never held
+at once.
+
 Either way an `Items` reads like a list of bytes: `len`, `items[i]`, `items[i:j]`
 (a list), `items + other` (a list), iteration, and `items[i] = new` to replace one.
 """
@@ -17,30 +25,57 @@ from __future__ import annotations
 
 import mmap
 from array import array
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
-from operator import gt
-from typing import overload
+from typing import NamedTuple, overload
 
 from vppctl.program.wire import field_pieces, fields_size, prefixed, varint
 
 Buffer = bytes | mmap.mmap
-# An edit: the item's new bytes, or (lo, hi, field): the item with bytes [lo, hi) (relative
-# to its start) replaced by `field`.
-Edit = bytes | tuple[int, int, bytes]
 _JOIN = 1 << 22  # bytes joined into one piece of output
+# A pass over the items of a mapped file gives back the pages behind it every this many
+# bytes (`Items.release`).
+_RELEASE = 1 << 24
+_WHOLE = -1  # an edit's `lo` when it replaces the whole item
+
+
+class Patch(NamedTuple):
+    """A replacement computed from the bytes it replaces, of their length: every `old` in
+    them replaced by `new` (of its length, and not overlapping itself), then their last
+    bytes `last` by `now` (of its length)."""
+
+    old: bytes
+    new: bytes
+    last: bytes
+    now: bytes
+
+    def apply(self, field: bytes) -> bytes:
+        if self.old != self.new:
+            field = field.replace(self.old, self.new)
+        if self.last != self.now:
+            field = field[: len(field) - len(self.last)] + self.now
+        return field
 
 
 class Items(Sequence[bytes]):
     """A block's ops or variables (see the module docstring)."""
 
     __slots__ = (
+        "_at",
         "_buf",
         "_delta",
-        "_edits",
+        "_edited",
         "_ends",
+        "_hi",
+        "_ids",
         "_list",
+        "_lo",
         "_region",
+        "_released",
+        "_sorted",
         "_starts",
+        "_table",
+        "_what",
         "rewritten",
         "spliced",
     )
@@ -62,7 +97,15 @@ class Items(Sequence[bytes]):
         self._starts = starts if starts is not None else array("q")
         self._ends = ends if ends is not None else array("q")
         self._region = region
-        self._edits: dict[int, Edit] = {}
+        self._released = 0  # the mapped bytes before this were given back (`release`)
+        # The edits: item _at[k] has bytes [_lo[k], _hi[k]) as read replaced by
+        # _table[_what[k]] (lo _WHOLE: the whole item), sorted by item unless `_sorted` is
+        # False (then sorted when next read); `_edited[i]`: item i has an edit.
+        self._at, self._lo, self._hi, self._what = (array("l") for _ in range(4))
+        self._sorted = True
+        self._edited = bytearray()
+        self._table: list[bytes | Patch] = []
+        self._ids: dict[bytes | Patch, int] = {}  # shared replacements -> their table index
         self._delta = 0  # bytes the edits add to the field (negative: remove)
         # Counted by the editors (vppctl.program.rewrite): items edited by splicing one field
         # in, and items rewritten whole where a splice would not give the same bytes.
@@ -100,20 +143,24 @@ class Items(Sequence[bytes]):
         if self._list is not None:
             return self._list[s]
         start, stop, step = s.indices(len(self._starts))
-        if step != 1 or self._edits:
+        if step != 1 or self._at:
             return [self._item(i) for i in range(start, stop, step)]
         buf = self._buf
         assert buf is not None
         return [buf[a:b] for a, b in zip(self._starts[start:stop], self._ends[start:stop])]
 
     def _item(self, i: int) -> bytes:
-        edit = self._edits.get(i)
-        if edit is None:
+        if not self.edited(i):
             return self._old(i)
-        if isinstance(edit, bytes):
-            return edit
-        lo, hi, field = edit
-        old = self._old(i)
+        return self._edited_item(self._find(i), self._old(i))
+
+    def _edited_item(self, k: int, old: bytes) -> bytes:
+        """Edit k applied to its item as read (`old`)."""
+        lo, hi, what = self._lo[k], self._hi[k], self._table[self._what[k]]
+        if lo == _WHOLE:
+            assert isinstance(what, bytes)
+            return what
+        field = what.apply(old[lo:hi]) if isinstance(what, Patch) else what
         return old[:lo] + field + old[hi:]
 
     def _old(self, i: int) -> bytes:
@@ -141,7 +188,7 @@ class Items(Sequence[bytes]):
 
     def __repr__(self) -> str:
         where = "spans" if self._list is None else "list"
-        return f"Items({len(self)} {where}, {len(self._edits)} edited)"
+        return f"Items({len(self)} {where}, {len(self._at)} edited)"
 
     def __iter__(self) -> Iterator[bytes]:
         if self._list is not None:
@@ -160,12 +207,19 @@ class Items(Sequence[bytes]):
 
     def edited(self, i: int) -> bool:
         """Whether item i has been replaced or spliced since it was read (Items over a buffer)."""
-        return i in self._edits
+        return bool(self._edited) and self._edited[i] == 1
 
     def field_of(self, i: int) -> tuple[int, int, bytes] | None:
         """Item i's spliced field (lo, hi, new field bytes), or None when it has none."""
-        edit = self._edits.get(i)
-        return edit if isinstance(edit, tuple) else None
+        if not self.edited(i):
+            return None
+        k = self._find(i)
+        lo, hi = self._lo[k], self._hi[k]
+        if lo == _WHOLE:
+            return None
+        what = self._table[self._what[k]]
+        field = what.apply(self._old(i)[lo:hi]) if isinstance(what, Patch) else what
+        return lo, hi, field
 
     @property
     def spans(self) -> bool:
@@ -182,32 +236,30 @@ class Items(Sequence[bytes]):
         if not 0 <= i < len(self._starts):
             raise IndexError("item index out of range")
         new = bytes(new)
-        self._record(i, new, len(new))
+        self._table.append(new)  # an item rewritten whole is its own: not looked up
+        self._record(i, _WHOLE, 0, len(self._table) - 1, len(new))
 
-    def splice(self, i: int, lo: int, hi: int, field: bytes) -> None:
-        """Replace bytes [lo, hi) of item i as it was read by `field` (i: never replaced)."""
+    def splice(self, i: int, lo: int, hi: int, field: bytes | Patch) -> None:
+        """Replace bytes [lo, hi) of item i as it was read by `field` (a Patch: computed
+        from those bytes, of their length)."""
         if self._list is not None:
             old = self._list[i]
-            self._list[i] = old[:lo] + field + old[hi:]
+            new = field.apply(old[lo:hi]) if isinstance(field, Patch) else field
+            self._list[i] = old[:lo] + new + old[hi:]
             return
-        grow = len(field) - (hi - lo)
-        if grow or i in self._edits:
-            self._record(i, (lo, hi, field), self._ends[i] - self._starts[i] + grow)
-        else:  # the usual edit: a field of the same size, once
-            self._edits[i] = (lo, hi, field)
+        size = self._ends[i] - self._starts[i]
+        if not isinstance(field, Patch):
+            size += len(field) - (hi - lo)
+        self._record(i, lo, hi, self._id(field), size)
 
-    def splice_all(self, splices: Iterable[tuple[int, int, int, bytes]]) -> None:
+    def splice_all(self, splices: Iterable[tuple[int, int, int, bytes | Patch]]) -> None:
         """`splice(i, lo, hi, field)` for each (i, lo, hi, field), in one call."""
-        edits = self._edits
         for i, lo, hi, field in splices:
-            if self._list is not None or len(field) != hi - lo or i in edits:
-                self.splice(i, lo, hi, field)
-            else:
-                edits[i] = (lo, hi, field)
+            self.splice(i, lo, hi, field)
 
     @property
     def has_edits(self) -> bool:
-        return bool(self._edits)
+        return bool(self._at)
 
     def ranges(self) -> tuple[Buffer, array[int], array[int]]:
         """(buf, starts, ends): item i as read is buf[starts[i]:ends[i]] (Items over a buffer;
@@ -215,19 +267,70 @@ class Items(Sequence[bytes]):
         assert self._buf is not None
         return self._buf, self._starts, self._ends
 
-    def _record(self, i: int, edit: Edit, size: int) -> None:
-        was = self._edits.get(i)
-        old = self._ends[i] - self._starts[i]
-        if was is not None:  # edited again: its earlier edit's size no longer counts
-            self._delta -= _framed(self._size(i, was)) - _framed(old)
-        self._delta += _framed(size) - _framed(old)
-        self._edits[i] = edit
+    def release(self, upto: int) -> None:
+        """A pass over the items (reading, editing) is past item `upto - 1`: when they are
+        ranges of a mapped file, the pages behind it are given back every _RELEASE bytes
+        (they are read again from the page cache if touched), so that the file is never
+        resident whole in the process, only the pages its passes are at."""
+        if upto and isinstance(self._buf, mmap.mmap):
+            self._release_to(self._ends[upto - 1])
 
-    def _size(self, i: int, edit: Edit) -> int:
-        if isinstance(edit, bytes):
-            return len(edit)
-        lo, hi, field = edit
-        return self._ends[i] - self._starts[i] - (hi - lo) + len(field)
+    def _release_to(self, end: int) -> None:
+        if end < self._released:  # a new pass
+            self._released = 0
+        if end - self._released >= _RELEASE:
+            assert isinstance(self._buf, mmap.mmap)
+            self._released = release(self._buf, max(self._released, self._region), end)
+
+    def _id(self, field: bytes | Patch) -> int:
+        """The table index of a shared replacement (added when new)."""
+        k = self._ids.get(field)
+        if k is None:
+            k = self._ids[field] = len(self._table)
+            self._table.append(field)
+        return k
+
+    def _record(self, i: int, lo: int, hi: int, what: int, size: int) -> None:
+        """Item i's edit is now (lo, hi, what), `size` bytes once applied."""
+        if not self._edited:
+            self._edited = bytearray(len(self._starts))
+        old = self._ends[i] - self._starts[i]
+        if self._edited[i]:  # edited again: its earlier edit no longer counts
+            k = self._find(i)
+            self._delta -= _framed(self._size(k)) - _framed(old)
+            self._lo[k], self._hi[k], self._what[k] = lo, hi, what
+        else:
+            at = self._at
+            if at and i < at[-1]:
+                self._sorted = False
+            at.append(i)
+            self._lo.append(lo)
+            self._hi.append(hi)
+            self._what.append(what)
+            self._edited[i] = 1
+        if size != old:
+            self._delta += _framed(size) - _framed(old)
+
+    def _size(self, k: int) -> int:
+        """Bytes of edit k's item once edited."""
+        i, lo, hi, what = self._at[k], self._lo[k], self._hi[k], self._table[self._what[k]]
+        if lo == _WHOLE:
+            return len(what)
+        old = self._ends[i] - self._starts[i]
+        return old if isinstance(what, Patch) else old - (hi - lo) + len(what)
+
+    def _find(self, i: int) -> int:
+        """The index of item i's edit (it has one)."""
+        if not self._sorted:
+            self._sort()
+        return bisect_left(self._at, i)
+
+    def _sort(self) -> None:
+        order = sorted(range(len(self._at)), key=self._at.__getitem__)
+        for name in ("_at", "_lo", "_hi", "_what"):
+            column = getattr(self, name)
+            setattr(self, name, array("l", map(column.__getitem__, order)))
+        self._sorted = True
 
     # -- writing ---------------------------------------------------------------------------------
 
@@ -240,46 +343,85 @@ class Items(Sequence[bytes]):
     def pieces(self, tag: bytes) -> Iterator[bytes | memoryview]:
         """The items as a repeated length-delimited field with one-byte tag `tag`, in pieces
         of a few MiB: each untouched run of the bytes read as it is, each edited item
-        framed anew where its length changed."""
+        framed anew where its length changed. A run of more than a piece's size is given
+        as a view of the bytes read, never copied."""
         if self._list is not None:
             yield from field_pieces(tag, self._list)
             return
         if not self._starts:
             return
+        if not self._sorted:
+            self._sort()
         buf = self._buf
         assert buf is not None
         view = memoryview(buf)
-        starts, ends, edits = self._starts, self._ends, self._edits
+        starts, ends, table = self._starts, self._ends, self._table
         parts: list[bytes | memoryview] = []
         add = parts.append
         pos = self._region  # the first byte of the input not yet written
         flush = pos + _JOIN  # where the parts are joined and yielded
-        for i in self._edit_order():
-            edit = edits[i]
+        mapped = isinstance(buf, mmap.mmap)
+        for i, lo, hi, what in zip(self._at, self._lo, self._hi, self._what):
             s = starts[i]
-            if isinstance(edit, bytes):
-                lo, hi, field = 0, ends[i] - s, edit
+            new = table[what]
+            if isinstance(new, Patch):
+                field = new.apply(buf[s + lo : s + hi])
             else:
-                lo, hi, field = edit
+                field = new
+                if lo == _WHOLE:
+                    lo, hi = 0, ends[i] - s
             if len(field) != hi - lo:  # a new length prefix: the run before ends at the old one
-                add(view[pos : ends[i - 1] if i else self._region])
+                run_end = ends[i - 1] if i else self._region
+                if run_end - pos > _JOIN:
+                    yield from _flushed(parts, view[pos:run_end])
+                else:
+                    add(view[pos:run_end])
                 add(prefixed(tag, ends[i] - s - (hi - lo) + len(field)))
                 pos = s
-            add(view[pos : s + lo])
-            add(field)
+            if s + lo - pos > _JOIN:
+                yield from _flushed(parts, view[pos : s + lo])
+            else:
+                add(view[pos : s + lo])
+            if len(field) > _JOIN:
+                yield from _flushed(parts, field)
+            else:
+                add(field)
             pos = s + hi
             if pos >= flush:
                 yield b"".join(parts)
                 parts.clear()
                 flush = pos + _JOIN
-        add(view[pos : ends[-1]])
-        yield b"".join(parts)
+                if mapped:  # what was yielded has been written
+                    self._release_to(pos)
+        if ends[-1] - pos > _JOIN:
+            yield from _flushed(parts, view[pos : ends[-1]])
+        else:
+            add(view[pos : ends[-1]])
+        if parts:
+            yield b"".join(parts)
+        if mapped:
+            self._release_to(pos)
 
-    def _edit_order(self) -> list[int]:
-        keys = list(self._edits)
-        if any(map(gt, keys, keys[1:])):  # edited out of order (a second pass): sort once
-            keys.sort()
-        return keys
+
+def release(buf: mmap.mmap, start: int, end: int) -> int:
+    """Give back the pages of `buf` (a mapped file) that lie within bytes [start, end),
+    the first one's included; returns where they end. They stay readable: the system
+    reads them again from its page cache (or the file) when touched."""
+    lo = start - start % mmap.PAGESIZE
+    hi = end - end % mmap.PAGESIZE
+    if hi > lo:
+        buf.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+    return hi
+
+
+def _flushed(
+    parts: list[bytes | memoryview], big: bytes | memoryview
+) -> Iterator[bytes | memoryview]:
+    """The parts so far joined (then cleared), and `big` as it is (a run too large to copy)."""
+    if parts:
+        yield b"".join(parts)
+        parts.clear()
+    yield big
 
 
 def _framed(n: int) -> int:

@@ -151,19 +151,8 @@ class _OpEditor:
             return None
         dists = [s for s in spans if s.number == _DIST_ATTR]
         was = b"".join(old[s.value : s.end] for s in dists)  # occurrences merge (view.proto)
-        d = view.EditOpDist.FromString(was)
-        if d.SerializeToString() == was:
-            old_mesh = d.process_mesh
-            self.edit_dist(d, mesh, chunk)
-            now = d.SerializeToString()
-            plain = self.plain_tensor.all_plain and (mesh is None or self.plain_mesh(old_mesh))
-            changed = now != was if plain else _differ(pb.OperatorDistAttr, now, was)
-        else:  # not what the view reads exactly: the full message (see __call__)
-            full = pb.OperatorDistAttr.FromString(was)
-            _edit_full_dist(full, mesh, chunk)
-            now = full.SerializeToString()
-            changed = full != pb.OperatorDistAttr.FromString(was)
-        if not changed:
+        now = self.dist_value(was, mesh, chunk)
+        if now is None:
             return old
         field = _DIST_TAG + varint(len(now)) + now
         whole = memoryview(old)
@@ -176,6 +165,23 @@ class _OpEditor:
                 parts.append(whole[s.start : s.end])
         parts.append(field)
         return b"".join(parts)
+
+    def dist_value(self, was: bytes, mesh: bytes | None, chunk: int) -> bytes | None:
+        """A large op's serialized dist attr (its occurrences joined; b"" for none) with the
+        mesh and chunk id, as `spliced` writes it; None when no value changes."""
+        d = view.EditOpDist.FromString(was)
+        if d.SerializeToString() == was:
+            old_mesh = d.process_mesh
+            self.edit_dist(d, mesh, chunk)
+            now = d.SerializeToString()
+            plain = self.plain_tensor.all_plain and (mesh is None or self.plain_mesh(old_mesh))
+            changed = now != was if plain else _differ(pb.OperatorDistAttr, now, was)
+        else:  # not what the view reads exactly: the full message (see __call__)
+            full = pb.OperatorDistAttr.FromString(was)
+            _edit_full_dist(full, mesh, chunk)
+            now = full.SerializeToString()
+            changed = full != pb.OperatorDistAttr.FromString(was)
+        return now if changed else None
 
 
 # A large op (wire.BIG_OP) is edited by its spans (`_OpEditor.spliced`); OpDesc.dist_attr
@@ -197,11 +203,14 @@ def rewrite_vars(block: Block, edits: Iterable[tuple[int, bytes | None, int | No
     rests: dict[tuple[bytes, bytes | None, int | None], bytes | None] = {}
     if vars_.spans:
         buf, starts, ends = vars_.ranges()
-    n = i = 0
+    n = i = mark = 0
     try:
         for i, mesh, chunk in edits:
             if mesh is None and chunk is None:
                 continue
+            if i >= mark:
+                vars_.release(i)  # a mapped file's pages behind given back
+                mark = i + _RELEASE_VARS
             fresh = vars_.spans and not vars_.edited(i)  # as read: its rest can be spliced
             old = buf[starts[i] : ends[i]] if fresh else vars_[i]
             cut = 2 + old[1] if len(old) > 1 and old[0] == 0x0A and old[1] < 0x80 else 0
@@ -231,6 +240,7 @@ def rewrite_vars(block: Block, edits: Iterable[tuple[int, bytes | None, int | No
 
 
 _NOT_YET = b"not yet rewritten"  # compared by identity only
+_RELEASE_VARS = 1 << 12  # variables edited between two `Items.release` calls
 
 
 class _VarEditor:

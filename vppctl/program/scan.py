@@ -133,6 +133,7 @@ def scan_vars(block: Block, block_idx: int) -> VarColumns:
     pos = 0
     try:
         for pos in range(0, len(vars_), PIECE_ITEMS):
+            vars_.release(pos)  # a mapped file's pages behind the scan given back
             piece = vars_[pos : pos + PIECE_ITEMS]
             merged = _merged_vars(piece) if joinable(piece) else None
             if merged is not None:
@@ -202,6 +203,7 @@ def scan_ops(block: Block, block_idx: int, lookup: Callable[[bytes, int], int]) 
     i = 0
     try:
         for i in range(0, len(ops), PIECE_ITEMS):
+            ops.release(i)  # a mapped file's pages behind the scan given back
             piece = ops[i : i + PIECE_ITEMS]
             if not (joinable(piece) and scan.merged(piece)):
                 for i, blob in enumerate(piece, i):  # noqa: B020 (i names a corrupt op)

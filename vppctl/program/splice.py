@@ -41,11 +41,14 @@ from google.protobuf.message import DecodeError, Message
 
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.program._proto import view_pb2 as view
+from vppctl.program.items import Patch
 from vppctl.program.load import Block, corrupt_op
-from vppctl.program.wire import BIG_OP, varint
+from vppctl.program.wire import BIG_OP, field_spans, varint
 
 Edit = tuple[int, bytes | None, int]  # (op index, raw mesh or None to keep, chunk id)
-DIST_TAG = varint(1002 << 3 | 2)  # OpDesc.dist_attr
+Splice = tuple[int, int, bytes | Patch]  # an op's bytes [lo, hi) as read, and what replaces them
+_DIST_ATTR = 1002  # OpDesc.dist_attr
+DIST_TAG = varint(_DIST_ATTR << 3 | 2)
 _CHUNK_TAG = b"\x30"  # OperatorDistAttr.chunk_id (6), a varint
 _MESH_TAG, _TENSOR_MESH_TAG = b"\x1a", b"\x0a"  # OperatorDistAttr / TensorDistAttr.process_mesh
 _RUN = 256  # ops checked at once
@@ -67,6 +70,8 @@ class OpEditor(Protocol):
     def dist_edit(
         self, was: bytes, mesh: bytes | None, chunk: int
     ) -> tuple[bytes, bool] | None: ...
+
+    def dist_value(self, was: bytes, mesh: bytes | None, chunk: int) -> bytes | None: ...
 
 
 def splice_ops(block: Block, edits: Iterable[Edit], editor: OpEditor) -> int:
@@ -92,6 +97,7 @@ class _OpSplicer:
                     or ends[e[0]] - starts[run[0][0]] > BIG_OP
                 ):
                     self.edit_run(run)
+                    self.ops.release(run[-1][0] + 1)  # a mapped file's pages behind given back
                     run.clear()
                 run.append(e)
             if run:
@@ -107,7 +113,7 @@ class _OpSplicer:
         # A run of more than BIG_OP bytes is one big op: edited alone, by its fields.
         small = ends[last - 1] - starts[first] <= BIG_OP
         fields = _run_fields(ops.framed_run(first, last)) if small else None
-        done: dict[int, tuple[int, int, bytes] | None] = {}  # op -> its splice, None: unchanged
+        done: dict[int, Splice | None] = {}  # op -> its splice, None: unchanged
         if fields is not None and fields.plain_dists:
             dists = fields.dists
             tails = fields.tails
@@ -118,7 +124,7 @@ class _OpSplicer:
                     groups.setdefault(mesh, []).append((i, chunk))
             for mesh, members in groups.items():
                 self.edit_group(mesh, members, first, dists, tails, done)
-        splices: list[tuple[int, int, int, bytes]] = []
+        splices: list[tuple[int, int, int, bytes | Patch]] = []
         for i, mesh, chunk in run:
             self.at = i
             if i in done:
@@ -130,7 +136,7 @@ class _OpSplicer:
             self.edit_one(i, mesh, chunk)
         self.record(splices)
 
-    def record(self, splices: list[tuple[int, int, int, bytes]]) -> None:
+    def record(self, splices: list[tuple[int, int, int, bytes | Patch]]) -> None:
         self.ops.splice_all(splices)
         self.ops.spliced += len(splices)
         self.changed += len(splices)
@@ -143,7 +149,7 @@ class _OpSplicer:
         first: int,
         dists: list[bytes],
         tails: list[bytes],
-        done: dict[int, tuple[int, int, bytes] | None],
+        done: dict[int, Splice | None],
     ) -> None:
         """The ops of `members` ((op, chunk id)), all given `mesh`, edited at once when they
         qualify (module docstring); else left to `edit_one`."""
@@ -153,32 +159,38 @@ class _OpSplicer:
         chunks = list(group.chunk_id)
         if len(chunks) != len(members):  # an op without a chunk id (or a corrupt one)
             return
+        pattern = remeshed = b""
         if mesh is not None:
-            replaced = self.remeshed(joined, mesh, group, len(members))
-            if replaced is None:
+            patterns = self.remeshed(joined, mesh, group, len(members))
+            if patterns is None:
                 return
-            joined = replaced
+            pattern, remeshed = patterns
         _, starts, ends = self.ops.ranges()
-        news: list[tuple[int, tuple[int, int, bytes] | None]] = []
-        pos = 0
+        news: list[tuple[int, Splice | None]] = []
+        patches: dict[tuple[int, int], Patch] = {}
         for (i, chunk), old, was in zip(members, olds, chunks):
-            end = pos + len(old)
-            new = joined[pos:end]
-            pos = end
-            if was != chunk:
-                new = _rechunked(new, was, chunk)
-            elif new == old:
+            if was == chunk and pattern == remeshed:
                 news.append((i, None))
                 continue
             hi = ends[i] - starts[i] - len(tails[i - first])
-            news.append((i, (hi - len(old), hi, new)))
+            patch = patches.get((was, chunk))
+            if patch is None:
+                patch = Patch(pattern, remeshed, _chunk_field(was), _chunk_field(chunk))
+                patches[was, chunk] = patch
+            if len(patch.last) == len(patch.now):  # applied as the output is written
+                news.append((i, (hi - len(old), hi, patch)))
+            else:  # the chunk id's varint changes length (and so may the field's)
+                new = old.replace(pattern, remeshed) if pattern != remeshed else old
+                news.append((i, (hi - len(old), hi, _rechunked(new, was, chunk))))
         done.update(news)
 
     def remeshed(
         self, joined: bytes, mesh: bytes, group: view.DistGroupFields, n: int
-    ) -> bytes | None:
-        """The group's dist attr fields (`joined`) with the op mesh and every per-tensor mesh
-        replaced by `mesh`, when one replace does exactly that; else None."""
+    ) -> tuple[bytes, bytes] | None:
+        """(old, new): replacing `old` by `new` in the group's dist attr fields (`joined`),
+        and so in each op's (an occurrence cannot span two: their count is exactly the
+        meshes'), replaces the op mesh and every per-tensor mesh by `mesh`, when it does
+        exactly that; else None."""
         meshes = list(group.process_mesh)
         old = meshes[0] if meshes else b""
         if len(meshes) != n or meshes.count(old) != n or len(old) != len(mesh):
@@ -199,15 +211,20 @@ class _OpSplicer:
                 return None
         if joined.count(pattern) != n + len(tensors) - tensors.count(b""):
             return None
-        return joined.replace(pattern, varint(len(mesh)) + mesh)
+        return pattern, varint(len(mesh)) + mesh
 
     def edit_one(self, i: int, mesh: bytes | None, chunk: int) -> None:
         """Op i edited alone: its dist attr spliced in when the op is in protobuf's own
         encoding, else the op rewritten whole."""
         ops = self.ops
+        if not ops.edited(i):
+            _, starts, ends = ops.ranges()
+            if ends[i] - starts[i] > BIG_OP:
+                if self.splice_big(i, mesh, chunk):
+                    return
+            elif self.splice_one(i, ops[i], mesh, chunk):
+                return
         old = ops[i]
-        if not ops.edited(i) and len(old) <= BIG_OP and self.splice_one(i, old, mesh, chunk):
-            return
         new = self.editor(old, mesh, chunk)
         if new is not old:
             ops[i] = new
@@ -236,6 +253,33 @@ class _OpSplicer:
         self.ops.splice(i, lo, hi, field)
         self.ops.spliced += 1
         self.changed += 1
+        return True
+
+    def splice_big(self, i: int, mesh: bytes | None, chunk: int) -> bool:
+        """Op i, of more than BIG_OP bytes (a huge attr), with its dist attr spliced in as
+        `rewrite` edits a large op by its fields, read in place: the op is never copied.
+        False when its bytes do not split into fields or hold its dist attr more than once
+        (then it is rewritten as a large op is)."""
+        buf, starts, ends = self.ops.ranges()
+        op = memoryview(buf)[starts[i] : ends[i]]
+        spans = field_spans(op)
+        if spans is None:
+            return False
+        dists = [s for s in spans if s.number == _DIST_ATTR]
+        if len(dists) > 1:
+            return False
+        if dists:
+            lo, hi = dists[0].start, dists[0].end
+            was = bytes(op[dists[0].value : hi])
+        else:  # none: where protobuf writes it, before the first field numbered after it
+            later = [s.start for s in spans if s.number > _DIST_ATTR]
+            lo = hi = later[0] if later else len(op)
+            was = b""
+        now = self.editor.dist_value(was, mesh, chunk)
+        if now is not None:
+            self.ops.splice(i, lo, hi, DIST_TAG + varint(len(now)) + now)
+            self.ops.spliced += 1
+            self.changed += 1
         return True
 
 

@@ -39,7 +39,7 @@ def varint(n: int) -> bytes:
     return bytes(out)
 
 
-def varint_at(buf: bytes | bytearray, pos: int) -> tuple[int, int] | None:
+def varint_at(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int] | None:
     """(value, end) of the varint at `pos`; None when `buf` ends inside it; ValueError when it
     is longer than 10 bytes."""
     value = shift = 0
@@ -70,7 +70,7 @@ class Span(NamedTuple):
     end: int
 
 
-def field_spans(buf: bytes) -> list[Span] | None:
+def field_spans(buf: bytes | memoryview) -> list[Span] | None:
     """The top-level fields of a serialized message, without parsing their values (a large
     op is edited by its spans: vppctl.program.rewrite); None when the bytes do not split
     into fields (or hold a group, which this does not walk)."""
