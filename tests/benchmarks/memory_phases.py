@@ -77,7 +77,7 @@ class Probe:
     def advance(self, done: int) -> None:
         self.sample()
 
-    def step(self, count: int) -> None:
+    def close(self) -> None:
         self.sample()
 
 
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp, progress.observing(probe):  # type: ignore[arg-type]
         program = read_program(args.file)
-        probe.phase("read done")
+        probe.phase("indexing")  # a mapped program is not parsed: its reading ends here
         convert_program(program, ConvertOptions(plan=PlanOptions(vpp=2), seg_method="DecoderLayer"))
         write_program(program, os.path.join(tmp, "out.pb"))
         probe.phase("end")

@@ -29,7 +29,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
 from typing import NamedTuple, overload
 
-from vppctl.program.wire import field_pieces, fields_size, prefixed, varint
+from vppctl.program.wire import field_pieces, field_spans, fields_size, prefixed, varint
 
 Buffer = bytes | mmap.mmap
 _JOIN = 1 << 22  # bytes joined into one piece of output
@@ -204,6 +204,33 @@ class Items(Sequence[bytes]):
         buf = self._buf
         assert buf is not None
         return buf[self._ends[lo - 1] if lo else self._region : self._ends[hi - 1]]
+
+    def size(self, i: int) -> int:
+        """Bytes of item i as it was read."""
+        if self._list is not None:
+            return len(self._list[i])
+        return self._ends[i] - self._starts[i]
+
+    def fields(self, i: int, number: int) -> bytes | None:
+        """The top-level fields numbered `number` of item i (a serialized message) as they
+        are now, joined, read where the item lies without copying it whole (for an item too
+        large to copy: an op with a huge attr); None when its bytes do not split into
+        fields."""
+        if self._list is not None or (self.edited(i) and self._lo[self._find(i)] == _WHOLE):
+            return _fields(self[i], number)
+        buf = self._buf
+        assert buf is not None
+        item = memoryview(buf)[self._starts[i] : self._ends[i]]
+        if not self.edited(i):
+            return _fields(item, number)
+        k = self._find(i)
+        lo, hi = self._lo[k], self._hi[k]
+        what = self._table[self._what[k]]
+        field = what.apply(bytes(item[lo:hi])) if isinstance(what, Patch) else what
+        parts = [_fields(item[:lo], number), _fields(field, number), _fields(item[hi:], number)]
+        if None in parts:  # the edit does not lie between fields: the item, edited
+            return _fields(self._item(i), number)
+        return b"".join(p for p in parts if p is not None)
 
     def edited(self, i: int) -> bool:
         """Whether item i has been replaced or spliced since it was read (Items over a buffer)."""
@@ -401,6 +428,14 @@ class Items(Sequence[bytes]):
             yield b"".join(parts)
         if mapped:
             self._release_to(pos)
+
+
+def _fields(message: bytes | memoryview, number: int) -> bytes | None:
+    """The top-level fields numbered `number` of `message`, joined (None: not fields)."""
+    spans = field_spans(message)
+    if spans is None:
+        return None
+    return b"".join(bytes(message[f.start : f.end]) for f in spans if f.number == number)
 
 
 def release(buf: mmap.mmap, start: int, end: int) -> int:

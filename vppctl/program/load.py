@@ -1,12 +1,14 @@
 """Load: program bytes on disk -> a `Program` in memory.
 
-A program is loaded through the lazy view (`view.proto`): blocks are decoded,
-their ops and variables stay serialized, one `bytes` per op or variable in a
-Python list, until the engine needs them. A rewritten op replaces its list
-entry (the old bytes are freed), and saving writes the lists back out in
-protobuf's canonical order. Saving an unchanged program therefore gives back
-the bytes it was loaded from, fields vppctl does not know included, and memory
-stays near the file size.
+A binary program in the layout protobuf writes (`vppctl.program.framing`) is kept
+as the bytes read, a regular file mapped (`mmap`) rather than read: its ops and
+variables are ranges of them (`vppctl.program.items`), edited beside them and
+streamed back out. Any other program is loaded through the lazy view
+(`view.proto`): blocks are decoded, their ops and variables stay serialized, one
+`bytes` per op or variable in a Python list, until the engine needs them; a
+rewritten op replaces its list entry. Either way saving writes the ops and
+variables back out in protobuf's canonical order, so saving an unchanged program
+gives back the bytes it was loaded from, fields vppctl does not know included.
 
 Where the bytes come from (a file, "-" for stdin, a FIFO or device) is
 `vppctl.program.files`'s job; which format they are in (binary protobuf, protobuf

@@ -24,12 +24,16 @@ work below is a few C calls per run, and little Python per op; an op of more tha
   one (`view.DistGroup`) into every op mesh, chunk id and per-tensor dist attr of the
   group. When each op has one mesh, the same old mesh, of the new mesh's size, one
   chunk id, and each per-tensor dist attr is canonical and starts with that mesh, the
-  rewrite replaces exactly the mesh's occurrences there: one `bytes.replace` over the
-  group does it, checked first by counting them (the mesh's bytes, length included,
-  must occur exactly once per op and per tensor dist attr, and cannot overlap
-  themselves). The chunk id, a canonical dist attr's last field, is then set per op.
-  A group that does not qualify is edited op by op (`rewrite`'s dist attr edit,
-  spliced in the same way).
+  rewrite replaces exactly the mesh's occurrences there: a `bytes.replace`, checked
+  first by counting them over the group (the mesh's bytes, length included, must occur
+  exactly once per op and per tensor dist attr, and cannot overlap themselves). The
+  chunk id, a canonical dist attr's last field, is then swapped. Both are recorded as
+  an `items.Patch` (one per change of mesh and chunk id) and applied to each op's dist
+  attr while the output is written, so the new dist attrs are never held at once
+  (a chunk id whose varint changes length is applied at once). A group that does not
+  qualify is edited op by op (`rewrite`'s dist attr edit, spliced in the same way).
+- An op of more than `BIG_OP` bytes (a huge attr) gets its dist attr spliced in where it
+  lies in the bytes read (`splice_big`): it is never copied whole.
 """
 
 from __future__ import annotations
