@@ -54,6 +54,7 @@ def tensor_mesh_conflicts(
             continue
         for start in range(run_start, end, PIECE_ITEMS):  # pieces: bounded memory
             stop = min(start + PIECE_ITEMS, end)
+            ops.release(start)  # a mapped file's pages behind given back
             piece = ops[start:stop]
             if joinable(piece) and _run_on(piece, keys[mesh]):
                 continue
