@@ -100,8 +100,9 @@ class Items(Sequence[bytes]):
         self._released = 0  # the mapped bytes before this were given back (`release`)
         # The edits: item _at[k] has bytes [_lo[k], _hi[k]) as read replaced by
         # _table[_what[k]] (lo _WHOLE: the whole item), sorted by item unless `_sorted` is
-        # False (then sorted when next read); `_edited[i]`: item i has an edit.
-        self._at, self._lo, self._hi, self._what = (array("l") for _ in range(4))
+        # False (then sorted when next read); `_edited[i]`: item i has an edit. Four bytes
+        # each: a program is under 2 GiB.
+        self._at, self._lo, self._hi, self._what = (array("i") for _ in range(4))
         self._sorted = True
         self._edited = bytearray()
         self._table: list[bytes | Patch] = []
@@ -356,7 +357,7 @@ class Items(Sequence[bytes]):
         order = sorted(range(len(self._at)), key=self._at.__getitem__)
         for name in ("_at", "_lo", "_hi", "_what"):
             column = getattr(self, name)
-            setattr(self, name, array("l", map(column.__getitem__, order)))
+            setattr(self, name, array("i", map(column.__getitem__, order)))
         self._sorted = True
 
     # -- writing ---------------------------------------------------------------------------------
