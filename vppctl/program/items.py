@@ -144,11 +144,19 @@ class Items(Sequence[bytes]):
         if self._list is not None:
             return self._list[s]
         start, stop, step = s.indices(len(self._starts))
-        if step != 1 or self._at:
+        if step != 1:
             return [self._item(i) for i in range(start, stop, step)]
         buf = self._buf
         assert buf is not None
-        return [buf[a:b] for a, b in zip(self._starts[start:stop], self._ends[start:stop])]
+        out = [buf[a:b] for a, b in zip(self._starts[start:stop], self._ends[start:stop])]
+        if self._at:  # the edits in the slice, walked in order
+            at = self._at
+            k = self._find(start)
+            while k < len(at) and at[k] < stop:
+                j = at[k] - start
+                out[j] = self._edited_item(k, out[j])
+                k += 1
+        return out
 
     def _item(self, i: int) -> bytes:
         if not self.edited(i):
