@@ -397,15 +397,41 @@ class Items(Sequence[bytes]):
         pos = self._region  # the first byte of the input not yet written
         flush = pos + _JOIN  # where the parts are joined and yielded
         mapped = isinstance(buf, mmap.mmap)
+        # Each Patch of the table unpacked once: (old, new, bytes of last, now, whether the
+        # pattern and the last bytes change); None for bytes.
+        fixes = [
+            (p.old, p.new, len(p.last), p.now, p.old != p.new, p.last != p.now)
+            if isinstance(p, Patch)
+            else None
+            for p in table
+        ]
         for i, lo, hi, what in zip(self._at, self._lo, self._hi, self._what):
             s = starts[i]
+            fix = fixes[what]
+            if fix is not None:  # a Patch: the field keeps its length (the usual edit)
+                field = buf[s + lo : s + hi]
+                if fix[4]:
+                    field = field.replace(fix[0], fix[1])
+                if fix[5]:
+                    field = field[: len(field) - fix[2]] + fix[3]
+                if s + lo - pos > _JOIN:
+                    yield from _flushed(parts, view[pos : s + lo])
+                else:
+                    add(view[pos : s + lo])
+                add(field)
+                pos = s + hi
+                if pos >= flush:
+                    yield b"".join(parts)
+                    parts.clear()
+                    flush = pos + _JOIN
+                    if mapped:  # what was yielded has been written
+                        self._release_to(pos)
+                continue
             new = table[what]
-            if isinstance(new, Patch):
-                field = new.apply(buf[s + lo : s + hi])
-            else:
-                field = new
-                if lo == _WHOLE:
-                    lo, hi = 0, ends[i] - s
+            assert isinstance(new, bytes)
+            field = new
+            if lo == _WHOLE:
+                lo, hi = 0, ends[i] - s
             if len(field) != hi - lo:  # a new length prefix: the run before ends at the old one
                 run_end = ends[i - 1] if i else self._region
                 if run_end - pos > _JOIN:
