@@ -27,7 +27,7 @@ import os
 import re
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import accumulate, repeat
 from operator import add, itemgetter
@@ -38,6 +38,7 @@ from google.protobuf.message import DecodeError
 from vppctl import progress
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.program._proto import view_pb2 as view
+from vppctl.program.items import Items
 from vppctl.program.load import Block, corrupt_op, corrupt_var
 from vppctl.program.roles import BACKWARD, FORWARD_ROLES, OPTIMIZE
 from vppctl.program.wire import BIG_OP, field_spans, varint_at
@@ -387,7 +388,7 @@ class _OpScan:
                 self.sub_blocks[i] = _block_value(attr)
         return role
 
-    def columns(self, ops: Sequence[bytes], block_idx: int) -> OpColumns:
+    def columns(self, ops: Items, block_idx: int) -> OpColumns:
         roles = self.role
         # Only forward ops' layer paths and ids are used, and only backward ops' links.
         forward = [r in FORWARD_ROLES for r in roles]
@@ -409,8 +410,12 @@ class _OpScan:
         lookup = self.lookup
         i = 0
         try:
+            mark = 0
             for i, r in enumerate(roles):
                 if r & OPTIMIZE:  # also optimize-bit ops of other phases: Param is looked up
+                    if i >= mark:  # a mapped file's pages behind given back
+                        ops.release(i)
+                        mark = i + PIECE_ITEMS
                     cols.param[i] = _param_input(ops[i], lookup)
         except DecodeError:
             raise corrupt_op(block_idx, i) from None
