@@ -72,7 +72,7 @@ def _both(data: bytes, monkeypatch: pytest.MonkeyPatch, piece: int = 3) -> tuple
 
 
 def _merges(piece: list[bytes]) -> bool:
-    return scan._OpScan().merged(piece)
+    return scan._OpScan({}.get).merged(piece)  # names resolve to no variable
 
 
 def _program(ops: list[bytes], extra_vars: list[bytes] = ()) -> bytes:  # type: ignore[assignment]

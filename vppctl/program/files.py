@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import mmap
 import os
 import select
 import stat
@@ -354,7 +355,7 @@ class Input:
     """An input's whole content, and whether it came from a stream (not a regular file)."""
 
     shown: str  # the path as the user gave it, or "stdin"
-    data: bytearray
+    data: bytearray | mmap.mmap  # mmap: a regular file mapped (read_input's `mapped`)
     stream: bool
 
 
@@ -383,9 +384,16 @@ def read_input(
     *,
     limit: int | Bound,
     check: Check | None = None,
+    mapped: bool = False,
 ) -> Input:
     """The whole content of `spec` (a path, or "-" for stdin), at most `limit` bytes (a
     `Bound` names the kind of file in messages).
+
+    `mapped`: a regular file is mapped read-only (mmap) instead of read, where the system
+    lets it: its pages are read when used and cost no copy, and the process holds none
+    it does not touch. (A file truncated by another process while mapped ends vppctl with
+    SIGBUS when a page past its new end is touched; replacing it, as editors and vppctl
+    --in-place do, leaves the mapping whole.)
 
     ProgramFileError (exit 3): missing, unreadable, a directory or socket, more than
     `limit` bytes, a FIFO nobody opens for writing within WAIT_SECONDS, or whatever
@@ -404,6 +412,10 @@ def read_input(
             if st.st_size > bound.limit:
                 raise bound.too_big(shown, st.st_size)
             progress.phase("reading", st.st_size)
+            mapping = _map(fd) if mapped and st.st_size else None
+            if mapping is not None and len(mapping) <= bound.limit:
+                progress.advance(len(mapping))
+                return Input(shown, mapping, stream=False)
             return Input(shown, _read_regular(fd, st.st_size, shown, bound), stream=False)
         if stat.S_ISFIFO(st.st_mode):
             fd = _wait_for_writer(fd, shown)
@@ -464,6 +476,14 @@ def _too_big(shown: str, size: int | None, limit: int) -> ProgramFileError:
         f"{(limit + 1) / 2**30:.0f} GiB or more; strip op_callstack attributes when exporting "
         "(or split the program)"
     )
+
+
+def _map(fd: int) -> mmap.mmap | None:
+    """The file open as `fd` mapped read-only; None where it cannot be (then it is read)."""
+    try:
+        return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):  # a file system without mmap; a file emptied meanwhile
+        return None
 
 
 def _read_regular(fd: int, size: int, shown: str, bound: Bound) -> bytearray:

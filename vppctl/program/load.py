@@ -1,12 +1,14 @@
 """Load: program bytes on disk -> a `Program` in memory.
 
-A program is loaded through the lazy view (`view.proto`): blocks are decoded,
-their ops and variables stay serialized, one `bytes` per op or variable in a
-Python list, until the engine needs them. A rewritten op replaces its list
-entry (the old bytes are freed), and saving writes the lists back out in
-protobuf's canonical order. Saving an unchanged program therefore gives back
-the bytes it was loaded from, fields vppctl does not know included, and memory
-stays near the file size.
+A binary program in the layout protobuf writes (`vppctl.program.framing`) is kept
+as the bytes read, a regular file mapped (`mmap`) rather than read: its ops and
+variables are ranges of them (`vppctl.program.items`), edited beside them and
+streamed back out. Any other program is loaded through the lazy view
+(`view.proto`): blocks are decoded, their ops and variables stay serialized, one
+`bytes` per op or variable in a Python list, until the engine needs them; a
+rewritten op replaces its list entry. Either way saving writes the ops and
+variables back out in protobuf's canonical order, so saving an unchanged program
+gives back the bytes it was loaded from, fields vppctl does not know included.
 
 Where the bytes come from (a file, "-" for stdin, a FIFO or device) is
 `vppctl.program.files`'s job; which format they are in (binary protobuf, protobuf
@@ -23,8 +25,9 @@ stream is refused as soon as its first bytes cannot begin a program, so
 
 from __future__ import annotations
 
+import mmap
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,6 +42,8 @@ from vppctl.program import pir  # its reader loads on use: most programs are not
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.program._proto import view_pb2 as view
 from vppctl.program.files import STDIO, read_input
+from vppctl.program.framing import Framing, find_framing
+from vppctl.program.items import Buffer, Items
 from vppctl.program.literals import cut_long_literals
 from vppctl.program.sniff import (
     MAX_DEPTH,
@@ -46,6 +51,7 @@ from vppctl.program.sniff import (
     TEXT_BYTES,
     Format,
     StreamCheck,
+    Whole,
     begins_as_pir,
     decompressed,
     file_format,
@@ -57,8 +63,6 @@ from vppctl.program.wire import (
     VAR_TAG,
     block_field_start,
     block_head,
-    field_pieces,
-    fields_size,
     varint,
     varint_at,
 )
@@ -72,26 +76,52 @@ TEXT_SUFFIXES = (".pbtxt", ".textproto", ".txtpb")
 MAX_BLOCKS = 1 << 14
 
 
-@dataclass
 class Block:
-    """One block: its ops and variables as serialized messages, and its other fields."""
+    """One block: its ops and variables, each a serialized message (`Items`: ranges of the
+    bytes read, or a list), and its other fields. A list assigned to `ops` or `vars`
+    becomes their Items."""
 
-    idx: int
-    parent_idx: int
-    ops: list[bytes]
-    vars: list[bytes]
-    head: bytes  # the serialized fields before `vars` (idx, parent_idx)
-    tail: bytes  # the serialized fields after `ops` (forward_block_idx, unknown fields)
+    def __init__(
+        self,
+        idx: int,
+        parent_idx: int,
+        ops: Sequence[bytes],
+        vars: Sequence[bytes],
+        head: bytes,
+        tail: bytes,
+    ) -> None:
+        self.idx = idx
+        self.parent_idx = parent_idx
+        self._ops = Items.of(ops)
+        self._vars = Items.of(vars)
+        self.head = head  # the serialized fields before `vars` (idx, parent_idx)
+        self.tail = tail  # the serialized fields after `ops` (forward_block_idx, unknown fields)
+
+    @property
+    def ops(self) -> Items:
+        return self._ops
+
+    @ops.setter
+    def ops(self, items: Sequence[bytes]) -> None:
+        self._ops = Items.of(items)
+
+    @property
+    def vars(self) -> Items:
+        return self._vars
+
+    @vars.setter
+    def vars(self, items: Sequence[bytes]) -> None:
+        self._vars = Items.of(items)
 
     def size(self) -> int:
         """Bytes of this block's serialized message."""
-        return len(self.head) + fields_size(self.vars) + fields_size(self.ops) + len(self.tail)
+        return len(self.head) + self.vars.field_size() + self.ops.field_size() + len(self.tail)
 
-    def pieces(self, size: int | None = None) -> Iterator[bytes]:
+    def pieces(self, size: int | None = None) -> Iterator[bytes | memoryview]:
         """The block as a `ProgramDesc.blocks` field, in pieces (`size`: its size, if known)."""
         yield block_field_start(self.head, self.size() if size is None else size)
-        yield from field_pieces(VAR_TAG, self.vars)
-        yield from field_pieces(OP_TAG, self.ops)
+        yield from self.vars.pieces(VAR_TAG)
+        yield from self.ops.pieces(OP_TAG)
         yield self.tail
 
 
@@ -110,7 +140,7 @@ class Program:
     def is_pir(self) -> bool:
         return self.pir is not None
 
-    def pieces(self, sizes: list[int] | None = None) -> Iterator[bytes]:
+    def pieces(self, sizes: list[int] | None = None) -> Iterator[bytes | memoryview]:
         """The serialized program, in pieces (protobuf's canonical field order); `sizes`:
         the blocks' sizes, if known."""
         for k, block in enumerate(self.blocks):
@@ -157,14 +187,19 @@ def read_program(spec: str | os.PathLike[str], *, text: bool | None = None) -> P
     if text is None and is_text_name(spec):
         text = True
     check = StreamCheck("stdin" if os.fspath(spec) == STDIO else os.fspath(spec), text)
-    source = read_input(spec, limit=MAX_PROGRAM_BYTES, check=check)
+    source = read_input(spec, limit=MAX_PROGRAM_BYTES, check=check, mapped=text is not True)
     shown = source.shown
+    data: Whole
     if source.stream:  # told apart by content, the same way for a file and for stdin
+        assert isinstance(source.data, bytearray)  # a stream is read, never mapped
         data, found = check.finish(source.data)
     else:
         data = decompressed(source.data, shown)
         found = file_format(data, text)
     del source
+    if found == "binary":
+        return _binary(data, source=shown)
+    data = in_memory(data)  # the text and PIR readers take bytes, not a mapped file
     if found == "json":
         return _parse_pir(data, source=shown)
     size = len(data)
@@ -253,11 +288,57 @@ def parse_program(
 ) -> Program:
     """Parse program bytes (a PIR program's JSON too, and either compressed with xz or
     gzip); ProgramFileError (exit 3) when they do not hold a program."""
-    data = decompressed(data, source)
+    data = in_memory(decompressed(data, source))
     found = file_format(data, bool(text))
     if found == "json":
         return _parse_pir(data, source=source)
+    if found == "binary":
+        return _binary(bytes(data), source=source)  # a copy: the caller may change `data`
     return _split(_parse_protobuf(data, source, found), source=source, size=len(data))
+
+
+def _binary(data: Buffer | bytearray, *, source: str) -> Program:
+    """A binary program: kept as ranges of `data` when protobuf framed it (`framing`),
+    else parsed whole (which says why when it is not a program)."""
+    if isinstance(data, bytearray):
+        data = bytes(data)
+    framing = find_framing(data, MAX_BLOCKS) if data else None
+    program = _from_framing(data, framing, source) if framing is not None else None
+    if program is not None:
+        return program
+    size = len(data)
+    msg = _parse_protobuf(in_memory(data), source, "binary")
+    del data  # the lazy message holds its own copy
+    return _split(msg, source=source, size=size)
+
+
+def in_memory(data: Buffer | bytearray) -> bytes | bytearray:
+    """`data` as bytes in memory (a mapped file copied)."""
+    return data[:] if isinstance(data, mmap.mmap) else data
+
+
+def _from_framing(buf: Buffer, framing: Framing, source: str) -> Program | None:
+    """The program whose blocks `framing` found in `buf`, or None when its other fields are
+    not what the whole parse would read (then the program is parsed whole)."""
+    try:
+        header = view.LazyProgram.FromString(framing.header)
+    except DecodeError:
+        return None
+    if header.blocks:
+        return None
+    blocks = []
+    for b in framing.blocks:
+        rest = b.head + b.tail  # what the block holds besides its vars and ops
+        try:  # as a block of a program: nesting counts from the program, as the whole parse's
+            lazy = view.LazyProgram.FromString(block_field_start(rest, len(rest))).blocks[0]
+        except DecodeError:
+            return None
+        if lazy.vars or lazy.ops or lazy.SerializeToString() != rest:
+            return None
+        ops = Items(buf=buf, starts=b.ops.starts, ends=b.ops.ends, region=b.ops.region)
+        vars_ = Items(buf=buf, starts=b.vars.starts, ends=b.vars.ends, region=b.vars.region)
+        blocks.append(Block(b.idx, b.parent_idx, ops, vars_, head=b.head, tail=b.tail))
+    return Program(blocks=blocks, header=header, source=source, size=len(buf))
 
 
 def _parse_pir(data: bytes | bytearray, *, source: str) -> Program:

@@ -21,6 +21,7 @@ from vppctl.program._proto import view_pb2 as view
 from vppctl.program.limits import raise_if_out_of_memory
 from vppctl.program.load import Block, corrupt_op, corrupt_var
 from vppctl.program.scan import PIECE_ITEMS, joinable
+from vppctl.program.wire import BIG_OP
 
 CALLSTACK_NAME = b"op_callstack"
 
@@ -53,6 +54,7 @@ def tensor_mesh_conflicts(
             continue
         for start in range(run_start, end, PIECE_ITEMS):  # pieces: bounded memory
             stop = min(start + PIECE_ITEMS, end)
+            ops.release(start)  # a mapped file's pages behind given back
             piece = ops[start:stop]
             if joinable(piece) and _run_on(piece, keys[mesh]):
                 continue
@@ -89,7 +91,7 @@ def _tensor_conflict(block: Block, op: int, own: MeshKey) -> tuple[str, bytes] |
     """The first tensor dist attr of one op whose mesh is not `own`, if any (the op parsed
     whole, as protobuf reads it: this runs only for the few ops `_run_on` cannot clear)."""
     try:
-        d = pb.OpDesc.FromString(block.ops[op]).dist_attr
+        d = pb.OpDesc.FromString(_dist_fields(block, op)).dist_attr
         for side, entries in (("input", d.input_dist_attrs), ("output", d.output_dist_attrs)):
             for e in entries:
                 t = e.tensor_dist_attr
@@ -99,6 +101,20 @@ def _tensor_conflict(block: Block, op: int, own: MeshKey) -> tuple[str, bytes] |
     except DecodeError:
         raise corrupt_op(block.idx, op) from None
     return None
+
+
+def _dist_fields(block: Block, op: int) -> bytes:
+    """The op, or for one of more than BIG_OP bytes (a huge attr) only its dist attr fields,
+    all V017 reads: parsing it whole would hold the attr twice more."""
+    ops = block.ops
+    if ops.size(op) > BIG_OP:
+        fields = ops.fields(op, _DIST_ATTR)
+        if fields is not None:
+            return fields
+    return ops[op]
+
+
+_DIST_ATTR = 1002  # OpDesc.dist_attr
 
 
 def _slot_op(block: Block, op: int) -> view.SlotOp:

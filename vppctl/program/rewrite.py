@@ -10,6 +10,13 @@ field out of order, given twice, a sub-message split over several occurrences,
 which the view would not merge) is edited as its full program.proto message
 instead. Either way an op or variable counts as changed when its values change,
 and one whose values stay the same keeps its bytes, in the encoding it came in.
+
+Ops and variables kept as ranges of the bytes read (`vppctl.program.items`) are
+edited without being rewritten whole, wherever that gives the very bytes the
+rewrite above gives: an op in protobuf's own encoding gets its new dist attr
+spliced in where the old one was (`vppctl.program.splice`), and a variable its
+rewritten rest after its name. Any other op or variable is rewritten whole, as
+above, and counted (`Items.rewritten`).
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from vppctl.program._proto import program_pb2 as pb
 from vppctl.program._proto import view_pb2 as view
 from vppctl.program.load import Block, corrupt_op, corrupt_var
 from vppctl.program.reads import CALLSTACK_NAME, is_callstack
+from vppctl.program.splice import splice_ops
 from vppctl.program.wire import BIG_OP, field_spans, varint
 
 
@@ -42,6 +50,8 @@ def rewrite_ops(block: Block, edits: Iterable[tuple[int, bytes | None, int]]) ->
     """
     ops = block.ops
     edit = _OpEditor()
+    if ops.spans:
+        return splice_ops(block, edits, edit)
     n = i = 0
     try:
         for i, mesh, chunk in edits:
@@ -52,6 +62,7 @@ def rewrite_ops(block: Block, edits: Iterable[tuple[int, bytes | None, int]]) ->
                 n += 1
     except DecodeError:  # the write view reads fields the scan view skips
         raise corrupt_op(block.idx, i) from None
+    ops.rewritten += n
     return n
 
 
@@ -100,6 +111,18 @@ class _OpEditor:
         plain = self.plain_tensor.all_plain and (mesh is None or self.plain_mesh(old_mesh))
         return new if plain or _differ(pb.OpDesc, new, old) else old
 
+    def dist_edit(self, was: bytes, mesh: bytes | None, chunk: int) -> tuple[bytes, bool] | None:
+        """An op's serialized dist attr (b"" for none) with the mesh and chunk id, as
+        `__call__` edits it inside the op: (its new bytes, whether new bytes mean new values);
+        None when the view would not read `was` exactly (then `__call__` edits the op)."""
+        d = view.EditOpDist.FromString(was)
+        if d.SerializeToString() != was:
+            return None
+        old_mesh = d.process_mesh
+        self.edit_dist(d, mesh, chunk)
+        plain = self.plain_tensor.all_plain and (mesh is None or self.plain_mesh(old_mesh))
+        return d.SerializeToString(), plain
+
     def edit_dist(self, d: view.EditOpDist, mesh: bytes | None, chunk: int) -> None:
         if mesh is not None:
             d.process_mesh = mesh
@@ -128,19 +151,8 @@ class _OpEditor:
             return None
         dists = [s for s in spans if s.number == _DIST_ATTR]
         was = b"".join(old[s.value : s.end] for s in dists)  # occurrences merge (view.proto)
-        d = view.EditOpDist.FromString(was)
-        if d.SerializeToString() == was:
-            old_mesh = d.process_mesh
-            self.edit_dist(d, mesh, chunk)
-            now = d.SerializeToString()
-            plain = self.plain_tensor.all_plain and (mesh is None or self.plain_mesh(old_mesh))
-            changed = now != was if plain else _differ(pb.OperatorDistAttr, now, was)
-        else:  # not what the view reads exactly: the full message (see __call__)
-            full = pb.OperatorDistAttr.FromString(was)
-            _edit_full_dist(full, mesh, chunk)
-            now = full.SerializeToString()
-            changed = full != pb.OperatorDistAttr.FromString(was)
-        if not changed:
+        now = self.dist_value(was, mesh, chunk)
+        if now is None:
             return old
         field = _DIST_TAG + varint(len(now)) + now
         whole = memoryview(old)
@@ -153,6 +165,23 @@ class _OpEditor:
                 parts.append(whole[s.start : s.end])
         parts.append(field)
         return b"".join(parts)
+
+    def dist_value(self, was: bytes, mesh: bytes | None, chunk: int) -> bytes | None:
+        """A large op's serialized dist attr (its occurrences joined; b"" for none) with the
+        mesh and chunk id, as `spliced` writes it; None when no value changes."""
+        d = view.EditOpDist.FromString(was)
+        if d.SerializeToString() == was:
+            old_mesh = d.process_mesh
+            self.edit_dist(d, mesh, chunk)
+            now = d.SerializeToString()
+            plain = self.plain_tensor.all_plain and (mesh is None or self.plain_mesh(old_mesh))
+            changed = now != was if plain else _differ(pb.OperatorDistAttr, now, was)
+        else:  # not what the view reads exactly: the full message (see __call__)
+            full = pb.OperatorDistAttr.FromString(was)
+            _edit_full_dist(full, mesh, chunk)
+            now = full.SerializeToString()
+            changed = full != pb.OperatorDistAttr.FromString(was)
+        return now if changed else None
 
 
 # A large op (wire.BIG_OP) is edited by its spans (`_OpEditor.spliced`); OpDesc.dist_attr
@@ -172,13 +201,18 @@ def rewrite_vars(block: Block, edits: Iterable[tuple[int, bytes | None, int | No
     vars_ = block.vars
     edit = _VarEditor()
     rests: dict[tuple[bytes, bytes | None, int | None], bytes | None] = {}
-    n = i = 0
+    if vars_.spans:
+        buf, starts, ends = vars_.ranges()
+    n = i = mark = 0
     try:
         for i, mesh, chunk in edits:
             if mesh is None and chunk is None:
                 continue
-            old = vars_[i]
-            new = None
+            if i >= mark:
+                vars_.release(i)  # a mapped file's pages behind given back
+                mark = i + _RELEASE_VARS
+            fresh = vars_.spans and not vars_.edited(i)  # as read: its rest can be spliced
+            old = buf[starts[i] : ends[i]] if fresh else vars_[i]
             cut = 2 + old[1] if len(old) > 1 and old[0] == 0x0A and old[1] < 0x80 else 0
             if 0 < cut <= len(old):  # the name field, whole, in front: one-byte length
                 key = (old[cut:], mesh, chunk)
@@ -186,11 +220,19 @@ def rewrite_vars(block: Block, edits: Iterable[tuple[int, bytes | None, int | No
                 if rest is _NOT_YET:
                     rest = rests[key] = edit.rest(key[0], mesh, chunk)
                 if rest is not None:
-                    new = old[:cut] + rest
-            if new is None:
-                new = edit(old, mesh, chunk)
+                    if rest != key[0]:
+                        if fresh:  # the rest spliced in after the name (its bytes shared)
+                            vars_.splice(i, cut, len(old), rest)
+                            vars_.spliced += 1
+                        else:
+                            vars_[i] = old[:cut] + rest
+                            vars_.rewritten += 1
+                        n += 1
+                    continue
+            new = edit(old, mesh, chunk)
             if new != old:
                 vars_[i] = new
+                vars_.rewritten += 1
                 n += 1
     except DecodeError:  # the write view reads fields the scan view skips
         raise corrupt_var(block.idx, i) from None
@@ -198,6 +240,7 @@ def rewrite_vars(block: Block, edits: Iterable[tuple[int, bytes | None, int | No
 
 
 _NOT_YET = b"not yet rewritten"  # compared by identity only
+_RELEASE_VARS = 1 << 12  # variables edited between two `Items.release` calls
 
 
 class _VarEditor:

@@ -38,6 +38,7 @@ from google.protobuf.message import DecodeError
 from vppctl import progress
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.program._proto import view_pb2 as view
+from vppctl.program.items import Items
 from vppctl.program.load import Block, corrupt_op, corrupt_var
 from vppctl.program.roles import BACKWARD, FORWARD_ROLES, OPTIMIZE
 from vppctl.program.wire import BIG_OP, field_spans, varint_at
@@ -133,6 +134,7 @@ def scan_vars(block: Block, block_idx: int) -> VarColumns:
     pos = 0
     try:
         for pos in range(0, len(vars_), PIECE_ITEMS):
+            vars_.release(pos)  # a mapped file's pages behind the scan given back
             piece = vars_[pos : pos + PIECE_ITEMS]
             merged = _merged_vars(piece) if joinable(piece) else None
             if merged is not None:
@@ -194,14 +196,16 @@ def scan_ops(block: Block, block_idx: int, lookup: Callable[[bytes, int], int]) 
     values arrive as a few lists per piece instead of a dozen attribute reads per
     op. A piece that this cannot read exactly (see `_OpScan.merged`) is read op by
     op through the ScanOp view, which names a corrupt op. Names are resolved to
-    var ids in one pass at the end. (Run it with the garbage collector paused: see
-    `vppctl.gcpause`.)
+    var ids a piece at a time, and the columns grow as integer arrays: no Python
+    object is kept per op or argument. (Run it with the garbage collector paused:
+    see `vppctl.gcpause`.)
     """
     ops = block.ops
-    scan = _OpScan()
+    scan = _OpScan(lookup)
     i = 0
     try:
         for i in range(0, len(ops), PIECE_ITEMS):
+            ops.release(i)  # a mapped file's pages behind the scan given back
             piece = ops[i : i + PIECE_ITEMS]
             if not (joinable(piece) and scan.merged(piece)):
                 for i, blob in enumerate(piece, i):  # noqa: B020 (i names a corrupt op)
@@ -209,7 +213,7 @@ def scan_ops(block: Block, block_idx: int, lookup: Callable[[bytes, int], int]) 
             progress.step(len(piece))
     except DecodeError:
         raise corrupt_op(block_idx, i) from None
-    return scan.columns(ops, lookup, block_idx)
+    return scan.columns(ops, block_idx)
 
 
 # A separator's sentinels: drawn at random per process, so that no input can hold
@@ -252,18 +256,19 @@ class _OpScan:
     """The columns `scan_ops` builds for one block, filled a piece (merged) or an op
     (ScanOp) at a time."""
 
-    def __init__(self) -> None:
+    def __init__(self, lookup: Callable[[bytes, int], int]) -> None:
+        self.lookup = lookup  # argument name -> var id, for the block's scope
         self.type: list[bytes] = []
         self.role: list[int] = []
         self.struct: list[bytes] = []  # every op's, until `columns` keeps forward ops'
         self.mesh: list[bytes] = []
-        self.chunk: list[int] = []
-        self.id: list[int] = []
-        self.forward_op_id: list[int] = []
-        self.in_names: list[bytes] = []
-        self.out_names: list[bytes] = []
-        self.in_off: list[int] = [0]
-        self.out_off: list[int] = [0]
+        self.chunk = array("q")
+        self.id = array("q")
+        self.forward_op_id = array("q")
+        self.in_var = array("q")
+        self.out_var = array("q")
+        self.in_off = array("q", [0])
+        self.out_off = array("q", [0])
         self.sub_blocks: dict[int, list[int]] = {}
         self.interned: dict[bytes, bytes] = {}
 
@@ -284,10 +289,11 @@ class _OpScan:
         self.chunk.append(d.chunk_id)  # -1 when absent, as are the ids (the view's defaults)
         self.id.append(op.id)
         self.forward_op_id.append(op.forward_op_id)
-        self.in_names.extend(op.inputs.arguments)
-        self.in_off.append(len(self.in_names))
-        self.out_names.extend(op.outputs.arguments)
-        self.out_off.append(len(self.out_names))
+        lookup = self.lookup
+        self.in_var.extend(map(lookup, op.inputs.arguments, _MINUS_ONES))
+        self.in_off.append(len(self.in_var))
+        self.out_var.extend(map(lookup, op.outputs.arguments, _MINUS_ONES))
+        self.out_off.append(len(self.out_var))
 
     def merged(self, piece: list[bytes]) -> bool:
         """The ops of `piece`, parsed as one; False (nothing taken) when that parse cannot
@@ -337,13 +343,14 @@ class _OpScan:
         self.chunk.extend(chunks)
         self.id.extend(ids)
         self.forward_op_id.extend(forward_ids)
-        for names, off, values, ends in (
-            (self.in_names, self.in_off, ins, in_ends),
-            (self.out_names, self.out_off, outs, out_ends),
+        lookup = self.lookup
+        for var, off, values, ends in (
+            (self.in_var, self.in_off, ins, in_ends),
+            (self.out_var, self.out_off, outs, out_ends),
         ):
-            base = len(names)
+            base = len(var)
             off.extend(map(add, ends, range(base, base - n, -1)))  # names before each sentinel
-            names.extend(filter(name.__ne__, values))
+            var.extend(map(lookup, filter(name.__ne__, values), _MINUS_ONES))
         return True
 
     def _roles(self, attrs: list[bytes], ends: list[int]) -> list[int] | None:
@@ -381,9 +388,7 @@ class _OpScan:
                 self.sub_blocks[i] = _block_value(attr)
         return role
 
-    def columns(
-        self, ops: list[bytes], lookup: Callable[[bytes, int], int], block_idx: int
-    ) -> OpColumns:
+    def columns(self, ops: Items, block_idx: int) -> OpColumns:
         roles = self.role
         # Only forward ops' layer paths and ids are used, and only backward ops' links.
         forward = [r in FORWARD_ROLES for r in roles]
@@ -393,19 +398,24 @@ class _OpScan:
             role=array("q", roles),
             struct=[s if f else b"" for s, f in zip(self.struct, forward)],
             mesh=self.mesh,
-            chunk=array("q", self.chunk),
+            chunk=self.chunk,
             op_id=array("q", [v if f else -1 for v, f in zip(self.id, forward)]),
             forward_op_id=array("q", [v if r & BACKWARD else -1 for v, r in links]),
             sub_blocks=self.sub_blocks,
-            in_off=array("q", self.in_off),
-            in_var=array("q", map(lookup, self.in_names, _MINUS_ONES)),
-            out_off=array("q", self.out_off),
-            out_var=array("q", map(lookup, self.out_names, _MINUS_ONES)),
+            in_off=self.in_off,
+            in_var=self.in_var,
+            out_off=self.out_off,
+            out_var=self.out_var,
         )
+        lookup = self.lookup
         i = 0
         try:
+            mark = 0
             for i, r in enumerate(roles):
                 if r & OPTIMIZE:  # also optimize-bit ops of other phases: Param is looked up
+                    if i >= mark:  # a mapped file's pages behind given back
+                        ops.release(i)
+                        mark = i + PIECE_ITEMS
                     cols.param[i] = _param_input(ops[i], lookup)
         except DecodeError:
             raise corrupt_op(block_idx, i) from None

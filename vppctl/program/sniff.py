@@ -32,6 +32,7 @@ from __future__ import annotations
 import codecs
 import json
 import lzma
+import mmap
 import re
 import zlib
 from typing import Literal
@@ -42,6 +43,8 @@ from vppctl.program.wire import varint_at
 
 Format = Literal["binary", "text", "json"]
 Compression = Literal["xz", "gzip"]
+# Whole bytes of a file: read, or mapped (`files.read_input(mapped=True)`).
+Whole = bytes | bytearray | mmap.mmap
 
 # protobuf refuses to parse or serialize a message of 2 GiB or more.
 MAX_PROGRAM_BYTES = 2**31 - 1
@@ -59,7 +62,7 @@ _OTHER_MAGICS = {b"BZh": "bzip2", b"\x28\xb5\x2f\xfd": "zstd", b"PK\x03\x04": "z
 SNIFF_BYTES = 1 << 16
 
 
-def compression(data: bytes | bytearray) -> Compression | None:
+def compression(data: Whole) -> Compression | None:
     """The compression whose magic bytes `data` begins with, if any."""
     for kind, magic in _MAGICS.items():
         if data[: len(magic)] == magic:
@@ -75,7 +78,7 @@ def other_compression(data: bytes | bytearray) -> str | None:
     return None
 
 
-def file_format(data: bytes | bytearray, text: bool | None) -> Format:
+def file_format(data: Whole, text: bool | None) -> Format:
     """The format of a whole program's (decompressed) bytes; `text` as asked (None:
     detected)."""
     if text:
@@ -90,7 +93,7 @@ def file_format(data: bytes | bytearray, text: bool | None) -> Format:
 _JSON_BLANKS = b" \t\n\r"
 
 
-def looks_like_json(data: bytes | bytearray) -> bool:
+def looks_like_json(data: Whole) -> bool:
     """JSON (a PIR program, `vppctl.program.pir`): the first non-blank byte opens an object,
     and no byte is 0xFF, which every binary program holds and UTF-8 never does."""
     return data[:64].lstrip(_JSON_BLANKS)[:1] == b"{" and b"\xff" not in data
@@ -105,7 +108,7 @@ def begins_as_pir(data: bytes | bytearray) -> bool:
     return PIR_START.match(data[:4096]) is not None
 
 
-def starts_like_text(data: bytes | bytearray) -> bool:
+def starts_like_text(data: Whole) -> bool:
     """The format rule of `looks_like_text` on the start of a file: text when its first
     SNIFF_BYTES are UTF-8 (a character cut at the end allowed) without NUL bytes and
     begin with a field name or a comment."""
@@ -212,7 +215,7 @@ class Unpacking:
         )
 
 
-def decompressed(data: bytes | bytearray, shown: str) -> bytes | bytearray:
+def decompressed(data: Whole, shown: str) -> Whole:
     """`data`, decompressed when it begins with xz's or gzip's magic."""
     kind = compression(data)
     if kind is None:

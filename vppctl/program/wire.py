@@ -39,7 +39,7 @@ def varint(n: int) -> bytes:
     return bytes(out)
 
 
-def varint_at(buf: bytes | bytearray, pos: int) -> tuple[int, int] | None:
+def varint_at(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int] | None:
     """(value, end) of the varint at `pos`; None when `buf` ends inside it; ValueError when it
     is longer than 10 bytes."""
     value = shift = 0
@@ -85,7 +85,7 @@ class Span(NamedTuple):
     end: int
 
 
-def field_spans(buf: bytes) -> list[Span] | None:
+def field_spans(buf: bytes | memoryview) -> list[Span] | None:
     """The top-level fields of a serialized message, without parsing their values (a large
     op is edited by its spans: vppctl.program.rewrite); None when the bytes do not split
     into fields (or hold a group, which this does not walk)."""
@@ -142,6 +142,11 @@ def fields_size(items: list[bytes]) -> int:
     for bound in (1 << 7, 1 << 14, 1 << 21, 1 << 28):
         total += sum(map(ge, lengths, repeat(bound)))  # extra length bytes
     return total
+
+
+def prefixed(tag: bytes, n: int) -> bytes:
+    """The tag (VAR_TAG or OP_TAG) and length of a var or op field of n bytes."""
+    return _PREFIXES[tag][n] if n < _PREFIXED else tag + varint(n)
 
 
 def field_pieces(tag: bytes, items: list[bytes]) -> Iterator[bytes]:

@@ -227,6 +227,102 @@ class EditOpDist(_message.Message):
     chunk_id: int
     def __init__(self, input_dist_attrs: _Optional[_Iterable[_Union[EditEntry, _Mapping]]] = ..., output_dist_attrs: _Optional[_Iterable[_Union[EditEntry, _Mapping]]] = ..., process_mesh: _Optional[bytes] = ..., impl_type: _Optional[bytes] = ..., impl_idx: _Optional[int] = ..., chunk_id: _Optional[int] = ...) -> None: ...
 
+class PlainOp(_message.Message):
+    __slots__ = ("inputs", "outputs", "type", "attrs", "is_target", "struct_name", "dist_attr", "id", "forward_op_id")
+    INPUTS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUTS_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    ATTRS_FIELD_NUMBER: _ClassVar[int]
+    IS_TARGET_FIELD_NUMBER: _ClassVar[int]
+    STRUCT_NAME_FIELD_NUMBER: _ClassVar[int]
+    DIST_ATTR_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    FORWARD_OP_ID_FIELD_NUMBER: _ClassVar[int]
+    inputs: _containers.RepeatedScalarFieldContainer[bytes]
+    outputs: _containers.RepeatedScalarFieldContainer[bytes]
+    type: bytes
+    attrs: _containers.RepeatedScalarFieldContainer[bytes]
+    is_target: bool
+    struct_name: bytes
+    dist_attr: bytes
+    id: int
+    forward_op_id: int
+    def __init__(self, inputs: _Optional[_Iterable[bytes]] = ..., outputs: _Optional[_Iterable[bytes]] = ..., type: _Optional[bytes] = ..., attrs: _Optional[_Iterable[bytes]] = ..., is_target: _Optional[bool] = ..., struct_name: _Optional[bytes] = ..., dist_attr: _Optional[bytes] = ..., id: _Optional[int] = ..., forward_op_id: _Optional[int] = ...) -> None: ...
+
+class PlainOps(_message.Message):
+    __slots__ = ("ops",)
+    OPS_FIELD_NUMBER: _ClassVar[int]
+    ops: _containers.RepeatedCompositeFieldContainer[PlainOp]
+    def __init__(self, ops: _Optional[_Iterable[_Union[PlainOp, _Mapping]]] = ...) -> None: ...
+
+class DistOnlyOp(_message.Message):
+    __slots__ = ("dist_attr",)
+    DIST_ATTR_FIELD_NUMBER: _ClassVar[int]
+    dist_attr: bytes
+    def __init__(self, dist_attr: _Optional[bytes] = ...) -> None: ...
+
+class DistOnlyOps(_message.Message):
+    __slots__ = ("ops",)
+    OPS_FIELD_NUMBER: _ClassVar[int]
+    ops: _containers.RepeatedCompositeFieldContainer[DistOnlyOp]
+    def __init__(self, ops: _Optional[_Iterable[_Union[DistOnlyOp, _Mapping]]] = ...) -> None: ...
+
+class TailOp(_message.Message):
+    __slots__ = ("id", "forward_op_id")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    FORWARD_OP_ID_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    forward_op_id: int
+    def __init__(self, id: _Optional[int] = ..., forward_op_id: _Optional[int] = ...) -> None: ...
+
+class TailOps(_message.Message):
+    __slots__ = ("ops",)
+    OPS_FIELD_NUMBER: _ClassVar[int]
+    ops: _containers.RepeatedCompositeFieldContainer[TailOp]
+    def __init__(self, ops: _Optional[_Iterable[_Union[TailOp, _Mapping]]] = ...) -> None: ...
+
+class FramedOps(_message.Message):
+    __slots__ = ("ops",)
+    OPS_FIELD_NUMBER: _ClassVar[int]
+    ops: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, ops: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
+class DistViewOps(_message.Message):
+    __slots__ = ("ops",)
+    OPS_FIELD_NUMBER: _ClassVar[int]
+    ops: _containers.RepeatedCompositeFieldContainer[DistViewOp]
+    def __init__(self, ops: _Optional[_Iterable[_Union[DistViewOp, _Mapping]]] = ...) -> None: ...
+
+class DistViewOp(_message.Message):
+    __slots__ = ("dist_attr",)
+    DIST_ATTR_FIELD_NUMBER: _ClassVar[int]
+    dist_attr: EditOpDist
+    def __init__(self, dist_attr: _Optional[_Union[EditOpDist, _Mapping]] = ...) -> None: ...
+
+class DistGroup(_message.Message):
+    __slots__ = ("dist_attr",)
+    DIST_ATTR_FIELD_NUMBER: _ClassVar[int]
+    dist_attr: DistGroupFields
+    def __init__(self, dist_attr: _Optional[_Union[DistGroupFields, _Mapping]] = ...) -> None: ...
+
+class DistGroupFields(_message.Message):
+    __slots__ = ("input_dist_attrs", "output_dist_attrs", "process_mesh", "chunk_id")
+    INPUT_DIST_ATTRS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_DIST_ATTRS_FIELD_NUMBER: _ClassVar[int]
+    PROCESS_MESH_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_ID_FIELD_NUMBER: _ClassVar[int]
+    input_dist_attrs: GroupEntries
+    output_dist_attrs: GroupEntries
+    process_mesh: _containers.RepeatedScalarFieldContainer[bytes]
+    chunk_id: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, input_dist_attrs: _Optional[_Union[GroupEntries, _Mapping]] = ..., output_dist_attrs: _Optional[_Union[GroupEntries, _Mapping]] = ..., process_mesh: _Optional[_Iterable[bytes]] = ..., chunk_id: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class GroupEntries(_message.Message):
+    __slots__ = ("tensor_dist_attr",)
+    TENSOR_DIST_ATTR_FIELD_NUMBER: _ClassVar[int]
+    tensor_dist_attr: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, tensor_dist_attr: _Optional[_Iterable[bytes]] = ...) -> None: ...
+
 class EditEntry(_message.Message):
     __slots__ = ("name", "tensor_dist_attr")
     NAME_FIELD_NUMBER: _ClassVar[int]
