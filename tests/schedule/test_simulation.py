@@ -26,7 +26,7 @@ from rich.console import Console
 from vppctl.errors import ConversionError, UsageError
 from vppctl.outcomes import simulation_json, simulation_warnings
 from vppctl.report import render_simulation
-from vppctl.schedule.orders import legal_group_sizes
+from vppctl.schedule.orders import MERGED, SCHEDULE_NAMES, SPLIT, V_SHAPED, legal_group_sizes
 from vppctl.schedule.simulation import (
     DeadlockError,
     Op,
@@ -512,27 +512,29 @@ F_, I_, W_, FULL = (
 )
 
 
-def test_a_measured_whole_backward_is_what_a_schedule_without_the_split_runs() -> None:
-    """1F1B runs only whole backwards: with `full` it is 1F1B on a whole backward of
-    `full`, whatever I and W say."""
-    with_full = simulate(2, 1, 4, "1f1b", F_, I_, weight=W_, full=FULL)
-    assert with_full.makespan == simulate(2, 1, 4, "1f1b", F_, FULL).makespan
-    assert with_full.makespan != simulate(2, 1, 4, "1f1b", F_, I_, weight=W_).makespan
-
-
-@pytest.mark.parametrize("schedule", ["dualpipev", "zbv", "zb1p"])
+@pytest.mark.parametrize("schedule", sorted(SCHEDULE_NAMES))
 def test_each_action_runs_its_own_measured_time(schedule: str) -> None:
-    """DualPipeV mixes whole backwards (B) with split ones (I, W): each step lasts its kind's
-    cost on its virtual stage; the split-only schedules never run `full`."""
-    vpp = 1 if schedule == "zb1p" else 2
+    """Every schedule: each step lasts its kind's cost on its virtual stage, a whole
+    backward (B) the `full` measured apart. So a schedule without the split is the same
+    schedule on a whole backward of `full`, whatever I and W say; one that never runs a
+    whole backward is untouched by `full`; Paddle's ZB-H1 and DualPipeV mix both."""
+    vpp = 1 if schedule in MERGED else 2
+    placement = "v" if schedule in V_SHAPED else "loop"
     n = 2 * vpp
     f, i, w = F_ * vpp, I_ * vpp, W_ * vpp
     full = [Fraction(5 + k, 2) for k in range(n)]
-    result = simulate(2, vpp, 4, schedule, f, i, weight=w, full=full)  # type: ignore[arg-type]
+    args = (2, vpp, 2 if schedule == "zbvpp" else 4, schedule)  # ZB-VPP runs m = pp only
+    result = simulate(*args, f, i, weight=w, full=full, placement=placement)  # type: ignore[arg-type]
     cost = {"F": f, "I": i, "W": w, "B": full}
     assert all(s.end - s.start == cost[s.kind][s.virtual_stage] for s in result.steps)
     kinds = {s.kind for s in result.steps}
-    assert ("B" in kinds) == (schedule == "dualpipev")
+    without = simulate(*args, f, i, weight=w, placement=placement)  # type: ignore[arg-type]
+    if "B" not in kinds:
+        assert result.makespan == without.makespan
+    if not kinds & {"I", "W"}:
+        whole = simulate(*args, f, full, placement=placement)  # type: ignore[arg-type]
+        assert result.makespan == whole.makespan != without.makespan
+    assert ("B" in kinds) == (schedule not in SPLIT or schedule in ("zbh1", "dualpipev"))
 
 
 def test_a_whole_backward_needs_the_weight_apart() -> None:
