@@ -228,3 +228,22 @@ def test_a_stages_own_overhead_comes_before_the_kinds() -> None:
     read = Overhead({(1, "F"): 2 * MS}, {"F": MS}, {})
     assert read.folded(1, Timing(MS, MS)).forward == 3 * MS
     assert read.folded(0, Timing(MS, MS)).forward == 2 * MS
+
+
+def test_a_step_with_nothing_timed_without_a_wait_says_so(tmp_path: Path) -> None:
+    """Only actions that could wait, and no ops recorded inside them: no overhead, said."""
+    owner = OWNERS["pp 2"]
+    events = [
+        e
+        for e in stepped_trace(owner, "FB")
+        if e["ts"] < 10**6 or not _free_action(owner, e["name"])
+    ]
+    costs = read(write(tmp_path, events))
+    assert costs.overhead == {}
+    assert costs.timings[0].forward == Fraction(ALONE_US["F"], 10**6)
+    assert any("no per-action overhead read" in n for n in costs.notes)
+
+
+def _free_action(owner: dict[int, str], name: str) -> bool:
+    got = re.fullmatch(r"PP:(\d+)([FBIW])\d+", name)
+    return got is not None and could_not_wait(owner, int(got[1]), got[2])

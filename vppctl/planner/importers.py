@@ -344,13 +344,13 @@ def _torch(
     posts = [(m, s) for s in spans if (m := POST_EVENT.fullmatch(s.name))]
     windows = step_windows(spans)
     alone = [(m, s) for m, s in actions if not inside(windows, s)]
-    found: list[Slot] = []
-    if alone and len(alone) < len(actions):  # timings alone, and a real step
-        found = slots(spans, windows)
-        stepped = len(actions) - len(alone) + len(posts)
-        actions = alone
-        posts = [(m, s) for m, s in posts if not inside(windows, s)]
-        stepped -= len(posts)
+    has_step = bool(alone) and len(alone) < len(actions)  # timings alone, and a real step
+    found: list[Slot] = slots(spans, windows) if has_step else []
+    stepped = 0  # the step's actions and posts, read through `found`
+    if has_step:
+        posts_alone = [(m, s) for m, s in posts if not inside(windows, s)]
+        stepped = len(actions) - len(alone) + len(posts) - len(posts_alone)
+        actions, posts = alone, posts_alone
     durations: dict[tuple[int, str], list[float]] = {}
     for m, span in (*actions, *posts):
         stage = int(m[1])
@@ -387,7 +387,7 @@ def _torch(
         timings[stage] = Timing(forward + sent_f, backward + sent_b, weight, None, full)
     notes = [
         f"read {len(actions)} PP: events of stages {_ranges(stages)}"
-        + (" timed alone" if found else "")
+        + (" timed alone" if has_step else "")
         + " (the median per stage and kind)"
     ]
     if posts:
@@ -396,7 +396,7 @@ def _torch(
             "to its forward, RECV_B and SEND_B to its backward"
         )
     per_kind: dict[str, Fraction] = {}
-    if found:
+    if has_step:
         read = overhead(found, durations)
         timings = {k: read.folded(k, t) for k, t in timings.items() if isinstance(k, int)}
         per_kind = dict(read.per_kind)
@@ -412,7 +412,7 @@ def _torch(
             f"stages {_ranges(both)} have B events beside their I and W: a whole backward "
             "(B) runs its own median, the split ones I and W"
         )
-    counted = len(actions) + len(posts) + (stepped if found else 0)
+    counted = len(actions) + len(posts) + stepped
     others = sum(1 for s in spans if s.name.startswith("PP:")) - counted
     if others:
         notes.append(f"{others} other PP: events (overlapped pairs, unshard, ...) not read")
