@@ -56,3 +56,25 @@ def test_backward_and_optimizer_ops_do_not_count_as_edges() -> None:
     assert cross_stage_edges(index_plain, index_plain.stage_mesh_ids()[0]) == cross_stage_edges(
         index_full, index_full.stage_mesh_ids()[0]
     )
+
+
+# -- names containing a part (index.named) -------------------------------------------------
+
+
+def test_named_finds_every_name_holding_the_part_across_search_pieces() -> None:
+    from vppctl.engine.index import _NAMES_PER_SEARCH, named
+
+    n = 3 * _NAMES_PER_SEARCH + 5
+    hits = {0, _NAMES_PER_SEARCH - 1, _NAMES_PER_SEARCH, 2 * _NAMES_PER_SEARCH + 1, n - 1}
+    names = [b"w.subprog_1" if i in hits else b"w_%d" % i for i in range(n)]
+    assert named(names, b".subprog_") == sorted(hits)
+    assert named(names, b"absent") == []
+    assert named([], b"x") == []
+
+
+def test_named_never_matches_across_two_names() -> None:
+    from vppctl.engine.index import named
+
+    # The search joins names with a newline; a part spanning two names is no match.
+    assert named([b"ab", b"cd"], b"b\nc") == []
+    assert named([b"ab", b"b\nc"], b"b\nc") == [1]

@@ -8,6 +8,8 @@ vppctl/verify/segments.py, which have no test file of their own.
 
 from __future__ import annotations
 
+import random
+from array import array
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ from verifykit import Broken, converted, fan, op_names, rules, violations
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.program.load import parse_program
 from vppctl.verify import RULES
+from vppctl.verify.checker import FirstOps
 from vppctl.verify.expectation import verify_program
 
 # -- one rule at a time ----------------------------------------------------------------
@@ -287,3 +290,42 @@ def test_every_rule_is_reported_when_several_are_broken() -> None:
     b.ops[b.index("sgd", 2)].inputs.add(parameter="Ghost", arguments=["ghost"])
     b.place_var("DecoderLayer_2.out0", 0, 0)
     assert b.rules(pp=3) == {"V002", "V011", "V013", "V015"}
+
+
+# -- first positions (checker.FirstOps) ---------------------------------------------------
+
+
+def _columns(per_op: list[list[int]]) -> tuple[array[int], array[int]]:
+    var, off = array("q"), array("q", [0])
+    for args in per_op:
+        var.extend(args)
+        off.append(len(var))
+    return var, off
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_first_ops_are_each_variables_earliest_op_listed_latest_first(seed: int) -> None:
+    """Against the definition, counted independently: a variable's first op is the least
+    op listing it; `items` walks variables by where the columns name them last, from the
+    end; ids below 0 (names resolving to no variable) are never kept."""
+    rng = random.Random(seed)
+    n_vars = rng.randint(1, 30)
+    per_op = [
+        [rng.randint(-3, n_vars - 1) for _ in range(rng.randint(0, 4))]
+        for _ in range(rng.randint(0, 25))
+    ]
+    first = FirstOps(n_vars, *_columns(per_op))
+    for v in range(-3, n_vars):
+        listing = [op for op, args in enumerate(per_op) if v in args]
+        want = listing[0] if listing and v >= 0 else None
+        assert first.get(v, 99) == (99 if want is None else want)
+    flat = [v for args in per_op for v in args]
+    last = {v: i for i, v in enumerate(flat) if v >= 0}
+    order = sorted(last, key=last.__getitem__, reverse=True)
+    assert list(first.items()) == [(v, first.get(v, -1)) for v in order]
+
+
+def test_first_ops_hold_four_bytes_a_variable_not_a_dict() -> None:
+    first = FirstOps(100_000, *_columns([[5, 7], [7, 99_999]]))
+    assert first.first.itemsize == 4 and len(first.first) == 100_000
+    assert dict(first.items()) == {99_999: 1, 7: 0, 5: 0}

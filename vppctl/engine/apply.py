@@ -19,7 +19,7 @@ from operator import ne, or_
 
 from vppctl import progress
 from vppctl.engine.backward import NOP, ForwardOps
-from vppctl.engine.index import ProgramIndex, loss_op
+from vppctl.engine.index import ProgramIndex, loss_op, named
 from vppctl.engine.layers import NO_LAYER, LayerSet
 from vppctl.errors import ConversionError
 from vppctl.mesh import NO_MESH
@@ -102,11 +102,10 @@ class Assignment:
 
 
 def _no_chunk_vars(index: ProgramIndex) -> frozenset[int]:
-    """Variables whose name contains lod_tensor_blocking_queue (searched in C first)."""
+    """Variables whose name contains lod_tensor_blocking_queue (searched in C)."""
     found: set[int] = set()
     for bi in index.blocks:
-        if NO_CHUNK_NAME in b"\n".join(bi.vars.name):
-            found.update(bi.var_base + i for i, n in enumerate(bi.vars.name) if NO_CHUNK_NAME in n)
+        found.update(bi.var_base + i for i in named(bi.vars.name, NO_CHUNK_NAME))
     return frozenset(found)
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 
 from vppctl.engine.flow import first_forward_writers
-from vppctl.engine.index import ProgramIndex, loss_op
+from vppctl.engine.index import ProgramIndex, loss_op, named
 from vppctl.program import EMPTY_VAR, NO_VAR, SCOPE_VAR, is_backward, is_loss_grad
 
 NOP = b"nop"
@@ -128,7 +128,7 @@ def recompute_copies(index: ProgramIndex) -> dict[int, int]:
     Only programs whose global block declares a `.subprog_` variable are searched, and
     then only the backward ops writing one."""
     block = index.global_block
-    if b".subprog_" not in b"\n".join(block.vars.name):
+    if not named(block.vars.name, b".subprog_"):
         return {}
     by_first_output: dict[tuple[bytes, int], int] = {}
     for f in block.forward_ops:

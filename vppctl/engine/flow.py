@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from itertools import chain, repeat
 from operator import add
 
-from vppctl.engine.index import ProgramIndex
+from vppctl.engine.index import ProgramIndex, named
 from vppctl.mesh import MeshId
 from vppctl.program import is_backward, is_loss_grad
 
@@ -189,7 +189,7 @@ def recomputed_ops(index: ProgramIndex) -> dict[int, int]:
     the same type. Found from names alone, so without op ids too.
     """
     block = index.global_block
-    if b".subprog_" not in b"\n".join(block.vars.name):  # no copies: nothing to pair
+    if not named(block.vars.name, b".subprog_"):  # no copies: nothing to pair
         return {}
     by_output: dict[tuple[bytes, int], int] = {}
     o = block.ops

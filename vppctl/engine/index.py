@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from vppctl import progress
@@ -167,6 +168,21 @@ def display(name: bytes) -> str:
     (`vppctl.escape`, the one escaping every printed name gets), bytes that are not
     UTF-8 as `\\xNN`."""
     return printable(name.decode("utf-8", "backslashreplace"))
+
+
+def named(names: Sequence[bytes], part: bytes) -> list[int]:
+    """Positions of the names containing `part`, searched in C a few thousand names at a
+    time. Never all joined at once: a join holds an 80-byte buffer per name while it runs
+    (150 MB for the 1.9M variables of a 1M-op program, which was a conversion's peak)."""
+    found: list[int] = []
+    for at in range(0, len(names), _NAMES_PER_SEARCH):
+        piece = names[at : at + _NAMES_PER_SEARCH]
+        if part in b"\n".join(piece):  # the names themselves decide: no match across two
+            found.extend(at + i for i, name in enumerate(piece) if part in name)
+    return found
+
+
+_NAMES_PER_SEARCH = 4096
 
 
 def _first_appearance(op_mesh: array[int]) -> list[int]:

@@ -5,8 +5,7 @@ against, the violations found so far, and the facts several rules read (memoised
 from __future__ import annotations
 
 from array import array
-from itertools import chain, repeat
-from operator import sub as minus
+from collections.abc import Iterator
 
 from vppctl.engine import (
     ProgramIndex,
@@ -22,8 +21,8 @@ class Checker:
         self.out: list[Violation] = []
         self.stage_of = {m: s for s, m in enumerate(expect.stage_mesh_ids)}
         self.executed = executed_blocks(index)
-        self._first_read: dict[int, int] | None = None
-        self._first_written: dict[int, int] | None = None
+        self._first_read: FirstOps | None = None
+        self._first_written: FirstOps | None = None
         self._vstages: list[int | None] | None = None  # per global-block op, on first use
 
     def add(self, cause: Cause, block: int, op: int, message: str) -> None:
@@ -67,20 +66,20 @@ class Checker:
         """A mesh and chunk id as messages show them (see `where`)."""
         return f"{self.mesh_str(mesh)} {chunk_text(chunk)}"
 
-    def first_read(self) -> dict[int, int]:
+    def first_read(self) -> FirstOps:
         """Variable -> the first global-block op that reads it, a sub-block's reads counted
         at the op running it (memoised: V011 and V018 share it)."""
         if self._first_read is None:
             o = self.index.global_block.ops
-            self._first_read = first_positions(o.in_var, o.in_off)
+            self._first_read = FirstOps(self.index.n_vars, o.in_var, o.in_off)
             read_in_sub_blocks(self.index, self._first_read)
         return self._first_read
 
-    def first_written(self) -> dict[int, int]:
+    def first_written(self) -> FirstOps:
         """Variable -> the first global-block op that lists it as an output (memoised)."""
         if self._first_written is None:
             o = self.index.global_block.ops
-            self._first_written = first_positions(o.out_var, o.out_off)
+            self._first_written = FirstOps(self.index.n_vars, o.out_var, o.out_off)
         return self._first_written
 
 
@@ -100,14 +99,42 @@ def executed_blocks(index: ProgramIndex) -> set[int]:
     return seen
 
 
-def first_positions(var: array[int], off: array[int]) -> dict[int, int]:
-    """Variable -> the first op that lists it, from flattened per-op argument columns."""
-    counts = map(minus, off[1:], off[:-1])
-    owners = list(chain.from_iterable(map(repeat, range(len(off) - 1), counts)))
-    return dict(zip(reversed(var), reversed(owners)))  # the earliest op is written last
+class FirstOps:
+    """Variable -> the first op that lists it, from flattened per-op argument columns
+    (`in_var`/`in_off` or `out_var`/`out_off`), held as one 4-byte entry per variable of
+    the program (never a dict: at 1M ops a dict of first positions held 200 MB). Ids
+    below 0 (names that resolve to no variable) are not kept."""
+
+    NONE = -1
+
+    def __init__(self, n_vars: int, var: array[int], off: array[int]) -> None:
+        self.var = var
+        first = self.first = array("i", [self.NONE]) * n_vars
+        # Ops from the last to the first, so that the earliest op is written last; each
+        # op's arguments as one slice (a Python step per argument, none per op pair).
+        for op in range(len(off) - 2, -1, -1):
+            for v in var[off[op] : off[op + 1]]:
+                if v >= 0:
+                    first[v] = op
+
+    def get(self, v: int, default: int) -> int:
+        op = self.first[v] if v >= 0 else self.NONE
+        return default if op == self.NONE else op
+
+    def set(self, v: int, op: int) -> None:
+        self.first[v] = op
+
+    def items(self) -> Iterator[tuple[int, int]]:
+        """(variable, first op) for every variable listed, latest-listed first: each
+        variable where the columns name it last, walking them from their end."""
+        first, seen = self.first, bytearray(len(self.first))
+        for v in reversed(self.var):
+            if v >= 0 and not seen[v]:
+                seen[v] = 1
+                yield v, first[v]
 
 
-def read_in_sub_blocks(index: ProgramIndex, first_read: dict[int, int]) -> None:
+def read_in_sub_blocks(index: ProgramIndex, first_read: FirstOps) -> None:
     """Count a sub-block's variables (nested ones included) as read at the earliest
     global-block op that runs it. Ops are taken in order and every block is walked
     once, by the first op reaching it: linear however the sub-blocks nest or are shared."""
@@ -121,8 +148,8 @@ def read_in_sub_blocks(index: ProgramIndex, first_read: dict[int, int]) -> None:
             seen.add(b)
             bi = index.blocks[b]
             for v in (*bi.ops.in_var, *bi.ops.out_var):
-                if first_read.get(v, op) >= op:
-                    first_read[v] = op
+                if v >= 0 and first_read.get(v, op) >= op:
+                    first_read.set(v, op)
             for more in bi.ops.sub_blocks.values():
                 todo.extend(more)
 

@@ -8,6 +8,7 @@ result before writing and never writes a program that fails them.
 
 from __future__ import annotations
 
+from array import array
 from itertools import compress
 
 from vppctl import progress
@@ -260,14 +261,21 @@ def _check_backward(c: Checker) -> None:
     flow = GradientFlow(index)
     by_id, recomputed, differentiates = forward.by_id.get, forward.recomputed, flow.differentiates
     loss = loss_op(index)
-    last_writer: dict[int, int] = {}
+    # The latest backward op writing each variable, one 4-byte entry per variable (ids
+    # below 0, names that resolve to no variable, in a dict: they are few).
+    last_writer = array("i", [-1]) * index.n_vars
+    unresolved: dict[int, int] = {}
+
+    def writer(v: int) -> int:
+        return last_writer[v] if v >= 0 else unresolved.get(v, -1)
+
     for op in range(block.n_ops):
         role = roles[op]
         if not role & BACKWARD:  # is_backward, inline: once per op
             continue
         if types[op] in GRAD_SUMS:
             here = (meshes[op], chunks[op])
-            src = max((last_writer.get(v, -1) for v in block.inputs(op)), default=-1)
+            src = max(map(writer, block.inputs(op)), default=-1)
             if src >= 0 and (meshes[src], chunks[src]) != here:
                 c.add(
                     Cause.SUM_MISPLACED,
@@ -289,7 +297,11 @@ def _check_backward(c: Checker) -> None:
                     _grad_misplaced(c, op, f)
             else:
                 _check_grad(c, op, claimed, f, flow)
-        last_writer.update(dict.fromkeys(out_var[out_off[op] : out_off[op + 1]], op))
+        for v in out_var[out_off[op] : out_off[op + 1]]:
+            if v >= 0:
+                last_writer[v] = op
+            else:
+                unresolved[v] = op
 
 
 def _check_grad(
