@@ -5,7 +5,6 @@ against, the violations found so far, and the facts several rules read (memoised
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator
 
 from vppctl.engine import (
     ProgramIndex,
@@ -108,7 +107,6 @@ class FirstOps:
     NONE = -1
 
     def __init__(self, n_vars: int, var: array[int], off: array[int]) -> None:
-        self.var = var
         first = self.first = array("i", [self.NONE]) * n_vars
         # Ops from the last to the first, so that the earliest op is written last; each
         # op's arguments as one slice (a Python step per argument, none per op pair).
@@ -123,15 +121,6 @@ class FirstOps:
 
     def set(self, v: int, op: int) -> None:
         self.first[v] = op
-
-    def items(self) -> Iterator[tuple[int, int]]:
-        """(variable, first op) for every variable listed, latest-listed first: each
-        variable where the columns name it last, walking them from their end."""
-        first, seen = self.first, bytearray(len(self.first))
-        for v in reversed(self.var):
-            if v >= 0 and not seen[v]:
-                seen[v] = 1
-                yield v, first[v]
 
 
 def read_in_sub_blocks(index: ProgramIndex, first_read: FirstOps) -> None:

@@ -9,6 +9,7 @@ result before writing and never writes a program that fails them.
 from __future__ import annotations
 
 from array import array
+from collections.abc import Collection, Sequence
 from itertools import compress
 
 from vppctl import progress
@@ -471,39 +472,59 @@ def _check_variables(c: Checker) -> None:
 
     A variable is first written by op k when k is the first op listing it as an
     output and no op up to k (k's own inputs, and any sub-block of an op up to k,
-    which runs at that op) reads it. The first positions are found with C-level
-    dict building, so the Python loop runs once per written variable.
+    which runs at that op) reads it. Ops are walked in order, an optimizer op's
+    outputs never looked at; the violations are reported latest-listed variable first
+    (where the ops name each last), the order of the first positions' `items`.
     """
     index = c.index
     block = index.global_block
     o = block.ops
-    first_read = c.first_read()
-    roles, types = o.role, o.type
+    read_at, written_at = c.first_read().first, c.first_written().first
+    roles, types, out_var, out_off = o.role, o.type, o.out_var, o.out_off
     meshes, chunks = block.op_mesh, o.chunk
-    never = block.n_ops
     pir = c.expect.pir
-    for v, op in c.first_written().items():
-        if v < 0 or first_read.get(v, never) <= op:
-            continue
+    found: dict[int, tuple[int, tuple[int, int], tuple[int, int]]] = {}
+    for op in range(block.n_ops):
         role = roles[op]
         if not (role in FORWARD_ROLES or role & BACKWARD):
             continue
-        want = (meshes[op], chunks[op])
-        got = (index.var_mesh[v], index.var_chunks[v])
-        if pir:  # PIR_RULES: a value has no chunk id and is where its op computes it
-            got, want = (got[0], -1), (want[0], -1)
-        elif types[op] in GRAD_SUMS and role & BACKWARD:
-            fwd = index.forward_var(v)
-            if fwd is not None:
-                want = (index.var_mesh[fwd], index.var_chunks[fwd])
-        if got != want and not _no_chunk_ok(index, v, got, want):
-            c.add(
-                Cause.VAR_MISPLACED,
-                0,
-                op,
-                f"writes {index.var_name(v)} first, but the variable is on "
-                f"{_place(c, *got)}, not {_place(c, *want)}",
-            )
+        for v in out_var[out_off[op] : out_off[op + 1]]:
+            if v < 0 or written_at[v] != op or 0 <= read_at[v] <= op:
+                continue
+            want = (meshes[op], chunks[op])
+            got = (index.var_mesh[v], index.var_chunks[v])
+            if pir:  # PIR_RULES: a value has no chunk id and is where its op computes it
+                got, want = (got[0], -1), (want[0], -1)
+            elif types[op] in GRAD_SUMS and role & BACKWARD:
+                fwd = index.forward_var(v)
+                if fwd is not None:
+                    want = (index.var_mesh[fwd], index.var_chunks[fwd])
+            if got != want and not _no_chunk_ok(index, v, got, want):
+                found[v] = (op, got, want)
+    for v in _latest_listed_first(found, out_var):
+        op, got, want = found[v]
+        c.add(
+            Cause.VAR_MISPLACED,
+            0,
+            op,
+            f"writes {index.var_name(v)} first, but the variable is on "
+            f"{_place(c, *got)}, not {_place(c, *want)}",
+        )
+
+
+def _latest_listed_first(wanted: Collection[int], var: Sequence[int]) -> list[int]:
+    """`wanted`, latest-listed first: by where the column `var` names each last, from its
+    end (one pass from the end, stopping once all are placed; none for a single one)."""
+    if len(wanted) < 2:
+        return list(wanted)
+    order: dict[int, None] = {}
+    for at in range(len(var) - 1, -1, -1):
+        v = var[at]
+        if v in wanted and v not in order:
+            order[v] = None
+            if len(order) == len(wanted):
+                break
+    return list(order)
 
 
 def _no_chunk_ok(index: ProgramIndex, v: int, got: tuple[int, int], want: tuple[int, int]) -> bool:
