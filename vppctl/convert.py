@@ -185,6 +185,13 @@ class ConvertResult:
     n_vars: int
     ops_changed: int
     vars_changed: int
+    # How the changed ops and variables were written: spliced (the new fields put where
+    # the old ones were, the rest kept as read) or rewritten whole (an encoding the splice
+    # does not edit in place, or a program not held as the bytes read: text, PIR).
+    ops_spliced: int
+    ops_rewritten: int
+    vars_spliced: int
+    vars_rewritten: int
     edges_before: int
     edges_after: int
     callstack_bytes_saved: int | None
@@ -308,6 +315,10 @@ def converted(program: Program, opts: ConvertOptions) -> tuple[ConvertResult, Pl
         n_vars=index.n_vars,
         ops_changed=applied.ops_changed,
         vars_changed=applied.vars_changed,
+        ops_spliced=sum(b.ops.spliced for b in program.blocks),
+        ops_rewritten=sum(b.ops.rewritten for b in program.blocks),
+        vars_spliced=sum(b.vars.spliced for b in program.blocks),
+        vars_rewritten=sum(b.vars.rewritten for b in program.blocks),
         edges_before=edges_before,
         edges_after=cross_stage_edges(index, stages),
         callstack_bytes_saved=saved,

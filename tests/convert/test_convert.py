@@ -8,7 +8,15 @@ The tests here also cover vppctl/program/roles.py, which has no test file of its
 
 from __future__ import annotations
 
+import json
+import random
+from pathlib import Path
+
+import pytest
+from commandline import invoke
+from google.protobuf import text_format
 from programs import BACKWARD, FORWARD, LOSS_GRAD, OPTIMIZE, layered
+from reencode import KINDS, reencode
 from rulekit import (
     EMB,
     HEAD,
@@ -26,7 +34,10 @@ from rulekit import (
 )
 
 from vppctl import __version__
+from vppctl.convert import ConvertOptions, ConvertResult, convert_program
+from vppctl.plan import PlanOptions
 from vppctl.program._proto import program_pb2 as pb
+from vppctl.program.load import parse_program
 
 # ---------------------------------------------------------------------------------
 # Rule 11: the plan, and nothing else changes
@@ -163,3 +174,53 @@ def test_forward_backward_and_optimizer_roles_are_recognised() -> None:
     assert roles[EMB] == FORWARD and roles[LOSS] == 256 and roles[LOSS_GRAD_OP] == LOSS_GRAD
     assert BACKWARD in roles and OPTIMIZE in roles
     assert p.msg.blocks[0].ops[HEAD].struct_name == "/Model/Head/"
+
+
+# -- how the changes were written: spliced or rewritten whole ----------------------------------
+
+
+def _counts(r: ConvertResult) -> tuple[int, int, int, int]:
+    return r.ops_spliced, r.ops_rewritten, r.vars_spliced, r.vars_rewritten
+
+
+def test_a_program_protobuf_wrote_has_every_changed_op_and_variable_spliced() -> None:
+    r = convert(running(backward=True, optimizer=True), vpp=2).result
+    assert r.ops_changed > 0 and r.vars_changed > 0
+    assert _counts(r) == (r.ops_changed, 0, r.vars_changed, 0)
+
+
+def test_a_text_program_has_every_change_rewritten_whole() -> None:
+    msg = pb.ProgramDesc.FromString(running(backward=True, optimizer=True).bytes())
+    text = text_format.MessageToString(msg).encode()
+    r = convert_program(parse_program(text, text=True), ConvertOptions(plan=PlanOptions(vpp=2)))
+    assert r.ops_changed > 0 and r.vars_changed > 0
+    assert _counts(r) == (0, r.ops_changed, 0, r.vars_changed)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_reencoded_ops_and_variables_are_rewritten_the_rest_spliced(kind: str) -> None:
+    """Half the ops and variables in another valid encoding: each changed one is counted
+    once, spliced or rewritten. Packed repeated fields are spliced like protobuf's own
+    encoding; any other re-encoding has some ops or variables rewritten whole."""
+    plain = running(backward=True, optimizer=True).bytes()
+    rng = random.Random(kind)
+    program = parse_program(plain)
+    for block in program.blocks:
+        for items, desc in ((block.ops, pb.OpDesc), (block.vars, pb.VarDesc)):
+            for i in range(0, len(items), 2):
+                items[i] = reencode(rng, items[i], desc.DESCRIPTOR, (kind,), 1.0)
+    odd = convert(program.to_bytes(), vpp=2)
+    r = odd.result
+    assert r.ops_spliced + r.ops_rewritten == r.ops_changed == convert(plain).result.ops_changed
+    assert r.vars_spliced + r.vars_rewritten == r.vars_changed
+    assert r.ops_spliced > 0
+    assert (r.ops_rewritten + r.vars_rewritten > 0) == (kind != "pack")
+
+
+def test_convert_json_says_how_the_changes_were_written(tmp_path: Path) -> None:
+    src = tmp_path / "in.pb"
+    src.write_bytes(running(backward=True, optimizer=True).bytes())
+    out = invoke("convert", str(src), "--vpp", "2", "-o", str(tmp_path / "out.pb"), "--json")
+    data = json.loads(out.stdout)
+    for key in ("ops", "vars"):
+        assert data[key]["spliced"] == data[key]["changed"] > 0 and data[key]["rewritten"] == 0

@@ -45,7 +45,7 @@ import paths
 import pytest
 from commandline import invoke
 from programs import layered
-from reencode import KINDS, fields, reencode, varint
+from reencode import KINDS, any_encoding, fields, reencode, varint
 
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.program.load import parse_program
@@ -122,7 +122,7 @@ def _report(result: Any, drop: tuple[str, ...]) -> tuple[int, Any]:
     report = json.loads(result.stdout)
     for key in drop:  # where the file is and its size: not what it holds
         report.pop(key, None)
-    return result.exit_code, report
+    return result.exit_code, any_encoding(report)
 
 
 def outcome(

@@ -86,8 +86,18 @@ def convert_json(o: ConvertOutcome) -> dict[str, Any]:
         "output": o.output,
         "bytes_written": o.bytes_written,
         "warnings": list(o.warnings),
-        "ops": {"total": r.n_ops, "changed": r.ops_changed},
-        "vars": {"total": r.n_vars, "changed": r.vars_changed},
+        "ops": {
+            "total": r.n_ops,
+            "changed": r.ops_changed,
+            "spliced": r.ops_spliced,
+            "rewritten": r.ops_rewritten,
+        },
+        "vars": {
+            "total": r.n_vars,
+            "changed": r.vars_changed,
+            "spliced": r.vars_spliced,
+            "rewritten": r.vars_rewritten,
+        },
         "cross_stage_edges": {"before": r.edges_before, "after": r.edges_after},
         "imbalance": round(p.imbalance, 4),
         "segments": [
