@@ -10,6 +10,7 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_right
 from dataclasses import dataclass, field
+from itertools import compress, count
 
 from vppctl import progress
 from vppctl.escape import printable
@@ -183,8 +184,8 @@ def build_index(program: Program) -> ProgramIndex:
     for b, block in enumerate(program.blocks):
         vars_ = scan_vars(block, b)
         base = len(var_block)
-        names = {n: base + i for i, n in enumerate(vars_.name)}
-        var_block.extend([b] * len(vars_))
+        names = dict(zip(vars_.name, range(base, base + len(vars_))))
+        var_block.extend(array("q", [b]) * len(vars_))
         index.blocks.append(
             BlockIndex(
                 idx=b,
@@ -209,7 +210,7 @@ def build_index(program: Program) -> ProgramIndex:
     _accept_reader_queues(index)
     for bi in index.blocks:  # block order: mesh class ids follow first appearance in it
         bi.op_mesh = _classes(index, bi.ops.mesh)
-        bi.forward_ops = [i for i, r in enumerate(bi.ops.role) if r in FORWARD_ROLES]
+        bi.forward_ops = list(compress(count(), map(FORWARD_ROLES.__contains__, bi.ops.role)))
     return index
 
 
@@ -277,7 +278,7 @@ def _classes(index: ProgramIndex, raws: list[bytes]) -> array[int]:
     for raw in dict.fromkeys(raws):  # first-appearance order: class ids are deterministic
         if raw not in cache:
             cache[raw] = index.add_mesh(decode_mesh(raw), canonical_mesh(raw))
-    return array("q", map(cache.__getitem__, raws))
+    return array("q", list(map(cache.__getitem__, raws)))  # a list: array() takes it in C
 
 
 def loss_op(index: ProgramIndex) -> int | None:
