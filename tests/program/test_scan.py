@@ -374,6 +374,8 @@ _ROLE_BYTES = b"\n\x07op_role\x10\x00\x18\x05"  # the bytes of a usual role attr
             False,
         ),
         ("a sub_block", [_attr(name="sub_block", type=pb.BLOCK, block_idx=0)], False),
+        ("an attr named sub_blocks", [_attr(name="sub_blocks", type=pb.BLOCKS)], True),
+        ("a string holding sub_block", [_attr(name="s", type=pb.STRING, s=b"\tsub_block")], False),
         ("no role attr", [], True),
     ],
 )
@@ -492,3 +494,24 @@ def test_optimizer_ops_are_read_in_runs(
 ) -> None:
     assert scan._runs(positions, most) == runs
     assert [p for lo, hi in runs for p in range(lo, hi)] == positions
+
+
+def test_a_merged_list_is_split_at_its_sentinels_as_a_loop_splits_it() -> None:
+    """`_last_each` and `_joined_each` against the runs a list was made of, on random runs (empty
+    runs, the first one included, and runs of several values), and refusing a list whose
+    sentinels are not one per op."""
+    rng = random.Random(7)
+    for _ in range(300):
+        n = rng.randrange(0, 6)
+        runs = [
+            [rng.choice([b"a", b"bc", b""]) for _ in range(rng.choice([0, 1, 1, 2, 3]))]
+            for _ in range(n)
+        ]
+        values: list[bytes] = [v for run in runs for v in (*run, b"S")]
+        assert scan._last_each(values, n, b"S", b"-") == [r[-1] if r else b"-" for r in runs]
+        assert scan._joined_each(values, n, b"S") == [b"".join(r) for r in runs]
+        ints = [len(v) if v != b"S" else -7 for v in values]
+        want = [len(r[-1]) if r else 99 for r in runs]
+        assert scan._last_each(ints, n, -7, 99) == want
+        assert scan._last_each(values, n + 1, b"S", b"-") is None
+        assert scan._joined_each([*values, b"S"], n, b"S") is None

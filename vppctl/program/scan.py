@@ -528,11 +528,12 @@ def _canonical_roles(attrs: list[bytes], n: int) -> list[int] | None:
     `_ATTRS_READ` finds than the usual role attrs found, no other attr is read."""
     marks = list(filter(None, map(_ROLE_OF.get, attrs)))  # roles + 1, and -1 per sentinel
     joined = b"".join(attrs)
-    if (
-        joined.count(b"\x07op_role") + joined.count(b"\x00op_role") != len(marks) - n
-        or b"\x00sub_block" in joined
-        or b"\tsub_block" in joined
+    found = len(marks) - n  # role attrs in the usual encoding, each holding b"op_role" once
+    if joined.count(b"op_role") != found and (  # else every op_role is theirs
+        joined.count(b"\x07op_role") + joined.count(b"\x00op_role") != found
     ):
+        return None
+    if b"sub_block" in joined and (b"\x00sub_block" in joined or b"\tsub_block" in joined):
         return None
     last = _last_each(marks, n, _ROLE_END, 1)  # an op without a role attr has role 0
     return None if last is None else list(map(add, last, repeat(-1)))
@@ -581,12 +582,8 @@ def _joined_each(values: list[bytes], n: int, sentinel: bytes) -> list[bytes] | 
     ends = _ends(values, n, sentinel)
     if ends is None:
         return None
-    out, prev = [], -1
-    join = b"".join
-    for end in ends:
-        out.append(join(values[prev + 1 : end]))
-        prev = end
-    return out
+    starts = [0, *map(add, ends[:-1], repeat(1))]  # op k's run: after op k - 1's sentinel
+    return list(map(b"".join, map(values.__getitem__, map(slice, starts, ends))))
 
 
 def _last_each(values: list[_T], n: int, sentinel: _T, default: _T) -> list[_T] | None:
@@ -598,10 +595,11 @@ def _last_each(values: list[_T], n: int, sentinel: _T, default: _T) -> list[_T] 
     ends = _ends(values, n, sentinel)
     if ends is None:
         return None
-    out, prev = [], -1
-    for end in ends:
-        out.append(values[end - 1] if end - 1 > prev else default)
-        prev = end
+    # The value before each sentinel: the previous sentinel where the op has none.
+    before = list(map(values.__getitem__, map(add, ends, repeat(-1))))
+    out = list(map({sentinel: default}.get, before, before))
+    if ends and ends[0] == 0:  # op 0 has none (values[-1] is not its)
+        out[0] = default
     return out
 
 
