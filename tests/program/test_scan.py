@@ -515,3 +515,21 @@ def test_a_merged_list_is_split_at_its_sentinels_as_a_loop_splits_it() -> None:
         assert scan._last_each(ints, n, -7, 99) == want
         assert scan._last_each(values, n + 1, b"S", b"-") is None
         assert scan._joined_each([*values, b"S"], n, b"S") is None
+
+
+def test_an_undeclared_reader_queue_names_no_variable_and_any_other_name_is_unknown() -> None:
+    """`_accept_reader_queues` finds NO_VAR arguments by a byte search of the columns: a
+    column where -1's bytes appear only across two ids (-2 then an id whose low byte is
+    0xff) holds no NO_VAR and is left alone."""
+    names = [f"v{i}".encode() for i in range(300)]
+    queue = b"lod_tensor_blocking_queue_9"
+    read = pb.OpDesc(type="read")
+    read.inputs.add(parameter="Reader", arguments=[queue, "nowhere", "x"])
+    odd = pb.OpDesc(type="relu")
+    odd.inputs.add(parameter="X", arguments=["@EMPTY@", "v253"])  # -2, then id 255 (0xff)
+    ops = [read.SerializeToString(), odd.SerializeToString()]
+    index = build_index(parse_program(_program(ops, [_var(n) for n in names])))
+    o = index.blocks[0].ops
+    assert list(o.in_var) == [scan.SCOPE_VAR, scan.NO_VAR, 0, scan.EMPTY_VAR, 255]
+    alone = _program([odd.SerializeToString()], [_var(n) for n in names])  # no NO_VAR at all
+    assert list(build_index(parse_program(alone)).blocks[0].ops.in_var) == [scan.EMPTY_VAR, 255]

@@ -214,13 +214,16 @@ def build_index(program: Program) -> ProgramIndex:
     return index
 
 
+_NO_VAR_BYTES = array("q", [NO_VAR]).tobytes()  # found wherever NO_VAR is (and maybe elsewhere)
+
+
 def _accept_reader_queues(index: ProgramIndex) -> None:
     """Undeclared reader-queue names (see SCOPE_VAR) name no variable; they are
     looked for only in the rare blocks that name an undeclared variable at all."""
     for bi, block in zip(index.blocks, index.program.blocks):
         o = bi.ops
         for column, offsets, outputs in ((o.in_var, o.in_off, False), (o.out_var, o.out_off, True)):
-            if NO_VAR not in column:
+            if _NO_VAR_BYTES not in column.tobytes():  # a byte search: no step per argument
                 continue
             for at in [k for k, v in enumerate(column) if v == NO_VAR]:
                 op = bisect_right(offsets, at) - 1
