@@ -245,13 +245,23 @@ def _piece(items: Items, lo: int, hi: int, framed: Callable[[bytes], list[bytes]
     then parsed): one copy and a C loop, not a slice per item."""
     hi = min(hi, len(items))
     if items.spans and not items.has_edits and hi > lo:
-        _, starts, ends = items.ranges()
-        if ends[hi - 1] - starts[lo] > _PIECE_BYTES:
+        if _run_bytes(items, lo, hi) > _PIECE_BYTES:
             return items[lo:hi]
         got = framed(items.framed_run(lo, hi))
         if len(got) == hi - lo:  # else framed under another tag: sliced
             return got
     return items[lo:hi]
+
+
+def _run_bytes(items: Items, lo: int, hi: int) -> int:
+    """About the bytes of items lo..hi-1 as read (their frames included), without a step per
+    item where they are ranges of the bytes read."""
+    if hi <= lo:
+        return 0
+    if items.spans:
+        _, starts, ends = items.ranges()
+        return ends[hi - 1] - starts[lo]
+    return sum(map(len, items[lo:hi]))  # a list's slice: no bytes copied
 
 
 def _framed_ops(run: bytes) -> list[bytes]:
@@ -466,7 +476,7 @@ def _params(
     try:
         for lo, hi in _runs(optimize, PIECE_ITEMS):
             ops.release(lo)  # a mapped file's pages behind given back
-            if sum(map(ops.size, range(lo, hi))) > _PIECE_BYTES:  # huge ops: one at a time
+            if _run_bytes(ops, lo, hi) > _PIECE_BYTES:  # huge ops: one at a time
                 for i in range(lo, hi):
                     params[i] = _param_input(ops[i], lookup)
                 continue
