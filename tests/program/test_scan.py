@@ -315,6 +315,23 @@ def test_a_corrupt_dist_attr_names_its_variable() -> None:
         build_index(parse_program(_program([_op()], [bad, _var(b"w")])))
 
 
+@pytest.mark.parametrize("piece", [1, 2, 256])
+def test_a_corrupt_dist_attr_is_named_after_every_variable_is_read(
+    piece: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Dist attrs are decoded piece by piece, but a variable that does not parse is named
+    before any dist attr that does not decode, and of those the first variable's."""
+    monkeypatch.setattr(scan, "PIECE_ITEMS", piece)
+    bad = _field(1, b"z") + _field(1001, b"\x0a\x05")  # a mesh field cut short
+    worse = _field(1, b"v") + _field(1001, b"\x0a\x07")
+    good = [_var(b"a"), _var(b"b")]
+    with pytest.raises(ProgramFileError, match="variable 3 of block 0 is corrupt"):
+        build_index(parse_program(_program([_op()], [good[0], bad, worse, *good[1:]])))
+    corrupt = _var(b"w") + _varint(77 << 3 | 2) + _varint(200)
+    with pytest.raises(ProgramFileError, match="variable 5 of block 0 is corrupt"):
+        build_index(parse_program(_program([_op()], [good[0], bad, good[1], corrupt])))
+
+
 def test_a_piece_too_large_to_join_is_read_one_by_one(monkeypatch: pytest.MonkeyPatch) -> None:
     """Joining holds a second copy of a piece: one of huge ops (megabytes of callstack) is
     read op by op instead, and reads the same."""

@@ -128,39 +128,57 @@ def _block_value(attr: pb.OpDesc.Attr) -> list[int]:
 
 def scan_vars(block: Block, block_idx: int) -> VarColumns:
     """Read every variable of `block` into columns: in pieces parsed as one, as `scan_ops`
-    reads ops (a piece that cannot be read so exactly is read variable by variable)."""
+    reads ops (a piece that cannot be read so exactly is read variable by variable).
+
+    A program has few distinct dist attrs: each is decoded once, as first met, and the
+    pieces' placements are taken from those (a dist attr that does not decode names its
+    first variable once every variable is read, as a variable that does not parse is named
+    at once)."""
     cols = VarColumns()
-    dists: list[bytes] = []
+    placement: dict[bytes, tuple[bytes, int]] = {}  # raw dist attr -> (raw mesh, chunk id)
+    bad = -1  # the first variable whose dist attr does not decode
     vars_ = block.vars
     pos = 0
     try:
-        for pos in range(0, len(vars_), PIECE_ITEMS):
-            vars_.release(pos)  # a mapped file's pages behind the scan given back
-            piece = _piece(vars_, pos, pos + PIECE_ITEMS, _framed_vars)
+        for start in range(0, len(vars_), PIECE_ITEMS):
+            pos = start
+            vars_.release(start)  # a mapped file's pages behind the scan given back
+            piece = _piece(vars_, start, start + PIECE_ITEMS, _framed_vars)
             merged = _merged_vars(piece) if joinable(piece) else None
             if merged is not None:
-                cols.name.extend(merged[0])
-                cols.is_parameter.extend(merged[1])
-                dists.extend(merged[2])
-                continue
-            for pos, blob in enumerate(piece, pos):  # noqa: B007, B020 (names a corrupt var)
-                v = view.ScanVar.FromString(blob)
-                cols.name.append(v.name)
-                cols.is_parameter.append(v.is_parameter)
-                dists.append(b"".join(v.dist_attr))
+                names, flags, dists = merged
+            else:
+                names, flags, dists = [], [], []
+                for pos, blob in enumerate(piece, start):  # noqa: B007 (names a corrupt var)
+                    v = view.ScanVar.FromString(blob)
+                    names.append(v.name)
+                    flags.append(v.is_parameter)
+                    dists.append(b"".join(v.dist_attr))
+            cols.name.extend(names)
+            cols.is_parameter.extend(flags)
+            if bad < 0:
+                bad = _placed(dists, placement, start)
+            if bad < 0:
+                placements = list(map(placement.__getitem__, dists))
+                cols.mesh.extend(map(itemgetter(0), placements))
+                cols.chunk.frombytes(_packed(list(map(itemgetter(1), placements))))
     except DecodeError:
         raise corrupt_var(block_idx, pos) from None
-    # A program has few distinct dist attrs: decode each once.
-    placement = {}
-    for raw in dict.fromkeys(dists):
-        try:
-            placement[raw] = _tensor_placement(raw)
-        except DecodeError:
-            raise corrupt_var(block_idx, dists.index(raw)) from None
-    placements = list(map(placement.__getitem__, dists))
-    cols.mesh = list(map(itemgetter(0), placements))
-    cols.chunk = array("q", _packed(list(map(itemgetter(1), placements))))
+    if bad >= 0:
+        raise corrupt_var(block_idx, bad)
     return cols
+
+
+def _placed(dists: list[bytes], placement: dict[bytes, tuple[bytes, int]], start: int) -> int:
+    """Every new dist attr of a piece (its variables' from `start` on) decoded into
+    `placement`; -1, or the first variable whose dist attr does not decode."""
+    for raw in dict.fromkeys(dists):
+        if raw not in placement:
+            try:
+                placement[raw] = _tensor_placement(raw)
+            except DecodeError:
+                return start + dists.index(raw)
+    return -1
 
 
 def _merged_vars(piece: list[bytes]) -> tuple[list[bytes], list[bool], list[bytes]] | None:
