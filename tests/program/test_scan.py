@@ -11,12 +11,14 @@ The tests here also cover vppctl/program/reads.py, which has no test file of its
 from __future__ import annotations
 
 import random
+from array import array
 
 import paths
 import pytest
 from fuzzing import mutant
 from programs import layered
 
+from vppctl.engine import index as index_module
 from vppctl.engine.index import build_index
 from vppctl.errors import ProgramFileError
 from vppctl.program import reads, scan
@@ -550,3 +552,15 @@ def test_an_undeclared_reader_queue_names_no_variable_and_any_other_name_is_unkn
     assert list(o.in_var) == [scan.SCOPE_VAR, scan.NO_VAR, 0, scan.EMPTY_VAR, 255]
     alone = _program([odd.SerializeToString()], [_var(n) for n in names])  # no NO_VAR at all
     assert list(build_index(parse_program(alone)).blocks[0].ops.in_var) == [scan.EMPTY_VAR, 255]
+
+
+@pytest.mark.parametrize("at", [0, 3, 4, 5, 8, 9])
+def test_no_var_is_found_in_any_run_of_a_column(at: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`_holds_no_var` searches a column a run of ids at a time: NO_VAR is found wherever it
+    lies, a run's first and last id included."""
+    monkeypatch.setattr(index_module, "_SEARCHED", 4)
+    column = array("q", range(10))
+    assert not index_module._holds_no_var(column)
+    column[at] = scan.NO_VAR
+    assert index_module._holds_no_var(column)
+    assert not index_module._holds_no_var(array("q"))

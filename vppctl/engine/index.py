@@ -215,6 +215,16 @@ def build_index(program: Program) -> ProgramIndex:
 
 
 _NO_VAR_BYTES = array("q", [NO_VAR]).tobytes()  # found wherever NO_VAR is (and maybe elsewhere)
+_SEARCHED = 1 << 16  # ids copied out at once by `_holds_no_var`
+
+
+def _holds_no_var(column: array[int]) -> bool:
+    """Whether `column` may hold NO_VAR (True wherever it does): a byte search of its bytes,
+    a run of ids at a time (no step per id, no copy of the whole column)."""
+    return any(
+        _NO_VAR_BYTES in column[at : at + _SEARCHED].tobytes()
+        for at in range(0, len(column), _SEARCHED)
+    )
 
 
 def _accept_reader_queues(index: ProgramIndex) -> None:
@@ -223,7 +233,7 @@ def _accept_reader_queues(index: ProgramIndex) -> None:
     for bi, block in zip(index.blocks, index.program.blocks):
         o = bi.ops
         for column, offsets, outputs in ((o.in_var, o.in_off, False), (o.out_var, o.out_off, True)):
-            if _NO_VAR_BYTES not in column.tobytes():  # a byte search: no step per argument
+            if not _holds_no_var(column):
                 continue
             for at in [k for k, v in enumerate(column) if v == NO_VAR]:
                 op = bisect_right(offsets, at) - 1
