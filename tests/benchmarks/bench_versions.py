@@ -71,8 +71,8 @@ def compare(other: Path, path: Path, work: Path, rounds: int) -> tuple[list[floa
     times: tuple[list[float], list[float]] = ([], [])
     try:
         for r in range(rounds + 1):
-            for k, proc in enumerate(procs if r % 2 else procs[::-1]):  # alternate who goes first
-                t = one(proc)
+            for k in (0, 1) if r % 2 else (1, 0):  # alternate who goes first
+                t = one(procs[k])  # k: whose time it is (not the order of the round)
                 if r:  # round 0 warms both up
                     times[k].append(t)
     finally:

@@ -11,16 +11,19 @@ The tests here also cover vppctl/program/reads.py, which has no test file of its
 from __future__ import annotations
 
 import random
+from array import array
 
 import paths
 import pytest
 from fuzzing import mutant
 from programs import layered
 
+from vppctl.engine import index as index_module
 from vppctl.engine.index import build_index
 from vppctl.errors import ProgramFileError
 from vppctl.program import reads, scan
 from vppctl.program._proto import program_pb2 as pb
+from vppctl.program._proto import view_pb2 as view
 from vppctl.program.load import Program, parse_program, read_program
 from vppctl.program.roles import BACKWARD
 
@@ -266,6 +269,7 @@ def _var(name: bytes = b"z", **extra: bytes) -> bytes:
     ("what", "tail"),
     [
         ("is_parameter packed: skipped alone", _field(5, _varint(0))),
+        ("is_parameter packed, its tag in two bytes", b"\xaa\x00" + _varint(1) + b"\x01"),
         ("is_parameter twice: the last counts", _int_field(5, 0)),
         ("is_parameter as a large varint: true", _int_field(5, 1 << 40)),
         ("name twice", _field(1, b"w")),
@@ -279,6 +283,19 @@ def test_odd_variable_encodings_read_as_alone(
     data = _program([_op()], [_var(b"z", extra=tail), _var(b"w2")])
     merged, alone = _both(data, monkeypatch, piece=256)
     assert merged == alone, what
+
+
+@pytest.mark.parametrize("tag", [b"\x2a", b"\xaa\x00", b"\xaa\x80\x00"])
+def test_a_packed_flag_is_looked_for_only_where_its_tag_byte_is(tag: bytes) -> None:
+    """The probe for a length-delimited is_parameter runs only on a piece whose variables hold
+    its tag's first byte; one that does is read variable by variable."""
+    usual = read_program(ROOT / "samples" / "gpt-8l-pp4.pb").blocks[0].vars[:256]
+    data = scan._VAR_SEPARATOR.join(usual) + scan._VAR_SEPARATOR
+    assert not scan._may_hold_packed_flag(data, len(usual))
+    odd = [*usual[:3], _var(b"z") + tag + _varint(1) + b"\x01", *usual[3:]]
+    data = scan._VAR_SEPARATOR.join(odd) + scan._VAR_SEPARATOR
+    assert scan._may_hold_packed_flag(data, len(odd))
+    assert scan._merged_vars(odd) is None
 
 
 def test_a_variable_named_like_the_sentinel_is_read_alone(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -300,6 +317,23 @@ def test_a_corrupt_dist_attr_names_its_variable() -> None:
         build_index(parse_program(_program([_op()], [bad, _var(b"w")])))
 
 
+@pytest.mark.parametrize("piece", [1, 2, 256])
+def test_a_corrupt_dist_attr_is_named_after_every_variable_is_read(
+    piece: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Dist attrs are decoded piece by piece, but a variable that does not parse is named
+    before any dist attr that does not decode, and of those the first variable's."""
+    monkeypatch.setattr(scan, "PIECE_ITEMS", piece)
+    bad = _field(1, b"z") + _field(1001, b"\x0a\x05")  # a mesh field cut short
+    worse = _field(1, b"v") + _field(1001, b"\x0a\x07")
+    good = [_var(b"a"), _var(b"b")]
+    with pytest.raises(ProgramFileError, match="variable 3 of block 0 is corrupt"):
+        build_index(parse_program(_program([_op()], [good[0], bad, worse, *good[1:]])))
+    corrupt = _var(b"w") + _varint(77 << 3 | 2) + _varint(200)
+    with pytest.raises(ProgramFileError, match="variable 5 of block 0 is corrupt"):
+        build_index(parse_program(_program([_op()], [good[0], bad, good[1], corrupt])))
+
+
 def test_a_piece_too_large_to_join_is_read_one_by_one(monkeypatch: pytest.MonkeyPatch) -> None:
     """Joining holds a second copy of a piece: one of huge ops (megabytes of callstack) is
     read op by op instead, and reads the same."""
@@ -318,3 +352,215 @@ def test_a_piece_too_large_to_join_is_read_one_by_one(monkeypatch: pytest.Monkey
     index = build_index(program)
     keys = [m.key for m in index.meshes]
     assert reads.tensor_mesh_conflicts(program.blocks[0], index.blocks[0].op_mesh, keys) == []
+
+
+def _attr(**fields: object) -> bytes:
+    return _field(4, pb.OpDesc.Attr(**fields).SerializeToString())  # type: ignore[arg-type]
+
+
+def _role_attr(value: int) -> bytes:
+    return _attr(name="op_role", type=pb.INT, i=value)
+
+
+_ROLE_BYTES = b"\n\x07op_role\x10\x00\x18\x05"  # the bytes of a usual role attr (role 5)
+
+
+@pytest.mark.parametrize(
+    ("what", "attrs", "usual"),
+    [
+        ("roles 0-2 as Paddle writes them", [_role_attr(1)], True),
+        ("the loss role (256: two bytes)", [_role_attr(256)], True),
+        ("the loss-grad role", [_role_attr(257)], True),
+        ("the largest role read at once", [_role_attr(0x1FF)], True),
+        ("a larger role", [_role_attr(0x200)], False),
+        ("a negative role (ten bytes)", [_role_attr(-1)], False),
+        ("two role attrs: the last counts", [_role_attr(1), _role_attr(2)], True),
+        ("op_role_var (a longer name)", [_attr(name="op_role_var", type=pb.STRINGS)], True),
+        (
+            "a string holding a role attr's bytes",
+            [_attr(name="s", type=pb.STRING, s=_ROLE_BYTES)],
+            False,
+        ),
+        (
+            "an attr named op_role that is not an int",
+            [_attr(name="op_role", type=pb.STRING)],
+            False,
+        ),
+        ("a role as a long", [_attr(name="op_role", type=pb.LONG, l=2)], False),
+        (
+            "the role's fields in another order",
+            [_field(4, _int_field(3, 1) + b"\n\x07op_role")],
+            False,
+        ),
+        ("a sub_block", [_attr(name="sub_block", type=pb.BLOCK, block_idx=0)], False),
+        ("an attr named sub_blocks", [_attr(name="sub_blocks", type=pb.BLOCKS)], True),
+        ("a string holding sub_block", [_attr(name="s", type=pb.STRING, s=b"\tsub_block")], False),
+        ("no role attr", [], True),
+    ],
+)
+def test_roles_are_read_at_once_only_from_attrs_in_the_usual_encoding(
+    what: str, attrs: list[bytes], usual: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The merged scan reads the roles of a piece at once when every attr that may be a role or
+    a sub-block is a role attr in the usual encoding (`_canonical_roles`); any other piece is
+    read attr by attr. Either way the roles are those each op alone reads."""
+    plain = pb.OpDesc(type="relu").SerializeToString()
+    odd = plain + b"".join(attrs)
+    ops = [_op(role=1), odd, plain, _op(role=2)]
+    merged = view.ScanMerge.FromString(scan._SCAN_SEPARATOR.join(ops) + scan._SCAN_SEPARATOR)
+    got = scan._canonical_roles(list(merged.attrs), len(ops))
+    assert (got is not None) == usual, what
+    if got is not None:
+        alone = [scan._OpScan({}.get)._role(view.ScanOp.FromString(op).attrs, 0) for op in ops]
+        assert got == alone, what
+    merged_cols, alone_cols = _both(_program(ops), monkeypatch, piece=256)
+    assert merged_cols == alone_cols, what
+
+
+def _slot(name: bytes, *args: bytes) -> bytes:
+    """An input slot (OpDesc.Var) as Paddle writes it."""
+    return _field(1, _field(1, name) + b"".join(_field(2, a) for a in args))
+
+
+@pytest.mark.parametrize(
+    ("what", "slots", "param"),
+    [
+        ("Param as Paddle writes it", [_slot(b"Grad", b"x"), _slot(b"Param", b"y")], "y"),
+        ("MasterParam before Param", [_slot(b"MasterParam", b"x"), _slot(b"Param", b"y")], "y"),
+        ("Param with two arguments: the first", [_slot(b"Param", b"x", b"y")], "x"),
+        ("Param without arguments, then one with", [_slot(b"Param"), _slot(b"Param", b"x")], "x"),
+        (
+            "the first Param with arguments counts",
+            [_slot(b"Param", b"y"), _slot(b"Param", b"x")],
+            "y",
+        ),
+        ("an undeclared argument", [_slot(b"Param", b"nowhere")], None),
+        ("no Param slot", [_slot(b"Grad", b"x")], None),
+        ("Param only in an output slot", [_field(2, _field(1, b"Param") + _field(2, b"x"))], None),
+        ("Param only in an attr", [_attr(name="Param", type=pb.STRING, s=b"x")], None),
+        (
+            "the name after the arguments",
+            [_field(1, _field(2, b"x") + _field(1, b"Param"))],
+            "x",
+        ),
+        (
+            "the name given twice: the last counts",
+            [_field(1, _field(1, b"Param") + _field(1, b"Grad") + _field(2, b"x"))],
+            None,
+        ),
+        (
+            "the name's length in two bytes",
+            [_field(1, b"\x0a\x85\x00Param" + _field(2, b"x"))],
+            "x",
+        ),
+        ("a long argument", [_slot(b"Param", b"x" * 200)], None),
+    ],
+)
+def test_an_optimizer_ops_param_reads_as_alone(
+    what: str, slots: list[bytes], param: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Optimize-role ops' Param inputs are read in runs of ops (`scan._params`): the first input
+    slot named Param with arguments, whatever the slots' encoding."""
+    odd = pb.OpDesc(type="sgd").SerializeToString() + b"".join(slots) + _role_attr(2)
+    ops = [_op(role=2), odd, _op(role=2, extra=_slot(b"Param", b"y")), odd]
+    merged, alone = _both(_program(ops), monkeypatch, piece=256)
+    assert merged == alone, what
+    index = build_index(parse_program(_program(ops)))
+    names = {b"x": 0, b"y": 1}
+    want = scan.NO_VAR if param is None else names[param.encode()]
+    assert index.blocks[0].ops.param == {0: scan.NO_VAR, 1: want, 2: 1, 3: want}, what
+
+
+def test_a_piece_is_read_through_its_framing_as_a_slice_reads_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`_piece` splits unedited ranges of the bytes read by parsing their framing; edited items,
+    a run too large to copy again and items framed under another tag are sliced."""
+    program = read_program(ROOT / "samples" / "gpt-8l-pp4.pb")
+    ops, vars_ = program.blocks[0].ops, program.blocks[0].vars
+    assert ops.spans and not ops.has_edits
+    for lo, hi in ((0, 256), (3, 4), (len(ops) - 5, len(ops) + 300)):
+        assert scan._piece(ops, lo, hi, scan._framed_ops) == ops[lo:hi]
+        assert scan._piece(vars_, lo, hi, scan._framed_vars) == vars_[lo:hi]
+    calls: list[int] = []
+
+    def framed(run: bytes) -> list[bytes]:
+        calls.append(len(run))
+        return scan._framed_ops(run)
+
+    assert scan._piece(vars_, 0, 10, framed) == vars_[:10]  # vars are not field 4: sliced
+    monkeypatch.setattr(scan, "_PIECE_BYTES", 100)
+    calls.clear()
+    assert scan._piece(ops, 0, 10, framed) == ops[:10] and not calls
+    monkeypatch.undo()
+    ops[1] = b"\x1a\x01x"
+    assert ops.has_edits
+    assert scan._piece(ops, 0, 10, framed) == ops[:10] and not calls
+
+
+@pytest.mark.parametrize(
+    ("positions", "most", "runs"),
+    [
+        ([], 4, []),
+        ([5], 4, [(5, 6)]),
+        ([0, 1, 2, 5, 6, 9], 4, [(0, 3), (5, 7), (9, 10)]),
+        ([0, 1, 2, 3, 4, 5, 6, 7, 8], 4, [(0, 4), (4, 8), (8, 9)]),
+        ([3, 4, 6], 1, [(3, 4), (4, 5), (6, 7)]),
+    ],
+)
+def test_optimizer_ops_are_read_in_runs(
+    positions: list[int], most: int, runs: list[tuple[int, int]]
+) -> None:
+    assert scan._runs(positions, most) == runs
+    assert [p for lo, hi in runs for p in range(lo, hi)] == positions
+
+
+def test_a_merged_list_is_split_at_its_sentinels_as_a_loop_splits_it() -> None:
+    """`_last_each` and `_joined_each` against the runs a list was made of, on random runs (empty
+    runs, the first one included, and runs of several values), and refusing a list whose
+    sentinels are not one per op."""
+    rng = random.Random(7)
+    for _ in range(300):
+        n = rng.randrange(0, 6)
+        runs = [
+            [rng.choice([b"a", b"bc", b""]) for _ in range(rng.choice([0, 1, 1, 2, 3]))]
+            for _ in range(n)
+        ]
+        values: list[bytes] = [v for run in runs for v in (*run, b"S")]
+        assert scan._last_each(values, n, b"S", b"-") == [r[-1] if r else b"-" for r in runs]
+        assert scan._joined_each(values, n, b"S") == [b"".join(r) for r in runs]
+        ints = [len(v) if v != b"S" else -7 for v in values]
+        want = [len(r[-1]) if r else 99 for r in runs]
+        assert scan._last_each(ints, n, -7, 99) == want
+        assert scan._last_each(values, n + 1, b"S", b"-") is None
+        assert scan._joined_each([*values, b"S"], n, b"S") is None
+
+
+def test_an_undeclared_reader_queue_names_no_variable_and_any_other_name_is_unknown() -> None:
+    """`_accept_reader_queues` finds NO_VAR arguments by a byte search of the columns: a
+    column where -1's bytes appear only across two ids (-2 then an id whose low byte is
+    0xff) holds no NO_VAR and is left alone."""
+    names = [f"v{i}".encode() for i in range(300)]
+    queue = b"lod_tensor_blocking_queue_9"
+    read = pb.OpDesc(type="read")
+    read.inputs.add(parameter="Reader", arguments=[queue, "nowhere", "x"])
+    odd = pb.OpDesc(type="relu")
+    odd.inputs.add(parameter="X", arguments=["@EMPTY@", "v253"])  # -2, then id 255 (0xff)
+    ops = [read.SerializeToString(), odd.SerializeToString()]
+    index = build_index(parse_program(_program(ops, [_var(n) for n in names])))
+    o = index.blocks[0].ops
+    assert list(o.in_var) == [scan.SCOPE_VAR, scan.NO_VAR, 0, scan.EMPTY_VAR, 255]
+    alone = _program([odd.SerializeToString()], [_var(n) for n in names])  # no NO_VAR at all
+    assert list(build_index(parse_program(alone)).blocks[0].ops.in_var) == [scan.EMPTY_VAR, 255]
+
+
+@pytest.mark.parametrize("at", [0, 3, 4, 5, 8, 9])
+def test_no_var_is_found_in_any_run_of_a_column(at: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`_holds_no_var` searches a column a run of ids at a time: NO_VAR is found wherever it
+    lies, a run's first and last id included."""
+    monkeypatch.setattr(index_module, "_SEARCHED", 4)
+    column = array("q", range(10))
+    assert not index_module._holds_no_var(column)
+    column[at] = scan.NO_VAR
+    assert index_module._holds_no_var(column)
+    assert not index_module._holds_no_var(array("q"))

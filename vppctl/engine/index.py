@@ -11,6 +11,7 @@ from array import array
 from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import compress, count
 
 from vppctl import progress
 from vppctl.escape import printable
@@ -199,8 +200,8 @@ def build_index(program: Program) -> ProgramIndex:
     for b, block in enumerate(program.blocks):
         vars_ = scan_vars(block, b)
         base = len(var_block)
-        names = {n: base + i for i, n in enumerate(vars_.name)}
-        var_block.extend([b] * len(vars_))
+        names = dict(zip(vars_.name, range(base, base + len(vars_))))
+        var_block.extend(array("q", [b]) * len(vars_))
         index.blocks.append(
             BlockIndex(
                 idx=b,
@@ -225,8 +226,21 @@ def build_index(program: Program) -> ProgramIndex:
     _accept_reader_queues(index)
     for bi in index.blocks:  # block order: mesh class ids follow first appearance in it
         bi.op_mesh = _classes(index, bi.ops.mesh)
-        bi.forward_ops = [i for i, r in enumerate(bi.ops.role) if r in FORWARD_ROLES]
+        bi.forward_ops = list(compress(count(), map(FORWARD_ROLES.__contains__, bi.ops.role)))
     return index
+
+
+_NO_VAR_BYTES = array("q", [NO_VAR]).tobytes()  # found wherever NO_VAR is (and maybe elsewhere)
+_SEARCHED = 1 << 16  # ids copied out at once by `_holds_no_var`
+
+
+def _holds_no_var(column: array[int]) -> bool:
+    """Whether `column` may hold NO_VAR (True wherever it does): a byte search of its bytes,
+    a run of ids at a time (no step per id, no copy of the whole column)."""
+    return any(
+        _NO_VAR_BYTES in column[at : at + _SEARCHED].tobytes()
+        for at in range(0, len(column), _SEARCHED)
+    )
 
 
 def _accept_reader_queues(index: ProgramIndex) -> None:
@@ -235,7 +249,7 @@ def _accept_reader_queues(index: ProgramIndex) -> None:
     for bi, block in zip(index.blocks, index.program.blocks):
         o = bi.ops
         for column, offsets, outputs in ((o.in_var, o.in_off, False), (o.out_var, o.out_off, True)):
-            if NO_VAR not in column:
+            if not _holds_no_var(column):
                 continue
             for at in [k for k, v in enumerate(column) if v == NO_VAR]:
                 op = bisect_right(offsets, at) - 1
@@ -293,7 +307,7 @@ def _classes(index: ProgramIndex, raws: list[bytes]) -> array[int]:
     for raw in dict.fromkeys(raws):  # first-appearance order: class ids are deterministic
         if raw not in cache:
             cache[raw] = index.add_mesh(decode_mesh(raw), canonical_mesh(raw))
-    return array("q", map(cache.__getitem__, raws))
+    return array("q", list(map(cache.__getitem__, raws)))  # a list: array() takes it in C
 
 
 def loss_op(index: ProgramIndex) -> int | None:

@@ -15,6 +15,7 @@ as it always has, and says why when it is not a program.
 from __future__ import annotations
 
 import mmap
+import struct
 from array import array
 from dataclasses import dataclass
 
@@ -117,13 +118,20 @@ def _items(buf: Buffer, pos: int, end: int, tag: int) -> Span | None:
     or its length is not written in the fewest bytes)."""
     region = pos
     starts, ends = array("q"), array("q")
-    add_start, add_end = starts.append, ends.append
+    # Collected in lists and moved into the arrays every _RELEASE bytes: a list takes an int
+    # in one step, an array in several (`_flush`).
+    got_starts: list[int] = []
+    got_ends: list[int] = []
+    add_start, add_end = got_starts.append, got_ends.append
     mapped = isinstance(buf, mmap.mmap)
     mark = released = pos
     while pos < end and buf[pos] == tag:
-        if pos > mark and mapped:  # the pages behind given back (`items.release`)
-            assert isinstance(buf, mmap.mmap)
-            released = release(buf, released, pos)
+        if pos > mark:
+            _flush(starts, got_starts)
+            _flush(ends, got_ends)
+            if mapped:  # the pages behind given back (`items.release`)
+                assert isinstance(buf, mmap.mmap)
+                released = release(buf, released, pos)
             mark = pos + _RELEASE
         n = buf[pos + 1]
         if n < 0x80:
@@ -145,7 +153,15 @@ def _items(buf: Buffer, pos: int, end: int, tag: int) -> Span | None:
             return None
         add_start(s)
         add_end(pos)
+    _flush(starts, got_starts)
+    _flush(ends, got_ends)
     return Span(region, starts, ends)
+
+
+def _flush(into: array[int], values: list[int]) -> None:
+    """`values` appended to `into` (in one C call: struct-packed), and cleared."""
+    into.frombytes(struct.pack(f"{len(values)}q", *values))
+    values.clear()
 
 
 def _length(buf: Buffer, pos: int) -> tuple[int, int] | None:
