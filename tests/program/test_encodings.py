@@ -136,9 +136,9 @@ def outcome(
     seg = args[args.index("--seg-method") :][:2] if "--seg-method" in args else []
     inspected = verified = (0, None)
     if "inspect" in extra:
-        inspected = _report(invoke("inspect", str(src), "--json", *seg), _FILE)
+        inspected = _report(invoke("inspect", str(src), "--json", *seg, exit_code=None), _FILE)
     if "verify" in extra:
-        verified = _report(invoke("verify", str(src), "--json"), _FILE)
+        verified = _report(invoke("verify", str(src), "--json", exit_code=None), _FILE)
     return Outcome(_report(converted, ("output", "bytes_written")), program, inspected, verified)
 
 
