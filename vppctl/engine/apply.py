@@ -14,7 +14,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from itertools import compress
+from itertools import compress, islice
 from operator import ne, or_
 
 from vppctl import progress
@@ -502,9 +502,7 @@ def write(index: ProgramIndex, a: Assignment) -> ApplyResult:
         n_ops += rewrite_ops(block, _op_edits(index, a, bi.idx, done))
         done += bi.n_ops
         progress.advance(done)
-        base = bi.var_base
-        edits = _var_edits(index, a, base, len(bi.vars))
-        n_vars += rewrite_vars(block, ((v - base, m, c) for v, m, c in edits))
+        n_vars += rewrite_vars(block, _var_edits(index, a, bi.var_base, len(bi.vars)))
     _adopt(index, a)
     return ApplyResult(ops_changed=n_ops, vars_changed=n_vars, warnings=tuple(a.warnings))
 
@@ -529,12 +527,17 @@ def _op_edits(
     bi = index.blocks[b]
     old_chunk, new_mesh, new_chunk, moved = bi.ops.chunk, a.op_mesh[b], a.op_chunk[b], a.moved[b]
     raw = index.mesh_raw
-    # compress/map keep the per-op test in C: only the ops to rewrite reach Python.
-    changed = compress(range(bi.n_ops), map(or_, moved, map(ne, new_chunk, old_chunk)))
-    for k, i in enumerate(changed):
-        if not k % _REPORT_EVERY:
-            progress.advance(done + i)
-        yield i, raw[new_mesh[i]] if moved[i] else None, new_chunk[i]
+    # compress/map keep the per-op test in C: only the ops to rewrite reach Python, in a
+    # list comprehension each (no generator frame per op).
+    changed = list(compress(range(bi.n_ops), map(or_, moved, map(ne, new_chunk, old_chunk))))
+    meshes = [
+        raw[m] if f else None
+        for m, f in zip(map(new_mesh.__getitem__, changed), map(moved.__getitem__, changed))
+    ]
+    edits = zip(changed, meshes, map(new_chunk.__getitem__, changed))
+    for k in range(0, len(changed), _REPORT_EVERY):
+        progress.advance(done + changed[k])
+        yield from islice(edits, _REPORT_EVERY)
 
 
 _REPORT_EVERY = 1024  # ops rewritten between progress reports
@@ -543,22 +546,22 @@ _REPORT_EVERY = 1024  # ops rewritten between progress reports
 def _var_edits(
     index: ProgramIndex, a: Assignment, base: int, n: int
 ) -> Iterator[tuple[int, bytes | None, int | None]]:
+    """The (variable of the block, raw mesh or None, chunk id or None) edits of the block
+    whose variables start at `base`: each value that changed to one (a mesh, a chunk id of
+    0 or more), None for the other."""
     raw = index.mesh_raw
-    new_mesh, old_mesh, new_chunk, old_chunk = (
-        a.var_mesh,
-        index.var_mesh,
-        a.var_chunk,
-        index.var_chunks,
-    )
     span = slice(base, base + n)
-    changed = map(
-        or_, map(ne, new_mesh[span], old_mesh[span]), map(ne, new_chunk[span], old_chunk[span])
-    )
-    for v in compress(range(base, base + n), changed):
-        mesh_changed = new_mesh[v] != old_mesh[v]
-        chunk_changed = new_chunk[v] != old_chunk[v]
-        yield (
-            v,
-            raw[new_mesh[v]] if mesh_changed and new_mesh[v] >= 0 else None,
-            new_chunk[v] if chunk_changed and new_chunk[v] >= 0 else None,
-        )
+    new_mesh, old_mesh = a.var_mesh[span], index.var_mesh[span]
+    new_chunk, old_chunk = a.var_chunk[span], index.var_chunks[span]
+    to_mesh = list(map(ne, new_mesh, old_mesh))
+    to_chunk = list(map(ne, new_chunk, old_chunk))
+    changed = list(compress(range(n), map(or_, to_mesh, to_chunk)))
+    meshes = [
+        raw[m] if f and m >= 0 else None
+        for m, f in zip(map(new_mesh.__getitem__, changed), map(to_mesh.__getitem__, changed))
+    ]
+    chunks = [
+        c if f and c >= 0 else None
+        for c, f in zip(map(new_chunk.__getitem__, changed), map(to_chunk.__getitem__, changed))
+    ]
+    return zip(changed, meshes, chunks)

@@ -25,8 +25,11 @@ from __future__ import annotations
 
 import mmap
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain, compress, islice, repeat
+from operator import add, eq, getitem, lt, not_, sub
 from typing import NamedTuple, overload
 
 from vppctl.program.wire import field_pieces, field_spans, fields_size, prefixed, varint
@@ -37,6 +40,8 @@ _JOIN = 1 << 22  # bytes joined into one piece of output
 # bytes (`Items.release`).
 _RELEASE = 1 << 24
 _WHOLE = -1  # an edit's `lo` when it replaces the whole item
+_RESIZED = 2  # `Items._edited` of an item framed anew: its size changed, or it was replaced
+_CHUNK = 1 << 12  # edits written at once (`Items.pieces`)
 
 
 class Patch(NamedTuple):
@@ -57,6 +62,11 @@ class Patch(NamedTuple):
         return field
 
 
+# A Patch unpacked for writing: (old, new, bytes of last, now, whether the pattern and the
+# last bytes change).
+_Fix = tuple[bytes, bytes, int, bytes, bool, bool]
+
+
 class Items(Sequence[bytes]):
     """A block's ops or variables (see the module docstring)."""
 
@@ -66,6 +76,7 @@ class Items(Sequence[bytes]):
         "_delta",
         "_edited",
         "_ends",
+        "_fixes",
         "_hi",
         "_ids",
         "_list",
@@ -100,12 +111,14 @@ class Items(Sequence[bytes]):
         self._released = 0  # the mapped bytes before this were given back (`release`)
         # The edits: item _at[k] has bytes [_lo[k], _hi[k]) as read replaced by
         # _table[_what[k]] (lo _WHOLE: the whole item), sorted by item unless `_sorted` is
-        # False (then sorted when next read); `_edited[i]`: item i has an edit. Four bytes
+        # False (then sorted when next read); `_edited[i]`: item i has an edit (_RESIZED: one
+        # that changes its size, or replaces it whole, so that it is framed anew). Four bytes
         # each: a program is under 2 GiB.
         self._at, self._lo, self._hi, self._what = (array("i") for _ in range(4))
         self._sorted = True
         self._edited = bytearray()
         self._table: list[bytes | Patch] = []
+        self._fixes: list[_Fix | None] = []  # each Patch of the table unpacked (`_unpacked`)
         self._ids: dict[bytes | Patch, int] = {}  # shared replacements -> their table index
         self._delta = 0  # bytes the edits add to the field (negative: remove)
         # Counted by the editors (vppctl.program.rewrite): items edited by splicing one field
@@ -148,14 +161,23 @@ class Items(Sequence[bytes]):
             return [self._item(i) for i in range(start, stop, step)]
         buf = self._buf
         assert buf is not None
-        out = [buf[a:b] for a, b in zip(self._starts[start:stop], self._ends[start:stop])]
-        if self._at:  # the edits in the slice, walked in order
-            at = self._at
-            k = self._find(start)
-            while k < len(at) and at[k] < stop:
-                j = at[k] - start
+        spans = map(slice, self._starts[start:stop], self._ends[start:stop])
+        out: list[bytes] = list(map(buf.__getitem__, spans))  # type: ignore[arg-type]
+        if self._at:  # the edits in the slice
+            first = self._find(start)
+            edits = range(first, bisect_left(self._at, stop, first))
+            # Edits that keep their item's size, together in a few C calls; others alone.
+            marks = map(self._edited.__getitem__, self._at[edits.start : edits.stop])
+            kept = list(map(eq, marks, repeat(1)))
+            if any(kept):
+                items, firsts, lows, highs, fields = self._spliced(list(compress(edits, kept)))
+                heads = map(buf.__getitem__, map(slice, firsts, lows))
+                tails = map(buf.__getitem__, map(slice, highs, map(self._ends.__getitem__, items)))
+                edited = map(add, map(add, heads, fields), tails)  # type: ignore[arg-type]
+                deque(map(out.__setitem__, map(sub, items, repeat(start)), edited), 0)
+            for k in compress(edits, map(not_, kept)):
+                j = self._at[k] - start
                 out[j] = self._edited_item(k, out[j])
-                k += 1
         return out
 
     def _item(self, i: int) -> bytes:
@@ -243,7 +265,7 @@ class Items(Sequence[bytes]):
 
     def edited(self, i: int) -> bool:
         """Whether item i has been replaced or spliced since it was read (Items over a buffer)."""
-        return bool(self._edited) and self._edited[i] == 1
+        return bool(self._edited) and self._edited[i] != 0
 
     def field_of(self, i: int) -> tuple[int, int, bytes] | None:
         """Item i's spliced field (lo, hi, new field bytes), or None when it has none."""
@@ -292,6 +314,60 @@ class Items(Sequence[bytes]):
         """`splice(i, lo, hi, field)` for each (i, lo, hi, field), in one call."""
         for i, lo, hi, field in splices:
             self.splice(i, lo, hi, field)
+
+    def shared(self, field: bytes | Patch) -> int:
+        """The number `splice_run` knows `field` by (a replacement many items share)."""
+        return self._id(field)
+
+    def splice_run(
+        self, at: Sequence[int], lo: Sequence[int], hi: Sequence[int], what: Sequence[int]
+    ) -> None:
+        """`splice(at[k], lo[k], hi[k], field)` for each k, `field` the replacement numbered
+        `what[k]` (`shared`). Items following one another after every item edited so far
+        (as a pass gives them) get their edits appended as they are, in a few C calls and
+        no Python per item; any others are spliced one by one."""
+        n = len(at)
+        if not n:
+            return
+        if self._list is not None or not self.follows(at):
+            table = self._table
+            for i, a, b, w in zip(at, lo, hi, what):
+                self.splice(i, a, b, table[w])
+            return
+        if not self._edited:
+            self._edited = bytearray(len(self._starts))
+        self._at.extend(at)
+        self._lo.extend(lo)
+        self._hi.extend(hi)
+        self._what.extend(what)
+        deque(map(self._edited.__setitem__, at, repeat(1)), 0)
+        # Only a replacement in bytes of another length than what it replaces (never a Patch)
+        # changes an item's size, and so the field's: the few that do are counted here.
+        table = self._table
+        used = set(what)
+        lengths = {w: len(f) for w in used if isinstance(f := table[w], bytes)}
+        if not lengths:
+            return
+        grows = list(
+            map(sub, map(lengths.__getitem__, what), map(sub, hi, lo))
+            if len(lengths) == len(used)
+            else (lengths[w] - (b - a) if w in lengths else 0 for a, b, w in zip(lo, hi, what))
+        )
+        starts, ends = self._starts, self._ends
+        edited = self._edited
+        for i, grow in compress(zip(at, grows), grows):
+            old = ends[i] - starts[i]
+            self._delta += _framed(old + grow) - _framed(old)
+            edited[i] = _RESIZED
+
+    def follows(self, at: Sequence[int]) -> bool:
+        """Whether items `at` ascend, each after every item edited so far (so none of them
+        has been edited: `splice_run` appends their edits)."""
+        if not at:
+            return True
+        if not self._sorted or (self._at and at[0] <= self._at[-1]) or at[0] < 0:
+            return False
+        return at[-1] < len(self._starts) and all(map(lt, at, islice(at, 1, None)))
 
     @property
     def has_edits(self) -> bool:
@@ -343,7 +419,7 @@ class Items(Sequence[bytes]):
             self._lo.append(lo)
             self._hi.append(hi)
             self._what.append(what)
-            self._edited[i] = 1
+        self._edited[i] = 1 if lo != _WHOLE and size == old else _RESIZED
         if size != old:
             self._delta += _framed(size) - _framed(old)
 
@@ -380,7 +456,11 @@ class Items(Sequence[bytes]):
         """The items as a repeated length-delimited field with one-byte tag `tag`, in pieces
         of a few MiB: each untouched run of the bytes read as it is, each edited item
         framed anew where its length changed. A run of more than a piece's size is given
-        as a view of the bytes read, never copied."""
+        as a view of the bytes read, never copied.
+
+        Edits that keep their item's size, close together (the usual: an op's dist attr
+        patched, a variable's rest replaced), are written up to _CHUNK at a time, with a
+        few C calls for them all (`_chunk`); any other edit one at a time."""
         if self._list is not None:
             yield from field_pieces(tag, self._list)
             return
@@ -391,21 +471,35 @@ class Items(Sequence[bytes]):
         buf = self._buf
         assert buf is not None
         view = memoryview(buf)
-        starts, ends, table = self._starts, self._ends, self._table
+        starts, ends, table, edited = self._starts, self._ends, self._table, self._edited
+        at, los, his, whats = self._at, self._lo, self._hi, self._what
         parts: list[bytes | memoryview] = []
         add = parts.append
         pos = self._region  # the first byte of the input not yet written
         flush = pos + _JOIN  # where the parts are joined and yielded
         mapped = isinstance(buf, mmap.mmap)
-        # Each Patch of the table unpacked once: (old, new, bytes of last, now, whether the
-        # pattern and the last bytes change); None for bytes.
-        fixes = [
-            (p.old, p.new, len(p.last), p.now, p.old != p.new, p.last != p.now)
-            if isinstance(p, Patch)
-            else None
-            for p in table
-        ]
-        for i, lo, hi, what in zip(self._at, self._lo, self._hi, self._what):
+        fixes = self._unpacked()
+        k, n = 0, len(at)
+        while k < n:
+            # The edits from k on that keep their item's size, whose items start within a
+            # piece's size of pos, go together.
+            q = bisect_right(at, pos + _JOIN, k, min(n, k + _CHUNK), key=starts.__getitem__)
+            resized = bytes(map(edited.__getitem__, at[k:q])).find(_RESIZED)
+            if resized >= 0:
+                q = k + resized
+            if q > k:
+                if parts:
+                    yield b"".join(parts)
+                    parts.clear()
+                piece, pos = self._chunk(k, q, pos)
+                yield piece
+                flush = pos + _JOIN
+                if mapped:  # what was yielded has been written
+                    self._release_to(pos)
+                k = q
+                continue
+            i, lo, hi, what = at[k], los[k], his[k], whats[k]
+            k += 1
             s = starts[i]
             fix = fixes[what]
             if fix is not None:  # a Patch: the field keeps its length (the usual edit)
@@ -463,6 +557,61 @@ class Items(Sequence[bytes]):
             yield b"".join(parts)
         if mapped:
             self._release_to(pos)
+
+    def _chunk(self, k: int, q: int, pos: int) -> tuple[bytes, int]:
+        """Edits k..q-1 (of items that keep their size, not replaced whole) written from byte
+        `pos` of the bytes read on: (the bytes, where they end in the bytes read)."""
+        view = memoryview(self._buf)  # type: ignore[arg-type]
+        _, _, lows, highs, fields = self._spliced(range(k, q))
+        gaps = map(view.__getitem__, map(slice, chain((pos,), highs), lows))
+        return b"".join(chain.from_iterable(zip(gaps, fields))), highs[-1]  # type: ignore[arg-type]
+
+    def _spliced(
+        self, edits: Sequence[int]
+    ) -> tuple[list[int], list[int], list[int], list[int], list[bytes]]:
+        """For the numbered edits (each splicing a field into an item, none replacing it
+        whole): their items, where each starts, its field's start and end in the bytes
+        read, and the field's new bytes (a Patch applied). A few C calls per kind of edit,
+        no Python per edit."""
+        buf = self._buf
+        assert buf is not None
+        items = list(map(self._at.__getitem__, edits))
+        firsts = list(map(self._starts.__getitem__, items))
+        lows = list(map(add, firsts, map(self._lo.__getitem__, edits)))
+        highs = list(map(add, firsts, map(self._hi.__getitem__, edits)))
+        whats = list(map(self._what.__getitem__, edits))
+        fields: list[bytes] = list(map(self._table.__getitem__, whats))  # type: ignore[arg-type]
+        fixes = self._unpacked()
+        kinds = set(whats)
+        for w in kinds:
+            fix = fixes[w]
+            if fix is None:  # bytes: the field as it is
+                continue
+            old, new, n_last, now, pattern, last = fix
+            mine: Sequence[int] = range(len(whats))
+            if len(kinds) > 1:
+                mine = list(compress(mine, map(eq, whats, repeat(w))))
+            spans = map(slice, map(lows.__getitem__, mine), map(highs.__getitem__, mine))
+            got: Iterator[bytes] = map(buf.__getitem__, spans)  # type: ignore[arg-type]
+            if pattern:
+                got = map(bytes.replace, got, repeat(old), repeat(new))
+            if last:
+                if n_last:
+                    got = map(getitem, got, repeat(slice(0, -n_last)))  # type: ignore[arg-type]
+                got = map(add, got, repeat(now))
+            deque(map(fields.__setitem__, mine, got), 0)
+        return items, firsts, lows, highs, fields
+
+    def _unpacked(self) -> list[_Fix | None]:
+        """Each Patch of the table unpacked (None for bytes), kept as the table grows."""
+        fixes, table = self._fixes, self._table
+        for p in table[len(fixes) :]:
+            fixes.append(
+                (p.old, p.new, len(p.last), p.now, p.old != p.new, p.last != p.now)
+                if isinstance(p, Patch)
+                else None
+            )
+        return fixes
 
 
 def _fields(message: bytes | memoryview, number: int) -> bytes | None:
