@@ -14,8 +14,8 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from itertools import compress, islice
-from operator import ne, or_
+from itertools import compress, islice, repeat
+from operator import and_, ne, not_, or_, sub
 
 from vppctl import progress
 from vppctl.engine.backward import NOP, ForwardOps
@@ -310,10 +310,8 @@ class AssignBackward:
         loss = loss_op(self.index)
         last_writer: dict[int, int] = {}
         mesh0, chunk0 = a.op_mesh[0], a.op_chunk[0]
-        for i in range(block.n_ops):
+        for i in compress(range(block.n_ops), map(and_, roles, repeat(BACKWARD))):
             role = roles[i]
-            if not role & BACKWARD:  # is_backward, inline: once per op
-                continue
             is_sum = types[i] in GRAD_SUMS
             if role == LOSS_GRAD and loss is not None:
                 mesh, chunk = mesh0[loss], chunk0[loss]
@@ -404,10 +402,10 @@ class AssignOptimizer:
         roles, params = block.ops.role, block.ops.param
         pir = index.program.is_pir
         constants: list[int] = []
-        for i in range(block.n_ops):
+        # The ops of other roles than forward and backward, found in C (no Python per op).
+        later = map(or_, map(FORWARD_ROLES.__contains__, roles), map(and_, roles, repeat(BACKWARD)))
+        for i in compress(range(block.n_ops), map(not_, later)):
             role = roles[i]
-            if role in FORWARD_ROLES or role & BACKWARD:  # inline: once per op
-                continue
             if pir and role & OPTIMIZE and self._is_constant(i, stage_set):
                 constants.append(i)  # placed with its first reader, below
                 continue
@@ -416,7 +414,7 @@ class AssignOptimizer:
             elif params.get(i, -1) >= 0:
                 p = params[i]
                 mesh, chunk = a.var_mesh[p], a.copied_chunk(index, p)
-                if index.program.is_pir:
+                if pir:
                     self._states_follow(i, p, mesh, chunk)
             else:
                 mesh, chunk = self._clip_source(i, stage_set)
@@ -527,17 +525,13 @@ def _op_edits(
     bi = index.blocks[b]
     old_chunk, new_mesh, new_chunk, moved = bi.ops.chunk, a.op_mesh[b], a.op_chunk[b], a.moved[b]
     raw = index.mesh_raw
-    # compress/map keep the per-op test in C: only the ops to rewrite reach Python, in a
-    # list comprehension each (no generator frame per op).
-    changed = list(compress(range(bi.n_ops), map(or_, moved, map(ne, new_chunk, old_chunk))))
-    meshes = [
-        raw[m] if f else None
-        for m, f in zip(map(new_mesh.__getitem__, changed), map(moved.__getitem__, changed))
-    ]
-    edits = zip(changed, meshes, map(new_chunk.__getitem__, changed))
-    for k in range(0, len(changed), _REPORT_EVERY):
-        progress.advance(done + changed[k])
-        yield from islice(edits, _REPORT_EVERY)
+    # compress/map keep the per-op test in C: only the ops to rewrite reach Python, a
+    # batch at a time, in a list comprehension (no generator frame per op).
+    changed = compress(range(bi.n_ops), map(or_, moved, map(ne, new_chunk, old_chunk)))
+    while batch := list(islice(changed, _REPORT_EVERY)):
+        progress.advance(done + batch[0])
+        meshes = [raw[new_mesh[i]] if moved[i] else None for i in batch]
+        yield from zip(batch, meshes, map(new_chunk.__getitem__, batch))
 
 
 _REPORT_EVERY = 1024  # ops rewritten between progress reports
@@ -548,20 +542,29 @@ def _var_edits(
 ) -> Iterator[tuple[int, bytes | None, int | None]]:
     """The (variable of the block, raw mesh or None, chunk id or None) edits of the block
     whose variables start at `base`: each value that changed to one (a mesh, a chunk id of
-    0 or more), None for the other."""
+    0 or more), None for the other; a batch at a time, as `_op_edits`."""
     raw = index.mesh_raw
-    span = slice(base, base + n)
-    new_mesh, old_mesh = a.var_mesh[span], index.var_mesh[span]
-    new_chunk, old_chunk = a.var_chunk[span], index.var_chunks[span]
-    to_mesh = list(map(ne, new_mesh, old_mesh))
-    to_chunk = list(map(ne, new_chunk, old_chunk))
-    changed = list(compress(range(n), map(or_, to_mesh, to_chunk)))
-    meshes = [
-        raw[m] if f and m >= 0 else None
-        for m, f in zip(map(new_mesh.__getitem__, changed), map(to_mesh.__getitem__, changed))
-    ]
-    chunks = [
-        c if f and c >= 0 else None
-        for c, f in zip(map(new_chunk.__getitem__, changed), map(to_chunk.__getitem__, changed))
-    ]
-    return zip(changed, meshes, chunks)
+    new_mesh, old_mesh = a.var_mesh, index.var_mesh
+    new_chunk, old_chunk = a.var_chunk, index.var_chunks
+    span = range(base, base + n)
+    changed = compress(
+        span,
+        map(
+            or_,
+            map(ne, new_mesh[base : base + n], old_mesh[base : base + n]),
+            map(ne, new_chunk[base : base + n], old_chunk[base : base + n]),
+        ),
+    )
+    while batch := list(islice(changed, _VARS_AT_ONCE)):
+        meshes = [
+            raw[m] if m != old_mesh[v] and m >= 0 else None
+            for v, m in zip(batch, map(new_mesh.__getitem__, batch))
+        ]
+        chunks = [
+            c if c != old_chunk[v] and c >= 0 else None
+            for v, c in zip(batch, map(new_chunk.__getitem__, batch))
+        ]
+        yield from zip(map(sub, batch, repeat(base)), meshes, chunks)
+
+
+_VARS_AT_ONCE = 4096

@@ -583,14 +583,17 @@ class Items(Sequence[bytes]):
         fields: list[bytes] = list(map(self._table.__getitem__, whats))  # type: ignore[arg-type]
         fixes = self._unpacked()
         kinds = set(whats)
-        for w in kinds:
+        patches = [w for w in kinds if fixes[w] is not None]
+        if patches and len(kinds) > 1:  # each Patch's edits found in the edits sorted by kind
+            order = sorted(range(len(whats)), key=whats.__getitem__)
+            by_kind = list(map(whats.__getitem__, order))
+        for w in patches:
             fix = fixes[w]
-            if fix is None:  # bytes: the field as it is
-                continue
+            assert fix is not None
             old, new, n_last, now, pattern, last = fix
             mine: Sequence[int] = range(len(whats))
             if len(kinds) > 1:
-                mine = list(compress(mine, map(eq, whats, repeat(w))))
+                mine = order[bisect_left(by_kind, w) : bisect_right(by_kind, w)]
             spans = map(slice, map(lows.__getitem__, mine), map(highs.__getitem__, mine))
             got: Iterator[bytes] = map(buf.__getitem__, spans)  # type: ignore[arg-type]
             if pattern:
