@@ -531,7 +531,7 @@ def _op_edits(
     while batch := list(islice(changed, _REPORT_EVERY)):
         progress.advance(done + batch[0])
         meshes = [raw[new_mesh[i]] if moved[i] else None for i in batch]
-        yield from zip(batch, meshes, map(new_chunk.__getitem__, batch))
+        yield from zip(batch, meshes, [new_chunk[i] for i in batch])
 
 
 _REPORT_EVERY = 1024  # ops rewritten between progress reports
@@ -557,12 +557,12 @@ def _var_edits(
     )
     while batch := list(islice(changed, _VARS_AT_ONCE)):
         meshes = [
-            raw[m] if m != old_mesh[v] and m >= 0 else None
-            for v, m in zip(batch, map(new_mesh.__getitem__, batch))
+            raw[new_mesh[v]] if new_mesh[v] != old_mesh[v] and new_mesh[v] >= 0 else None
+            for v in batch
         ]
         chunks = [
-            c if c != old_chunk[v] and c >= 0 else None
-            for v, c in zip(batch, map(new_chunk.__getitem__, batch))
+            new_chunk[v] if new_chunk[v] != old_chunk[v] and new_chunk[v] >= 0 else None
+            for v in batch
         ]
         yield from zip(map(sub, batch, repeat(base)), meshes, chunks)
 

@@ -26,10 +26,9 @@ from __future__ import annotations
 import mmap
 from array import array
 from bisect import bisect_left, bisect_right
-from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import chain, compress, islice, repeat
-from operator import add, eq, getitem, lt, not_, sub
+from itertools import chain, compress, islice
+from operator import add, lt, sub
 from typing import NamedTuple, overload
 
 from vppctl.program.wire import field_pieces, field_spans, fields_size, prefixed, varint
@@ -161,23 +160,21 @@ class Items(Sequence[bytes]):
             return [self._item(i) for i in range(start, stop, step)]
         buf = self._buf
         assert buf is not None
-        spans = map(slice, self._starts[start:stop], self._ends[start:stop])
-        out: list[bytes] = list(map(buf.__getitem__, spans))  # type: ignore[arg-type]
+        out = [buf[a:b] for a, b in zip(self._starts[start:stop], self._ends[start:stop])]
         if self._at:  # the edits in the slice
-            first = self._find(start)
-            edits = range(first, bisect_left(self._at, stop, first))
-            # Edits that keep their item's size, together in a few C calls; others alone.
-            marks = map(self._edited.__getitem__, self._at[edits.start : edits.stop])
-            kept = list(map(eq, marks, repeat(1)))
-            if any(kept):
-                items, firsts, lows, highs, fields = self._spliced(list(compress(edits, kept)))
-                heads = map(buf.__getitem__, map(slice, firsts, lows))
-                tails = map(buf.__getitem__, map(slice, highs, map(self._ends.__getitem__, items)))
-                edited = map(add, map(add, heads, fields), tails)  # type: ignore[arg-type]
-                deque(map(out.__setitem__, map(sub, items, repeat(start)), edited), 0)
-            for k in compress(edits, map(not_, kept)):
-                j = self._at[k] - start
-                out[j] = self._edited_item(k, out[j])
+            k = self._find(start)
+            q = bisect_left(self._at, stop, k)
+            edited = self._edited
+            if k < q and _RESIZED not in bytes([edited[i] for i in self._at[k:q]]):
+                # Every edit keeps its item's size: all of them in a few C calls.
+                items, firsts, lows, highs, fields = self._spliced(k, q)
+                ends = self._ends
+                for i, a, lo, hi, field in zip(items, firsts, lows, highs, fields):
+                    out[i - start] = buf[a:lo] + field + buf[hi : ends[i]]
+            else:
+                for e in range(k, q):
+                    j = self._at[e] - start
+                    out[j] = self._edited_item(e, out[j])
         return out
 
     def _item(self, i: int) -> bytes:
@@ -340,7 +337,9 @@ class Items(Sequence[bytes]):
         self._lo.extend(lo)
         self._hi.extend(hi)
         self._what.extend(what)
-        deque(map(self._edited.__setitem__, at, repeat(1)), 0)
+        edited = self._edited
+        for i in at:
+            edited[i] = 1
         # Only a replacement in bytes of another length than what it replaces (never a Patch)
         # changes an item's size, and so the field's: the few that do are counted here.
         table = self._table
@@ -354,7 +353,6 @@ class Items(Sequence[bytes]):
             else (lengths[w] - (b - a) if w in lengths else 0 for a, b, w in zip(lo, hi, what))
         )
         starts, ends = self._starts, self._ends
-        edited = self._edited
         for i, grow in compress(zip(at, grows), grows):
             old = ends[i] - starts[i]
             self._delta += _framed(old + grow) - _framed(old)
@@ -484,7 +482,7 @@ class Items(Sequence[bytes]):
             # The edits from k on that keep their item's size, whose items start within a
             # piece's size of pos, go together.
             q = bisect_right(at, pos + _JOIN, k, min(n, k + _CHUNK), key=starts.__getitem__)
-            resized = bytes(map(edited.__getitem__, at[k:q])).find(_RESIZED)
+            resized = bytes([edited[i] for i in at[k:q]]).find(_RESIZED)
             if resized >= 0:
                 q = k + resized
             if q > k:
@@ -562,47 +560,50 @@ class Items(Sequence[bytes]):
         """Edits k..q-1 (of items that keep their size, not replaced whole) written from byte
         `pos` of the bytes read on: (the bytes, where they end in the bytes read)."""
         view = memoryview(self._buf)  # type: ignore[arg-type]
-        _, _, lows, highs, fields = self._spliced(range(k, q))
-        gaps = map(view.__getitem__, map(slice, chain((pos,), highs), lows))
+        _, _, lows, highs, fields = self._spliced(k, q)
+        gaps = [view[a:b] for a, b in zip(chain((pos,), highs), lows)]
         return b"".join(chain.from_iterable(zip(gaps, fields))), highs[-1]  # type: ignore[arg-type]
 
     def _spliced(
-        self, edits: Sequence[int]
-    ) -> tuple[list[int], list[int], list[int], list[int], list[bytes]]:
-        """For the numbered edits (each splicing a field into an item, none replacing it
-        whole): their items, where each starts, its field's start and end in the bytes
-        read, and the field's new bytes (a Patch applied). A few C calls per kind of edit,
-        no Python per edit."""
+        self, k: int, q: int
+    ) -> tuple[array[int], list[int], list[int], list[int], list[bytes]]:
+        """For edits k..q-1 (each splicing a field into an item, none replacing it whole):
+        their items, where each starts, its field's start and end in the bytes read, and
+        the field's new bytes (a Patch applied). Array slices and comprehensions: no call
+        per edit."""
         buf = self._buf
         assert buf is not None
-        items = list(map(self._at.__getitem__, edits))
-        firsts = list(map(self._starts.__getitem__, items))
-        lows = list(map(add, firsts, map(self._lo.__getitem__, edits)))
-        highs = list(map(add, firsts, map(self._hi.__getitem__, edits)))
-        whats = list(map(self._what.__getitem__, edits))
-        fields: list[bytes] = list(map(self._table.__getitem__, whats))  # type: ignore[arg-type]
+        items = self._at[k:q]
+        starts, table = self._starts, self._table
+        firsts = [starts[i] for i in items]
+        lows = list(map(add, firsts, self._lo[k:q]))  # each field's bytes in the bytes read
+        highs = list(map(add, firsts, self._hi[k:q]))
+        whats = self._what[k:q]
+        fields: list[bytes] = [table[w] for w in whats]  # type: ignore[misc]
         fixes = self._unpacked()
         kinds = set(whats)
         patches = [w for w in kinds if fixes[w] is not None]
         if patches and len(kinds) > 1:  # each Patch's edits found in the edits sorted by kind
-            order = sorted(range(len(whats)), key=whats.__getitem__)
-            by_kind = list(map(whats.__getitem__, order))
+            order = sorted(range(q - k), key=whats.__getitem__)
+            by_kind = [whats[j] for j in order]
         for w in patches:
             fix = fixes[w]
             assert fix is not None
             old, new, n_last, now, pattern, last = fix
-            mine: Sequence[int] = range(len(whats))
             if len(kinds) > 1:
                 mine = order[bisect_left(by_kind, w) : bisect_right(by_kind, w)]
-            spans = map(slice, map(lows.__getitem__, mine), map(highs.__getitem__, mine))
-            got: Iterator[bytes] = map(buf.__getitem__, spans)  # type: ignore[arg-type]
+                got = [buf[lows[j] : highs[j]] for j in mine]
+            else:
+                got = [buf[a:b] for a, b in zip(lows, highs)]
             if pattern:
-                got = map(bytes.replace, got, repeat(old), repeat(new))
+                got = [f.replace(old, new) for f in got]
             if last:
-                if n_last:
-                    got = map(getitem, got, repeat(slice(0, -n_last)))  # type: ignore[arg-type]
-                got = map(add, got, repeat(now))
-            deque(map(fields.__setitem__, mine, got), 0)
+                got = [f[: len(f) - n_last] + now for f in got]
+            if len(kinds) > 1:
+                for j, f in zip(mine, got):
+                    fields[j] = f
+            else:
+                fields = got
         return items, firsts, lows, highs, fields
 
     def _unpacked(self) -> list[_Fix | None]:

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Sequence
-from itertools import compress, islice, repeat
+from itertools import compress, islice
 from operator import lt, ne, not_, sub
 from typing import NamedTuple, Protocol
 
@@ -130,7 +130,7 @@ class _OpSplicer:
         alone: Sequence[int] = range(len(at))  # positions in the run of the ops edited alone
         if fields is not None and fields.plain_dists:
             dists, tails = fields.dists, fields.tails
-            olds = list(map(dists.__getitem__, map(sub, at, repeat(first))))
+            olds = [dists[i - first] for i in at]
             grouped: list[int] = []
             if ops.follows(at):  # no op of the run edited before
                 ok = list(map(bool, olds))
@@ -185,7 +185,7 @@ class _OpSplicer:
         they qualify (module docstring), their edits added to `done`; False (nothing added)
         when they do not: they are then edited alone."""
         ops = self.ops
-        mine = list(map(olds.__getitem__, members))
+        mine = [olds[k] for k in members]
         joined = b"".join(mine)
         group = view.DistGroup.FromString(joined).dist_attr
         was = list(group.chunk_id)
@@ -197,12 +197,10 @@ class _OpSplicer:
             if patterns is None:
                 return False
             pattern, remeshed = patterns
-        now = list(map(chunks.__getitem__, members))
-        idx = list(map(at.__getitem__, members))
+        now = [chunks[k] for k in members]
+        idx = [at[k] for k in members]
         _, starts, ends = ops.ranges()
-        sizes = map(sub, map(ends.__getitem__, idx), map(starts.__getitem__, idx))
-        tail = map(len, map(tails.__getitem__, map(sub, idx, repeat(first))))
-        his = list(map(sub, sizes, tail))
+        his = [ends[i] - starts[i] - len(tails[i - first]) for i in idx]
         los = list(map(sub, his, map(len, mine)))
         pairs = list(zip(was, now))
         patches: dict[tuple[int, int], int] = {}  # (old chunk, new chunk) -> the Patch's number
