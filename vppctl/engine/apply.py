@@ -12,10 +12,11 @@ chunk id) keeps it; the two are tracked separately, as in Paddle.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from itertools import compress, islice, repeat
+from itertools import chain, compress, islice, repeat
 from operator import and_, ne, not_, or_, sub
+from typing import TypeVar
 
 from vppctl import progress
 from vppctl.engine.backward import NOP, ForwardOps
@@ -35,6 +36,8 @@ from vppctl.program import (
     rewrite_ops,
     rewrite_vars,
 )
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -525,13 +528,14 @@ def _op_edits(
     bi = index.blocks[b]
     old_chunk, new_mesh, new_chunk, moved = bi.ops.chunk, a.op_mesh[b], a.op_chunk[b], a.moved[b]
     raw = index.mesh_raw
-    # compress/map keep the per-op test in C: only the ops to rewrite reach Python, a
-    # batch at a time, in a list comprehension (no generator frame per op).
-    changed = compress(range(bi.n_ops), map(or_, moved, map(ne, new_chunk, old_chunk)))
-    while batch := list(islice(changed, _REPORT_EVERY)):
+
+    def edits(batch: list[int]) -> Iterator[tuple[int, bytes | None, int]]:
         progress.advance(done + batch[0])
         meshes = [raw[new_mesh[i]] if moved[i] else None for i in batch]
-        yield from zip(batch, meshes, [new_chunk[i] for i in batch])
+        return zip(batch, meshes, [new_chunk[i] for i in batch])
+
+    changed = compress(range(bi.n_ops), map(or_, moved, map(ne, new_chunk, old_chunk)))
+    return _batched(changed, _REPORT_EVERY, edits)
 
 
 _REPORT_EVERY = 1024  # ops rewritten between progress reports
@@ -542,20 +546,12 @@ def _var_edits(
 ) -> Iterator[tuple[int, bytes | None, int | None]]:
     """The (variable of the block, raw mesh or None, chunk id or None) edits of the block
     whose variables start at `base`: each value that changed to one (a mesh, a chunk id of
-    0 or more), None for the other; a batch at a time, as `_op_edits`."""
+    0 or more), None for the other."""
     raw = index.mesh_raw
     new_mesh, old_mesh = a.var_mesh, index.var_mesh
     new_chunk, old_chunk = a.var_chunk, index.var_chunks
-    span = range(base, base + n)
-    changed = compress(
-        span,
-        map(
-            or_,
-            map(ne, new_mesh[base : base + n], old_mesh[base : base + n]),
-            map(ne, new_chunk[base : base + n], old_chunk[base : base + n]),
-        ),
-    )
-    while batch := list(islice(changed, _VARS_AT_ONCE)):
+
+    def edits(batch: list[int]) -> Iterator[tuple[int, bytes | None, int | None]]:
         meshes = [
             raw[new_mesh[v]] if new_mesh[v] != old_mesh[v] and new_mesh[v] >= 0 else None
             for v in batch
@@ -564,7 +560,20 @@ def _var_edits(
             new_chunk[v] if new_chunk[v] != old_chunk[v] and new_chunk[v] >= 0 else None
             for v in batch
         ]
-        yield from zip(map(sub, batch, repeat(base)), meshes, chunks)
+        return zip(map(sub, batch, repeat(base)), meshes, chunks)
+
+    span = slice(base, base + n)
+    to_mesh = map(ne, new_mesh[span], old_mesh[span])
+    to_chunk = map(ne, new_chunk[span], old_chunk[span])
+    changed = compress(range(base, base + n), map(or_, to_mesh, to_chunk))
+    return _batched(changed, 4096, edits)
 
 
-_VARS_AT_ONCE = 4096
+def _batched(
+    changed: Iterator[int], size: int, edits: Callable[[list[int]], Iterator[T]]
+) -> Iterator[T]:
+    """`edits(batch)` of each batch of `size` items of `changed`, chained: the items and the
+    edits made of them pass through C only (compress, islice, chain; no generator frame per
+    item), a batch's worth of them held at a time."""
+    batches = iter(lambda: list(islice(changed, size)), [])
+    return chain.from_iterable(map(edits, batches))

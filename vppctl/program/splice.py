@@ -242,15 +242,18 @@ class _OpSplicer:
         pattern = varint(len(old)) + old  # a mesh field's length and bytes
         if _overlaps(pattern):
             return None
-        tensors = [
-            *group.input_dist_attrs.tensor_dist_attr,
-            *group.output_dist_attrs.tensor_dist_attr,
-        ]
+        ins = group.input_dist_attrs.tensor_dist_attr
+        outs = group.output_dist_attrs.tensor_dist_attr
+        distinct = set(ins)
+        distinct.update(outs)
         start = _TENSOR_MESH_TAG + pattern
-        for t in set(tensors):
+        for t in distinct:
             if t and not (t.startswith(start) and editor.plain_tensor(t)):
                 return None
-        if joined.count(pattern) != n + len(tensors) - tensors.count(b""):
+        tensors = len(ins) + len(outs)
+        if b"" in distinct:  # a tensor dist attr without a mesh
+            tensors -= [*ins, *outs].count(b"")
+        if joined.count(pattern) != n + tensors:
             return None
         return pattern, varint(len(mesh)) + mesh
 
