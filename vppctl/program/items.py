@@ -44,9 +44,10 @@ _CHUNK = 1 << 12  # edits written at once (`Items.pieces`)
 
 
 class Patch(NamedTuple):
-    """A replacement computed from the bytes it replaces, of their length: every `old` in
-    them replaced by `new` (of its length, and not overlapping itself), then their last
-    bytes `last` by `now` (of its length)."""
+    """A replacement computed from the bytes it replaces, of their length: their last bytes
+    `last` replaced by `now` (of its length), and every `old` before them by `new` (of its
+    length, and not overlapping itself). The writer gives the bytes before the last ones,
+    patched, and `now` as two pieces (`Items._spliced`)."""
 
     old: bytes
     new: bytes
@@ -54,11 +55,11 @@ class Patch(NamedTuple):
     now: bytes
 
     def apply(self, field: bytes) -> bytes:
+        cut = len(field) - len(self.last)
+        head = field[:cut]
         if self.old != self.new:
-            field = field.replace(self.old, self.new)
-        if self.last != self.now:
-            field = field[: len(field) - len(self.last)] + self.now
-        return field
+            head = head.replace(self.old, self.new)
+        return head + (self.now if self.last != self.now else field[cut:])
 
 
 # A Patch unpacked for writing: (old, new, bytes of last, now, whether the pattern and the
@@ -167,10 +168,10 @@ class Items(Sequence[bytes]):
             edited = self._edited
             if k < q and _RESIZED not in bytes([edited[i] for i in self._at[k:q]]):
                 # Every edit keeps its item's size: all of them in a few C calls.
-                items, firsts, lows, highs, fields = self._spliced(k, q)
+                items, firsts, lows, highs, heads, lasts = self._spliced(k, q)
                 ends = self._ends
-                for i, a, lo, hi, field in zip(items, firsts, lows, highs, fields):
-                    out[i - start] = buf[a:lo] + field + buf[hi : ends[i]]
+                for i, a, lo, hi, head, last in zip(items, firsts, lows, highs, heads, lasts):
+                    out[i - start] = b"".join((buf[a:lo], head, last, buf[hi : ends[i]]))
             else:
                 for e in range(k, q):
                     j = self._at[e] - start
@@ -501,11 +502,7 @@ class Items(Sequence[bytes]):
             s = starts[i]
             fix = fixes[what]
             if fix is not None:  # a Patch: the field keeps its length (the usual edit)
-                field = buf[s + lo : s + hi]
-                if fix[4]:
-                    field = field.replace(fix[0], fix[1])
-                if fix[5]:
-                    field = field[: len(field) - fix[2]] + fix[3]
+                field = Patch.apply(table[what], buf[s + lo : s + hi])  # type: ignore[arg-type]
                 if s + lo - pos > _JOIN:
                     yield from _flushed(parts, view[pos : s + lo])
                 else:
@@ -560,26 +557,28 @@ class Items(Sequence[bytes]):
         """Edits k..q-1 (of items that keep their size, not replaced whole) written from byte
         `pos` of the bytes read on: (the bytes, where they end in the bytes read)."""
         view = memoryview(self._buf)  # type: ignore[arg-type]
-        _, _, lows, highs, fields = self._spliced(k, q)
+        _, _, lows, highs, heads, lasts = self._spliced(k, q)
         gaps = [view[a:b] for a, b in zip(chain((pos,), highs), lows)]
-        return b"".join(chain.from_iterable(zip(gaps, fields))), highs[-1]  # type: ignore[arg-type]
+        return b"".join(chain.from_iterable(zip(gaps, heads, lasts))), highs[-1]
 
     def _spliced(
         self, k: int, q: int
-    ) -> tuple[array[int], list[int], list[int], list[int], list[bytes]]:
+    ) -> tuple[array[int], list[int], list[int], list[int], list[bytes | memoryview], list[bytes]]:
         """For edits k..q-1 (each splicing a field into an item, none replacing it whole):
         their items, where each starts, its field's start and end in the bytes read, and
-        the field's new bytes (a Patch applied). Array slices and comprehensions: no call
-        per edit."""
+        the field's new bytes in two pieces (a Patch's patched head and its new last bytes;
+        bytes and b""). Array slices and comprehensions: no call per edit."""
         buf = self._buf
         assert buf is not None
+        view = memoryview(buf)
         items = self._at[k:q]
         starts, table = self._starts, self._table
         firsts = [starts[i] for i in items]
         lows = list(map(add, firsts, self._lo[k:q]))  # each field's bytes in the bytes read
         highs = list(map(add, firsts, self._hi[k:q]))
         whats = self._what[k:q]
-        fields: list[bytes] = [table[w] for w in whats]  # type: ignore[misc]
+        heads: list[bytes | memoryview] = [table[w] for w in whats]  # type: ignore[misc]
+        lasts = [b""] * (q - k)
         fixes = self._unpacked()
         kinds = set(whats)
         patches = [w for w in kinds if fixes[w] is not None]
@@ -589,22 +588,20 @@ class Items(Sequence[bytes]):
         for w in patches:
             fix = fixes[w]
             assert fix is not None
-            old, new, n_last, now, pattern, last = fix
+            old, new, cut, now, pattern, _ = fix
+            mine: Sequence[int] = range(q - k)
             if len(kinds) > 1:
                 mine = order[bisect_left(by_kind, w) : bisect_right(by_kind, w)]
-                got = [buf[lows[j] : highs[j]] for j in mine]
-            else:
-                got = [buf[a:b] for a, b in zip(lows, highs)]
             if pattern:
-                got = [f.replace(old, new) for f in got]
-            if last:
-                got = [f[: len(f) - n_last] + now for f in got]
-            if len(kinds) > 1:
-                for j, f in zip(mine, got):
-                    fields[j] = f
-            else:
-                fields = got
-        return items, firsts, lows, highs, fields
+                got: list[bytes | memoryview] = [
+                    buf[lows[j] : highs[j] - cut].replace(old, new) for j in mine
+                ]
+            else:  # the head as it lies in the bytes read
+                got = [view[lows[j] : highs[j] - cut] for j in mine]
+            for j, head in zip(mine, got):
+                heads[j] = head
+                lasts[j] = now  # the field's last bytes, if they do not change (`Patch`)
+        return items, firsts, lows, highs, heads, lasts
 
     def _unpacked(self) -> list[_Fix | None]:
         """Each Patch of the table unpacked (None for bytes), kept as the table grows."""
