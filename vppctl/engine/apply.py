@@ -15,7 +15,7 @@ from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import chain, compress, islice, repeat
-from operator import and_, ne, not_, or_, sub
+from operator import ne, or_, sub
 from typing import TypeVar
 
 from vppctl import progress
@@ -313,8 +313,10 @@ class AssignBackward:
         loss = loss_op(self.index)
         last_writer: dict[int, int] = {}
         mesh0, chunk0 = a.op_mesh[0], a.op_chunk[0]
-        for i in compress(range(block.n_ops), map(and_, roles, repeat(BACKWARD))):
+        for i in range(block.n_ops):
             role = roles[i]
+            if not role & BACKWARD:  # is_backward, inline: once per op
+                continue
             is_sum = types[i] in GRAD_SUMS
             if role == LOSS_GRAD and loss is not None:
                 mesh, chunk = mesh0[loss], chunk0[loss]
@@ -405,10 +407,10 @@ class AssignOptimizer:
         roles, params = block.ops.role, block.ops.param
         pir = index.program.is_pir
         constants: list[int] = []
-        # The ops of other roles than forward and backward, found in C (no Python per op).
-        later = map(or_, map(FORWARD_ROLES.__contains__, roles), map(and_, roles, repeat(BACKWARD)))
-        for i in compress(range(block.n_ops), map(not_, later)):
+        for i in range(block.n_ops):
             role = roles[i]
+            if role in FORWARD_ROLES or role & BACKWARD:  # inline: once per op
+                continue
             if pir and role & OPTIMIZE and self._is_constant(i, stage_set):
                 constants.append(i)  # placed with its first reader, below
                 continue
