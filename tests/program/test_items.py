@@ -178,3 +178,68 @@ def test_mapped_items_given_back_behind_each_pass_read_and_write_the_same(
     for _ in range(2):  # two passes: the second starts over
         assert b"".join(items.pieces(VAR_TAG)) == framed(old)
     assert list(items) == old
+
+
+# -- edits recorded together (`splice_run`) and written a chunk at a time -------------------
+
+
+@pytest.mark.parametrize(("chunk", "join"), [(1, 1 << 22), (3, 64), (4096, 1 << 22), (4096, 300)])
+@pytest.mark.parametrize("seed", range(6))
+def test_edits_recorded_together_read_and_write_as_edits_made_one_by_one(
+    chunk: int, join: int, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`splice_run` appends a pass's edits when they follow every edit so far and splices
+    them one by one otherwise; the writer takes up to `_CHUNK` edits that keep their item's
+    size, within `_JOIN` bytes, together. Whatever the mix (Patches, fields of the same and
+    of another size, whole replacements, items edited twice), the items, their slices and
+    their framed bytes are those of the same edits made one by one on a list."""
+    monkeypatch.setattr(items_module, "_CHUNK", chunk)
+    monkeypatch.setattr(items_module, "_JOIN", join)
+    rng = random.Random(seed)
+    mesh, other = b"\x05MESH1", b"\x05MESH2"
+    old = [
+        rng.randbytes(rng.randint(0, 40)) + mesh + rng.randbytes(3) + mesh + b"\x30\x00"
+        for _ in range(rng.randint(1, 60))
+    ]
+    new = list(old)
+    items = spans(old)
+    patches = [Patch(mesh, m, b"\x30\x00", c) for m in (mesh, other) for c in CHUNKS]
+    for _ in range(rng.randint(1, 5)):  # passes: ascending, or in any order
+        picked = sorted(rng.sample(range(len(old)), rng.randint(0, len(old))))
+        if rng.random() < 0.3:
+            rng.shuffle(picked)
+        at, lo, hi, what = [], [], [], []
+        for i in picked:
+            if rng.random() < 0.6:
+                patch = rng.choice(patches)
+                a = rng.randint(0, old[i].index(mesh))
+                b = len(old[i])
+                new[i] = old[i][:a] + patch.apply(old[i][a:])
+                field: bytes | Patch = patch
+            else:
+                a = rng.randint(0, len(old[i]))
+                b = rng.randint(a, len(old[i]))
+                field = rng.randbytes(b - a if rng.random() < 0.7 else rng.randint(0, 200))
+                new[i] = old[i][:a] + field + old[i][b:]
+            at.append(i)
+            lo.append(a)
+            hi.append(b)
+            what.append(items.shared(field))
+        items.splice_run(at, lo, hi, what)
+        if rng.random() < 0.2 and old:  # a whole replacement between passes
+            i = rng.randrange(len(old))
+            new[i] = rng.randbytes(rng.choice(LENGTHS))
+            items[i] = new[i]
+    assert list(items) == new and items[1:-1] == new[1:-1]
+    out = b"".join(items.pieces(VAR_TAG))
+    assert out == framed(new)
+    assert items.field_size() == len(out) == fields_size(new)
+
+
+def test_follows_says_whether_edits_can_be_appended() -> None:
+    items = spans([b"abc"] * 10)
+    assert items.follows([0, 3, 9]) and not items.follows([3, 3]) and not items.follows([4, 2])
+    assert not items.follows([9, 10])  # past the last item
+    items.splice_run([2, 5], [0, 0], [1, 1], [items.shared(b"z")] * 2)
+    assert items[2] == items[5] == b"zbc" and items[4] == b"abc"
+    assert items.follows([6]) and not items.follows([5]) and not items.follows([1, 7])

@@ -7,12 +7,15 @@ in another encoding than protobuf's gets the values protobuf reads, edited.
 
 from __future__ import annotations
 
-import pytest
+import random
 
-from vppctl.program import rewrite
+import pytest
+from programs import layered
+
+from vppctl.program import rewrite, splice
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.program._proto import view_pb2 as view
-from vppctl.program.load import Block
+from vppctl.program.load import Block, Program, _parse, _split, parse_program
 from vppctl.program.wire import varint
 
 MESH = pb.ProcessMesh(shape=[1], process_ids=[3], dim_names=["x"]).SerializeToString()
@@ -233,3 +236,57 @@ def test_a_large_op_converts_as_the_whole_op_would(
     big = pb.ProgramDesc.FromString(by_fields).blocks[0].ops[5]
     assert big.struct_name.startswith("/Model/DecoderLayer_2/")
     assert big.dist_attr.chunk_id == 1 and len(big.attrs[-1].s) == 2 << 20
+
+
+# -- edits in any order, in batches: what the program rewritten whole gets ----------------------
+
+
+def _programs_as_spans_and_whole(data: bytes) -> tuple[Program, Program]:
+    """The program read as ranges of its bytes, and parsed whole (its ops and variables
+    lists, rewritten one by one)."""
+    listed = _split(_parse(data, source="<memory>", text=False), source="<memory>", size=len(data))
+    return parse_program(data), listed
+
+
+def _orders(rng: random.Random, n: int) -> list[list[int]]:
+    """Items edited as a pass gives them (ascending), and in the orders no pass gives but
+    the functions take: descending, shuffled, some twice, ascending after a later one."""
+    some = sorted(rng.sample(range(n), n // 2))
+    twice = sorted(some + rng.sample(range(n), n // 4))
+    later = [*some[len(some) // 2 :], *some[: len(some) // 2]]
+    shuffled = list(some)
+    rng.shuffle(shuffled)
+    return [list(range(n)), some, some[::-1], shuffled, twice, later]
+
+
+@pytest.mark.parametrize("batch", [1, 3, 4096])
+@pytest.mark.parametrize("seed", range(3))
+def test_edits_in_any_order_and_batch_give_what_the_whole_rewrite_gives(
+    batch: int, seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Variables edited in batches (`_RELEASE_VARS`) and ops in batches and runs (`_BATCH`,
+    `_RUN`) of every size, in every order: ascending ones are spliced together, any other
+    one at a time on the item as it is; either way the bytes and counts of the program
+    parsed whole, edited one by one."""
+    monkeypatch.setattr(rewrite, "_RELEASE_VARS", batch)
+    monkeypatch.setattr(splice, "_BATCH", batch)
+    monkeypatch.setattr(splice, "_RUN", max(1, batch // 2))
+    rng = random.Random(seed)
+    data = layered([0, 0, 1, 1, 2, 2], backward=True, optimizer=True).bytes()
+    other = pb.ProcessMesh(shape=[2], process_ids=[5, 6], dim_names=["pp"]).SerializeToString()
+    for order in _orders(rng, len(pb.ProgramDesc.FromString(data).blocks[0].vars)):
+        spans, listed = _programs_as_spans_and_whole(data)
+        counts = []
+        for program in (spans, listed):
+            block = program.blocks[0]
+            ops = [i for i in order if i < len(block.ops)]
+            var_edits = [(i, MESH if i % 3 else other, i % 4 or None) for i in order]
+            counts.append(
+                (
+                    rewrite.rewrite_vars(block, var_edits),
+                    rewrite.rewrite_ops(block, [(i, other if i % 2 else None, i % 3) for i in ops]),
+                )
+            )
+        assert counts[0] == counts[1]
+        assert spans.to_bytes() == listed.to_bytes()
+        assert list(spans.blocks[0].vars) == list(listed.blocks[0].vars)

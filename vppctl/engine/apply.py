@@ -12,10 +12,11 @@ chunk id) keeps it; the two are tracked separately, as in Paddle.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from itertools import compress
-from operator import ne, or_
+from itertools import chain, compress, islice, repeat
+from operator import ne, or_, sub
+from typing import TypeVar
 
 from vppctl import progress
 from vppctl.engine.backward import NOP, ForwardOps
@@ -35,6 +36,8 @@ from vppctl.program import (
     rewrite_ops,
     rewrite_vars,
 )
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -415,7 +418,7 @@ class AssignOptimizer:
             elif params.get(i, -1) >= 0:
                 p = params[i]
                 mesh, chunk = a.var_mesh[p], a.copied_chunk(index, p)
-                if index.program.is_pir:
+                if pir:
                     self._states_follow(i, p, mesh, chunk)
             else:
                 mesh, chunk = self._clip_source(i, stage_set)
@@ -501,9 +504,7 @@ def write(index: ProgramIndex, a: Assignment) -> ApplyResult:
         n_ops += rewrite_ops(block, _op_edits(index, a, bi.idx, done))
         done += bi.n_ops
         progress.advance(done)
-        base = bi.var_base
-        edits = _var_edits(index, a, base, len(bi.vars))
-        n_vars += rewrite_vars(block, ((v - base, m, c) for v, m, c in edits))
+        n_vars += rewrite_vars(block, _var_edits(index, a, bi.var_base, len(bi.vars)))
     _adopt(index, a)
     return ApplyResult(ops_changed=n_ops, vars_changed=n_vars, warnings=tuple(a.warnings))
 
@@ -528,12 +529,14 @@ def _op_edits(
     bi = index.blocks[b]
     old_chunk, new_mesh, new_chunk, moved = bi.ops.chunk, a.op_mesh[b], a.op_chunk[b], a.moved[b]
     raw = index.mesh_raw
-    # compress/map keep the per-op test in C: only the ops to rewrite reach Python.
+
+    def edits(batch: list[int]) -> Iterator[tuple[int, bytes | None, int]]:
+        progress.advance(done + batch[0])
+        meshes = [raw[new_mesh[i]] if moved[i] else None for i in batch]
+        return zip(batch, meshes, [new_chunk[i] for i in batch])
+
     changed = compress(range(bi.n_ops), map(or_, moved, map(ne, new_chunk, old_chunk)))
-    for k, i in enumerate(changed):
-        if not k % _REPORT_EVERY:
-            progress.advance(done + i)
-        yield i, raw[new_mesh[i]] if moved[i] else None, new_chunk[i]
+    return _batched(changed, _REPORT_EVERY, edits)
 
 
 _REPORT_EVERY = 1024  # ops rewritten between progress reports
@@ -542,22 +545,36 @@ _REPORT_EVERY = 1024  # ops rewritten between progress reports
 def _var_edits(
     index: ProgramIndex, a: Assignment, base: int, n: int
 ) -> Iterator[tuple[int, bytes | None, int | None]]:
+    """The (variable of the block, raw mesh or None, chunk id or None) edits of the block
+    whose variables start at `base`: each value that changed to one (a mesh, a chunk id of
+    0 or more), None for the other."""
     raw = index.mesh_raw
-    new_mesh, old_mesh, new_chunk, old_chunk = (
-        a.var_mesh,
-        index.var_mesh,
-        a.var_chunk,
-        index.var_chunks,
-    )
+    new_mesh, old_mesh = a.var_mesh, index.var_mesh
+    new_chunk, old_chunk = a.var_chunk, index.var_chunks
+
+    def edits(batch: list[int]) -> Iterator[tuple[int, bytes | None, int | None]]:
+        meshes = [
+            raw[new_mesh[v]] if new_mesh[v] != old_mesh[v] and new_mesh[v] >= 0 else None
+            for v in batch
+        ]
+        chunks = [
+            new_chunk[v] if new_chunk[v] != old_chunk[v] and new_chunk[v] >= 0 else None
+            for v in batch
+        ]
+        return zip(map(sub, batch, repeat(base)), meshes, chunks)
+
     span = slice(base, base + n)
-    changed = map(
-        or_, map(ne, new_mesh[span], old_mesh[span]), map(ne, new_chunk[span], old_chunk[span])
-    )
-    for v in compress(range(base, base + n), changed):
-        mesh_changed = new_mesh[v] != old_mesh[v]
-        chunk_changed = new_chunk[v] != old_chunk[v]
-        yield (
-            v,
-            raw[new_mesh[v]] if mesh_changed and new_mesh[v] >= 0 else None,
-            new_chunk[v] if chunk_changed and new_chunk[v] >= 0 else None,
-        )
+    to_mesh = map(ne, new_mesh[span], old_mesh[span])
+    to_chunk = map(ne, new_chunk[span], old_chunk[span])
+    changed = compress(range(base, base + n), map(or_, to_mesh, to_chunk))
+    return _batched(changed, 4096, edits)
+
+
+def _batched(
+    changed: Iterator[int], size: int, edits: Callable[[list[int]], Iterator[T]]
+) -> Iterator[T]:
+    """`edits(batch)` of each batch of `size` items of `changed`, chained: the items and the
+    edits made of them pass through C only (compress, islice, chain; no generator frame per
+    item), a batch's worth of them held at a time."""
+    batches = iter(lambda: list(islice(changed, size)), [])
+    return chain.from_iterable(map(edits, batches))

@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import mmap
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain, compress, islice
+from operator import add, lt, sub
 from typing import NamedTuple, overload
 
 from vppctl.program.wire import field_pieces, field_spans, fields_size, prefixed, varint
@@ -37,12 +39,15 @@ _JOIN = 1 << 22  # bytes joined into one piece of output
 # bytes (`Items.release`).
 _RELEASE = 1 << 24
 _WHOLE = -1  # an edit's `lo` when it replaces the whole item
+_RESIZED = 2  # `Items._edited` of an item framed anew: its size changed, or it was replaced
+_CHUNK = 1 << 12  # edits written at once (`Items.pieces`)
 
 
 class Patch(NamedTuple):
-    """A replacement computed from the bytes it replaces, of their length: every `old` in
-    them replaced by `new` (of its length, and not overlapping itself), then their last
-    bytes `last` by `now` (of its length)."""
+    """A replacement computed from the bytes it replaces, of their length: their last bytes
+    `last` replaced by `now` (of its length), and every `old` before them by `new` (of its
+    length, and not overlapping itself). The writer gives the bytes before the last ones,
+    patched, and `now` as two pieces (`Items._spliced`)."""
 
     old: bytes
     new: bytes
@@ -50,11 +55,16 @@ class Patch(NamedTuple):
     now: bytes
 
     def apply(self, field: bytes) -> bytes:
+        cut = len(field) - len(self.last)
+        head = field[:cut]
         if self.old != self.new:
-            field = field.replace(self.old, self.new)
-        if self.last != self.now:
-            field = field[: len(field) - len(self.last)] + self.now
-        return field
+            head = head.replace(self.old, self.new)
+        return head + (self.now if self.last != self.now else field[cut:])
+
+
+# A Patch unpacked for writing: (old, new, bytes of last, now, whether the pattern and the
+# last bytes change).
+_Fix = tuple[bytes, bytes, int, bytes, bool, bool]
 
 
 class Items(Sequence[bytes]):
@@ -66,6 +76,7 @@ class Items(Sequence[bytes]):
         "_delta",
         "_edited",
         "_ends",
+        "_fixes",
         "_hi",
         "_ids",
         "_list",
@@ -100,12 +111,14 @@ class Items(Sequence[bytes]):
         self._released = 0  # the mapped bytes before this were given back (`release`)
         # The edits: item _at[k] has bytes [_lo[k], _hi[k]) as read replaced by
         # _table[_what[k]] (lo _WHOLE: the whole item), sorted by item unless `_sorted` is
-        # False (then sorted when next read); `_edited[i]`: item i has an edit. Four bytes
+        # False (then sorted when next read); `_edited[i]`: item i has an edit (_RESIZED: one
+        # that changes its size, or replaces it whole, so that it is framed anew). Four bytes
         # each: a program is under 2 GiB.
         self._at, self._lo, self._hi, self._what = (array("i") for _ in range(4))
         self._sorted = True
         self._edited = bytearray()
         self._table: list[bytes | Patch] = []
+        self._fixes: list[_Fix | None] = []  # each Patch of the table unpacked (`_unpacked`)
         self._ids: dict[bytes | Patch, int] = {}  # shared replacements -> their table index
         self._delta = 0  # bytes the edits add to the field (negative: remove)
         # Counted by the editors (vppctl.program.rewrite): items edited by splicing one field
@@ -149,13 +162,20 @@ class Items(Sequence[bytes]):
         buf = self._buf
         assert buf is not None
         out = [buf[a:b] for a, b in zip(self._starts[start:stop], self._ends[start:stop])]
-        if self._at:  # the edits in the slice, walked in order
-            at = self._at
+        if self._at:  # the edits in the slice
             k = self._find(start)
-            while k < len(at) and at[k] < stop:
-                j = at[k] - start
-                out[j] = self._edited_item(k, out[j])
-                k += 1
+            q = bisect_left(self._at, stop, k)
+            edited = self._edited
+            if k < q and _RESIZED not in bytes([edited[i] for i in self._at[k:q]]):
+                # Every edit keeps its item's size: all of them in a few C calls.
+                items, firsts, lows, highs, heads, lasts = self._spliced(k, q)
+                ends = self._ends
+                for i, a, lo, hi, head, last in zip(items, firsts, lows, highs, heads, lasts):
+                    out[i - start] = b"".join((buf[a:lo], head, last, buf[hi : ends[i]]))
+            else:
+                for e in range(k, q):
+                    j = self._at[e] - start
+                    out[j] = self._edited_item(e, out[j])
         return out
 
     def _item(self, i: int) -> bytes:
@@ -243,7 +263,7 @@ class Items(Sequence[bytes]):
 
     def edited(self, i: int) -> bool:
         """Whether item i has been replaced or spliced since it was read (Items over a buffer)."""
-        return bool(self._edited) and self._edited[i] == 1
+        return bool(self._edited) and self._edited[i] != 0
 
     def field_of(self, i: int) -> tuple[int, int, bytes] | None:
         """Item i's spliced field (lo, hi, new field bytes), or None when it has none."""
@@ -292,6 +312,61 @@ class Items(Sequence[bytes]):
         """`splice(i, lo, hi, field)` for each (i, lo, hi, field), in one call."""
         for i, lo, hi, field in splices:
             self.splice(i, lo, hi, field)
+
+    def shared(self, field: bytes | Patch) -> int:
+        """The number `splice_run` knows `field` by (a replacement many items share)."""
+        return self._id(field)
+
+    def splice_run(
+        self, at: Sequence[int], lo: Sequence[int], hi: Sequence[int], what: Sequence[int]
+    ) -> None:
+        """`splice(at[k], lo[k], hi[k], field)` for each k, `field` the replacement numbered
+        `what[k]` (`shared`). Items following one another after every item edited so far
+        (as a pass gives them) get their edits appended as they are, in a few C calls and
+        no Python per item; any others are spliced one by one."""
+        n = len(at)
+        if not n:
+            return
+        if self._list is not None or not self.follows(at):
+            table = self._table
+            for i, a, b, w in zip(at, lo, hi, what):
+                self.splice(i, a, b, table[w])
+            return
+        if not self._edited:
+            self._edited = bytearray(len(self._starts))
+        self._at.extend(at)
+        self._lo.extend(lo)
+        self._hi.extend(hi)
+        self._what.extend(what)
+        edited = self._edited
+        for i in at:
+            edited[i] = 1
+        # Only a replacement in bytes of another length than what it replaces (never a Patch)
+        # changes an item's size, and so the field's: the few that do are counted here.
+        table = self._table
+        used = set(what)
+        lengths = {w: len(f) for w in used if isinstance(f := table[w], bytes)}
+        if not lengths:
+            return
+        grows = list(
+            map(sub, map(lengths.__getitem__, what), map(sub, hi, lo))
+            if len(lengths) == len(used)
+            else (lengths[w] - (b - a) if w in lengths else 0 for a, b, w in zip(lo, hi, what))
+        )
+        starts, ends = self._starts, self._ends
+        for i, grow in compress(zip(at, grows), grows):
+            old = ends[i] - starts[i]
+            self._delta += _framed(old + grow) - _framed(old)
+            edited[i] = _RESIZED
+
+    def follows(self, at: Sequence[int]) -> bool:
+        """Whether items `at` ascend, each after every item edited so far (so none of them
+        has been edited: `splice_run` appends their edits)."""
+        if not at:
+            return True
+        if not self._sorted or (self._at and at[0] <= self._at[-1]) or at[0] < 0:
+            return False
+        return at[-1] < len(self._starts) and all(map(lt, at, islice(at, 1, None)))
 
     @property
     def has_edits(self) -> bool:
@@ -343,7 +418,7 @@ class Items(Sequence[bytes]):
             self._lo.append(lo)
             self._hi.append(hi)
             self._what.append(what)
-            self._edited[i] = 1
+        self._edited[i] = 1 if lo != _WHOLE and size == old else _RESIZED
         if size != old:
             self._delta += _framed(size) - _framed(old)
 
@@ -380,7 +455,11 @@ class Items(Sequence[bytes]):
         """The items as a repeated length-delimited field with one-byte tag `tag`, in pieces
         of a few MiB: each untouched run of the bytes read as it is, each edited item
         framed anew where its length changed. A run of more than a piece's size is given
-        as a view of the bytes read, never copied."""
+        as a view of the bytes read, never copied.
+
+        Edits that keep their item's size, close together (the usual: an op's dist attr
+        patched, a variable's rest replaced), are written up to _CHUNK at a time, with a
+        few C calls for them all (`_chunk`); any other edit one at a time."""
         if self._list is not None:
             yield from field_pieces(tag, self._list)
             return
@@ -391,29 +470,39 @@ class Items(Sequence[bytes]):
         buf = self._buf
         assert buf is not None
         view = memoryview(buf)
-        starts, ends, table = self._starts, self._ends, self._table
+        starts, ends, table, edited = self._starts, self._ends, self._table, self._edited
+        at, los, his, whats = self._at, self._lo, self._hi, self._what
         parts: list[bytes | memoryview] = []
         add = parts.append
         pos = self._region  # the first byte of the input not yet written
         flush = pos + _JOIN  # where the parts are joined and yielded
         mapped = isinstance(buf, mmap.mmap)
-        # Each Patch of the table unpacked once: (old, new, bytes of last, now, whether the
-        # pattern and the last bytes change); None for bytes.
-        fixes = [
-            (p.old, p.new, len(p.last), p.now, p.old != p.new, p.last != p.now)
-            if isinstance(p, Patch)
-            else None
-            for p in table
-        ]
-        for i, lo, hi, what in zip(self._at, self._lo, self._hi, self._what):
+        fixes = self._unpacked()
+        k, n = 0, len(at)
+        while k < n:
+            # The edits from k on that keep their item's size, whose items start within a
+            # piece's size of pos, go together.
+            q = bisect_right(at, pos + _JOIN, k, min(n, k + _CHUNK), key=starts.__getitem__)
+            resized = bytes([edited[i] for i in at[k:q]]).find(_RESIZED)
+            if resized >= 0:
+                q = k + resized
+            if q > k:
+                if parts:
+                    yield b"".join(parts)
+                    parts.clear()
+                piece, pos = self._chunk(k, q, pos)
+                yield piece
+                flush = pos + _JOIN
+                if mapped:  # what was yielded has been written
+                    self._release_to(pos)
+                k = q
+                continue
+            i, lo, hi, what = at[k], los[k], his[k], whats[k]
+            k += 1
             s = starts[i]
             fix = fixes[what]
             if fix is not None:  # a Patch: the field keeps its length (the usual edit)
-                field = buf[s + lo : s + hi]
-                if fix[4]:
-                    field = field.replace(fix[0], fix[1])
-                if fix[5]:
-                    field = field[: len(field) - fix[2]] + fix[3]
+                field = Patch.apply(table[what], buf[s + lo : s + hi])  # type: ignore[arg-type]
                 if s + lo - pos > _JOIN:
                     yield from _flushed(parts, view[pos : s + lo])
                 else:
@@ -463,6 +552,67 @@ class Items(Sequence[bytes]):
             yield b"".join(parts)
         if mapped:
             self._release_to(pos)
+
+    def _chunk(self, k: int, q: int, pos: int) -> tuple[bytes, int]:
+        """Edits k..q-1 (of items that keep their size, not replaced whole) written from byte
+        `pos` of the bytes read on: (the bytes, where they end in the bytes read)."""
+        view = memoryview(self._buf)  # type: ignore[arg-type]
+        _, _, lows, highs, heads, lasts = self._spliced(k, q)
+        gaps = [view[a:b] for a, b in zip(chain((pos,), highs), lows)]
+        return b"".join(chain.from_iterable(zip(gaps, heads, lasts))), highs[-1]
+
+    def _spliced(
+        self, k: int, q: int
+    ) -> tuple[array[int], list[int], list[int], list[int], list[bytes | memoryview], list[bytes]]:
+        """For edits k..q-1 (each splicing a field into an item, none replacing it whole):
+        their items, where each starts, its field's start and end in the bytes read, and
+        the field's new bytes in two pieces (a Patch's patched head and its new last bytes;
+        bytes and b""). Array slices and comprehensions: no call per edit."""
+        buf = self._buf
+        assert buf is not None
+        view = memoryview(buf)
+        items = self._at[k:q]
+        starts, table = self._starts, self._table
+        firsts = [starts[i] for i in items]
+        lows = list(map(add, firsts, self._lo[k:q]))  # each field's bytes in the bytes read
+        highs = list(map(add, firsts, self._hi[k:q]))
+        whats = self._what[k:q]
+        heads: list[bytes | memoryview] = [table[w] for w in whats]  # type: ignore[misc]
+        lasts = [b""] * (q - k)
+        fixes = self._unpacked()
+        kinds = set(whats)
+        patches = [w for w in kinds if fixes[w] is not None]
+        if patches and len(kinds) > 1:  # each Patch's edits found in the edits sorted by kind
+            order = sorted(range(q - k), key=whats.__getitem__)
+            by_kind = [whats[j] for j in order]
+        for w in patches:
+            fix = fixes[w]
+            assert fix is not None
+            old, new, cut, now, pattern, _ = fix
+            mine: Sequence[int] = range(q - k)
+            if len(kinds) > 1:
+                mine = order[bisect_left(by_kind, w) : bisect_right(by_kind, w)]
+            if pattern:
+                got: list[bytes | memoryview] = [
+                    buf[lows[j] : highs[j] - cut].replace(old, new) for j in mine
+                ]
+            else:  # the head as it lies in the bytes read
+                got = [view[lows[j] : highs[j] - cut] for j in mine]
+            for j, head in zip(mine, got):
+                heads[j] = head
+                lasts[j] = now  # the field's last bytes, if they do not change (`Patch`)
+        return items, firsts, lows, highs, heads, lasts
+
+    def _unpacked(self) -> list[_Fix | None]:
+        """Each Patch of the table unpacked (None for bytes), kept as the table grows."""
+        fixes, table = self._fixes, self._table
+        for p in table[len(fixes) :]:
+            fixes.append(
+                (p.old, p.new, len(p.last), p.now, p.old != p.new, p.last != p.now)
+                if isinstance(p, Patch)
+                else None
+            )
+        return fixes
 
 
 def _fields(message: bytes | memoryview, number: int) -> bytes | None:

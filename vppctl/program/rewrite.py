@@ -22,6 +22,7 @@ above, and counted (`Items.rewritten`).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from itertools import islice
 
 from google.protobuf.message import DecodeError, Message
 
@@ -200,45 +201,117 @@ def rewrite_vars(block: Block, edits: Iterable[tuple[int, bytes | None, int | No
     variable gives (the name is field 1, written first)."""
     vars_ = block.vars
     edit = _VarEditor()
-    rests: dict[tuple[bytes, bytes | None, int | None], bytes | None] = {}
-    if vars_.spans:
-        buf, starts, ends = vars_.ranges()
-    n = i = mark = 0
+    n = 0
+    flow = iter(edits)
     try:
-        for i, mesh, chunk in edits:
-            if mesh is None and chunk is None:
-                continue
-            if i >= mark:
-                vars_.release(i)  # a mapped file's pages behind given back
-                mark = i + _RELEASE_VARS
-            fresh = vars_.spans and not vars_.edited(i)  # as read: its rest can be spliced
-            old = buf[starts[i] : ends[i]] if fresh else vars_[i]
-            cut = 2 + old[1] if len(old) > 1 and old[0] == 0x0A and old[1] < 0x80 else 0
-            if 0 < cut <= len(old):  # the name field, whole, in front: one-byte length
-                key = (old[cut:], mesh, chunk)
-                rest = rests.get(key, _NOT_YET)
-                if rest is _NOT_YET:
-                    rest = rests[key] = edit.rest(key[0], mesh, chunk)
-                if rest is not None:
-                    if rest != key[0]:
-                        if fresh:  # the rest spliced in after the name (its bytes shared)
-                            vars_.splice(i, cut, len(old), rest)
-                            vars_.spliced += 1
-                        else:
-                            vars_[i] = old[:cut] + rest
-                            vars_.rewritten += 1
-                        n += 1
-                    continue
-            new = edit(old, mesh, chunk)
-            if new != old:
-                vars_[i] = new
-                vars_.rewritten += 1
-                n += 1
+        while batch := list(islice(flow, _RELEASE_VARS)):
+            if vars_.spans:
+                vars_.release(batch[0][0])  # a mapped file's pages behind given back
+            at = [i for i, _, _ in batch]
+            if vars_.spans and vars_.follows(at):
+                n += _splice_vars(block, batch, edit)
+            else:
+                n += _rewrite_vars(block, batch, edit)
     except DecodeError:  # the write view reads fields the scan view skips
-        raise corrupt_var(block.idx, i) from None
+        raise corrupt_var(block.idx, edit.at) from None
     return n
 
 
+def _splice_vars(
+    block: Block, edits: list[tuple[int, bytes | None, int | None]], edit: _VarEditor
+) -> int:
+    """`rewrite_vars` for variables as read, ascending: each one's rest after its name,
+    rewritten (once per distinct rest and values), spliced in; the edits recorded together
+    (`Items.splice_run`). A variable whose name is not one field with a one-byte length in
+    front, or whose rest does not qualify, is rewritten whole, in its turn."""
+    vars_ = block.vars
+    buf, starts, ends = vars_.ranges()
+    rests = edit.rests
+    at: list[int] = []
+    lo: list[int] = []
+    hi: list[int] = []
+    what: list[int] = []
+    n = 0
+    for i, mesh, chunk in edits:
+        if mesh is None and chunk is None:
+            continue
+        s, e = starts[i], ends[i]
+        name = buf[s + 1] if e - s > 1 and buf[s] == 0x0A else 0x80
+        if name < 0x80 and s + 2 + name <= e:  # the name field, whole, in front
+            key = (buf[s + 2 + name : e], mesh, chunk)
+            w = rests.get(key)
+            if w is None:
+                edit.at = i
+                rest = edit.rest(key[0], mesh, chunk)
+                if rest is None:
+                    w = _AS_IS
+                else:
+                    w = vars_.shared(rest) if rest != key[0] else _SAME
+                rests[key] = w
+            if w >= 0:
+                at.append(i)
+                lo.append(2 + name)
+                hi.append(e - s)
+                what.append(w)
+                continue
+            if w == _SAME:
+                continue
+        vars_.splice_run(at, lo, hi, what)  # the edits before, then this one, in order
+        n += len(at)
+        vars_.spliced += len(at)
+        at, lo, hi, what = [], [], [], []
+        edit.at = i
+        old = vars_[i]
+        new = edit(old, mesh, chunk)
+        if new != old:
+            vars_[i] = new
+            vars_.rewritten += 1
+            n += 1
+    vars_.splice_run(at, lo, hi, what)
+    vars_.spliced += len(at)
+    return n + len(at)
+
+
+def _rewrite_vars(
+    block: Block, edits: list[tuple[int, bytes | None, int | None]], edit: _VarEditor
+) -> int:
+    """`rewrite_vars` one variable at a time, each as it is now (a list of them, or edits
+    in any order, a variable edited before)."""
+    vars_ = block.vars
+    rests = edit.whole_rests
+    n = 0
+    for i, mesh, chunk in edits:
+        if mesh is None and chunk is None:
+            continue
+        edit.at = i
+        fresh = vars_.spans and not vars_.edited(i)  # as read: its rest can be spliced
+        old = vars_.original(i) if fresh else vars_[i]
+        cut = 2 + old[1] if len(old) > 1 and old[0] == 0x0A and old[1] < 0x80 else 0
+        if 0 < cut <= len(old):  # the name field, whole, in front: one-byte length
+            key = (old[cut:], mesh, chunk)
+            rest = rests.get(key, _NOT_YET)
+            if rest is _NOT_YET:
+                rest = rests[key] = edit.rest(key[0], mesh, chunk)
+            if rest is not None:
+                if rest != key[0]:
+                    if fresh:  # the rest spliced in after the name (its bytes shared)
+                        vars_.splice(i, cut, len(old), rest)
+                        vars_.spliced += 1
+                    else:
+                        vars_[i] = old[:cut] + rest
+                        vars_.rewritten += 1
+                    n += 1
+                continue
+        new = edit(old, mesh, chunk)
+        if new != old:
+            vars_[i] = new
+            vars_.rewritten += 1
+            n += 1
+    return n
+
+
+# What a variable's rest becomes (`_VarEditor.rests`), besides a replacement's number:
+_SAME, _AS_IS = -1, -2  # its bytes stay; it is not spliced (the variable rewritten whole)
 _NOT_YET = b"not yet rewritten"  # compared by identity only
 _RELEASE_VARS = 1 << 12  # variables edited between two `Items.release` calls
 
@@ -250,6 +323,12 @@ class _VarEditor:
     def __init__(self) -> None:
         self.done: dict[tuple[bytes, bytes | None, int | None], bytes] = {}
         self.plain_tensor = _Canonical(pb.TensorDistAttr)
+        # (rest, mesh, chunk) -> its rewritten rest's number in the Items' table, or _SAME,
+        # _AS_IS (`_splice_vars`); or the rewritten rest itself, None for _AS_IS
+        # (`_rewrite_vars`).
+        self.rests: dict[tuple[bytes, bytes | None, int | None], int] = {}
+        self.whole_rests: dict[tuple[bytes, bytes | None, int | None], bytes | None] = {}
+        self.at = -1  # the variable being edited, for the error naming a corrupt one
 
     def rest(self, rest: bytes, mesh: bytes | None, chunk: int | None) -> bytes | None:
         """A variable's bytes after its name field, rewritten; None when they name it again

@@ -38,7 +38,10 @@ work below is a few C calls per run, and little Python per op; an op of more tha
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterable, Sequence
+from itertools import compress, islice
+from operator import lt, ne, not_, sub
 from typing import NamedTuple, Protocol
 
 from google.protobuf.message import DecodeError, Message
@@ -50,12 +53,12 @@ from vppctl.program.load import Block, corrupt_op
 from vppctl.program.wire import BIG_OP, field_spans, varint
 
 Edit = tuple[int, bytes | None, int]  # (op index, raw mesh or None to keep, chunk id)
-Splice = tuple[int, int, bytes | Patch]  # an op's bytes [lo, hi) as read, and what replaces them
 _DIST_ATTR = 1002  # OpDesc.dist_attr
 DIST_TAG = varint(_DIST_ATTR << 3 | 2)
 _CHUNK_TAG = b"\x30"  # OperatorDistAttr.chunk_id (6), a varint
 _MESH_TAG, _TENSOR_MESH_TAG = b"\x1a", b"\x0a"  # OperatorDistAttr / TensorDistAttr.process_mesh
 _RUN = 256  # ops checked at once
+_BATCH = 4096  # edits taken at once (cut into runs)
 
 
 class OpEditor(Protocol):
@@ -91,102 +94,136 @@ class _OpSplicer:
         self.at = -1  # the op being edited, for the error naming a corrupt one
 
     def run(self, edits: Iterable[Edit]) -> int:
-        run: list[Edit] = []
+        """Edits taken _BATCH at a time, each batch cut into runs (module docstring): up to
+        _RUN ops, within 2 * _RUN ops of the first and BIG_OP bytes of its start."""
         _, starts, ends = self.ops.ranges()
+        flow = iter(edits)
         try:
-            for e in edits:
-                if run and (
-                    len(run) == _RUN
-                    or e[0] - run[0][0] >= 2 * _RUN
-                    or ends[e[0]] - starts[run[0][0]] > BIG_OP
-                ):
-                    self.edit_run(run)
-                    self.ops.release(run[-1][0] + 1)  # a mapped file's pages behind given back
-                    run.clear()
-                run.append(e)
-            if run:
-                self.edit_run(run)
+            while batch := list(islice(flow, _BATCH)):
+                at, meshes, chunks = (list(column) for column in zip(*batch))
+                if not all(map(lt, at, islice(at, 1, None))) or at[0] < 0:
+                    for e in batch:  # not ascending: op by op, each on the op as it is now
+                        self.at = e[0]
+                        self.edit_one(*e)
+                    continue
+                p, n = 0, len(at)
+                while p < n:
+                    q = min(n, p + _RUN, bisect_left(at, at[p] + 2 * _RUN, p + 1))
+                    q = bisect_right(at, starts[at[p]] + BIG_OP, p + 1, q, key=ends.__getitem__)
+                    self.edit_run(at[p:q], meshes[p:q], chunks[p:q])
+                    self.ops.release(at[q - 1] + 1)  # a mapped file's pages behind given back
+                    p = q
         except DecodeError:  # the write view reads fields the scan view skips
             raise corrupt_op(self.block.idx, self.at) from None
         return self.changed
 
-    def edit_run(self, run: list[Edit]) -> None:
+    def edit_run(self, at: list[int], meshes: list[bytes | None], chunks: list[int]) -> None:
+        """The edits of one run (ascending ops): the ops of each group given one mesh edited at
+        once where they qualify, every other op alone, all recorded in op order."""
         ops = self.ops
         _, starts, ends = ops.ranges()
-        first, last = run[0][0], run[-1][0] + 1
+        first, last = at[0], at[-1] + 1
         # A run of more than BIG_OP bytes is one big op: edited alone, by its fields.
         small = ends[last - 1] - starts[first] <= BIG_OP
         fields = _run_fields(ops.framed_run(first, last)) if small else None
-        done: dict[int, Splice | None] = {}  # op -> its splice, None: unchanged
+        done = _Done()  # the edits of the ops the groups handled
+        alone: Sequence[int] = range(len(at))  # positions in the run of the ops edited alone
         if fields is not None and fields.plain_dists:
-            dists = fields.dists
-            tails = fields.tails
-            groups: dict[bytes | None, list[tuple[int, int]]] = {}
-            fresh = not ops.has_edits  # no op edited before this pass (else: checked per op)
-            for i, mesh, chunk in run:
-                if dists[i - first] and (fresh or not ops.edited(i)):
-                    groups.setdefault(mesh, []).append((i, chunk))
+            dists, tails = fields.dists, fields.tails
+            olds = [dists[i - first] for i in at]
+            grouped: list[int] = []
+            if ops.follows(at):  # no op of the run edited before
+                ok = list(map(bool, olds))
+            else:  # an op edited before this pass is edited alone
+                ok = [bool(d) and not ops.edited(i) for i, d in zip(at, olds)]
+            if len(set(meshes)) == 1:
+                groups = {meshes[0]: list(compress(range(len(at)), ok))}
+            else:
+                groups = {}
+                for k in compress(range(len(at)), ok):
+                    groups.setdefault(meshes[k], []).append(k)
             for mesh, members in groups.items():
-                self.edit_group(mesh, members, first, dists, tails, done)
-        splices: list[tuple[int, int, int, bytes | Patch]] = []
-        for i, mesh, chunk in run:
+                if members and self.edit_group(mesh, members, at, chunks, olds, tails, first, done):
+                    grouped += members
+            if grouped:
+                taken = bytearray(len(at))
+                for k in grouped:
+                    taken[k] = 1
+                alone = list(compress(range(len(at)), map(not_, taken)))
+                if len(groups) > 1:
+                    done.sort()
+        p = 0  # the next of the group edits to record
+        for k in alone:  # in op order, between the group edits before and after them
+            i = at[k]
+            q = bisect_left(done.at, i, p)
+            self.record(done, p, q)
+            p = q
             self.at = i
-            if i in done:
-                splice = done[i]
-                if splice is not None:
-                    splices.append((i, *splice))
-                continue
-            self.record(splices)  # in op order
-            self.edit_one(i, mesh, chunk)
-        self.record(splices)
+            self.edit_one(i, meshes[k], chunks[k])
+        self.record(done, p, len(done.at))
 
-    def record(self, splices: list[tuple[int, int, int, bytes | Patch]]) -> None:
-        self.ops.splice_all(splices)
-        self.ops.spliced += len(splices)
-        self.changed += len(splices)
-        splices.clear()
+    def record(self, done: _Done, p: int, q: int) -> None:
+        """Group edits p..q-1 recorded."""
+        if q > p:
+            self.ops.splice_run(done.at[p:q], done.lo[p:q], done.hi[p:q], done.what[p:q])
+            self.ops.spliced += q - p
+            self.changed += q - p
 
     def edit_group(
         self,
         mesh: bytes | None,
-        members: list[tuple[int, int]],
-        first: int,
-        dists: list[bytes],
+        members: list[int],
+        at: list[int],
+        chunks: list[int],
+        olds: list[bytes],
         tails: list[bytes],
-        done: dict[int, Splice | None],
-    ) -> None:
-        """The ops of `members` ((op, chunk id)), all given `mesh`, edited at once when they
-        qualify (module docstring); else left to `edit_one`."""
-        olds = [dists[i - first] for i, _ in members]
-        joined = b"".join(olds)
+        first: int,
+        done: _Done,
+    ) -> bool:
+        """The ops at positions `members` of the run (`at`, their new `chunks`, their dist attr
+        fields `olds` and tails, by op less `first`), all given `mesh`, edited at once when
+        they qualify (module docstring), their edits added to `done`; False (nothing added)
+        when they do not: they are then edited alone."""
+        ops = self.ops
+        mine = [olds[k] for k in members]
+        joined = b"".join(mine)
         group = view.DistGroup.FromString(joined).dist_attr
-        chunks = list(group.chunk_id)
-        if len(chunks) != len(members):  # an op without a chunk id (or a corrupt one)
-            return
+        was = list(group.chunk_id)
+        if len(was) != len(members):  # an op without a chunk id (or a corrupt one)
+            return False
         pattern = remeshed = b""
         if mesh is not None:
             patterns = self.remeshed(joined, mesh, group, len(members))
             if patterns is None:
-                return
+                return False
             pattern, remeshed = patterns
-        _, starts, ends = self.ops.ranges()
-        news: list[tuple[int, Splice | None]] = []
-        patches: dict[tuple[int, int], Patch] = {}
-        for (i, chunk), old, was in zip(members, olds, chunks):
-            if was == chunk and pattern == remeshed:
-                news.append((i, None))
-                continue
-            hi = ends[i] - starts[i] - len(tails[i - first])
-            patch = patches.get((was, chunk))
-            if patch is None:
-                patch = Patch(pattern, remeshed, _chunk_field(was), _chunk_field(chunk))
-                patches[was, chunk] = patch
+        now = [chunks[k] for k in members]
+        idx = [at[k] for k in members]
+        _, starts, ends = ops.ranges()
+        his = [ends[i] - starts[i] - len(tails[i - first]) for i in idx]
+        los = list(map(sub, his, map(len, mine)))
+        pairs = list(zip(was, now))
+        patches: dict[tuple[int, int], int] = {}  # (old chunk, new chunk) -> the Patch's number
+        for old, new in set(pairs):
+            patch = Patch(pattern, remeshed, _chunk_field(old), _chunk_field(new))
             if len(patch.last) == len(patch.now):  # applied as the output is written
-                news.append((i, (hi - len(old), hi, patch)))
-            else:  # the chunk id's varint changes length (and so may the field's)
-                new = old.replace(pattern, remeshed) if pattern != remeshed else old
-                news.append((i, (hi - len(old), hi, _rechunked(new, was, chunk))))
-        done.update(news)
+                patches[old, new] = ops.shared(patch)
+        if len(patches) == len(set(pairs)):
+            whats = list(map(patches.__getitem__, pairs))
+        else:  # the chunk id's varint changes length (and so may the field's): applied now
+            whats = []
+            for field, (old, new) in zip(mine, pairs):
+                w = patches.get((old, new))
+                if w is None:
+                    if pattern != remeshed:
+                        field = field.replace(pattern, remeshed)
+                    w = ops.shared(_rechunked(field, old, new))
+                whats.append(w)
+        if pattern == remeshed:  # an op whose chunk id stays keeps its bytes
+            keep = list(map(ne, was, now))
+            idx, los, his, whats = (list(compress(c, keep)) for c in (idx, los, his, whats))
+        done.add(idx, los, his, whats)
+        return True
 
     def remeshed(
         self, joined: bytes, mesh: bytes, group: view.DistGroupFields, n: int
@@ -205,15 +242,18 @@ class _OpSplicer:
         pattern = varint(len(old)) + old  # a mesh field's length and bytes
         if _overlaps(pattern):
             return None
-        tensors = [
-            *group.input_dist_attrs.tensor_dist_attr,
-            *group.output_dist_attrs.tensor_dist_attr,
-        ]
+        ins = group.input_dist_attrs.tensor_dist_attr
+        outs = group.output_dist_attrs.tensor_dist_attr
+        distinct = set(ins)
+        distinct.update(outs)
         start = _TENSOR_MESH_TAG + pattern
-        for t in set(tensors):
+        for t in distinct:
             if t and not (t.startswith(start) and editor.plain_tensor(t)):
                 return None
-        if joined.count(pattern) != n + len(tensors) - tensors.count(b""):
+        tensors = len(ins) + len(outs)
+        if b"" in distinct:  # a tensor dist attr without a mesh
+            tensors -= [*ins, *outs].count(b"")
+        if joined.count(pattern) != n + tensors:
             return None
         return pattern, varint(len(mesh)) + mesh
 
@@ -285,6 +325,28 @@ class _OpSplicer:
             self.ops.spliced += 1
             self.changed += 1
         return True
+
+
+class _Done:
+    """The edits of the ops a run's groups handled, as `Items.splice_run` takes them."""
+
+    def __init__(self) -> None:
+        self.at: list[int] = []
+        self.lo: list[int] = []
+        self.hi: list[int] = []
+        self.what: list[int] = []
+
+    def add(self, at: list[int], lo: list[int], hi: list[int], what: list[int]) -> None:
+        self.at += at
+        self.lo += lo
+        self.hi += hi
+        self.what += what
+
+    def sort(self) -> None:
+        """In op order (the groups' edits interleave)."""
+        rows = sorted(zip(self.at, self.lo, self.hi, self.what))
+        if rows:
+            self.at, self.lo, self.hi, self.what = (list(c) for c in zip(*rows))
 
 
 class _RunFields(NamedTuple):
