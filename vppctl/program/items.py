@@ -26,7 +26,7 @@ from __future__ import annotations
 import mmap
 from array import array
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from itertools import chain, compress, islice
 from operator import add, lt, sub
 from typing import NamedTuple, overload
@@ -307,11 +307,6 @@ class Items(Sequence[bytes]):
         if not isinstance(field, Patch):
             size += len(field) - (hi - lo)
         self._record(i, lo, hi, self._id(field), size)
-
-    def splice_all(self, splices: Iterable[tuple[int, int, int, bytes | Patch]]) -> None:
-        """`splice(i, lo, hi, field)` for each (i, lo, hi, field), in one call."""
-        for i, lo, hi, field in splices:
-            self.splice(i, lo, hi, field)
 
     def shared(self, field: bytes | Patch) -> int:
         """The number `splice_run` knows `field` by (a replacement many items share)."""
