@@ -109,16 +109,24 @@ def test_empty_and_out_of_range() -> None:
 # -- patches: replacements computed from the bytes they replace, as the output is written --
 
 
+MESH, OTHER_MESH = b"\x05MESH1", b"\x05MESH2"
+
+
+def _patchable(rng: random.Random, most: int) -> list[bytes]:
+    """1 to `most` random items, each holding MESH twice and ending in a chunk id field."""
+    return [
+        rng.randbytes(rng.randint(0, 40)) + MESH + rng.randbytes(3) + MESH + b"\x30\x00"
+        for _ in range(rng.randint(1, most))
+    ]
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_patched_spans_write_what_the_patched_list_writes(seed: int) -> None:
     """A Patch replaces a pattern and the last bytes of the field it is given, at write time;
     mixed with fields and whole replacements, in any order, and edited twice."""
     rng = random.Random(seed)
-    mesh, other = b"\x05MESH1", b"\x05MESH2"
-    old = [
-        rng.randbytes(rng.randint(0, 40)) + mesh + rng.randbytes(3) + mesh + b"\x30\x00"
-        for _ in range(rng.randint(1, 30))
-    ]
+    mesh, other = MESH, OTHER_MESH
+    old = _patchable(rng, 30)
     new = list(old)
     items = spans(old)
     for i in rng.sample(range(len(old)), rng.randint(0, len(old))) * 2:  # some twice
@@ -196,11 +204,8 @@ def test_edits_recorded_together_read_and_write_as_edits_made_one_by_one(
     monkeypatch.setattr(items_module, "_CHUNK", chunk)
     monkeypatch.setattr(items_module, "_JOIN", join)
     rng = random.Random(seed)
-    mesh, other = b"\x05MESH1", b"\x05MESH2"
-    old = [
-        rng.randbytes(rng.randint(0, 40)) + mesh + rng.randbytes(3) + mesh + b"\x30\x00"
-        for _ in range(rng.randint(1, 60))
-    ]
+    mesh, other = MESH, OTHER_MESH
+    old = _patchable(rng, 60)
     new = list(old)
     items = spans(old)
     patches = [Patch(mesh, m, b"\x30\x00", c) for m in (mesh, other) for c in CHUNKS]
