@@ -495,35 +495,22 @@ class Items(Sequence[bytes]):
             i, lo, hi, what = at[k], los[k], his[k], whats[k]
             k += 1
             s = starts[i]
-            fix = fixes[what]
-            if fix is not None:  # a Patch: the field keeps its length (the usual edit)
+            if fixes[what] is not None:  # a Patch: the field keeps its length (the usual edit)
                 field = Patch.apply(table[what], buf[s + lo : s + hi])  # type: ignore[arg-type]
-                if s + lo - pos > _JOIN:
-                    yield from _flushed(parts, view[pos : s + lo])
-                else:
-                    add(view[pos : s + lo])
-                add(field)
-                pos = s + hi
-                if pos >= flush:
-                    yield b"".join(parts)
-                    parts.clear()
-                    flush = pos + _JOIN
-                    if mapped:  # what was yielded has been written
-                        self._release_to(pos)
-                continue
-            new = table[what]
-            assert isinstance(new, bytes)
-            field = new
-            if lo == _WHOLE:
-                lo, hi = 0, ends[i] - s
-            if len(field) != hi - lo:  # a new length prefix: the run before ends at the old one
-                run_end = ends[i - 1] if i else self._region
-                if run_end - pos > _JOIN:
-                    yield from _flushed(parts, view[pos:run_end])
-                else:
-                    add(view[pos:run_end])
-                add(prefixed(tag, ends[i] - s - (hi - lo) + len(field)))
-                pos = s
+            else:
+                new = table[what]
+                assert isinstance(new, bytes)
+                field = new
+                if lo == _WHOLE:
+                    lo, hi = 0, ends[i] - s
+                if len(field) != hi - lo:  # a new length prefix: the run before ends at the old one
+                    run_end = ends[i - 1] if i else self._region
+                    if run_end - pos > _JOIN:
+                        yield from _flushed(parts, view[pos:run_end])
+                    else:
+                        add(view[pos:run_end])
+                    add(prefixed(tag, ends[i] - s - (hi - lo) + len(field)))
+                    pos = s
             if s + lo - pos > _JOIN:
                 yield from _flushed(parts, view[pos : s + lo])
             else:
