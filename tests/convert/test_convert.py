@@ -9,9 +9,11 @@ The tests here also cover vppctl/program/roles.py, which has no test file of its
 from __future__ import annotations
 
 import json
+import lzma
 import random
 from pathlib import Path
 
+import paths
 import pytest
 from commandline import invoke
 from google.protobuf import text_format
@@ -224,3 +226,12 @@ def test_convert_json_says_how_the_changes_were_written(tmp_path: Path) -> None:
     data = json.loads(out.stdout)
     for key in ("ops", "vars"):
         assert data[key]["spliced"] == data[key]["changed"] > 0 and data[key]["rewritten"] == 0
+
+
+def test_a_pir_program_has_every_change_rewritten_whole() -> None:
+    """A PIR program's ops and values are held as a list, not as the bytes read: every
+    change is written whole, and counted so."""
+    data = lzma.decompress((paths.PIR_REFERENCE / "gpt_pp2_v2_plain.json.xz").read_bytes())
+    r = convert_program(parse_program(data), ConvertOptions(plan=PlanOptions(vpp=2)))
+    assert r.ops_changed > 0 and r.vars_changed > 0
+    assert _counts(r) == (0, r.ops_changed, 0, r.vars_changed)

@@ -222,7 +222,7 @@ def test_v011_variable_off_its_first_writer() -> None:
 def test_v011_reports_many_variables_latest_listed_first() -> None:
     """Every forward and backward output moved off its writer's stage: V011 names each
     variable once, at its first writer, in the order the ops' output columns name them
-    last, read from their end (the order of the first positions' `items`)."""
+    last, read from their end (the order V011 has always used)."""
     b = Broken()
     stage0 = b.msg.process_meshes[0]
     for op in b.ops:

@@ -101,15 +101,15 @@ def executed_blocks(index: ProgramIndex) -> set[int]:
 class FirstOps:
     """Variable -> the first op that lists it, from flattened per-op argument columns
     (`in_var`/`in_off` or `out_var`/`out_off`), held as one 4-byte entry per variable of
-    the program (never a dict: at 1M ops a dict of first positions held 200 MB). Ids
-    below 0 (names that resolve to no variable) are not kept."""
+    the program (never a dict: at 100k ops the two dicts of first positions held 38 MB,
+    46 MB while built). Ids below 0 (names that resolve to no variable) are not kept."""
 
     NONE = -1
 
     def __init__(self, n_vars: int, var: array[int], off: array[int]) -> None:
         first = self.first = array("i", [self.NONE]) * n_vars
         # Ops from the last to the first, so that the earliest op is written last; each
-        # op's arguments as one slice (a Python step per argument, none per op pair).
+        # op's arguments taken as one slice of the column.
         for op in range(len(off) - 2, -1, -1):
             for v in var[off[op] : off[op + 1]]:
                 if v >= 0:

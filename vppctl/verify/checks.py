@@ -474,7 +474,7 @@ def _check_variables(c: Checker) -> None:
     output and no op up to k (k's own inputs, and any sub-block of an op up to k,
     which runs at that op) reads it. Ops are walked in order, an optimizer op's
     outputs never looked at; the violations are reported latest-listed variable first
-    (where the ops name each last), the order of the first positions' `items`.
+    (by where the ops' outputs name each last), the order V011 has always used.
     """
     index = c.index
     block = index.global_block
