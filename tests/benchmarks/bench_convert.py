@@ -27,6 +27,10 @@ measurement's memory does not pollute another's:
   include the parent's size, which Linux carries over fork and exec);
 - verify: in-process `read_program` + `verify_program` of the converted file, and its
   ratio to the floor (measured between the same two floor runs as the conversion's);
+- one pass: the floor plus one Python loop that reads every op's type, argument names
+  and attribute names through protobuf's API, and its ratio to the floor: what reading
+  the data flow once costs a Python tool, before it plans, applies or verifies anything
+  (a reference point for the targets, not a bound on every possible design);
 - CLI: wall time of `vppctl convert` as a subprocess, interpreter start included;
 - `vppctl --help` and `vppctl convert --vpp 2` of the 126-layer sample, wall times with
   interpreter start (median of 10 and more).
@@ -104,8 +108,10 @@ class Row:
     rss: int  # bytes
     cli: float  # seconds
     verify: float  # seconds
+    one_pass: float  # seconds
     ratios: tuple[float, ...] = ()  # per round: convert / mean of the floors around it
     verify_ratios: tuple[float, ...] = ()  # per round: verify / mean of the floors around it
+    pass_ratios: tuple[float, ...] = ()  # per round: one pass / mean of the floors around it
 
     @property
     def ratio(self) -> float:
@@ -119,6 +125,12 @@ class Row:
             statistics.median(self.verify_ratios)
             if self.verify_ratios
             else self.verify / self.floor
+        )
+
+    @property
+    def pass_ratio(self) -> float:
+        return (
+            statistics.median(self.pass_ratios) if self.pass_ratios else self.one_pass / self.floor
         )
 
 
@@ -137,6 +149,32 @@ def child_floor(path: Path) -> dict[str, float]:
     ops = sum(len(b.ops) for b in msg.blocks)
     assert len(out) == len(data)
     return {"seconds": seconds, "ops": ops}
+
+
+def child_pass(path: Path, out: Path | None = None) -> dict[str, float]:
+    """The floor plus one Python loop over every op's type, argument and attribute names
+    (file read not timed); with `out`, the file is read and written too."""
+    from vppctl.program._proto import program_pb2 as pb
+
+    t0 = time.perf_counter()
+    data = path.read_bytes()
+    t1 = time.perf_counter()
+    msg = pb.ProgramDesc.FromString(data)
+    ops, names = 0, []
+    for block in msg.blocks:
+        for op in block.ops:
+            ops += 1
+            names.append(op.type)
+            for slot in op.inputs:
+                names.extend(slot.arguments)
+            for slot in op.outputs:
+                names.extend(slot.arguments)
+            names.extend([attr.name for attr in op.attrs])
+    serialized = msg.SerializeToString()
+    if out is not None:
+        out.write_bytes(serialized)
+        return {"seconds": time.perf_counter() - t0, "ops": ops}
+    return {"seconds": time.perf_counter() - t1, "ops": ops}
 
 
 def peak_rss() -> int:
@@ -220,7 +258,7 @@ def measure(case: Case, path: Path, work: Path, runs: int) -> Row:
     """Median of `runs` rounds; each round runs the floor, the conversion and the CLI."""
     out = work / f"out-{path.name}"
     floors, converts, rss, clis, ratios, ops = [], [], [], [], [], 0
-    verifies, verify_ratios = [], []
+    verifies, verify_ratios, passes, pass_ratios = [], [], [], []
     f = run_child("floor", path)
     for r in range(runs):
         print(f"  {case.label}: run {r + 1}/{runs}", file=sys.stderr)
@@ -231,14 +269,18 @@ def measure(case: Case, path: Path, work: Path, runs: int) -> Row:
         rss.append(int(c["rss"]))
         v = run_child("verify", out)
         verifies.append(v["seconds"])
+        one = run_child("pass", path)
+        passes.append(one["seconds"])
         after = run_child("floor", path)
         around = (f["seconds"] + after["seconds"]) / 2
         ratios.append(c["seconds"] / around)
         verify_ratios.append(v["seconds"] / around)
+        pass_ratios.append(one["seconds"] / around)
         print(
             f"    floor {f['seconds']:.3f} s; convert {c['seconds']:.3f} s (load "
             f"{c['load']:.3f}, convert {c['convert']:.3f}, save {c['save']:.3f}), "
-            f"peak RSS {c['rss'] / MB:.0f} MB; verify {v['seconds']:.3f} s",
+            f"peak RSS {c['rss'] / MB:.0f} MB; verify {v['seconds']:.3f} s; one pass "
+            f"{one['seconds']:.3f} s",
             file=sys.stderr,
         )
         clis.append(wall(convert_cmd(path, out)))
@@ -255,6 +297,8 @@ def measure(case: Case, path: Path, work: Path, runs: int) -> Row:
         cli=statistics.median(clis),
         verify=statistics.median(verifies),
         verify_ratios=tuple(verify_ratios),
+        one_pass=statistics.median(passes),
+        pass_ratios=tuple(pass_ratios),
     )
 
 
@@ -292,6 +336,7 @@ def print_table(rows: Sequence[Row], markdown: bool = False) -> None:
         "RSS/size",
         "verify",
         "ratio",
+        "one pass",
         "CLI",
     )
     lines = [
@@ -306,6 +351,7 @@ def print_table(rows: Sequence[Row], markdown: bool = False) -> None:
             f"{r.rss / r.size:.2f}x",
             f"{r.verify:.3f} s",
             f"{r.verify_ratio:.2f}x",
+            f"{r.pass_ratio:.2f}x",
             f"{r.cli:.3f} s",
         )
         for r in rows
@@ -322,7 +368,9 @@ def print_table(rows: Sequence[Row], markdown: bool = False) -> None:
         print(fmt.format(*line))
 
 
-def print_extras(rows: Sequence[Row], small_cli: float, help_time: float) -> None:
+def print_extras(
+    rows: Sequence[Row], small_cli: float, help_time: float, small_pass: float
+) -> None:
     """The scaling ratios between sizes, and the start-up figures."""
     plain = [r for r in rows if not r.case.callstack]
     for small, big in zip(plain, plain[1:]):
@@ -332,7 +380,9 @@ def print_extras(rows: Sequence[Row], small_cli: float, help_time: float) -> Non
         )
     print(
         f"vppctl --help: {help_time:.3f} s; vppctl convert --vpp 2 of the 126-layer pp 7 "
-        f"sample: {small_cli:.3f} s (CLI wall times, interpreter start included)"
+        f"sample: {small_cli:.3f} s (CLI wall times, interpreter start included); a "
+        f"process that only reads, parses, passes over every op once and writes it: "
+        f"{small_pass:.3f} s"
     )
 
 
@@ -408,17 +458,21 @@ def print_targets(rows: Sequence[Row], small_cli: float, help_time: float) -> bo
     return all(ok is not False for _, _, ok in results)
 
 
-def small_program_times(work: Path, runs: int, regen: bool) -> tuple[float, float]:
-    """Target 3: `vppctl convert` of the 126-layer pp 7 sample, and `vppctl --help`."""
+def small_program_times(work: Path, runs: int, regen: bool) -> tuple[float, float, float]:
+    """Target 2: `vppctl convert` of the 126-layer pp 7 sample and `vppctl --help`; and,
+    for reference, a process that reads, parses, passes over and writes that sample once
+    (`child_pass` with an output)."""
     path = ensure_sample(work, "gpt-126l-pp7.pb", ["--layers", "126", "--pp", "7"], regen)
     out = work / "gpt-126l-pp7.vpp.pb"
     cmd = [*vppctl_cmd(), "convert", str(path), "--vpp", "2", "-o", str(out)]
     n = max(runs, SMALL_CLI_RUNS)
     wall(cmd)  # warm-up: the file system's caches
     convert = statistics.median(wall(cmd) for _ in range(n))
+    one = [sys.executable, __file__, "--child", "pass", str(path), str(out)]
+    one_pass = statistics.median(wall(one) for _ in range(n))
     out.unlink(missing_ok=True)
     help_time = statistics.median(wall([*vppctl_cmd(), "--help"]) for _ in range(max(n, 5)))
-    return convert, help_time
+    return convert, help_time, one_pass
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -449,6 +503,7 @@ def main(argv: Sequence[str]) -> int:
             "floor": child_floor,
             "convert": child_convert,
             "verify": child_verify,
+            "pass": child_pass,
         }
         print(json.dumps(children[kind](*map(Path, paths))))
         return 0
@@ -464,14 +519,14 @@ def main(argv: Sequence[str]) -> int:
     for case in cases:
         path = ensure_sample(args.work_dir, case.file_name(), case.sample_args(), args.regen)
         rows.append(measure(case, path, args.work_dir, args.runs))
-    small_cli, help_time = small_program_times(args.work_dir, args.runs, args.regen)
+    small_cli, help_time, small_pass = small_program_times(args.work_dir, args.runs, args.regen)
     print(
         f"vppctl convert --vpp {VPP} --seg-method {SEG_METHOD}: {os.cpu_count()} cores, "
         f"Python {platform.python_version()}, protobuf {_protobuf_version()}; "
         f"median of {args.runs} run(s); floor = protobuf parse + serialize of the same file"
     )
     print_table(rows, args.markdown)
-    print_extras(rows, small_cli, help_time)
+    print_extras(rows, small_cli, help_time, small_pass)
     ok = print_targets(rows, small_cli, help_time)
     return 0 if ok else 1
 
