@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from itertools import compress, count
 from typing import TYPE_CHECKING, ClassVar
 
 from vppctl import plan as plans  # the PIR plan's names load on use (a PIR program's)
@@ -413,10 +414,7 @@ def segment_stats(
         if k is not None and col is not None:
             counts[k][col] += n_ops
     for bi in index.blocks:
-        for pos, is_param in enumerate(bi.vars.is_parameter):
-            if not is_param:
-                continue
-            v = bi.var_base + pos
+        for v in compress(count(bi.var_base), bi.vars.is_parameter):  # the parameters, in C
             s = stage_of.get(index.var_mesh[v])
             k = vstage.get((s, max(index.var_chunks[v], 0))) if s is not None else None
             if k is not None:
