@@ -5,6 +5,12 @@ facts of vppctl/engine/flow.py). The running example is tests/support/rulekit.py
 
 from __future__ import annotations
 
+import random
+from array import array
+from functools import partial
+from operator import and_
+from types import SimpleNamespace
+
 import pytest
 from programs import BACKWARD, OPTIMIZE, Prog, layered
 from rulekit import (
@@ -23,6 +29,8 @@ from rulekit import (
     set_role,
 )
 
+from vppctl import progress
+from vppctl.engine import apply, loss_op
 from vppctl.program._proto import program_pb2 as pb
 
 # ---------------------------------------------------------------------------------
@@ -358,3 +366,91 @@ def test_rule10_ops_of_other_roles_keep_their_mesh_with_chunk_0(op_role: int) ->
     p.op("increment", {"X": ["lr"]}, {"Out": ["lr"]}, role=op_role, stage=1, chunk=1)
     c = convert(p, vpp=2)
     assert c.where(len(c.after.blocks[0].ops) - 1) == (S1, 0)
+
+
+# ---------------------------------------------------------------------------------
+# The write pass's edits and the passes' spans, against their definitions, one item at a time
+
+
+def _tables(
+    n: int, seed: int, meshes: int = 4
+) -> tuple[list[int], list[int], list[int], list[int]]:
+    """Random (new, old) meshes and chunk ids, NO_MESH (-1) and unset chunks (-1) among them,
+    and chunk ids below -1 (a broken annotation) too."""
+    rng = random.Random(seed)
+    new_mesh = [rng.choice([-1, *range(meshes)]) for _ in range(n)]
+    old_mesh = [m if rng.random() < 0.3 else rng.choice([-1, *range(meshes)]) for m in new_mesh]
+    new_chunk = [rng.choice([-3, -1, 0, 1, 2]) for _ in range(n)]
+    old_chunk = [c if rng.random() < 0.3 else rng.choice([-1, 0, 1, 7]) for c in new_chunk]
+    return new_mesh, old_mesh, new_chunk, old_chunk
+
+
+@pytest.mark.parametrize("n", [0, 1, 1023, 1025, 4096, 4097, 3 * 4096 + 5])
+def test_the_edits_are_each_changed_op_and_variable_in_order(
+    n: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`_op_edits` and `_var_edits` (array slices zipped a span at a time) give, for any
+    tables and any size around their spans and progress batches, what testing each op and
+    variable by the rule gives; progress is reported at the first op of every 1024 edits."""
+    raw = [b"m0", b"m1", b"m2", b"m3"]
+    new_mesh, old_mesh, new_chunk, old_chunk = _tables(n, seed=n)
+    moved = bytearray(random.Random(-n).random() < 0.4 for _ in range(n))
+    base, block_vars = 5, n  # the block's variables after 5 of an earlier block's
+    ops = SimpleNamespace(chunk=array("q", old_chunk), __len__=lambda: n)
+    block = SimpleNamespace(ops=ops, n_ops=n)
+    pad = [0] * base
+    index = SimpleNamespace(
+        blocks=[block],
+        mesh_raw=raw,
+        var_mesh=array("q", pad + old_mesh + [2]),
+        var_chunks=array("q", pad + old_chunk + [1]),
+    )
+    a = SimpleNamespace(
+        op_mesh=[array("q", new_mesh)],
+        op_chunk=[array("q", new_chunk)],
+        moved=[moved],
+        var_mesh=array("q", pad + new_mesh + [3]),  # the next block's variable: not this one's
+        var_chunk=array("q", pad + new_chunk + [0]),
+    )
+    reported: list[int] = []
+    monkeypatch.setattr(progress, "advance", reported.append)
+    want_ops = [
+        (i, raw[new_mesh[i]] if moved[i] else None, new_chunk[i])
+        for i in range(n)
+        if moved[i] or new_chunk[i] != old_chunk[i]
+    ]
+    assert list(apply._op_edits(index, a, 0, 100)) == want_ops  # type: ignore[arg-type]
+    assert reported == [100 + e[0] for e in want_ops[::1024]]
+    want_vars = [
+        (
+            i,
+            raw[new_mesh[i]] if new_mesh[i] != old_mesh[i] and new_mesh[i] >= 0 else None,
+            new_chunk[i] if new_chunk[i] != old_chunk[i] and new_chunk[i] >= 0 else None,
+        )
+        for i in range(n)
+        if new_mesh[i] != old_mesh[i] or new_chunk[i] != old_chunk[i]
+    ]
+    assert list(apply._var_edits(index, a, base, block_vars)) == want_vars  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_pass_spans_its_ops_and_the_loss_op_is_found_as_paddle_picks_it(seed: int) -> None:
+    """`_span` (first and last op of a role, found in C) and `loss_op` (searched in C) against
+    a walk over the roles, for role sequences with and without a loss, a loss grad, or
+    several of each."""
+    rng = random.Random(seed)
+    roles = array(
+        "q", (rng.choice([0, 0, 1, 1, 2, 4, 256, 257]) for _ in range(rng.randrange(0, 40)))
+    )
+    for bit in (1, 2):
+        marked = [i for i, r in enumerate(roles) if r & bit]
+        want = (marked[0], marked[-1] + 1) if marked else (0, 0)
+        assert apply._span(roles, partial(and_, bit)) == want
+    loss = None
+    for i, r in enumerate(roles):
+        if r == 257:
+            break
+        if r == 256:
+            loss = i
+    index = SimpleNamespace(global_block=SimpleNamespace(ops=SimpleNamespace(role=roles)))
+    assert loss_op(index) == loss  # type: ignore[arg-type]

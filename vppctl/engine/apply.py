@@ -14,7 +14,8 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from itertools import chain, compress, islice, repeat
+from functools import partial
+from itertools import chain, compress, count, islice
 from operator import and_
 from typing import TypeVar
 
@@ -353,16 +354,28 @@ class AssignBackward:
             self.forward.infer,
         )
         sums = not self.pir
-        for i in compress(range(block.n_ops), map(and_, roles, repeat(BACKWARD))):
-            is_sum = types[i] in GRAD_SUMS
-            if roles[i] == LOSS_GRAD and loss is not None:
+        # The section from the first backward op to the last, walked by zipping its columns'
+        # slices (one step per op, no index per column).
+        lo, hi = _span(roles, partial(and_, BACKWARD))
+        for i, role, t, fid, start, end in zip(
+            range(lo, hi),
+            roles[lo:hi],
+            types[lo:hi],
+            fids[lo:hi],
+            out_off[lo:hi],
+            out_off[lo + 1 : hi + 1],
+        ):
+            if not role & BACKWARD:  # is_backward, inline
+                continue
+            is_sum = t in GRAD_SUMS
+            if role == LOSS_GRAD and loss is not None:
                 mesh, chunk = mesh0[loss], chunk0[loss]
             elif is_sum:
                 mesh, chunk = self._sum_source(i, last_writer)
             else:
                 f = recomputed(i)
                 if f is None:
-                    f = by_id(fids[i])
+                    f = by_id(fid)
                     if f is None:
                         f = infer(i)
                 if f is not None:
@@ -373,7 +386,7 @@ class AssignBackward:
                 mesh0[i] = mesh
                 moved0[i] = 1
             chunk0[i] = chunk
-            outs = out_var[out_off[i] : out_off[i + 1]]
+            outs = out_var[start:end]
             if is_sum and sums:
                 for v in outs:
                     if v >= 0:
@@ -440,6 +453,14 @@ class AssignBackward:
         return a.op_mesh[0][i], 0
 
 
+def _span(roles: array[int], test: Callable[[int], object]) -> tuple[int, int]:
+    """(first, last + 1) of the ops whose role passes `test`, found in C; (0, 0) for none."""
+    first = next(compress(count(), map(test, roles)), None)
+    if first is None:
+        return 0, 0
+    return first, len(roles) - next(compress(count(), map(test, reversed(roles))))
+
+
 def _count_ops(index: ProgramIndex, ops: list[int], what: str) -> str:
     """`3 backward op(s) (op #12 (cast), ...)`: the count and the first few, for warnings."""
     shown = ", ".join(index.op_label(0, i) for i in ops[:3])
@@ -472,8 +493,13 @@ class AssignOptimizer:
         constants: list[int] = []
         # The ops of this pass: neither forward nor backward (their roles tested once each).
         mine = {r: r not in FORWARD_ROLES and not r & BACKWARD for r in set(roles)}
-        for i in compress(range(block.n_ops), map(mine.__getitem__, roles)):
-            optimize = roles[i] & OPTIMIZE
+        lo, hi = _span(roles, mine.__getitem__)
+        for i, role, start, end in zip(
+            range(lo, hi), roles[lo:hi], out_off[lo:hi], out_off[lo + 1 : hi + 1]
+        ):
+            if not mine[role]:
+                continue
+            optimize = role & OPTIMIZE
             if not optimize:
                 mesh, chunk = mesh0[i], 0
             elif pir and self._is_constant(i, stage_set):
@@ -503,7 +529,7 @@ class AssignOptimizer:
             chunk0[i] = chunk
             if optimize:
                 placed = mesh0[i]
-                for v in out_var[out_off[i] : out_off[i + 1]]:  # Assignment.set_var, inline
+                for v in out_var[start:end]:  # Assignment.set_var, inline
                     if v >= 0:
                         if not mesh_set[v]:
                             var_mesh[v] = placed
