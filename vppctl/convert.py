@@ -413,12 +413,16 @@ def segment_stats(
         col = _STATS_COLUMN.get(kind(role))
         if k is not None and col is not None:
             counts[k][col] += n_ops
+    var_mesh, var_chunks, elements = index.var_mesh, index.var_chunks, index.elements
     for bi in index.blocks:
         for v in compress(count(bi.var_base), bi.vars.is_parameter):  # the parameters, in C
-            s = stage_of.get(index.var_mesh[v])
-            k = vstage.get((s, max(index.var_chunks[v], 0))) if s is not None else None
-            if k is not None:
-                counts[k][3] += param_elements(index, v)
+            s = stage_of.get(var_mesh[v])
+            if s is not None:
+                c = var_chunks[v]
+                k = vstage.get((s, c if c > 0 else 0))
+                if k is not None:
+                    known = elements.get(v)  # param_elements' memo, read inline
+                    counts[k][3] += known if known is not None else param_elements(index, v)
     return tuple(SegmentStats(*c) for c in counts)
 
 
