@@ -454,3 +454,69 @@ def test_a_pass_spans_its_ops_and_the_loss_op_is_found_as_paddle_picks_it(seed: 
             loss = i
     index = SimpleNamespace(global_block=SimpleNamespace(ops=SimpleNamespace(role=roles)))
     assert loss_op(index) == loss  # type: ignore[arg-type]
+
+
+def _remesh_and_chunk_by_the_rule(
+    a: apply.Assignment, ops: SimpleNamespace, op: int, mesh: int | None, chunk: int
+) -> None:
+    """Rules 6 and 7 for one op in their written order: every variable's mesh (the inputs on
+    the op's old mesh and the outputs), then every one's chunk id; first writer wins."""
+    ins = ops.in_var[ops.in_off[op] : ops.in_off[op + 1]]
+    outs = ops.out_var[ops.out_off[op] : ops.out_off[op + 1]]
+    if mesh is not None:
+        old = a.op_mesh[0][op]
+        for v in ins:
+            if v >= 0 and not a.mesh_set[v] and a.var_mesh[v] == old:
+                a.var_mesh[v], a.mesh_set[v] = mesh, 1
+        for v in outs:
+            if v >= 0 and not a.mesh_set[v]:
+                a.var_mesh[v], a.mesh_set[v] = mesh, 1
+        a.op_mesh[0][op], a.moved[0][op] = mesh, 1
+    a.op_chunk[0][op] = chunk
+    own = a.op_mesh[0][op]
+    for v in outs:
+        if v >= 0 and a.var_mesh[v] == -1 and not a.mesh_set[v]:
+            a.var_mesh[v], a.mesh_set[v] = own, 1
+    for v in (*ins, *outs):
+        if v >= 0 and not a.chunk_set[v] and a.var_mesh[v] == own and v not in a.no_chunk:
+            a.var_chunk[v], a.chunk_set[v] = chunk, 1
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_an_op_is_placed_as_the_rules_order_places_it(seed: int) -> None:
+    """`placer` (each variable's mesh and chunk id in one step, outputs first) leaves every
+    table as rules 6 and 7 in their written order do, for ops whose arguments repeat, are
+    both read and written (in place), name no variable, or are already placed; moved or
+    not; with and without variables that never get a chunk id."""
+    rng = random.Random(seed)
+    n_vars, n_ops = rng.randrange(1, 12), rng.randrange(1, 30)
+    in_var, out_var, in_off, out_off = array("q"), array("q"), array("q", [0]), array("q", [0])
+    for _ in range(n_ops):
+        in_var.extend(rng.choice([-2, -3, *range(n_vars)]) for _ in range(rng.randrange(0, 4)))
+        out_var.extend(rng.choice([-2, *range(n_vars)]) for _ in range(rng.randrange(0, 3)))
+        in_off.append(len(in_var))
+        out_off.append(len(out_var))
+    ops = SimpleNamespace(in_var=in_var, out_var=out_var, in_off=in_off, out_off=out_off)
+    index = SimpleNamespace(blocks=[SimpleNamespace(ops=ops)])
+
+    def state() -> apply.Assignment:
+        r = random.Random(seed)  # the same start for both
+        return apply.Assignment(
+            op_mesh=[array("q", (r.choice([-1, 0, 1, 2]) for _ in range(n_ops)))],
+            op_chunk=[array("q", [0]) * n_ops],
+            moved=[bytearray(n_ops)],
+            var_mesh=array("q", (r.choice([-1, 0, 1, 2]) for _ in range(n_vars))),
+            var_chunk=array("q", (r.choice([-1, 0, 1]) for _ in range(n_vars))),
+            mesh_set=bytearray(r.random() < 0.2 for _ in range(n_vars)),
+            chunk_set=bytearray(r.random() < 0.2 for _ in range(n_vars)),
+            no_chunk=frozenset(v for v in range(n_vars) if r.random() < 0.15),
+            vpp=3,
+        )
+
+    got, want = state(), state()
+    place = apply.placer(index, got, 0)  # type: ignore[arg-type]
+    for op in range(n_ops):
+        mesh, chunk = rng.choice([None, 0, 1, 2, 3]), rng.randrange(3)
+        place(op, mesh, chunk)
+        _remesh_and_chunk_by_the_rule(want, ops, op, mesh, chunk)
+        assert got == want

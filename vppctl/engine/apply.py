@@ -224,35 +224,32 @@ def placer(
     chunked = no_chunk.__contains__ if no_chunk else None
 
     def place(op: int, mesh: int | None, chunk: int) -> None:
-        ins = in_var[in_off[op] : in_off[op + 1]]
-        outs = out_var[out_off[op] : out_off[op + 1]]
+        # One loop over the outputs, then one over the inputs, each variable given its mesh
+        # and then its chunk id: what the rule's order (every mesh, then every chunk id)
+        # gives, since a variable's mesh is final for this op once it was looked at (an
+        # input that is also an output took the op's mesh as an output, first).
+        old = op_mesh[op]
         if mesh is not None:
-            old = op_mesh[op]
-            for v in ins:
-                if v >= 0 and not mesh_set[v] and var_mesh[v] == old:
-                    var_mesh[v] = mesh
-                    mesh_set[v] = 1
-            for v in outs:
-                if v >= 0 and not mesh_set[v]:
-                    var_mesh[v] = mesh
-                    mesh_set[v] = 1
             op_mesh[op] = own = mesh
             moved[op] = 1
         else:
-            own = op_mesh[op]
-            for v in outs:  # vppctl: an output without any mesh takes its first writer's
-                if v >= 0 and var_mesh[v] == NO_MESH and not mesh_set[v]:
+            own = old
+        op_chunk[op] = chunk
+        for v in out_var[out_off[op] : out_off[op + 1]]:
+            if v >= 0:
+                # an output takes the op's new mesh; without one, if it has none, the op's
+                if not mesh_set[v] and (mesh is not None or var_mesh[v] == NO_MESH):
                     var_mesh[v] = own
                     mesh_set[v] = 1
-        op_chunk[op] = chunk
-        for group in (ins, outs):
-            for v in group:
-                if (
-                    v >= 0
-                    and not chunk_set[v]
-                    and var_mesh[v] == own
-                    and (chunked is None or not chunked(v))
-                ):
+                if not chunk_set[v] and var_mesh[v] == own and (chunked is None or not chunked(v)):
+                    var_chunk[v] = chunk
+                    chunk_set[v] = 1
+        for v in in_var[in_off[op] : in_off[op + 1]]:
+            if v >= 0:
+                if mesh is not None and not mesh_set[v] and var_mesh[v] == old:
+                    var_mesh[v] = mesh
+                    mesh_set[v] = 1
+                if not chunk_set[v] and var_mesh[v] == own and (chunked is None or not chunked(v)):
                     var_chunk[v] = chunk
                     chunk_set[v] = 1
 
