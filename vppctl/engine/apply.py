@@ -141,6 +141,8 @@ def _report_odd_meshes(index: ProgramIndex, a: Assignment) -> None:
     stage mesh nor this program's world: precheck let them through, the rules kept them."""
     stages, globals_ = index.stage_mesh_ids()
     usual = {*stages, *globals_, NO_MESH}
+    if usual.issuperset(a.var_mesh) and usual.issuperset(a.op_mesh[0]):  # in C: the usual case
+        return
     known = usual.__contains__  # counted with map: the loops run in C
     odd_vars = len(a.var_mesh) - sum(map(known, a.var_mesh))
     odd_ops = len(a.op_mesh[0]) - sum(map(known, a.op_mesh[0]))

@@ -117,7 +117,10 @@ def check_sections(index: ProgramIndex) -> None:
     if first_backward is None:
         return
     after = first_backward + 1
-    i = next(compress(count(after), map(FORWARD_ROLES.__contains__, roles[after:])), None)
+    rest = roles[after:]
+    if not any(role in rest for role in FORWARD_ROLES):  # searched in C: the usual case
+        return
+    i = next(compress(count(after), map(FORWARD_ROLES.__contains__, rest)), None)
     if i is not None:
         raise ConversionError(
             f"{index.op_label(0, i)} is a forward op after the backward section starts at "
