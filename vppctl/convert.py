@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from itertools import compress, count
 from typing import TYPE_CHECKING, ClassVar
 
 from vppctl import plan as plans  # the PIR plan's names load on use (a PIR program's)
@@ -412,15 +413,16 @@ def segment_stats(
         col = _STATS_COLUMN.get(kind(role))
         if k is not None and col is not None:
             counts[k][col] += n_ops
+    var_mesh, var_chunks, elements = index.var_mesh, index.var_chunks, index.elements
     for bi in index.blocks:
-        for pos, is_param in enumerate(bi.vars.is_parameter):
-            if not is_param:
-                continue
-            v = bi.var_base + pos
-            s = stage_of.get(index.var_mesh[v])
-            k = vstage.get((s, max(index.var_chunks[v], 0))) if s is not None else None
-            if k is not None:
-                counts[k][3] += param_elements(index, v)
+        for v in compress(count(bi.var_base), bi.vars.is_parameter):  # the parameters, in C
+            s = stage_of.get(var_mesh[v])
+            if s is not None:
+                c = var_chunks[v]
+                k = vstage.get((s, c if c > 0 else 0))
+                if k is not None:
+                    known = elements.get(v)  # param_elements' memo, read inline
+                    counts[k][3] += known if known is not None else param_elements(index, v)
     return tuple(SegmentStats(*c) for c in counts)
 
 

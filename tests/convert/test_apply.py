@@ -5,6 +5,12 @@ facts of vppctl/engine/flow.py). The running example is tests/support/rulekit.py
 
 from __future__ import annotations
 
+import random
+from array import array
+from functools import partial
+from operator import and_
+from types import SimpleNamespace
+
 import pytest
 from programs import BACKWARD, OPTIMIZE, Prog, layered
 from rulekit import (
@@ -23,6 +29,8 @@ from rulekit import (
     set_role,
 )
 
+from vppctl import progress
+from vppctl.engine import apply, loss_op
 from vppctl.program._proto import program_pb2 as pb
 
 # ---------------------------------------------------------------------------------
@@ -358,3 +366,157 @@ def test_rule10_ops_of_other_roles_keep_their_mesh_with_chunk_0(op_role: int) ->
     p.op("increment", {"X": ["lr"]}, {"Out": ["lr"]}, role=op_role, stage=1, chunk=1)
     c = convert(p, vpp=2)
     assert c.where(len(c.after.blocks[0].ops) - 1) == (S1, 0)
+
+
+# ---------------------------------------------------------------------------------
+# The write pass's edits and the passes' spans, against their definitions, one item at a time
+
+
+def _tables(
+    n: int, seed: int, meshes: int = 4
+) -> tuple[list[int], list[int], list[int], list[int]]:
+    """Random (new, old) meshes and chunk ids, NO_MESH (-1) and unset chunks (-1) among them,
+    and chunk ids below -1 (a broken annotation) too."""
+    rng = random.Random(seed)
+    new_mesh = [rng.choice([-1, *range(meshes)]) for _ in range(n)]
+    old_mesh = [m if rng.random() < 0.3 else rng.choice([-1, *range(meshes)]) for m in new_mesh]
+    new_chunk = [rng.choice([-3, -1, 0, 1, 2]) for _ in range(n)]
+    old_chunk = [c if rng.random() < 0.3 else rng.choice([-1, 0, 1, 7]) for c in new_chunk]
+    return new_mesh, old_mesh, new_chunk, old_chunk
+
+
+@pytest.mark.parametrize("n", [0, 1, 1023, 1025, 4096, 4097, 3 * 4096 + 5])
+def test_the_edits_are_each_changed_op_and_variable_in_order(
+    n: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`_op_edits` and `_var_edits` (array slices zipped a span at a time) give, for any
+    tables and any size around their spans and progress batches, what testing each op and
+    variable by the rule gives; progress is reported at the first op of every 1024 edits."""
+    raw = [b"m0", b"m1", b"m2", b"m3"]
+    new_mesh, old_mesh, new_chunk, old_chunk = _tables(n, seed=n)
+    moved = bytearray(random.Random(-n).random() < 0.4 for _ in range(n))
+    base, block_vars = 5, n  # the block's variables after 5 of an earlier block's
+    ops = SimpleNamespace(chunk=array("q", old_chunk), __len__=lambda: n)
+    block = SimpleNamespace(ops=ops, n_ops=n)
+    pad = [0] * base
+    index = SimpleNamespace(
+        blocks=[block],
+        mesh_raw=raw,
+        var_mesh=array("q", pad + old_mesh + [2]),
+        var_chunks=array("q", pad + old_chunk + [1]),
+    )
+    a = SimpleNamespace(
+        op_mesh=[array("q", new_mesh)],
+        op_chunk=[array("q", new_chunk)],
+        moved=[moved],
+        var_mesh=array("q", pad + new_mesh + [3]),  # the next block's variable: not this one's
+        var_chunk=array("q", pad + new_chunk + [0]),
+    )
+    reported: list[int] = []
+    monkeypatch.setattr(progress, "advance", reported.append)
+    want_ops = [
+        (i, raw[new_mesh[i]] if moved[i] else None, new_chunk[i])
+        for i in range(n)
+        if moved[i] or new_chunk[i] != old_chunk[i]
+    ]
+    assert list(apply._op_edits(index, a, 0, 100)) == want_ops  # type: ignore[arg-type]
+    assert reported == [100 + e[0] for e in want_ops[::1024]]
+    want_vars = [
+        (
+            i,
+            raw[new_mesh[i]] if new_mesh[i] != old_mesh[i] and new_mesh[i] >= 0 else None,
+            new_chunk[i] if new_chunk[i] != old_chunk[i] and new_chunk[i] >= 0 else None,
+        )
+        for i in range(n)
+        if new_mesh[i] != old_mesh[i] or new_chunk[i] != old_chunk[i]
+    ]
+    assert list(apply._var_edits(index, a, base, block_vars)) == want_vars  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_pass_spans_its_ops_and_the_loss_op_is_found_as_paddle_picks_it(seed: int) -> None:
+    """`_span` (first and last op of a role, found in C) and `loss_op` (searched in C) against
+    a walk over the roles, for role sequences with and without a loss, a loss grad, or
+    several of each."""
+    rng = random.Random(seed)
+    roles = array(
+        "q", (rng.choice([0, 0, 1, 1, 2, 4, 256, 257]) for _ in range(rng.randrange(0, 40)))
+    )
+    for bit in (1, 2):
+        marked = [i for i, r in enumerate(roles) if r & bit]
+        want = (marked[0], marked[-1] + 1) if marked else (0, 0)
+        assert apply._span(roles, partial(and_, bit)) == want
+    loss = None
+    for i, r in enumerate(roles):
+        if r == 257:
+            break
+        if r == 256:
+            loss = i
+    index = SimpleNamespace(global_block=SimpleNamespace(ops=SimpleNamespace(role=roles)))
+    assert loss_op(index) == loss  # type: ignore[arg-type]
+
+
+def _remesh_and_chunk_by_the_rule(
+    a: apply.Assignment, ops: SimpleNamespace, op: int, mesh: int | None, chunk: int
+) -> None:
+    """Rules 6 and 7 for one op in their written order: every variable's mesh (the inputs on
+    the op's old mesh and the outputs), then every one's chunk id; first writer wins."""
+    ins = ops.in_var[ops.in_off[op] : ops.in_off[op + 1]]
+    outs = ops.out_var[ops.out_off[op] : ops.out_off[op + 1]]
+    if mesh is not None:
+        old = a.op_mesh[0][op]
+        for v in ins:
+            if v >= 0 and not a.mesh_set[v] and a.var_mesh[v] == old:
+                a.var_mesh[v], a.mesh_set[v] = mesh, 1
+        for v in outs:
+            if v >= 0 and not a.mesh_set[v]:
+                a.var_mesh[v], a.mesh_set[v] = mesh, 1
+        a.op_mesh[0][op], a.moved[0][op] = mesh, 1
+    a.op_chunk[0][op] = chunk
+    own = a.op_mesh[0][op]
+    for v in outs:
+        if v >= 0 and a.var_mesh[v] == -1 and not a.mesh_set[v]:
+            a.var_mesh[v], a.mesh_set[v] = own, 1
+    for v in (*ins, *outs):
+        if v >= 0 and not a.chunk_set[v] and a.var_mesh[v] == own and v not in a.no_chunk:
+            a.var_chunk[v], a.chunk_set[v] = chunk, 1
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_an_op_is_placed_as_the_rules_order_places_it(seed: int) -> None:
+    """`placer` (each variable's mesh and chunk id in one step, outputs first) leaves every
+    table as rules 6 and 7 in their written order do, for ops whose arguments repeat, are
+    both read and written (in place), name no variable, or are already placed; moved or
+    not; with and without variables that never get a chunk id."""
+    rng = random.Random(seed)
+    n_vars, n_ops = rng.randrange(1, 12), rng.randrange(1, 30)
+    in_var, out_var, in_off, out_off = array("q"), array("q"), array("q", [0]), array("q", [0])
+    for _ in range(n_ops):
+        in_var.extend(rng.choice([-2, -3, *range(n_vars)]) for _ in range(rng.randrange(0, 4)))
+        out_var.extend(rng.choice([-2, *range(n_vars)]) for _ in range(rng.randrange(0, 3)))
+        in_off.append(len(in_var))
+        out_off.append(len(out_var))
+    ops = SimpleNamespace(in_var=in_var, out_var=out_var, in_off=in_off, out_off=out_off)
+    index = SimpleNamespace(blocks=[SimpleNamespace(ops=ops)])
+
+    def state() -> apply.Assignment:
+        r = random.Random(seed)  # the same start for both
+        return apply.Assignment(
+            op_mesh=[array("q", (r.choice([-1, 0, 1, 2]) for _ in range(n_ops)))],
+            op_chunk=[array("q", [0]) * n_ops],
+            moved=[bytearray(n_ops)],
+            var_mesh=array("q", (r.choice([-1, 0, 1, 2]) for _ in range(n_vars))),
+            var_chunk=array("q", (r.choice([-1, 0, 1]) for _ in range(n_vars))),
+            mesh_set=bytearray(r.random() < 0.2 for _ in range(n_vars)),
+            chunk_set=bytearray(r.random() < 0.2 for _ in range(n_vars)),
+            no_chunk=frozenset(v for v in range(n_vars) if r.random() < 0.15),
+            vpp=3,
+        )
+
+    got, want = state(), state()
+    place = apply.placer(index, got, 0)  # type: ignore[arg-type]
+    for op in range(n_ops):
+        mesh, chunk = rng.choice([None, 0, 1, 2, 3]), rng.randrange(3)
+        place(op, mesh, chunk)
+        _remesh_and_chunk_by_the_rule(want, ops, op, mesh, chunk)
+        assert got == want

@@ -24,6 +24,9 @@ from rulekit import (
     running,
 )
 
+from vppctl.engine import ForwardOps, build_index
+from vppctl.program import EMPTY_VAR, NO_VAR, SCOPE_VAR
+
 # ---------------------------------------------------------------------------------
 # Rule 9: backward ops
 
@@ -189,3 +192,31 @@ def test_rule9_backward_outputs_take_their_ops_placement_first_writer_wins() -> 
     assert c.where(len(c.after.blocks[0].ops) - 1) == (S1, 0)
     assert c.var_where("DecoderLayer_1.w0@GRAD") == (S1, 0)
     assert c.var_where("DecoderLayer_2.w0@GRAD") == (S0, 1)  # its first writer's
+
+
+@pytest.mark.parametrize("rename", [False, True])
+def test_shares_a_variable_is_its_definition_for_every_pair_of_ops(rename: bool) -> None:
+    """`ForwardOps.shares_a_variable` (its usual case tested first: the op reads what the
+    forward op reads) is, for every backward op and every forward op of the running
+    example, whether one names a variable of the other, or the gradient of one."""
+    p = running(backward=True)
+    if rename:  # grad ops that read only gradients: the slow path decides
+        for op in p.msg.blocks[0].ops:
+            if op.type.endswith("_grad"):
+                for var in op.inputs:
+                    var.arguments[:] = [a for a in var.arguments if "@GRAD" in a] or ["x@GRAD"]
+    index = build_index(p.program())
+    forward = ForwardOps(index)
+    block = index.global_block
+    sentinels = {NO_VAR, EMPTY_VAR, SCOPE_VAR}
+    checked = 0
+    for op in range(block.n_ops):
+        if not block.ops.role[op] & BACKWARD:
+            continue
+        mine = {*block.inputs(op), *block.outputs(op)} - sentinels
+        for f in block.forward_ops:
+            theirs = {*block.inputs(f), *block.outputs(f)}
+            want = not mine.isdisjoint(theirs) or any(index.forward_var(v) in theirs for v in mine)
+            assert forward.shares_a_variable(op, f) == want
+            checked += want
+    assert checked  # some pairs share, and the rest do not

@@ -14,8 +14,9 @@ from __future__ import annotations
 from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from itertools import chain, compress, islice, repeat
-from operator import ne, or_, sub
+from functools import partial
+from itertools import chain, compress, count, islice
+from operator import and_
 from typing import TypeVar
 
 from vppctl import progress
@@ -140,6 +141,8 @@ def _report_odd_meshes(index: ProgramIndex, a: Assignment) -> None:
     stage mesh nor this program's world: precheck let them through, the rules kept them."""
     stages, globals_ = index.stage_mesh_ids()
     usual = {*stages, *globals_, NO_MESH}
+    if usual.issuperset(a.var_mesh) and usual.issuperset(a.op_mesh[0]):  # in C: the usual case
+        return
     known = usual.__contains__  # counted with map: the loops run in C
     odd_vars = len(a.var_mesh) - sum(map(known, a.var_mesh))
     odd_ops = len(a.op_mesh[0]) - sum(map(known, a.op_mesh[0]))
@@ -191,8 +194,9 @@ class _SubBlocks:
     def _ops(self, sub: int, mesh: int | None, chunk: int) -> Iterator[int]:
         """Place each op of `sub`, yielding the sub-blocks it names before the next op."""
         bi = self.index.blocks[sub]
+        place = placer(self.index, self.a, sub)
         for op in range(bi.n_ops):
-            remesh_and_chunk(self.index, self.a, sub, op, mesh, chunk)
+            place(op, mesh, chunk)
             yield from bi.ops.sub_blocks.get(op, ())
 
 
@@ -205,33 +209,53 @@ def remesh_and_chunk(
     variable take the new mesh; then each input and output variable on the op's
     (new) mesh takes the chunk id. First writer wins for both.
     """
-    bi = index.blocks[block]
-    ins, outs = bi.inputs(op), bi.outputs(op)
-    var_mesh, mesh_set = a.var_mesh, a.mesh_set
-    if mesh is not None:
-        old = a.op_mesh[block][op]
-        for v in ins:
-            if v >= 0 and not mesh_set[v] and var_mesh[v] == old:
-                var_mesh[v] = mesh
-                mesh_set[v] = 1
-        for v in outs:
-            if v >= 0 and not mesh_set[v]:
-                var_mesh[v] = mesh
-                mesh_set[v] = 1
-        a.place_op(block, op, mesh, chunk)
-    else:
-        a.op_chunk[block][op] = chunk
-    own = a.op_mesh[block][op]
-    for v in outs:  # vppctl: an output without any mesh takes its first writer's
-        if v >= 0 and var_mesh[v] == NO_MESH and not mesh_set[v]:
-            var_mesh[v] = own
-            mesh_set[v] = 1
-    chunk_set, var_chunk, no_chunk = a.chunk_set, a.var_chunk, a.no_chunk
-    for group in (ins, outs):
-        for v in group:
-            if v >= 0 and not chunk_set[v] and var_mesh[v] == own and v not in no_chunk:
-                var_chunk[v] = chunk
-                chunk_set[v] = 1
+    placer(index, a, block)(op, mesh, chunk)
+
+
+def placer(
+    index: ProgramIndex, a: Assignment, block: int
+) -> Callable[[int, int | None, int], None]:
+    """`remesh_and_chunk` for the ops of one block, as a function holding the block's
+    tables in its closure (the forward pass calls it once per op: no attribute lookups,
+    no method call per argument)."""
+    o = index.blocks[block].ops
+    in_off, in_var, out_off, out_var = o.in_off, o.in_var, o.out_off, o.out_var
+    var_mesh, mesh_set, var_chunk, chunk_set = a.var_mesh, a.mesh_set, a.var_chunk, a.chunk_set
+    op_mesh, op_chunk, moved = a.op_mesh[block], a.op_chunk[block], a.moved[block]
+    no_chunk = a.no_chunk
+    chunked = no_chunk.__contains__ if no_chunk else None
+
+    def place(op: int, mesh: int | None, chunk: int) -> None:
+        # One loop over the outputs, then one over the inputs, each variable given its mesh
+        # and then its chunk id: what the rule's order (every mesh, then every chunk id)
+        # gives, since a variable's mesh is final for this op once it was looked at (an
+        # input that is also an output took the op's mesh as an output, first).
+        old = op_mesh[op]
+        if mesh is not None:
+            op_mesh[op] = own = mesh
+            moved[op] = 1
+        else:
+            own = old
+        op_chunk[op] = chunk
+        for v in out_var[out_off[op] : out_off[op + 1]]:
+            if v >= 0:
+                # an output takes the op's new mesh; without one, if it has none, the op's
+                if not mesh_set[v] and (mesh is not None or var_mesh[v] == NO_MESH):
+                    var_mesh[v] = own
+                    mesh_set[v] = 1
+                if not chunk_set[v] and var_mesh[v] == own and (chunked is None or not chunked(v)):
+                    var_chunk[v] = chunk
+                    chunk_set[v] = 1
+        for v in in_var[in_off[op] : in_off[op + 1]]:
+            if v >= 0:
+                if mesh is not None and not mesh_set[v] and var_mesh[v] == old:
+                    var_mesh[v] = mesh
+                    mesh_set[v] = 1
+                if not chunk_set[v] and var_mesh[v] == own and (chunked is None or not chunked(v)):
+                    var_chunk[v] = chunk
+                    chunk_set[v] = 1
+
+    return place
 
 
 class AssignForward:
@@ -261,18 +285,22 @@ class AssignForward:
         move_tail = auto and plan.placement == "v" and plan.vpp % 2 == 0
         first_op = self.layers.layers[0].first
         subs = block.ops.sub_blocks
+        # Each layer's (mesh or None, chunk), looked up once per op.
+        layer_mesh = [seg_mesh[seg] if auto else None for seg in layer_segment]
+        layer_chunk = [seg_chunk[seg] for seg in layer_segment]
+        tail_mesh = seg_mesh[last] if move_tail else None
+        place = placer(index, a, 0)
         for i in block.forward_ops:
             k = op_layer[i]
             if k != NO_LAYER:
-                seg = layer_segment[k]
-                mesh = seg_mesh[seg] if auto else None
+                mesh, chunk = layer_mesh[k], layer_chunk[k]
             elif i < first_op:
-                seg, mesh = 0, None
+                mesh, chunk = None, seg_chunk[0]
             else:
-                seg, mesh = last, seg_mesh[last] if move_tail else None
-            remesh_and_chunk(index, a, 0, i, mesh, seg_chunk[seg])
-            if i in subs:
-                self.walker.enter(0, i, mesh, seg_chunk[seg])
+                mesh, chunk = tail_mesh, seg_chunk[last]
+            place(i, mesh, chunk)
+            if subs and i in subs:
+                self.walker.enter(0, i, mesh, chunk)
 
 
 class AssignBackward:
@@ -307,32 +335,75 @@ class AssignBackward:
         self.nops: list[int] = []
 
     def run(self) -> None:
-        block, a = self.block, self.a
-        roles, types = block.ops.role, block.ops.type
-        loss = loss_op(self.index)
+        block, a, index = self.block, self.a, self.index
+        o = block.ops
+        roles, types, subs = o.role, o.type, o.sub_blocks
+        out_off, out_var = o.out_off, o.out_var
+        loss = loss_op(index)
         last_writer: dict[int, int] = {}
-        mesh0, chunk0 = a.op_mesh[0], a.op_chunk[0]
-        for i in range(block.n_ops):
-            role = roles[i]
-            if not role & BACKWARD:  # is_backward, inline: once per op
+        mesh0, chunk0, moved0 = a.op_mesh[0], a.op_chunk[0], a.moved[0]
+        var_mesh, mesh_set, var_chunk, chunk_set = a.var_mesh, a.mesh_set, a.var_chunk, a.chunk_set
+        chunked = a.no_chunk.__contains__ if a.no_chunk else None
+        # The grad ops' usual source, inline (ForwardOps.of): a recompute copy's forward
+        # op, else the op its forward_op_id names, else the one inferred.
+        recomputed, by_id, fids, infer = (
+            self.forward.recomputed.get,
+            self.forward.by_id.get,
+            o.forward_op_id,
+            self.forward.infer,
+        )
+        sums = not self.pir
+        # The section from the first backward op to the last, walked by zipping its columns'
+        # slices (one step per op, no index per column).
+        lo, hi = _span(roles, partial(and_, BACKWARD))
+        for i, role, t, fid, start, end in zip(
+            range(lo, hi),
+            roles[lo:hi],
+            types[lo:hi],
+            fids[lo:hi],
+            out_off[lo:hi],
+            out_off[lo + 1 : hi + 1],
+        ):
+            if not role & BACKWARD:  # is_backward, inline
                 continue
-            is_sum = types[i] in GRAD_SUMS
+            is_sum = t in GRAD_SUMS
             if role == LOSS_GRAD and loss is not None:
                 mesh, chunk = mesh0[loss], chunk0[loss]
             elif is_sum:
                 mesh, chunk = self._sum_source(i, last_writer)
             else:
-                mesh, chunk = self._grad_source(i, last_writer)
-            a.place_op(0, i, mesh if mesh != NO_MESH else None, chunk)
-            for v in block.outputs(i):
-                if is_sum and v >= 0 and not self.pir:
-                    f = self.index.forward_var(v)
-                    fm, fc = (a.var_mesh[f], a.var_chunk[f]) if f is not None else (NO_MESH, -1)
-                    a.set_var(v, fm if fm != NO_MESH else mesh, fc if fc >= 0 else chunk)
+                f = recomputed(i)
+                if f is None:
+                    f = by_id(fid)
+                    if f is None:
+                        f = infer(i)
+                if f is not None:
+                    mesh, chunk = mesh0[f], chunk0[f]
                 else:
-                    a.set_var(v, mesh, chunk)
-                last_writer[v] = i
-            if i in block.ops.sub_blocks:
+                    mesh, chunk = self._unmapped_source(i, last_writer)
+            if mesh != NO_MESH:  # Assignment.place_op, inline
+                mesh0[i] = mesh
+                moved0[i] = 1
+            chunk0[i] = chunk
+            outs = out_var[start:end]
+            if is_sum and sums:
+                for v in outs:
+                    if v >= 0:
+                        f = index.forward_var(v)
+                        fm, fc = (var_mesh[f], var_chunk[f]) if f is not None else (NO_MESH, -1)
+                        a.set_var(v, fm if fm != NO_MESH else mesh, fc if fc >= 0 else chunk)
+                    last_writer[v] = i
+            else:
+                for v in outs:  # Assignment.set_var, inline
+                    if v >= 0:
+                        if not mesh_set[v]:
+                            var_mesh[v] = mesh
+                            mesh_set[v] = 1
+                        if not chunk_set[v] and (chunked is None or not chunked(v)):
+                            var_chunk[v] = chunk
+                            chunk_set[v] = 1
+                    last_writer[v] = i
+            if subs and i in subs:
                 self.walker.enter(0, i, mesh if mesh != NO_MESH else None, chunk)
         self._warn()
 
@@ -367,11 +438,10 @@ class AssignBackward:
             )
         return self.a.op_mesh[0][j], self.a.op_chunk[0][j]
 
-    def _grad_source(self, i: int, last_writer: dict[int, int]) -> tuple[int, int]:
+    def _unmapped_source(self, i: int, last_writer: dict[int, int]) -> tuple[int, int]:
+        """A backward op that belongs to no forward op: the op that wrote its first input,
+        else the first input variable that has a mesh."""
         a = self.a
-        f = self.forward.of(i)
-        if f is not None:
-            return a.op_mesh[0][f], a.op_chunk[0][f]
         (self.nops if self.block.ops.type[i] == NOP else self.unmapped).append(i)
         for v in self.block.inputs(i):
             j = last_writer.get(v, -1) if v >= 0 else -1
@@ -380,6 +450,14 @@ class AssignBackward:
             if v >= 0 and a.var_mesh[v] != NO_MESH:
                 return a.var_mesh[v], a.copied_chunk(self.index, v)
         return a.op_mesh[0][i], 0
+
+
+def _span(roles: array[int], test: Callable[[int], object]) -> tuple[int, int]:
+    """(first, last + 1) of the ops whose role passes `test`, found in C; (0, 0) for none."""
+    first = next(compress(count(), map(test, roles)), None)
+    if first is None:
+        return 0, 0
+    return first, len(roles) - next(compress(count(), map(test, reversed(roles))))
 
 
 def _count_ops(index: ProgramIndex, ops: list[int], what: str) -> str:
@@ -402,31 +480,63 @@ class AssignOptimizer:
     def run(self) -> None:
         index, a = self.index, self.a
         block = index.global_block
+        o = block.ops
         stage_set = set(index.stage_mesh_ids()[0])
-        roles, params = block.ops.role, block.ops.param
+        roles, params, subs = o.role, o.param, o.sub_blocks
+        in_off, in_var, out_off, out_var = o.in_off, o.in_var, o.out_off, o.out_var
+        mesh0, chunk0, moved0 = a.op_mesh[0], a.op_chunk[0], a.moved[0]
+        var_mesh, mesh_set, var_chunk, chunk_set = a.var_mesh, a.mesh_set, a.var_chunk, a.chunk_set
+        chunked = a.no_chunk.__contains__ if a.no_chunk else None
+        vpp = a.vpp
         pir = index.program.is_pir
         constants: list[int] = []
-        for i in range(block.n_ops):
-            role = roles[i]
-            if role in FORWARD_ROLES or role & BACKWARD:  # inline: once per op
+        # The ops of this pass: neither forward nor backward (their roles tested once each).
+        mine = {r: r not in FORWARD_ROLES and not r & BACKWARD for r in set(roles)}
+        lo, hi = _span(roles, mine.__getitem__)
+        for i, role, start, end in zip(
+            range(lo, hi), roles[lo:hi], out_off[lo:hi], out_off[lo + 1 : hi + 1]
+        ):
+            if not mine[role]:
                 continue
-            if pir and role & OPTIMIZE and self._is_constant(i, stage_set):
+            optimize = role & OPTIMIZE
+            if not optimize:
+                mesh, chunk = mesh0[i], 0
+            elif pir and self._is_constant(i, stage_set):
                 constants.append(i)  # placed with its first reader, below
                 continue
-            if not role & OPTIMIZE:
-                mesh, chunk = a.op_mesh[0][i], 0
-            elif params.get(i, -1) >= 0:
-                p = params[i]
-                mesh, chunk = a.var_mesh[p], a.copied_chunk(index, p)
+            elif (p := params.get(i, -1)) >= 0:
+                mesh, chunk = var_mesh[p], var_chunk[p]
+                if chunk >= vpp or chunk < 0:  # Assignment.copied_chunk, inline
+                    chunk = a.copied_chunk(index, p)
                 if pir:
                     self._states_follow(i, p, mesh, chunk)
-            else:
-                mesh, chunk = self._clip_source(i, stage_set)
-            a.place_op(0, i, mesh if mesh != NO_MESH else None, chunk)
-            if role & OPTIMIZE:
-                for v in block.outputs(i):
-                    a.set_var(v, a.op_mesh[0][i], chunk)
-            if i in block.ops.sub_blocks:
+            else:  # _clip_source's usual case inline: its first input on a stage mesh
+                own = mesh0[i]
+                if own != NO_MESH and own not in stage_set:
+                    mesh, chunk = own, 0
+                elif pir and own in stage_set:
+                    mesh, chunk = self._pir_clip_source(i, own, stage_set)
+                else:
+                    mesh, chunk = own, 0
+                    for v in in_var[in_off[i] : in_off[i + 1]]:
+                        if v >= 0 and var_mesh[v] in stage_set:
+                            mesh, chunk = var_mesh[v], a.copied_chunk(index, v)
+                            break
+            if mesh != NO_MESH:  # Assignment.place_op, inline
+                mesh0[i] = mesh
+                moved0[i] = 1
+            chunk0[i] = chunk
+            if optimize:
+                placed = mesh0[i]
+                for v in out_var[start:end]:  # Assignment.set_var, inline
+                    if v >= 0:
+                        if not mesh_set[v]:
+                            var_mesh[v] = placed
+                            mesh_set[v] = 1
+                        if not chunk_set[v] and (chunked is None or not chunked(v)):
+                            var_chunk[v] = chunk
+                            chunk_set[v] = 1
+            if subs and i in subs:
                 self.walker.enter(0, i, mesh if mesh != NO_MESH else None, chunk)
         if constants:
             self._place_constants(constants)
@@ -463,18 +573,6 @@ class AssignOptimizer:
         for v in index.global_block.inputs(i):
             if v >= 0 and v != p and index.var_name_bytes(v).startswith(prefix):
                 self.a.set_var(v, mesh, chunk)
-
-    def _clip_source(self, i: int, stage_set: set[int]) -> tuple[int, int]:
-        a = self.a
-        own = a.op_mesh[0][i]
-        if own != NO_MESH and own not in stage_set:
-            return own, 0
-        if self.index.program.is_pir and own in stage_set:
-            return self._pir_clip_source(i, own, stage_set)
-        for v in self.index.global_block.inputs(i):
-            if v >= 0 and a.var_mesh[v] in stage_set:
-                return a.var_mesh[v], a.copied_chunk(self.index, v)
-        return own, 0
 
     def _pir_clip_source(self, i: int, own: int, stage_set: set[int]) -> tuple[int, int]:
         """A PIR program says where each op runs, and moves a value read elsewhere with an
@@ -530,16 +628,26 @@ def _op_edits(
     old_chunk, new_mesh, new_chunk, moved = bi.ops.chunk, a.op_mesh[b], a.op_chunk[b], a.moved[b]
     raw = index.mesh_raw
 
-    def edits(batch: list[int]) -> Iterator[tuple[int, bytes | None, int]]:
-        progress.advance(done + batch[0])
-        meshes = [raw[new_mesh[i]] if moved[i] else None for i in batch]
-        return zip(batch, meshes, [new_chunk[i] for i in batch])
+    def edits(lo: int) -> list[tuple[int, bytes | None, int]]:
+        hi = lo + _SPAN
+        return [
+            (i, raw[m] if to else None, c)
+            for i, to, m, c, was in zip(
+                range(lo, hi), moved[lo:hi], new_mesh[lo:hi], new_chunk[lo:hi], old_chunk[lo:hi]
+            )
+            if to or c != was
+        ]
 
-    changed = compress(range(bi.n_ops), map(or_, moved, map(ne, new_chunk, old_chunk)))
-    return _batched(changed, _REPORT_EVERY, edits)
+    def reported(batch: list[tuple[int, bytes | None, int]]) -> list[tuple[int, bytes | None, int]]:
+        progress.advance(done + batch[0][0])
+        return batch
+
+    found = chain.from_iterable(map(edits, range(0, bi.n_ops, _SPAN)))
+    return _batched(found, _REPORT_EVERY, reported)
 
 
 _REPORT_EVERY = 1024  # ops rewritten between progress reports
+_SPAN = 4096  # ops or variables whose edits are found at once
 
 
 def _var_edits(
@@ -551,30 +659,28 @@ def _var_edits(
     raw = index.mesh_raw
     new_mesh, old_mesh = a.var_mesh, index.var_mesh
     new_chunk, old_chunk = a.var_chunk, index.var_chunks
+    end = base + n
 
-    def edits(batch: list[int]) -> Iterator[tuple[int, bytes | None, int | None]]:
-        meshes = [
-            raw[new_mesh[v]] if new_mesh[v] != old_mesh[v] and new_mesh[v] >= 0 else None
-            for v in batch
+    def edits(lo: int) -> list[tuple[int, bytes | None, int | None]]:
+        hi = min(lo + _SPAN, end)  # the block's own variables only
+        return [
+            (
+                v - base,
+                raw[m] if m != om and m >= 0 else None,
+                c if c != oc and c >= 0 else None,
+            )
+            for v, m, om, c, oc in zip(
+                range(lo, hi), new_mesh[lo:hi], old_mesh[lo:hi], new_chunk[lo:hi], old_chunk[lo:hi]
+            )
+            if m != om or c != oc
         ]
-        chunks = [
-            new_chunk[v] if new_chunk[v] != old_chunk[v] and new_chunk[v] >= 0 else None
-            for v in batch
-        ]
-        return zip(map(sub, batch, repeat(base)), meshes, chunks)
 
-    span = slice(base, base + n)
-    to_mesh = map(ne, new_mesh[span], old_mesh[span])
-    to_chunk = map(ne, new_chunk[span], old_chunk[span])
-    changed = compress(range(base, base + n), map(or_, to_mesh, to_chunk))
-    return _batched(changed, 4096, edits)
+    return chain.from_iterable(map(edits, range(base, end, _SPAN)))
 
 
-def _batched(
-    changed: Iterator[int], size: int, edits: Callable[[list[int]], Iterator[T]]
-) -> Iterator[T]:
-    """`edits(batch)` of each batch of `size` items of `changed`, chained: the items and the
-    edits made of them pass through C only (compress, islice, chain; no generator frame per
-    item), a batch's worth of them held at a time."""
-    batches = iter(lambda: list(islice(changed, size)), [])
-    return chain.from_iterable(map(edits, batches))
+def _batched(items: Iterator[T], size: int, each: Callable[[list[T]], list[T]]) -> Iterator[T]:
+    """The items, `each` called on every batch of `size` of them as it is taken (progress),
+    chained: they pass through C only (islice, chain; no generator frame per item), a
+    batch's worth of them held at a time."""
+    batches = iter(lambda: list(islice(items, size)), [])
+    return chain.from_iterable(map(each, batches))

@@ -62,6 +62,10 @@ class ForwardOps:
         or a gradient of one: a `forward_op_id` that does not is contradicted by the data
         flow."""
         block = self.block
+        o = block.ops
+        at = o.in_off[op]
+        if at < o.in_off[op + 1] and 0 <= o.in_var[at] in block.inputs(f):
+            return True  # the usual case, tested first: it reads what `f` reads (X)
         mine = set(block.inputs(op))
         mine.update(block.outputs(op))
         mine.difference_update(_SENTINELS)

@@ -12,12 +12,12 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
-from itertools import chain, repeat
-from operator import add
+from itertools import chain, compress, count, repeat
+from operator import add, and_
 
 from vppctl.engine.index import ProgramIndex, named
 from vppctl.mesh import MeshId
-from vppctl.program import is_backward, is_loss_grad
+from vppctl.program import BACKWARD, is_backward, is_loss_grad
 
 
 def first_forward_writers(index: ProgramIndex) -> dict[int, int]:
@@ -44,16 +44,18 @@ def cross_stage_edges(index: ProgramIndex, stage_mesh_ids: Sequence[MeshId]) -> 
     """
     block = index.global_block
     stage_of = {m: s for s, m in enumerate(stage_mesh_ids)}
-    producer = first_forward_writers(index)
+    stage = list(map(stage_of.get, block.op_mesh))  # op -> its stage, None: on no stage's
+    producer = first_forward_writers(index).get  # variables only: a sentinel gets -1
+    o = block.ops
+    in_off, in_var = o.in_off, o.in_var
     edges: set[tuple[int, int]] = set()
-    meshes = block.op_mesh
     for op in block.forward_ops:
-        dst = stage_of.get(meshes[op])
+        dst = stage[op]
         if dst is None:
             continue
-        for v in block.inputs(op):
-            p = producer.get(v, -1) if v >= 0 else -1
-            if 0 <= p < op and stage_of.get(meshes[p], dst) != dst:
+        for v in in_var[in_off[op] : in_off[op + 1]]:
+            p = producer(v, -1)
+            if 0 <= p < op and (src := stage[p]) is not None and src != dst:
                 edges.add((v, dst))
     return len(edges)
 
@@ -84,13 +86,14 @@ class GradientFlow:
         # Per argument position of the backward section, in C: the forward op writing the
         # variable an input is the gradient of, and the forward variable an output is the
         # gradient of (-1: none). Positions count from the section's first op.
-        first = next((i for i, r in enumerate(o.role) if is_backward(r)), block.n_ops)
+        first = next(compress(count(), map(and_, o.role, repeat(BACKWARD))), block.n_ops)
         self.in_start, self.out_start = o.in_off[first], o.out_off[first]
         ins, outs = o.in_var[self.in_start :], o.out_var[self.out_start :]
         self.grad_of_writer = list(map(writer.get, map(base.__getitem__, ins), repeat(-1)))
         self.grad_base = list(map(base.__getitem__, outs))
         self._input_sets: dict[int, set[int]] = {}
         self._argument_sets: dict[int, set[int]] = {}
+        self._columns = o.in_off, o.out_off, o.in_var  # read once per call of differentiates
 
     # The methods take a backward op `op` (at or after the section's first op). They test
     # membership in a forward op's cached variable set, iterating only `op`'s own
@@ -99,14 +102,16 @@ class GradientFlow:
     def differentiates(self, op: int, f: int) -> bool:
         """Whether `op` reads the gradient of an output of forward op `f` and writes the
         gradient of one of its inputs."""
-        o = self.block.ops
-        i, j = o.in_off[op] - self.in_start, o.out_off[op] - self.out_start
-        if f not in self.grad_of_writer[i : i + o.in_off[op + 1] - o.in_off[op]]:
+        in_off, out_off, in_var = self._columns
+        at = in_off[op]
+        i = at - self.in_start
+        if f not in self.grad_of_writer[i : i + in_off[op + 1] - at]:
             return False
-        written = self.grad_base[j : j + o.out_off[op + 1] - o.out_off[op]]
-        n = o.in_off[f + 1] - o.in_off[f]
-        if n <= _SMALL:  # most forward ops: their few inputs, read in place
-            return not set(written).isdisjoint(o.in_var[o.in_off[f] : o.in_off[f] + n])
+        j = out_off[op] - self.out_start
+        written = self.grad_base[j : j + out_off[op + 1] - out_off[op]]
+        start, end = in_off[f], in_off[f + 1]
+        if end - start <= _SMALL:  # most forward ops: their few inputs, read in place
+            return not set(written).isdisjoint(in_var[start:end])
         return not self._inputs(f).isdisjoint(written)
 
     def of(self, op: int) -> list[int]:

@@ -314,10 +314,6 @@ def loss_op(index: ProgramIndex) -> int | None:
     """The loss op: the last global-block op with role Forward|Loss (256) before the loss-grad
     op (257), as Paddle picks it; None when there is none."""
     roles = index.global_block.ops.role
-    loss = None
-    for i, role in enumerate(roles):
-        if role == LOSS_GRAD:
-            break
-        if role == LOSS:
-            loss = i
-    return loss
+    end = roles.index(LOSS_GRAD) if LOSS_GRAD in roles else len(roles)  # searched in C
+    before = roles[:end]
+    return end - 1 - before[::-1].index(LOSS) if LOSS in before else None
