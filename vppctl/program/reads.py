@@ -99,8 +99,13 @@ class _TensorMeshes:
         if tensor in self._keys:
             keys = self._keys[tensor]
         else:
+            if len(self._keys) >= _KEPT:  # a program of ever new values: bounded all the same
+                self._keys.clear()
             keys = self._keys[tensor] = _tensor_keys(tensor)
         return keys is not None and all(k == own for k in keys)
+
+
+_KEPT = 1 << 12  # distinct tensor dist attrs kept read (a program has a few dozen)
 
 
 def _tensor_keys(tensor: bytes) -> frozenset[MeshKey] | None:
