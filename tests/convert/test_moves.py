@@ -150,7 +150,7 @@ def test_each_parameter_is_read_once_by_the_splits_and_the_moves(
     between them, whatever the split and cost: one parse per parameter, not two."""
     reads: list[tuple[int, int]] = []
     for module in (cost, moves_module):  # every variable read the engine makes there
-        for name in ("var_tensor", "var_dims"):
+        for name in ("var_tensor", "var_dims", "var_shape"):
             if hasattr(module, name):
                 monkeypatch.setattr(module, name, _counted(getattr(module, name), reads))
     src, out, moves = tmp_path / "p.pb", tmp_path / "p.vpp.pb", tmp_path / "moves.json"

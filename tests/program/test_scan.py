@@ -358,6 +358,23 @@ def test_a_piece_too_large_to_join_is_read_one_by_one(monkeypatch: pytest.Monkey
     assert reads.tensor_mesh_conflicts(program.blocks[0], index.blocks[0].op_mesh, keys) == []
 
 
+@pytest.mark.parametrize("sample", ["gpt-8l-pp4.pb", "gpt-12l-pp4-2ranks-sgd.pb"])
+def test_a_variable_shape_reads_as_its_tensor(sample: str) -> None:
+    """`var_shape` (the splits' and the moves' one read of a parameter) gives each variable's
+    bytes per element and dims as the whole VarDesc read gives them (`var_tensor`), and
+    (0, ()) for a variable that is no tensor; `var_dims` its dims."""
+    program = parse_program((ROOT / "samples" / sample).read_bytes())
+    kinds = set()
+    for block in program.blocks:
+        for pos in range(len(block.vars)):
+            tensor = reads.var_tensor(block, pos)
+            want = (0, ()) if tensor is None else (tensor.dtype_bytes, tensor.dims)
+            assert reads.var_shape(block, pos) == want
+            assert reads.var_dims(block, pos) == want[1]
+            kinds.add(want[0])
+    assert 4 in kinds  # FP32 tensors among them
+
+
 # -- V017's reading: per-tensor meshes of ops as they are now, edits included ----------------
 
 

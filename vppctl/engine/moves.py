@@ -56,7 +56,7 @@ def parameter_places(
 
 def parameter_bytes(index: ProgramIndex, v: int) -> int:
     """A parameter's bytes: its elements (an unknown dimension counts 1) times its element
-    size (0 for a variable that is no tensor), from the one read of its VarDesc the splits
+    size (0 for a variable that is no tensor), from the one read of its type the splits
     made too (`param_size`)."""
     n, size = param_size(index, v)
     return n * size

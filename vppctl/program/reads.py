@@ -184,16 +184,24 @@ def op_slots(block: Block, op: int) -> dict[str, list[bytes]]:
 
 def var_dims(block: Block, pos: int) -> tuple[int, ...]:
     """The dims of a dense-tensor variable (empty when it has none)."""
+    return var_shape(block, pos)[1]
+
+
+def var_shape(block: Block, pos: int) -> tuple[int, tuple[int, ...]]:
+    """The bytes per element (0: not a known data type, or no tensor) and dims (empty: none)
+    of a dense-tensor or selected-rows variable, read through its type alone."""
     v = _scan_var(block, pos)
     try:
         t = pb.VarType.FromString(b"".join(v.type))
     except DecodeError:
         raise corrupt_var(block.idx, pos) from None
     if t.HasField("dense_tensor"):
-        return tuple(t.dense_tensor.tensor.dims)
-    if t.HasField("selected_rows"):
-        return tuple(t.selected_rows.dims)
-    return ()
+        desc = t.dense_tensor.tensor
+    elif t.HasField("selected_rows"):
+        desc = t.selected_rows
+    else:
+        return 0, ()
+    return _DTYPE_BYTES.get(desc.data_type, 0), tuple(desc.dims)
 
 
 # Bytes per element of each VarType data type (Paddle's `SizeOfType`).

@@ -532,11 +532,10 @@ def _check_variables(c: Checker) -> None:
         )
 
 
-def _unsigned(column: array[int]) -> array[int]:
-    """A column of 4-byte ints read as unsigned (-1, none, the largest)."""
-    out = array("I")
-    out.frombytes(column.tobytes())
-    return out
+def _unsigned(column: array[int]) -> memoryview:
+    """A column of 4-byte ints read as unsigned (-1, none, the largest), in place: no copy
+    (the verifier runs at a conversion's peak of memory)."""
+    return memoryview(column).cast("B").cast("I")
 
 
 def _latest_listed_first(wanted: Collection[int], var: Sequence[int]) -> list[int]:
