@@ -12,13 +12,17 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import pytest
 from commandline import invoke
 from programs import DTYPE_BYTES
 
+from vppctl.engine import cost
+from vppctl.engine import moves as moves_module
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.sample import SampleOptions, build_sample
 
@@ -136,3 +140,28 @@ def test_a_failed_conversion_writes_no_moves_and_moves_cannot_be_the_program(
         exit_code=2,
     )
     assert not (tmp_path / "o.pb").exists() and "Error:" in into.stderr
+
+
+@pytest.mark.parametrize(("options", "args"), FAMILY, ids=[" ".join(a) for _, a in FAMILY])
+def test_each_parameter_is_read_once_by_the_splits_and_the_moves(
+    tmp_path: Path, options: SampleOptions, args: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The splits' costs (elements) and the moves (bytes) read a parameter's VarDesc once
+    between them, whatever the split and cost: one parse per parameter, not two."""
+    reads: list[tuple[int, int]] = []
+    for module in (cost, moves_module):  # every variable read the engine makes there
+        for name in ("var_tensor", "var_dims", "var_shape"):
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, _counted(getattr(module, name), reads))
+    src, out, moves = tmp_path / "p.pb", tmp_path / "p.vpp.pb", tmp_path / "moves.json"
+    src.write_bytes(build_sample(options))
+    invoke("convert", str(src), *args, "-o", str(out), "--moves", str(moves))
+    assert len(reads) == len(set(reads)) == len(parameters(src.read_bytes()))
+
+
+def _counted(read: Callable[[Any, int], Any], reads: list[tuple[int, int]]) -> Callable[..., Any]:
+    def counted(block: Any, pos: int) -> Any:
+        reads.append((id(block), pos))
+        return read(block, pos)
+
+    return counted

@@ -67,6 +67,18 @@ def test_edited_spans_write_what_the_edited_list_writes(seed: int) -> None:
     out = b"".join(items.pieces(VAR_TAG))
     assert out == framed(new)
     assert items.field_size() == len(out) == fields_size(new)
+    _runs_read_as(items, new, rng)
+
+
+def _runs_read_as(items: Items, now: list[bytes], rng: random.Random) -> None:
+    """Every run of `items` (all of them, the empty ones, and some at random) reads, framed
+    and sized, as the same run of the items `now` (what a reader of many items takes)."""
+    n = len(now)
+    runs = [(0, n), (0, 0), (n, n), *((rng.randint(0, n), rng.randint(0, n)) for _ in range(30))]
+    for lo, hi in runs:
+        lo, hi = min(lo, hi), max(lo, hi)
+        assert items.framed(lo, hi, VAR_TAG) == framed(now[lo:hi]), (lo, hi)
+        assert items.nbytes(lo, hi) == sum(map(len, now[lo:hi])), (lo, hi)
 
 
 def test_unedited_spans_write_the_bytes_read() -> None:
@@ -95,6 +107,7 @@ def test_list_items_are_the_list() -> None:
     assert listed == [b"c", b"zzb"] == items and not items.spans
     assert Items.of(items) is items
     assert b"".join(items.pieces(VAR_TAG)) == framed(listed)
+    _runs_read_as(items, listed, random.Random(0))
 
 
 def test_empty_and_out_of_range() -> None:
@@ -148,6 +161,7 @@ def test_patched_spans_write_what_the_patched_list_writes(seed: int) -> None:
     out = b"".join(items.pieces(VAR_TAG))
     assert out == framed(new)
     assert items.field_size() == len(out) == fields_size(new)
+    _runs_read_as(items, new, rng)
 
 
 CHUNKS = (b"\x30\x00", b"\x30\x01", b"\x30\x7f")

@@ -24,8 +24,12 @@ from vppctl.errors import ProgramFileError
 from vppctl.program import reads, scan
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.program._proto import view_pb2 as view
+from vppctl.program.items import Patch
 from vppctl.program.load import Program, parse_program, read_program
+from vppctl.program.reads import MeshKey, decode_mesh
 from vppctl.program.roles import BACKWARD
+from vppctl.program.splice import DIST_TAG
+from vppctl.program.wire import field_spans, varint
 
 ROOT = paths.ROOT
 
@@ -352,6 +356,108 @@ def test_a_piece_too_large_to_join_is_read_one_by_one(monkeypatch: pytest.Monkey
     index = build_index(program)
     keys = [m.key for m in index.meshes]
     assert reads.tensor_mesh_conflicts(program.blocks[0], index.blocks[0].op_mesh, keys) == []
+
+
+@pytest.mark.parametrize("sample", ["gpt-8l-pp4.pb", "gpt-12l-pp4-2ranks-sgd.pb"])
+def test_a_variable_shape_reads_as_its_tensor(sample: str) -> None:
+    """`var_shape` (the splits' and the moves' one read of a parameter) gives each variable's
+    bytes per element and dims as the whole VarDesc read gives them (`var_tensor`), and
+    (0, ()) for a variable that is no tensor; `var_dims` its dims."""
+    program = parse_program((ROOT / "samples" / sample).read_bytes())
+    kinds = set()
+    for block in program.blocks:
+        for pos in range(len(block.vars)):
+            tensor = reads.var_tensor(block, pos)
+            want = (0, ()) if tensor is None else (tensor.dtype_bytes, tensor.dims)
+            assert reads.var_shape(block, pos) == want
+            assert reads.var_dims(block, pos) == want[1]
+            kinds.add(want[0])
+    assert 4 in kinds  # FP32 tensors among them
+
+
+# -- V017's reading: per-tensor meshes of ops as they are now, edits included ----------------
+
+
+def _tensor_conflicts_one_by_one(ops: list[bytes]) -> tuple[list[int], list[MeshKey], list]:
+    """What V017's reading must give, from each op parsed alone, as protobuf reads it: each
+    op's mesh class, the classes' keys, and the ops whose tensor dist attrs name another
+    mesh (the first such entry, its raw mesh), in op order."""
+    keys: list[MeshKey] = []
+    classes, conflicts = [], []
+    for i, blob in enumerate(ops):
+        d = pb.OpDesc.FromString(blob).dist_attr
+        if not d.HasField("process_mesh"):
+            classes.append(-1)
+            continue
+        own = decode_mesh(d.process_mesh.SerializeToString()).key
+        if own not in keys:
+            keys.append(own)
+        classes.append(keys.index(own))
+        for side, entries in (("input", d.input_dist_attrs), ("output", d.output_dist_attrs)):
+            raws = [e.tensor_dist_attr.process_mesh.SerializeToString() for e in entries]
+            bad = [
+                (e.name, raw)
+                for e, raw in zip(entries, raws)
+                if e.tensor_dist_attr.HasField("process_mesh") and decode_mesh(raw).key != own
+            ]
+            if bad:
+                conflicts.append((i, f"{side} {bad[0][0]}", bad[0][1]))
+                break
+    return classes, keys, conflicts
+
+
+@pytest.mark.parametrize(("seed", "piece"), [(s, p) for s in range(6) for p in (1, 7, 256)])
+def test_tensor_meshes_are_read_from_the_ops_as_edited(
+    seed: int, piece: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """V017 reads many ops at once (`tensor_mesh_conflicts`, edited ones as the output holds
+    them, `Items.framed`): each op reads as it is now, whatever its edit (a Patch moving
+    every mesh, only the op's or only its tensors', a field spliced in of the same size or
+    another, the op replaced whole), as protobuf reads the op alone: the same conflicts,
+    in op order, in pieces of any size, however few of the distinct per-tensor dist attrs
+    read are kept."""
+    monkeypatch.setattr(reads, "PIECE_ITEMS", piece)
+    monkeypatch.setattr(reads, "_KEPT", 1 + seed % 3)
+    rng = random.Random(seed)
+    program = parse_program((ROOT / "samples" / "gpt-8l-pp4.pb").read_bytes())
+    ops = program.blocks[0].ops
+    assert ops.spans
+    meshes = list(program.header.process_meshes)[:4]  # the stage meshes: one size
+    seeded = 0
+    for i in sorted(rng.sample(range(len(ops)), len(ops) // 2)):
+        op = ops[i]
+        span = [f for f in field_spans(op) or () if f.number == 1002]
+        if len(span) != 1:
+            continue
+        lo, hi = span[0].start, span[0].end
+        field = op[lo:hi]
+        mine = next((m for m in meshes if bytes([len(m)]) + m in field), None)
+        if mine is None:  # on the 4-rank mesh
+            continue
+        other = rng.choice([m for m in meshes if m != mine])
+        tag = rng.choice((b"", b"\x1a", b"\x0a"))  # every mesh, the op's, its tensors'
+        old, new = tag + bytes([len(mine)]) + mine, tag + bytes([len(other)]) + other
+        seeded += tag != b"" and field.count(old) > 0
+        kind = rng.randrange(4)
+        if kind == 0:
+            ops.splice(i, lo, hi, Patch(old, new, b"", b""))
+        elif kind == 1:
+            ops.splice(i, lo, hi, field.replace(old, new))  # the same size
+        elif kind == 2:  # another size: a tensor dist attr on the 4-rank mesh
+            d = pb.OpDesc.FromString(op).dist_attr
+            entries = [*d.input_dist_attrs, *d.output_dist_attrs]
+            if entries:
+                wide = pb.ProcessMesh.FromString(program.header.process_meshes[4])
+                rng.choice(entries).tensor_dist_attr.process_mesh.CopyFrom(wide)
+                seeded += 1
+            body = d.SerializeToString()
+            ops.splice(i, lo, hi, DIST_TAG + varint(len(body)) + body)
+        else:
+            ops[i] = op[:lo] + field.replace(old, new) + op[hi:]
+    now = list(ops)
+    classes, keys, want = _tensor_conflicts_one_by_one(now)
+    assert seeded and want  # some conflicts were seeded
+    assert reads.tensor_mesh_conflicts(program.blocks[0], classes, keys) == want
 
 
 def _attr(**fields: object) -> bytes:

@@ -8,10 +8,12 @@ vppctl/verify/segments.py, which have no test file of their own.
 
 from __future__ import annotations
 
+import lzma
 import random
 from array import array
 from pathlib import Path
 
+import paths
 import pytest
 from programs import layered
 from verifykit import Broken, converted, fan, op_names, rules, violations
@@ -19,7 +21,7 @@ from verifykit import Broken, converted, fan, op_names, rules, violations
 from vppctl.engine.index import build_index
 from vppctl.program._proto import program_pb2 as pb
 from vppctl.program.load import parse_program
-from vppctl.verify import RULES
+from vppctl.verify import RULES, VerifyOptions
 from vppctl.verify.checker import FirstOps
 from vppctl.verify.expectation import verify_program
 
@@ -217,6 +219,40 @@ def test_v011_variable_off_its_first_writer() -> None:
     found = violations(b.bytes())
     assert {v.rule for v in found} == {"V011"}
     assert found[0].op == 5 and "DecoderLayer_2.out0" in found[0].message
+
+
+def test_v011_a_sum_output_lives_with_its_forward_variable_not_with_the_sum() -> None:
+    """A gradient sum runs where its parts meet; its output lives with its forward variable
+    (Paddle's answers put it there). For every sum of Paddle's tied-embedding answer on
+    another place than its output's forward variable: as Paddle wrote it, V011 is quiet;
+    the output moved onto the sum's own place, V011 names it at the sum."""
+    data = lzma.decompress(
+        (paths.PADDLE_REFERENCE / "llama_tied_pp2_v2_paddlevpp.pb.xz").read_bytes()
+    )
+    options = VerifyOptions(seg_method="LlamaDecoderLayer")
+    assert not [
+        v for v in verify_program(parse_program(data), options).violations if v.rule == "V011"
+    ]
+    msg = pb.ProgramDesc.FromString(data)
+    block = msg.blocks[0]
+    var = {v.name: v for v in block.vars}
+    moved = 0
+    for i, op in enumerate(block.ops):
+        out = op_names(op)
+        if op.type not in ("sum", "grad_add") or len(out) != 1 or not out[0].endswith("@GRAD"):
+            continue
+        here = (list(op.dist_attr.process_mesh.process_ids), op.dist_attr.chunk_id)
+        forward = var[out[0].removesuffix("@GRAD")].dist_attr
+        if (list(forward.process_mesh.process_ids), forward.chunk_id) == here:
+            continue
+        broken = pb.ProgramDesc.FromString(data)
+        v = next(v for v in broken.blocks[0].vars if v.name == out[0])
+        v.dist_attr.process_mesh.CopyFrom(op.dist_attr.process_mesh)
+        v.dist_attr.chunk_id = op.dist_attr.chunk_id
+        found = verify_program(parse_program(broken.SerializeToString()), options).violations
+        assert [(x.rule, x.op) for x in found if out[0] in x.message] == [("V011", i)], out[0]
+        moved += 1
+    assert moved >= 2
 
 
 def test_v011_reports_many_variables_latest_listed_first() -> None:

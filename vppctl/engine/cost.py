@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from vppctl.engine.index import ProgramIndex
 from vppctl.engine.layers import NO_LAYER, LayerSet
 from vppctl.plan import CostKind
-from vppctl.program import op_slots, var_dims
+from vppctl.program import op_slots, var_dims, var_shape
 
 # PIR spells out the dialect (`vppctl.program.pir`): its matmul is `pd_op.matmul`.
 MATMULS = (b"matmul_v2", b"matmul", b"mul", b"fused_gemm_epilogue", b"pd_op.matmul")
@@ -47,11 +47,26 @@ class LayerCosts:
 def param_elements(index: ProgramIndex, v: int) -> int:
     """Elements of a variable (unknown -1 dims count as 1); memoised on the index."""
     n = index.elements.get(v)
-    if n is None:
-        b = index.blocks[index.var_block[v]]
-        dims = var_dims(index.program.blocks[b.idx], v - b.var_base)
-        n = index.elements[v] = capped_product(abs(d) for d in dims) if dims else 0
-    return n
+    return n if n is not None else _read_size(index, v)[0]
+
+
+def param_size(index: ProgramIndex, v: int) -> tuple[int, int]:
+    """(elements, bytes per element) of a variable (`param_elements`; 0 bytes for one that is
+    no tensor or of an unknown data type), both memoised on the index: the splits and the
+    checkpoint's moves ask for the same parameters, whose type is read once."""
+    n = index.elements.get(v)
+    return (n, index.dtype_bytes[v]) if n is not None else _read_size(index, v)
+
+
+def _read_size(index: ProgramIndex, v: int) -> tuple[int, int]:
+    """`param_size`, read from the variable's type (one read) and memoised."""
+    b = index.blocks[index.var_block[v]]
+    size, dims = var_shape(index.program.blocks[b.idx], v - b.var_base)
+    n = index.elements[v] = capped_product(abs(d) for d in dims) if dims else 0
+    if not index.dtype_bytes:  # one byte per variable (an element is at most 16 bytes)
+        index.dtype_bytes = bytearray(index.n_vars)
+    index.dtype_bytes[v] = size
+    return n, size
 
 
 def layer_costs(

@@ -75,6 +75,7 @@ class ProgramIndex:
     var_chunks: array[int] = field(default_factory=lambda: array("q"))  # chunk per var, -1 none
     first_writers: dict[int, int] | None = None  # see flow.first_forward_writers
     elements: dict[int, int] = field(default_factory=dict)  # see cost.param_elements
+    dtype_bytes: bytearray = field(default_factory=bytearray)  # per var; see cost.param_size
     problems: list[str] = field(default_factory=list)  # structural problems found
 
     @property

@@ -13,10 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from vppctl.engine.cost import param_elements
+from vppctl.engine.cost import param_size
 from vppctl.engine.index import ProgramIndex
 from vppctl.mesh import MeshId
-from vppctl.program import var_tensor
 
 # A parameter's place: its stage (None: its mesh is no stage's, e.g. a mesh spanning
 # every stage) and its chunk.
@@ -57,10 +56,10 @@ def parameter_places(
 
 def parameter_bytes(index: ProgramIndex, v: int) -> int:
     """A parameter's bytes: its elements (an unknown dimension counts 1) times its element
-    size (0 for a variable that is no tensor)."""
-    b = index.blocks[index.var_block[v]]
-    tensor = var_tensor(index.program.blocks[b.idx], v - b.var_base)
-    return 0 if tensor is None else param_elements(index, v) * tensor.dtype_bytes
+    size (0 for a variable that is no tensor), from the one read of its type the splits
+    made too (`param_size`)."""
+    n, size = param_size(index, v)
+    return n * size
 
 
 def parameter_moves(

@@ -44,6 +44,7 @@ from vppctl.program.reads import (
     program_meshes,
     tensor_mesh_conflicts,
     var_dims,
+    var_shape,
     var_tensor,
 )
 from vppctl.program.record import RecordedPlan, RecordedSegment, read_plan, write_plan
@@ -142,6 +143,7 @@ __all__ = [
     "tensor_mesh_conflicts",
     "to_full",
     "var_dims",
+    "var_shape",
     "var_tensor",
     "varint",
     "write_all",

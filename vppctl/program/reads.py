@@ -20,8 +20,8 @@ from vppctl.program._proto import program_pb2 as pb
 from vppctl.program._proto import view_pb2 as view
 from vppctl.program.limits import raise_if_out_of_memory
 from vppctl.program.load import Block, corrupt_op, corrupt_var
-from vppctl.program.scan import PIECE_ITEMS, joinable
-from vppctl.program.wire import BIG_OP
+from vppctl.program.scan import PIECE_ITEMS, joinable_size
+from vppctl.program.wire import BIG_OP, OP_TAG
 
 CALLSTACK_NAME = b"op_callstack"
 
@@ -39,15 +39,18 @@ def tensor_mesh_conflicts(
     left out), `keys` each class's `Mesh.key`: meshes are equal when their keys are.
 
     Every op has to be read, so this is written for speed: each run of consecutive ops
-    on one mesh is joined, in pieces, and parsed as one op through the MeshMerge view
-    (see view.proto), whose lists then hold every tensor mesh of the piece; only a
-    piece with a mesh of another key among them, or one that does not parse, is read
-    op by op. The ops' own fields were read by the index's scan, so joining them cannot
-    misframe one.
+    on one mesh is read in pieces, each piece as the output holds it (`Items.framed`: the
+    bytes as read with the edits put in, no op rebuilt alone) and parsed as one op through
+    the TensorDistRun view (see view.proto), whose lists then hold every per-tensor dist
+    attr of the piece, serialized; each distinct one is read once (`_TensorMeshes`). Only
+    a piece with a mesh of another key among them, or one that does not parse, is read
+    op by op. The ops' own fields were read by the index's scan, so reading them as one
+    cannot misframe one.
     """
     ops = block.ops
     out = []
     end = 0
+    meshes = _TensorMeshes()
     for mesh, run in groupby(op_mesh):
         run_start, end = end, end + len(list(run))
         if mesh < 0:
@@ -55,8 +58,9 @@ def tensor_mesh_conflicts(
         for start in range(run_start, end, PIECE_ITEMS):  # pieces: bounded memory
             stop = min(start + PIECE_ITEMS, end)
             ops.release(start)  # a mapped file's pages behind given back
-            piece = ops[start:stop]
-            if joinable(piece) and _run_on(piece, keys[mesh]):
+            if joinable_size(ops.nbytes(start, stop)) and _run_on(
+                ops.framed(start, stop, OP_TAG), keys[mesh], meshes
+            ):
                 continue
             for i in range(start, stop):
                 conflict = _tensor_conflict(block, i, keys[mesh])
@@ -65,26 +69,54 @@ def tensor_mesh_conflicts(
     return out
 
 
-def _run_on(run: list[bytes], own: MeshKey) -> bool:
-    """Whether every tensor dist attr of the ops of `run` that names a mesh names `own`
-    (False also when the ops do not parse: reading them one by one names the corrupt one).
-
-    A mesh split over several occurrences (protobuf merges them) lands here as its
-    pieces, each decoded alone. That reads the merge exactly whenever this says True:
-    a piece without process ids is invalid (so False, and the ops are read one by one),
-    and two pieces each holding all of `own`'s ids would merge into a mesh that repeats
-    them, which no valid program holds (the one-by-one reading refuses it)."""
+def _run_on(run: bytes, own: MeshKey, meshes: _TensorMeshes) -> bool:
+    """Whether every tensor dist attr of the ops of `run` (framed as a block's ops) that
+    names a mesh names `own` (False also when the ops do not parse: reading them one by
+    one names the corrupt one)."""
     try:
-        d = view.MeshMerge.FromString(b"".join(run)).dist_attr
+        d = view.TensorDistRun.FromString(run).ops.dist_attr
     except DecodeError:
         return False
-    found = set(d.input_dist_attrs.tensor_dist_attr.process_mesh)
-    found.update(d.output_dist_attrs.tensor_dist_attr.process_mesh)
-    found.discard(b"")  # a tensor dist attr without a mesh is not compared
+    tensors = set(d.input_dist_attrs.tensor_dist_attr[:])  # a slice: a list built in C
+    tensors.update(d.output_dist_attrs.tensor_dist_attr[:])
+    return all(meshes.on(t, own) for t in tensors)
+
+
+class _TensorMeshes:
+    """The mesh keys each distinct serialized tensor dist attr names, read once per value.
+
+    A mesh split over several occurrences (protobuf merges them) is read as its pieces,
+    each decoded alone. That reads the merge exactly whenever `on` says True: a piece
+    without process ids is invalid (so False, and the ops are read one by one), and two
+    pieces each holding all of `own`'s ids would merge into a mesh that repeats them, which
+    no valid program holds (the one-by-one reading refuses it)."""
+
+    def __init__(self) -> None:
+        self._keys: dict[bytes, frozenset[MeshKey] | None] = {}  # None: not readable
+
+    def on(self, tensor: bytes, own: MeshKey) -> bool:
+        """Whether every mesh `tensor` names is `own` (False when it does not read)."""
+        if tensor in self._keys:
+            keys = self._keys[tensor]
+        else:
+            if len(self._keys) >= _KEPT:  # a program of ever new values: bounded all the same
+                self._keys.clear()
+            keys = self._keys[tensor] = _tensor_keys(tensor)
+        return keys is not None and all(k == own for k in keys)
+
+
+_KEPT = 1 << 12  # distinct tensor dist attrs kept read (a program has a few dozen)
+
+
+def _tensor_keys(tensor: bytes) -> frozenset[MeshKey] | None:
+    """The keys of the meshes a serialized tensor dist attr names (an empty mesh field is
+    not compared); None when it does not parse or a mesh is corrupt or invalid."""
     try:
-        return all(decode_mesh(raw).key == own for raw in found)
-    except ProgramFileError:  # a corrupt or invalid mesh: reading op by op reports it
-        return False
+        raws = set(view.MeshMergeTensors.FromString(tensor).process_mesh)
+        raws.discard(b"")
+        return frozenset(decode_mesh(raw).key for raw in raws)
+    except (DecodeError, ProgramFileError):  # reading op by op reports it
+        return None
 
 
 def _tensor_conflict(block: Block, op: int, own: MeshKey) -> tuple[str, bytes] | None:
@@ -152,16 +184,24 @@ def op_slots(block: Block, op: int) -> dict[str, list[bytes]]:
 
 def var_dims(block: Block, pos: int) -> tuple[int, ...]:
     """The dims of a dense-tensor variable (empty when it has none)."""
+    return var_shape(block, pos)[1]
+
+
+def var_shape(block: Block, pos: int) -> tuple[int, tuple[int, ...]]:
+    """The bytes per element (0: not a known data type, or no tensor) and dims (empty: none)
+    of a dense-tensor or selected-rows variable, read through its type alone."""
     v = _scan_var(block, pos)
     try:
         t = pb.VarType.FromString(b"".join(v.type))
     except DecodeError:
         raise corrupt_var(block.idx, pos) from None
     if t.HasField("dense_tensor"):
-        return tuple(t.dense_tensor.tensor.dims)
-    if t.HasField("selected_rows"):
-        return tuple(t.selected_rows.dims)
-    return ()
+        desc = t.dense_tensor.tensor
+    elif t.HasField("selected_rows"):
+        desc = t.selected_rows
+    else:
+        return 0, ()
+    return _DTYPE_BYTES.get(desc.data_type, 0), tuple(desc.dims)
 
 
 # Bytes per element of each VarType data type (Paddle's `SizeOfType`).

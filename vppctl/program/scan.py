@@ -295,6 +295,12 @@ def joinable(piece: list[bytes]) -> bool:
     return sum(map(len, piece)) <= _PIECE_BYTES
 
 
+def joinable_size(n: int) -> bool:
+    """Whether a piece of n bytes (its items' own, frames aside) is small enough to be joined
+    and parsed as one message (`joinable`)."""
+    return n <= _PIECE_BYTES
+
+
 def _scan_separator() -> bytes:
     sep = view.ScanMerge()
     name, n = _SENTINEL_NAME, _SENTINEL_INT

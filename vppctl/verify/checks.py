@@ -11,6 +11,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Collection, Sequence
 from itertools import compress
+from operator import lt
 
 from vppctl import progress
 from vppctl.engine import (
@@ -472,35 +473,54 @@ def _check_variables(c: Checker) -> None:
 
     A variable is first written by op k when k is the first op listing it as an
     output and no op up to k (k's own inputs, and any sub-block of an op up to k,
-    which runs at that op) reads it. Ops are walked in order, an optimizer op's
-    outputs never looked at; the violations are reported latest-listed variable first
-    (by where the ops' outputs name each last), the order V011 has always used.
+    which runs at that op) reads it. An optimizer op's outputs are never looked at; the
+    violations are reported latest-listed variable first (by where the ops' outputs name
+    each last), the order V011 has always used. The variables are found from the first
+    positions in a few C calls, and only those off their writer's place (or a sum's
+    output) are judged one by one.
     """
     index = c.index
     block = index.global_block
     o = block.ops
     read_at, written_at = c.first_read().first, c.first_written().first
-    roles, types, out_var, out_off = o.role, o.type, o.out_var, o.out_off
+    roles, types, out_var = o.role, o.type, o.out_var
     meshes, chunks = block.op_mesh, o.chunk
+    var_mesh, var_chunks = index.var_mesh, index.var_chunks
     pir = c.expect.pir
+    # The variables written before any read, found in C: read as unsigned, the entry of
+    # none (-1) is the largest, so that `written < read` says written and then read later
+    # or never (a read up to the writer, its own inputs included, is no first write).
+    first = compress(range(len(written_at)), map(lt, _unsigned(written_at), _unsigned(read_at)))
+    # Of those, the ones whose writer's placement differs from theirs (the rule's usual
+    # comparison, one step each), and every one a sum op writes (its own comparison):
+    # each then judged below as the rule says.
+    sums = set(compress(range(block.n_ops), map(GRAD_SUMS.__contains__, types)))
+    if pir:
+        odd = [v for v in first if var_mesh[v] != meshes[written_at[v]]]
+    else:
+        odd = [
+            v
+            for v in first
+            if var_mesh[v] != meshes[op := written_at[v]]
+            or var_chunks[v] != chunks[op]
+            or op in sums
+        ]
     found: dict[int, tuple[int, tuple[int, int], tuple[int, int]]] = {}
-    for op in range(block.n_ops):
+    for v in odd:
+        op = written_at[v]
         role = roles[op]
         if not (role in FORWARD_ROLES or role & BACKWARD):
-            continue
-        for v in out_var[out_off[op] : out_off[op + 1]]:
-            if v < 0 or written_at[v] != op or 0 <= read_at[v] <= op:
-                continue
-            want = (meshes[op], chunks[op])
-            got = (index.var_mesh[v], index.var_chunks[v])
-            if pir:  # PIR_RULES: a value has no chunk id and is where its op computes it
-                got, want = (got[0], -1), (want[0], -1)
-            elif types[op] in GRAD_SUMS and role & BACKWARD:
-                fwd = index.forward_var(v)
-                if fwd is not None:
-                    want = (index.var_mesh[fwd], index.var_chunks[fwd])
-            if got != want and not _no_chunk_ok(index, v, got, want):
-                found[v] = (op, got, want)
+            continue  # an optimizer op's outputs are never looked at
+        want = (meshes[op], chunks[op])
+        got = (var_mesh[v], var_chunks[v])
+        if pir:  # PIR_RULES: a value has no chunk id and is where its op computes it
+            got, want = (got[0], -1), (want[0], -1)
+        elif types[op] in GRAD_SUMS and role & BACKWARD:
+            fwd = index.forward_var(v)
+            if fwd is not None:
+                want = (var_mesh[fwd], var_chunks[fwd])
+        if got != want and not _no_chunk_ok(index, v, got, want):
+            found[v] = (op, got, want)
     for v in _latest_listed_first(found, out_var):
         op, got, want = found[v]
         c.add(
@@ -510,6 +530,12 @@ def _check_variables(c: Checker) -> None:
             f"writes {index.var_name(v)} first, but the variable is on "
             f"{_place(c, *got)}, not {_place(c, *want)}",
         )
+
+
+def _unsigned(column: array[int]) -> memoryview:
+    """A column of 4-byte ints read as unsigned (-1, none, the largest), in place: no copy
+    (the verifier runs at a conversion's peak of memory)."""
+    return memoryview(column).cast("B").cast("I")
 
 
 def _latest_listed_first(wanted: Collection[int], var: Sequence[int]) -> list[int]:

@@ -153,6 +153,26 @@ class MeshMergeTensors(_message.Message):
     process_mesh: _containers.RepeatedScalarFieldContainer[bytes]
     def __init__(self, process_mesh: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
+class TensorDistRun(_message.Message):
+    __slots__ = ("ops",)
+    OPS_FIELD_NUMBER: _ClassVar[int]
+    ops: TensorDistOp
+    def __init__(self, ops: _Optional[_Union[TensorDistOp, _Mapping]] = ...) -> None: ...
+
+class TensorDistOp(_message.Message):
+    __slots__ = ("dist_attr",)
+    DIST_ATTR_FIELD_NUMBER: _ClassVar[int]
+    dist_attr: TensorDistSides
+    def __init__(self, dist_attr: _Optional[_Union[TensorDistSides, _Mapping]] = ...) -> None: ...
+
+class TensorDistSides(_message.Message):
+    __slots__ = ("input_dist_attrs", "output_dist_attrs")
+    INPUT_DIST_ATTRS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_DIST_ATTRS_FIELD_NUMBER: _ClassVar[int]
+    input_dist_attrs: GroupEntries
+    output_dist_attrs: GroupEntries
+    def __init__(self, input_dist_attrs: _Optional[_Union[GroupEntries, _Mapping]] = ..., output_dist_attrs: _Optional[_Union[GroupEntries, _Mapping]] = ...) -> None: ...
+
 class ScanVar(_message.Message):
     __slots__ = ("name", "type", "is_parameter", "dist_attr")
     NAME_FIELD_NUMBER: _ClassVar[int]
