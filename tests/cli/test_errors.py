@@ -25,11 +25,13 @@ from pathlib import Path
 import pytest
 from commandline import invoke
 from failures import SAMPLE, args_for, assert_error, nothing_written, refuse, write
+from google.protobuf.message import DecodeError
 
 from vppctl import commands
 from vppctl.engine import index
 from vppctl.program import files, save
 from vppctl.program._proto import program_pb2 as pb
+from vppctl.program._proto import view_pb2 as view
 
 READERS = ("convert", "verify", "inspect", "dump")
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
@@ -166,6 +168,31 @@ def test_corrupt_op_bytes_are_refused(tmp_path: Path) -> None:
     src = write(tmp_path, bytes(blob))
     for command in READERS:
         refuse(tmp_path, command, src, 3, "not a program")
+
+
+@pytest.mark.parametrize("kind", ["parameter", "activation"])
+def test_bytes_vppctl_does_not_read_are_copied_as_read(tmp_path: Path, kind: str) -> None:
+    """docs/io.md: a variable's attrs are not read, so garbage there is no refusal (for a
+    parameter as for any variable): every reader accepts it and convert writes it as read."""
+    lazy = view.LazyProgram.FromString(SAMPLE)
+    block = lazy.blocks[0]
+    garbage = b"\x3a\x03\xff\xff\xff"  # VarDesc.attrs (7): three bytes that parse as nothing
+    wanted = kind == "parameter"
+    at = next(
+        i
+        for i, raw in enumerate(block.vars)
+        if (var := pb.VarDesc.FromString(raw)).is_parameter == wanted and var.persistable == wanted
+    )
+    block.vars[at] += garbage
+    src = write(tmp_path, lazy.SerializeToString())
+    for command in ("verify", "inspect"):
+        invoke(command, str(src), exit_code=0)
+    out = tmp_path / "out.pb"
+    invoke("convert", str(src), "--vpp", "2", "-o", str(out), exit_code=0)
+    written = view.LazyProgram.FromString(out.read_bytes()).blocks[0].vars[at]
+    assert written.endswith(garbage)
+    with pytest.raises(DecodeError):
+        pb.VarDesc.FromString(written)
 
 
 # -- option values (exit 2) ------------------------------------------------------------------
