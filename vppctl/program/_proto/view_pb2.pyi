@@ -127,26 +127,6 @@ class SlotOp(_message.Message):
     outputs: _containers.RepeatedCompositeFieldContainer[SlotOp.Var]
     def __init__(self, inputs: _Optional[_Iterable[_Union[SlotOp.Var, _Mapping]]] = ..., outputs: _Optional[_Iterable[_Union[SlotOp.Var, _Mapping]]] = ...) -> None: ...
 
-class MeshMerge(_message.Message):
-    __slots__ = ("dist_attr",)
-    DIST_ATTR_FIELD_NUMBER: _ClassVar[int]
-    dist_attr: MeshMergeDist
-    def __init__(self, dist_attr: _Optional[_Union[MeshMergeDist, _Mapping]] = ...) -> None: ...
-
-class MeshMergeDist(_message.Message):
-    __slots__ = ("input_dist_attrs", "output_dist_attrs")
-    INPUT_DIST_ATTRS_FIELD_NUMBER: _ClassVar[int]
-    OUTPUT_DIST_ATTRS_FIELD_NUMBER: _ClassVar[int]
-    input_dist_attrs: MeshMergeEntries
-    output_dist_attrs: MeshMergeEntries
-    def __init__(self, input_dist_attrs: _Optional[_Union[MeshMergeEntries, _Mapping]] = ..., output_dist_attrs: _Optional[_Union[MeshMergeEntries, _Mapping]] = ...) -> None: ...
-
-class MeshMergeEntries(_message.Message):
-    __slots__ = ("tensor_dist_attr",)
-    TENSOR_DIST_ATTR_FIELD_NUMBER: _ClassVar[int]
-    tensor_dist_attr: MeshMergeTensors
-    def __init__(self, tensor_dist_attr: _Optional[_Union[MeshMergeTensors, _Mapping]] = ...) -> None: ...
-
 class MeshMergeTensors(_message.Message):
     __slots__ = ("process_mesh",)
     PROCESS_MESH_FIELD_NUMBER: _ClassVar[int]
