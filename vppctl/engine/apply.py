@@ -12,7 +12,7 @@ chunk id) keeps it; the two are tracked separately, as in Paddle.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import chain, compress, count, islice
@@ -103,6 +103,29 @@ class Assignment:
         if not self.chunk_set[v] and v not in self.no_chunk:
             self.var_chunk[v] = chunk
             self.chunk_set[v] = 1
+
+    def outputs_setter(self) -> Callable[[Iterable[int], int, int], None]:
+        """`set_var` for each of an op's outputs, as a function holding the tables in its
+        closure: the rule passes call it once per op, not a method per variable."""
+        var_mesh, mesh_set, var_chunk, chunk_set = (
+            self.var_mesh,
+            self.mesh_set,
+            self.var_chunk,
+            self.chunk_set,
+        )
+        chunked = self.no_chunk.__contains__ if self.no_chunk else None
+
+        def set_outputs(outs: Iterable[int], mesh: int, chunk: int) -> None:
+            for v in outs:
+                if v >= 0:
+                    if not mesh_set[v]:
+                        var_mesh[v] = mesh
+                        mesh_set[v] = 1
+                    if not chunk_set[v] and (chunked is None or not chunked(v)):
+                        var_chunk[v] = chunk
+                        chunk_set[v] = 1
+
+        return set_outputs
 
 
 def _no_chunk_vars(index: ProgramIndex) -> frozenset[int]:
@@ -200,24 +223,15 @@ class _SubBlocks:
             yield from bi.ops.sub_blocks.get(op, ())
 
 
-def remesh_and_chunk(
-    index: ProgramIndex, a: Assignment, block: int, op: int, mesh: int | None, chunk: int
-) -> None:
-    """Rules 6 and 7 for one op: move it to `mesh` (None: keep), give it `chunk`.
-
-    When it moves, each input variable on the op's old mesh and every output
-    variable take the new mesh; then each input and output variable on the op's
-    (new) mesh takes the chunk id. First writer wins for both.
-    """
-    placer(index, a, block)(op, mesh, chunk)
-
-
 def placer(
     index: ProgramIndex, a: Assignment, block: int
 ) -> Callable[[int, int | None, int], None]:
-    """`remesh_and_chunk` for the ops of one block, as a function holding the block's
-    tables in its closure (the forward pass calls it once per op: no attribute lookups,
-    no method call per argument)."""
+    """Rules 6 and 7 for the ops of one block: `place(op, mesh, chunk)` moves an op to `mesh`
+    (None: keep) and gives it `chunk`. When it moves, each input variable on the op's old
+    mesh and every output variable take the new mesh; then each input and output variable
+    on the op's (new) mesh takes the chunk id. First writer wins for both. The block's
+    tables are held in the function's closure (the forward pass calls it once per op: no
+    attribute lookups, no method call per argument)."""
     o = index.blocks[block].ops
     in_off, in_var, out_off, out_var = o.in_off, o.in_var, o.out_off, o.out_var
     var_mesh, mesh_set, var_chunk, chunk_set = a.var_mesh, a.mesh_set, a.var_chunk, a.chunk_set
@@ -342,8 +356,7 @@ class AssignBackward:
         loss = loss_op(index)
         last_writer: dict[int, int] = {}
         mesh0, chunk0, moved0 = a.op_mesh[0], a.op_chunk[0], a.moved[0]
-        var_mesh, mesh_set, var_chunk, chunk_set = a.var_mesh, a.mesh_set, a.var_chunk, a.chunk_set
-        chunked = a.no_chunk.__contains__ if a.no_chunk else None
+        var_mesh, var_chunk, set_outputs = a.var_mesh, a.var_chunk, a.outputs_setter()
         # The grad ops' usual source, inline (ForwardOps.of): a recompute copy's forward
         # op, else the op its forward_op_id names, else the one inferred.
         recomputed, by_id, fids, infer = (
@@ -394,14 +407,8 @@ class AssignBackward:
                         a.set_var(v, fm if fm != NO_MESH else mesh, fc if fc >= 0 else chunk)
                     last_writer[v] = i
             else:
-                for v in outs:  # Assignment.set_var, inline
-                    if v >= 0:
-                        if not mesh_set[v]:
-                            var_mesh[v] = mesh
-                            mesh_set[v] = 1
-                        if not chunk_set[v] and (chunked is None or not chunked(v)):
-                            var_chunk[v] = chunk
-                            chunk_set[v] = 1
+                set_outputs(outs, mesh, chunk)
+                for v in outs:
                     last_writer[v] = i
             if subs and i in subs:
                 self.walker.enter(0, i, mesh if mesh != NO_MESH else None, chunk)
@@ -485,8 +492,7 @@ class AssignOptimizer:
         roles, params, subs = o.role, o.param, o.sub_blocks
         in_off, in_var, out_off, out_var = o.in_off, o.in_var, o.out_off, o.out_var
         mesh0, chunk0, moved0 = a.op_mesh[0], a.op_chunk[0], a.moved[0]
-        var_mesh, mesh_set, var_chunk, chunk_set = a.var_mesh, a.mesh_set, a.var_chunk, a.chunk_set
-        chunked = a.no_chunk.__contains__ if a.no_chunk else None
+        var_mesh, var_chunk, set_outputs = a.var_mesh, a.var_chunk, a.outputs_setter()
         vpp = a.vpp
         pir = index.program.is_pir
         constants: list[int] = []
@@ -527,15 +533,7 @@ class AssignOptimizer:
                 moved0[i] = 1
             chunk0[i] = chunk
             if optimize:
-                placed = mesh0[i]
-                for v in out_var[start:end]:  # Assignment.set_var, inline
-                    if v >= 0:
-                        if not mesh_set[v]:
-                            var_mesh[v] = placed
-                            mesh_set[v] = 1
-                        if not chunk_set[v] and (chunked is None or not chunked(v)):
-                            var_chunk[v] = chunk
-                            chunk_set[v] = 1
+                set_outputs(out_var[start:end], mesh0[i], chunk)
             if subs and i in subs:
                 self.walker.enter(0, i, mesh if mesh != NO_MESH else None, chunk)
         if constants:

@@ -89,15 +89,9 @@ def check_forward_links(index: ProgramIndex, forward: ForwardOps) -> None:
     to the other end of the pipeline."""
     block = index.global_block
     ids, roles, by_id = block.ops.forward_op_id, block.ops.role, forward.by_id.get
-    in_off, in_var = block.ops.in_off, block.ops.in_var
     for op in compress(range(block.n_ops), map(ge, ids, repeat(0))):  # the linked ops
         f = by_id(ids[op])
-        if f is None or not roles[op] & BACKWARD:
-            continue
-        at = in_off[op]  # the usual case inline: it reads what `f` reads (shares_a_variable's)
-        if at < in_off[op + 1] and 0 <= in_var[at] in in_var[in_off[f] : in_off[f + 1]]:
-            continue
-        if not forward.shares_a_variable(op, f):
+        if f is not None and roles[op] & BACKWARD and not forward.shares_a_variable(op, f):
             raise ConversionError(
                 f"{index.op_label(0, op)} has forward_op_id {ids[op]}, which names "
                 f"{index.op_label(0, f)}, but the two share no variable (neither the forward "
