@@ -249,14 +249,8 @@ class Items(Sequence[bytes]):
             return self.framed_run(lo, hi)
         if _RESIZED in bytes([self._edited[i] for i in self._at[k:q]]):
             return b"".join(prefixed(tag, len(item)) + item for item in self[lo:hi])
-        view = memoryview(self._buf)  # type: ignore[arg-type]
-        _, _, lows, highs, heads, lasts = self._spliced(k, q)
-        gaps = [
-            view[a:b]
-            for a, b in zip(chain((self._ends[lo - 1] if lo else self._region,), highs), lows)
-        ]
-        end = view[highs[-1] : self._ends[hi - 1]]
-        return b"".join(chain(chain.from_iterable(zip(gaps, heads, lasts)), (end,)))
+        start = self._ends[lo - 1] if lo else self._region
+        return self._chunk(k, q, start, self._ends[hi - 1])[0]
 
     def nbytes(self, lo: int, hi: int) -> int:
         """Bytes of items lo..hi-1 as they are now (their frames aside), without a step per
@@ -573,13 +567,17 @@ class Items(Sequence[bytes]):
         if mapped:
             self._release_to(pos)
 
-    def _chunk(self, k: int, q: int, pos: int) -> tuple[bytes, int]:
+    def _chunk(self, k: int, q: int, pos: int, end: int | None = None) -> tuple[bytes, int]:
         """Edits k..q-1 (of items that keep their size, not replaced whole) written from byte
-        `pos` of the bytes read on: (the bytes, where they end in the bytes read)."""
+        `pos` of the bytes read on, up to the last edit's end or, given, to byte `end`: (the
+        bytes, where they end in the bytes read)."""
         view = memoryview(self._buf)  # type: ignore[arg-type]
         _, _, lows, highs, heads, lasts = self._spliced(k, q)
         gaps = [view[a:b] for a, b in zip(chain((pos,), highs), lows)]
-        return b"".join(chain.from_iterable(zip(gaps, heads, lasts))), highs[-1]
+        parts = chain.from_iterable(zip(gaps, heads, lasts))
+        if end is None:
+            return b"".join(parts), highs[-1]
+        return b"".join(chain(parts, (view[highs[-1] : end],))), end
 
     def _spliced(
         self, k: int, q: int

@@ -292,12 +292,12 @@ def _framed_vars(run: bytes) -> list[bytes]:
 
 def joinable(piece: list[bytes]) -> bool:
     """Whether a piece is small enough to be joined and parsed as one message."""
-    return sum(map(len, piece)) <= _PIECE_BYTES
+    return joinable_size(sum(map(len, piece)))
 
 
 def joinable_size(n: int) -> bool:
     """Whether a piece of n bytes (its items' own, frames aside) is small enough to be joined
-    and parsed as one message (`joinable`)."""
+    and parsed as one message."""
     return n <= _PIECE_BYTES
 
 
